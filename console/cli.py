@@ -1,0 +1,60 @@
+"""Command line entry point: ``tpu-console [--demo] [--config PATH] [VERB ...]``.
+
+With no verb it opens the console (Textual). Each verb lives in its own module
+under ``console/verbs/`` exposing ``add_parser(subparsers)``; the parser it adds
+sets ``run=<callable(args) -> int>`` as a default. Verb modules keep heavy imports
+inside ``run`` so ``--help`` stays fast.
+
+Exit codes: each verb documents its own; 2 is always bad arguments or config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+#: Verb modules under console/verbs, in help order. A missing module is skipped.
+VERB_MODULES = ("nodes", "watch", "swap", "bench", "history", "log_summary", "sandbox")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, with every available verb registered."""
+    parser = argparse.ArgumentParser(
+        prog="tpu-console",
+        description="Keyboard-driven console for vLLM on Cloud TPU VMs.",
+    )
+    parser.add_argument("--config", metavar="PATH", help="config file (default: the XDG config path)")
+    parser.add_argument("--db", metavar="PATH", help="history database (default: the XDG data path)")
+    parser.add_argument("--demo", action="store_true",
+                        help="run against the built-in sandbox (no cloud account needed)")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    for name in VERB_MODULES:
+        try:
+            module = importlib.import_module(f"console.verbs.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"console.verbs.{name}":
+                continue
+            raise
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``tpu-console``; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run = getattr(args, "run", None)
+    if run is None:
+        from console.tui import run_tui
+
+        return run_tui(args)
+    try:
+        return int(run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,313 @@
+"""The console's configuration: one typed object loaded once from TOML.
+
+The file lives at the XDG config path (``platformdirs.user_config_path("tpu-console") /
+"config.toml"``); ``--config PATH`` overrides it. Every problem (TOML syntax error,
+unknown key, wrong type) raises :class:`ConfigError` naming the file, the key and the
+line, and is shown as one message without a traceback.
+
+Example::
+
+    refresh_interval_s = 10
+    # api_endpoint = "http://127.0.0.1:8470"   # sandbox or private endpoint
+
+    [[projects]]
+    id = "my-project"
+    zones = []                 # empty: all zones (locations/-)
+
+    [ssh]
+    user = "alice"             # default: the local user name, like gcloud
+    private_key = "~/.ssh/google_compute_engine"
+    known_hosts = "~/.ssh/google_compute_known_hosts"
+    proxy_command = ""         # e.g. an IAP tunnel command; %h and %p are replaced
+    # [ssh.hosts]              # per-node "host:port" overrides (bastions, the sandbox)
+    # "vllm-a" = "127.0.0.1:2222"
+
+    [container]
+    name = "vllm"
+    port = 8000
+
+    [prices.v6e]               # $ per chip-hour by provisioning model
+    on-demand = 2.70
+    spot = 0.95
+    flex-start = 1.35
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+APP_NAME = "tpu-console"
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used. ``str()`` is the one message to show."""
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    """One GCP project to list. ``zones`` empty means all zones (``locations/-``)."""
+
+    id: str
+    zones: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SshConfig:
+    """How to reach a node over SSH, the way ``gcloud compute tpus tpu-vm ssh`` does.
+
+    Attributes:
+        user: remote user name (default: the local user name).
+        private_key: path to the private key (default ``~/.ssh/google_compute_engine``).
+        known_hosts: path to the known-hosts file (default ``~/.ssh/google_compute_known_hosts``).
+        proxy_command: optional proxy command (IAP); ``%h``/``%p`` are replaced.
+        port: SSH port (22).
+        connect_timeout_s: seconds before a connect attempt gives up.
+        hosts: per-node ``"host:port"`` overrides, keyed by node name.
+    """
+
+    user: str = field(default_factory=getpass.getuser)
+    private_key: Path = Path("~/.ssh/google_compute_engine").expanduser()
+    known_hosts: Path = Path("~/.ssh/google_compute_known_hosts").expanduser()
+    proxy_command: str = ""
+    port: int = 22
+    connect_timeout_s: float = 15.0
+    hosts: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ContainerConfig:
+    """The serving container on each node.
+
+    Attributes:
+        name: container name (``docker run --name``).
+        port: vLLM's HTTP port on the node.
+        image: image used when no container runs yet.
+        model: model used when no container runs yet.
+        args: extra ``vllm serve`` arguments for that template.
+        env: extra environment for that template (values may be ``$VAR`` references).
+    """
+
+    name: str = "vllm"
+    port: int = 8000
+    image: str = "vllm/vllm-tpu:latest"
+    model: str = "Qwen/Qwen3-8B"
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+
+
+#: Default $ per chip-hour, by chip generation and provisioning model (public list prices,
+#: us-central; edit them in the config for your region and discounts).
+DEFAULT_PRICES: dict[str, dict[str, float]] = {
+    "v5e": {"on-demand": 1.20, "spot": 0.48, "flex-start": 0.60, "reserved": 0.84, "preemptible": 0.48},
+    "v6e": {"on-demand": 2.70, "spot": 1.08, "flex-start": 1.35, "reserved": 1.89, "preemptible": 1.08},
+    "v5p": {"on-demand": 4.20, "spot": 1.68, "flex-start": 2.10, "reserved": 2.94, "preemptible": 1.68},
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration. Build with :func:`load_config`.
+
+    Attributes:
+        path: the file it came from, or ``None`` for built-in defaults.
+        projects: projects to list.
+        api_endpoint: TPU API endpoint override (``http://`` loopback uses anonymous credentials).
+        refresh_interval_s: seconds between fleet refreshes.
+        request_timeout_s: timeout for each TPU API call.
+        ssh: SSH settings.
+        container: serving container settings.
+        prices: $ per chip-hour, ``prices[generation][provisioning_model]``.
+        keys: binding overrides, action id -> key (``{"refresh": "ctrl+r"}``).
+        db_path: history database override, or ``None`` for the XDG data path.
+    """
+
+    path: Path | None = None
+    projects: tuple[ProjectConfig, ...] = ()
+    api_endpoint: str | None = None
+    refresh_interval_s: float = 10.0
+    request_timeout_s: float = 20.0
+    ssh: SshConfig = field(default_factory=SshConfig)
+    container: ContainerConfig = field(default_factory=ContainerConfig)
+    prices: dict[str, dict[str, float]] = field(default_factory=lambda: {k: dict(v) for k, v in DEFAULT_PRICES.items()})
+    keys: dict[str, str] = field(default_factory=dict)
+    db_path: Path | None = None
+
+    def price_per_chip_hour(self, generation: str | None, provisioning_model: str) -> float | None:
+        """$ per chip-hour for a chip generation (``v6e``) and model (``spot``), or ``None``."""
+        return self.prices.get(generation or "", {}).get(provisioning_model)
+
+
+def default_config_path() -> Path:
+    """The XDG config file path, e.g. ``~/.config/tpu-console/config.toml``."""
+    return platformdirs.user_config_path(APP_NAME) / "config.toml"
+
+
+def default_db_path() -> Path:
+    """The XDG data path of the history database, e.g. ``~/.local/share/tpu-console/history.db``."""
+    return platformdirs.user_data_path(APP_NAME) / "history.db"
+
+
+# --- validation -------------------------------------------------------------------------
+
+_NUM = (int, float)
+
+
+def _line_of(text: str, table: str, key: str) -> int | None:
+    """Best-effort line number (1-based) of ``key`` inside ``[table]`` in TOML ``text``."""
+    current = ""
+    key_re = re.compile(r"^\s*(?:\"%s\"|'%s'|%s)\s*=" % ((re.escape(key),) * 3))
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = re.match(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$", line)
+        if header:
+            current = header.group(1).replace('"', "")
+            if table and current == table and not key:
+                return number
+            continue
+        if current == table and key_re.match(line):
+            return number
+    return None
+
+
+class _Checker:
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = path
+        self.text = text
+
+    def fail(self, table: str, key: str, problem: str) -> ConfigError:
+        dotted = f"{table}.{key}" if table else key
+        line = _line_of(self.text, table, key)
+        where = f"{self.path}, line {line}" if line else str(self.path)
+        return ConfigError(f"{where}: key '{dotted}': {problem}")
+
+    def table(self, data: Any, table: str, allowed: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise self.fail(table.rpartition(".")[0], table.rpartition(".")[2], "expected a table")
+        for key, value in data.items():
+            if key not in allowed:
+                names = ", ".join(sorted(allowed))
+                raise self.fail(table, key, f"unknown key (known keys here: {names})")
+            expected = allowed[key]
+            if expected is None:
+                continue
+            if expected is float:
+                ok = isinstance(value, _NUM) and not isinstance(value, bool)
+            elif expected is int:
+                ok = isinstance(value, int) and not isinstance(value, bool)
+            else:
+                ok = isinstance(value, expected)
+            if not ok:
+                want = {str: "a string", int: "an integer", float: "a number", list: "a list",
+                        dict: "a table", bool: "true or false"}.get(expected, str(expected))
+                raise self.fail(table, key, f"expected {want}, got {type(value).__name__} {value!r}")
+        return data
+
+
+def load_config(path: Path | str | None = None, *, required: bool = False) -> Config:
+    """Load the config from ``path`` (default: the XDG path).
+
+    Args:
+        path: file to read; ``None`` uses :func:`default_config_path`.
+        required: raise when the file does not exist (true when the user named it).
+
+    Returns:
+        The typed :class:`Config`; built-in defaults when the default file is absent.
+
+    Raises:
+        ConfigError: syntax error, unknown key, wrong type or value, or a missing file
+            that was named explicitly. The message names the file, the key and the line.
+    """
+    explicit = path is not None
+    file = Path(path).expanduser() if path is not None else default_config_path()
+    if not file.exists():
+        if explicit or required:
+            raise ConfigError(f"{file}: no such config file")
+        return Config()
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{file}: cannot read: {exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: TOML syntax error: {exc}") from None
+    return _build(file, text, data)
+
+
+def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
+    chk = _Checker(file, text)
+    chk.table(data, "", {
+        "projects": list, "api_endpoint": str, "refresh_interval_s": float, "request_timeout_s": float,
+        "ssh": dict, "container": dict, "prices": dict, "keys": dict, "db_path": str,
+    })
+    projects = []
+    for item in data.get("projects", []):
+        item = chk.table(item, "projects", {"id": str, "zones": list})
+        if not item.get("id"):
+            raise chk.fail("projects", "id", "every [[projects]] entry needs an id")
+        zones = item.get("zones", [])
+        if not all(isinstance(z, str) for z in zones):
+            raise chk.fail("projects", "zones", "expected a list of zone names")
+        projects.append(ProjectConfig(id=item["id"], zones=tuple(zones)))
+    for key in ("refresh_interval_s", "request_timeout_s"):
+        if key in data and data[key] <= 0:
+            raise chk.fail("", key, "must be a positive number of seconds")
+
+    s = chk.table(data.get("ssh", {}), "ssh", {
+        "user": str, "private_key": str, "known_hosts": str, "proxy_command": str, "port": int,
+        "connect_timeout_s": float, "hosts": dict,
+    })
+    hosts = chk.table(s.get("hosts", {}), "ssh.hosts", {k: str for k in s.get("hosts", {})})
+    for node, target in hosts.items():
+        host, _, port = target.rpartition(":")
+        if not host or not port.isdigit():
+            raise chk.fail("ssh.hosts", node, f"expected \"host:port\", got {target!r}")
+    ssh_defaults = SshConfig()
+    ssh = SshConfig(
+        user=s.get("user") or ssh_defaults.user,
+        private_key=Path(os.path.expanduser(s["private_key"])) if "private_key" in s else ssh_defaults.private_key,
+        known_hosts=Path(os.path.expanduser(s["known_hosts"])) if "known_hosts" in s else ssh_defaults.known_hosts,
+        proxy_command=s.get("proxy_command", ""),
+        port=s.get("port", 22),
+        connect_timeout_s=float(s.get("connect_timeout_s", 15.0)),
+        hosts=dict(hosts),
+    )
+
+    c = chk.table(data.get("container", {}), "container", {
+        "name": str, "port": int, "image": str, "model": str, "args": list, "env": dict,
+    })
+    if not all(isinstance(a, str) for a in c.get("args", [])):
+        raise chk.fail("container", "args", "expected a list of strings")
+    env = chk.table(c.get("env", {}), "container.env", {k: str for k in c.get("env", {})})
+    defaults = ContainerConfig()
+    container = ContainerConfig(
+        name=c.get("name", defaults.name), port=c.get("port", defaults.port),
+        image=c.get("image", defaults.image), model=c.get("model", defaults.model),
+        args=tuple(c.get("args", ())), env=dict(env),
+    )
+
+    prices = {k: dict(v) for k, v in DEFAULT_PRICES.items()}
+    for gen, table in chk.table(data.get("prices", {}), "prices", {k: dict for k in data.get("prices", {})}).items():
+        allowed = {m: float for m in ("on-demand", "spot", "flex-start", "reserved", "preemptible")}
+        prices.setdefault(gen, {}).update(chk.table(table, f"prices.{gen}", allowed))
+    keys = chk.table(data.get("keys", {}), "keys", {k: str for k in data.get("keys", {})})
+
+    return Config(
+        path=file,
+        projects=tuple(projects),
+        api_endpoint=data.get("api_endpoint") or None,
+        refresh_interval_s=float(data.get("refresh_interval_s", 10.0)),
+        request_timeout_s=float(data.get("request_timeout_s", 20.0)),
+        ssh=ssh,
+        container=container,
+        prices=prices,
+        keys=dict(keys),
+        db_path=Path(os.path.expanduser(data["db_path"])) if data.get("db_path") else None,
+    )
