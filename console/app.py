@@ -1,0 +1,84 @@
+"""The Textual application: composition root of the console.
+
+The app is handed its :class:`~console.services.Services` (TPU source, history
+store, sandbox); it never builds clients itself. Feature screens (startup watch,
+swap, benchmark, history) are opened by name through :meth:`TpuConsoleApp.open_feature`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from typing import Any
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from console.screens.fleet import FleetScreen
+from console.screens.help import HelpScreen
+from console.services import Services
+
+#: feature name -> (module, screen class). Each screen takes ``(node)``.
+FEATURES: dict[str, tuple[str, str]] = {
+    "startup": ("console.screens.startup", "StartupScreen"),
+    "swap": ("console.screens.swap", "SwapScreen"),
+    "bench": ("console.screens.bench", "BenchScreen"),
+    "history": ("console.screens.history", "HistoryScreen"),
+}
+
+
+class TpuConsoleApp(App[None]):
+    """tpu-console: fleet, startup watch, hot swap, history and benchmarks."""
+
+    TITLE = "tpu-console"
+    CSS_PATH = "app.tcss"
+    BINDINGS = [
+        Binding("question_mark", "help", "Help", key_display="?", id="help"),
+        Binding("q", "quit", "Quit", id="quit"),
+    ]
+
+    def __init__(self, services: Services) -> None:
+        super().__init__()
+        self.services = services
+        if services.config.keys:
+            self.set_keymap(services.config.keys)
+
+    def on_mount(self) -> None:
+        if self.services.sandbox is not None:
+            self.title = "tpu-console — sandbox"
+        self.push_screen(FleetScreen())
+
+    def action_help(self) -> None:
+        """Show every binding of the current screen and of the app."""
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(HelpScreen(self.screen))
+
+    def open_feature(self, name: str, node: Any) -> None:
+        """Push the screen of feature ``name`` for ``node``; a sentence if it is not available."""
+        module_name, class_name = FEATURES[name]
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            self.notify(f"The {name} view is not part of this build yet.", severity="warning")
+            return
+        self.push_screen(getattr(module, class_name)(node))
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The command palette: app commands plus every binding of the current screen."""
+        yield from super().get_system_commands(screen)
+        for binding in getattr(screen, "BINDINGS", []):
+            if isinstance(binding, Binding) and binding.description and binding.show:
+                action = binding.action
+                yield SystemCommand(
+                    f"{binding.description} ({binding.key_display or binding.key})",
+                    f"{type(screen).__name__.removesuffix('Screen')}: {binding.description}",
+                    lambda a=action, s=screen: self.call_later(s.run_action, a),
+                )
+        yield SystemCommand("Help: all keys", "Show every binding", self.action_help)
+
+    def on_unmount(self) -> None:
+        self.services.close()

@@ -1,0 +1,326 @@
+"""The Fleet view: every TPU node and queued resource across projects, live.
+
+Keys (ids in brackets, remappable through ``[keys]`` in the config):
+``r`` refresh [refresh], ``/`` filter [filter], ``escape`` clear filter,
+``j`` raw JSON [raw_json], ``enter``/``w`` startup watch [watch], ``s`` hot swap [swap],
+``b`` benchmark [bench], ``H`` history [history].
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Group
+from rich.json import JSON
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Label, Static
+
+from console import format as fmt
+from remote.models import FleetSnapshot, Node, QueuedResource
+
+NODE_COLUMNS = ("PROJECT", "ZONE", "NAME", "STATE", "HEALTH", "ACCELERATOR", "MODEL", "TIME LEFT",
+                "EXTERNAL IP", "INTERNAL IP", "RUNTIME", "QUEUED RESOURCE", "AGE")
+QR_COLUMNS = ("PROJECT", "ZONE", "NAME", "STATE", "MODEL", "ACCELERATOR", "MAX RUN", "TIME LEFT",
+              "AGE", "FAILURE")
+
+
+def node_row_key(node: Node) -> str:
+    """Stable DataTable row key of a node."""
+    return "node:" + "/".join(node.key)
+
+
+def qr_row_key(qr: QueuedResource) -> str:
+    """Stable DataTable row key of a queued resource."""
+    return "qr:" + "/".join(qr.key)
+
+
+def _health(node: Node) -> Text:
+    if node.symptoms:
+        return Text(f"{node.health or '?'} ({', '.join(node.symptoms)})", style="bold red")
+    return fmt.styled_state(node.health)
+
+
+def _matches(words: list[str], cells: list[str]) -> bool:
+    hay = " ".join(cells).lower()
+    return all(w in hay for w in words)
+
+
+class FleetScreen(Screen[None]):
+    """Default screen: one table of nodes and one of queued resources, with a detail pane."""
+
+    BINDINGS = [
+        Binding("r", "refresh_fleet", "Refresh", id="refresh"),
+        Binding("slash", "filter", "Filter", key_display="/", id="filter"),
+        Binding("escape", "clear_filter", "Clear filter", show=False, id="clear_filter"),
+        Binding("j", "toggle_raw", "Raw JSON", id="raw_json"),
+        Binding("w", "watch", "Startup", id="watch"),
+        Binding("s", "swap", "Swap", id="swap"),
+        Binding("b", "bench", "Bench", id="bench"),
+        Binding("H", "history", "History", id="history"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.snapshot: FleetSnapshot | None = None
+        self.filter_words: list[str] = []
+        self.show_raw = False
+        self._refreshing = False
+        self._selected_key: str | None = None
+        self._by_key: dict[str, Node | QueuedResource] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="problems")
+        yield Input(placeholder="filter: words match any column (Esc clears)", id="filter")
+        with Horizontal(id="fleet-body"):
+            with Vertical(id="tables"):
+                yield Label("Nodes", id="nodes-title", classes="section-title")
+                yield DataTable(id="nodes", cursor_type="row", zebra_stripes=True)
+                yield Label("Queued resources", id="qrs-title", classes="section-title")
+                yield DataTable(id="qrs", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="detail"):
+                yield Static("Loading the fleet…", id="detail-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#nodes", DataTable).add_columns(*NODE_COLUMNS)
+        self.query_one("#qrs", DataTable).add_columns(*QR_COLUMNS)
+        self.query_one("#filter", Input).display = False
+        self.sub_title = "loading…"
+        self.action_refresh_fleet()
+        services = self.app.services  # type: ignore[attr-defined]
+        self.set_interval(services.config.refresh_interval_s, self.action_refresh_fleet)
+        self.set_interval(1.0, self._tick)
+        self.query_one("#nodes", DataTable).focus()
+
+    # --- refresh -----------------------------------------------------------------------
+
+    def action_refresh_fleet(self) -> None:
+        """Start one refresh unless one is already in flight (polls never overlap)."""
+        if self._refreshing:
+            return
+        self._refreshing = True
+        self._load()
+
+    @work(group="fleet", exit_on_error=False)
+    async def _load(self) -> None:
+        services = self.app.services  # type: ignore[attr-defined]
+        try:
+            snapshot = await services.fleet.list_fleet()
+        except Exception as exc:  # noqa: BLE001 - shown as a sentence, never a traceback
+            self.app.notify(str(exc), title="Fleet refresh failed", severity="error", timeout=10)
+            self.sub_title = "refresh failed"
+            return
+        finally:
+            self._refreshing = False
+        self.show_snapshot(snapshot)
+
+    def show_snapshot(self, snapshot: FleetSnapshot) -> None:
+        """Render ``snapshot`` into the tables, keeping the selection."""
+        self.snapshot = snapshot
+        self._by_key = {node_row_key(n): n for n in snapshot.nodes}
+        self._by_key.update({qr_row_key(q): q for q in snapshot.queued_resources})
+        projects = sorted({n.project for n in snapshot.nodes} | {p.project for p in snapshot.problems}
+                          | {q.project for q in snapshot.queued_resources})
+        self.sub_title = (f"{len(snapshot.nodes)} nodes · {len(snapshot.queued_resources)} queued resources"
+                          f" · {len(projects)} projects · refreshed {fmt.when(snapshot.fetched_at)}")
+        self._render_problems()
+        self._render_tables()
+
+    def _render_problems(self) -> None:
+        widget = self.query_one("#problems", Static)
+        problems = self.snapshot.problems if self.snapshot else ()
+        widget.display = bool(problems)
+        lines = Text()
+        for p in problems:
+            where = f"{p.project}/{p.zone}" if p.zone else p.project
+            code = f"HTTP {p.code}" if p.code else "no answer"
+            if lines:
+                lines.append("\n")
+            lines.append("⚠ ", style="bold red")
+            lines.append(f"{where}", style="bold")
+            lines.append(f" ({code}): {p.message}")
+        widget.update(lines)
+
+    def _now(self):
+        return self.app.services.clock()  # type: ignore[attr-defined]
+
+    def _node_cells(self, n: Node) -> list[Any]:
+        now = self._now()
+        return [n.project, n.zone, n.name, fmt.styled_state(n.state), _health(n), n.accelerator_type,
+                n.provisioning_model, fmt.countdown(n.time_left_s(now)), fmt.dash(n.external_ip),
+                fmt.dash(n.internal_ip), fmt.dash(n.runtime_version), fmt.dash(n.queued_resource),
+                fmt.age(n.create_time, now)]
+
+    def _qr_cells(self, q: QueuedResource) -> list[Any]:
+        now = self._now()
+        failure = Text(q.failure, style="red") if q.failure else Text("-", style="dim")
+        return [q.project, q.zone, q.name, fmt.styled_state(q.state), q.provisioning_model,
+                fmt.dash(q.accelerator_type), fmt.duration(q.max_run_duration_s),
+                fmt.countdown(q.time_left_s(now)), fmt.age(q.create_time, now), failure]
+
+    def _render_tables(self) -> None:
+        if self.snapshot is None:
+            return
+        nodes_table = self.query_one("#nodes", DataTable)
+        qrs_table = self.query_one("#qrs", DataTable)
+        shown_nodes = 0
+        shown_qrs = 0
+        for table, items, cells_of, key_of in (
+            (nodes_table, self.snapshot.nodes, self._node_cells, node_row_key),
+            (qrs_table, self.snapshot.queued_resources, self._qr_cells, qr_row_key),
+        ):
+            cursor_key = self._selected_key
+            table.clear()
+            for item in items:
+                cells = cells_of(item)
+                if self.filter_words and not _matches(self.filter_words, [str(c) for c in cells]):
+                    continue
+                table.add_row(*cells, key=key_of(item))
+            if table is nodes_table:
+                shown_nodes = table.row_count
+            else:
+                shown_qrs = table.row_count
+            if cursor_key is not None and cursor_key in table.rows:
+                table.move_cursor(row=table.get_row_index(cursor_key), animate=False)
+        suffix = f" (filter: {' '.join(self.filter_words)})" if self.filter_words else ""
+        self.query_one("#nodes-title", Label).update(
+            f"Nodes {shown_nodes}/{len(self.snapshot.nodes)}{suffix}")
+        self.query_one("#qrs-title", Label).update(
+            f"Queued resources {shown_qrs}/{len(self.snapshot.queued_resources)}{suffix}")
+        self._render_detail()
+
+    def _tick(self) -> None:
+        """Once a second: update countdowns and ages from the cached snapshot (no API call)."""
+        if self.snapshot is None:
+            return
+        nodes_table = self.query_one("#nodes", DataTable)
+        now = self._now()
+        for n in self.snapshot.nodes:
+            key = node_row_key(n)
+            if key in nodes_table.rows and n.termination_time is not None:
+                nodes_table.update_cell(key, "TIME LEFT", fmt.countdown(n.time_left_s(now)))
+        qrs_table = self.query_one("#qrs", DataTable)
+        for q in self.snapshot.queued_resources:
+            key = qr_row_key(q)
+            if key in qrs_table.rows and q.termination_time is not None:
+                qrs_table.update_cell(key, "TIME LEFT", fmt.countdown(q.time_left_s(now)))
+
+    # --- selection and detail --------------------------------------------------------------
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is not None and event.row_key.value is not None:
+            self._selected_key = event.row_key.value
+            self._render_detail()
+
+    @on(DataTable.RowSelected, "#nodes")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        self.action_watch()
+
+    @property
+    def selected(self) -> Node | QueuedResource | None:
+        """The node or queued resource under the cursor."""
+        return self._by_key.get(self._selected_key or "")
+
+    @property
+    def selected_node(self) -> Node | None:
+        """The selected node, or ``None`` when a queued resource (or nothing) is selected."""
+        item = self.selected
+        return item if isinstance(item, Node) else None
+
+    def _render_detail(self) -> None:
+        body = self.query_one("#detail-body", Static)
+        item = self.selected
+        if item is None:
+            body.update(Text("Select a row to see every field. j: raw JSON.", style="dim"))
+            return
+        if self.show_raw:
+            body.update(JSON(json.dumps(item.raw, default=str, sort_keys=True)))
+            return
+        now = self._now()
+        table = Table.grid(padding=(0, 1))
+        table.add_column(style="bold")
+        table.add_column()
+        data = item.to_json(now) if isinstance(item, Node) else item.to_json()
+        for key, value in data.items():
+            table.add_row(key, fmt.dash(value))
+        extra = Table.grid(padding=(0, 1))
+        extra.add_column(style="bold")
+        extra.add_column()
+        if isinstance(item, Node):
+            extra.add_row("node_id", fmt.dash(item.node_id))
+            extra.add_row("health_description", fmt.dash(item.health_description))
+            extra.add_row("symptoms", ", ".join(item.symptoms) or "-")
+            for w in item.workers:
+                extra.add_row(f"worker {w.worker}", f"{fmt.dash(w.external_ip)} / {fmt.dash(w.internal_ip)}")
+        else:
+            extra.add_row("state_initiator", fmt.dash(item.state_initiator))
+            extra.add_row("node_ids", ", ".join(item.node_ids) or "-")
+        title = Text(f"{'Node' if isinstance(item, Node) else 'Queued resource'} {item.name}", style="bold")
+        body.update(Group(title, table, extra, Text("j: raw JSON", style="dim")))
+
+    def action_toggle_raw(self) -> None:
+        """Toggle the detail pane between fields and the raw REST JSON."""
+        self.show_raw = not self.show_raw
+        self._render_detail()
+
+    # --- filter ----------------------------------------------------------------------------
+
+    def action_filter(self) -> None:
+        """Show the filter input and focus it."""
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter_words = event.value.lower().split()
+        self._render_tables()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        self.query_one("#nodes", DataTable).focus()
+
+    def action_clear_filter(self) -> None:
+        """Clear and hide the filter."""
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.display = False
+        self.filter_words = []
+        self._render_tables()
+        self.query_one("#nodes", DataTable).focus()
+
+    # --- actions on the selected node ------------------------------------------------------
+
+    def _need_node(self, verb: str) -> Node | None:
+        node = self.selected_node
+        if node is None:
+            self.app.notify(f"Select a node to {verb}.", severity="warning")
+        return node
+
+    def action_watch(self) -> None:
+        """Open the startup watch of the selected node."""
+        if (node := self._need_node("watch its startup")) is not None:
+            self.app.open_feature("startup", node)  # type: ignore[attr-defined]
+
+    def action_swap(self) -> None:
+        """Open the hot-swap form of the selected node."""
+        if (node := self._need_node("swap its container")) is not None:
+            self.app.open_feature("swap", node)  # type: ignore[attr-defined]
+
+    def action_bench(self) -> None:
+        """Open the benchmark form of the selected node."""
+        if (node := self._need_node("benchmark it")) is not None:
+            self.app.open_feature("bench", node)  # type: ignore[attr-defined]
+
+    def action_history(self) -> None:
+        """Open the history pane."""
+        self.app.open_feature("history", self.selected_node)  # type: ignore[attr-defined]

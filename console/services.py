@@ -1,0 +1,83 @@
+"""The app's collaborators, built once from the config (the composition root).
+
+The app is handed a :class:`Services`; tests and the sandbox use the same
+constructor, so the real client code runs everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from console.config import Config, default_db_path
+from remote.models import FleetSnapshot, utc_now
+
+
+class FleetLister(Protocol):
+    """Anything that lists the fleet (``remote.tpu_api.FleetSource`` in production)."""
+
+    async def list_fleet(self) -> FleetSnapshot:
+        """One snapshot of every configured project."""
+        ...
+
+
+@dataclass
+class Services:
+    """Collaborators of the console.
+
+    Attributes:
+        config: the loaded configuration.
+        fleet: the TPU API fleet lister.
+        db_path: the history database file.
+        sandbox: the running sandbox when ``--demo``, else ``None``.
+        clock: the current UTC time (tests freeze it for stable snapshots).
+    """
+
+    config: Config
+    fleet: FleetLister
+    db_path: Path
+    sandbox: Any = None
+    clock: Callable[[], datetime] = utc_now
+    _store: Any = field(default=None, repr=False)
+
+    @property
+    def store(self) -> Any:
+        """The history store (``store.HistoryStore``), opened on first use; ``None`` if unavailable."""
+        if self._store is None:
+            try:
+                from store import HistoryStore
+            except ImportError:
+                return None
+            self._store = HistoryStore(self.db_path)
+        return self._store
+
+    def close(self) -> None:
+        """Close what was opened (store, API client)."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        close = getattr(self.fleet, "close", None)
+        if close is not None:
+            close()
+
+
+def build_services(config: Config, *, db_path: Path | None = None, sandbox: Any = None) -> Services:
+    """Build the production collaborators from ``config``.
+
+    Args:
+        config: loaded configuration.
+        db_path: ``--db`` override; else ``config.db_path``; else the XDG data path.
+        sandbox: the running sandbox, kept alive with the services.
+    """
+    from remote.tpu_api import FleetSource
+
+    fleet = FleetSource(config.projects, api_endpoint=config.api_endpoint, timeout_s=config.request_timeout_s)
+    return Services(
+        config=config,
+        fleet=fleet,
+        db_path=db_path or config.db_path or default_db_path(),
+        sandbox=sandbox,
+    )
