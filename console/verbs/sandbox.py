@@ -1,0 +1,39 @@
+"""``tpu-console sandbox``: run the loopback stand-ins until Ctrl-C.
+
+Prints the config file it wrote (point any verb at it with ``--config``) and
+every endpoint: TPU API, one SSH server per ready node, vLLM inside each VM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``sandbox``."""
+    p = sub.add_parser("sandbox", help="run the loopback sandbox (TPU API, SSH nodes, vLLM) until Ctrl-C",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--state-dir", metavar="DIR", help="where to write config, keys and history "
+                   "(default: ~/.local/state/tpu-console/sandbox)")
+    p.add_argument("--boot-s", type=float, default=25.0, help="seconds the slow node's boot takes (default 25)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start the sandbox, print where it is, and wait for Ctrl-C. Exit 0."""
+    from remote.sandbox.runner import Sandbox
+
+    sandbox = Sandbox(args.state_dir, boot_s=args.boot_s)
+    sandbox.start()
+    try:
+        print(sandbox.describe())
+        print(f"\nTry:  tpu-console --config {sandbox.config_path} nodes\n(Ctrl-C stops the sandbox)", flush=True)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("stopping the sandbox", file=sys.stderr)
+        return 0
+    finally:
+        sandbox.stop()

@@ -1,0 +1,227 @@
+"""The whole sandbox: loopback TPU API, one SSH "TPU VM" per ready node, vLLM stand-ins.
+
+:class:`Sandbox` runs every stand-in on a background thread with its own asyncio
+loop, so it can sit beside the Textual app (``tpu-console --demo``) or run alone
+(``tpu-console sandbox``). It writes a config file that points at itself
+(TPU API endpoint, SSH key, known-hosts file with gcloud-style aliases, per-node
+``host:port``), so the console uses its real clients against it.
+
+On start, every READY single-host node gets a simulated vLLM container: the v5e
+node boots at once (ready within seconds), the flex-start v6e node boots slowly
+so the startup view moves the moment the console opens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from remote.models import Node, utc_now
+
+#: Image every sandbox node runs at start, and the images `docker pull` knows.
+SANDBOX_IMAGE = "vllm/vllm-tpu:v0.29.1"
+#: `vllm serve` argv the sandbox containers start with, by chip generation.
+DEFAULT_SERVE_ARGS: dict[str, list[str]] = {
+    "v5e": ["Qwen/Qwen3-8B", "--max-model-len", "32768", "--gpu-memory-utilization", "0.90",
+            "--tensor-parallel-size", "1", "--max-num-batched-tokens", "2048"],
+    "v6e": ["google/gemma-3-27b-it", "--max-model-len", "65536", "--gpu-memory-utilization", "0.92",
+            "--tensor-parallel-size", "8", "--max-num-batched-tokens", "4096"],
+}
+SLOW_BOOT_NODE = "vllm-flex-b"
+
+
+def default_state_dir() -> Path:
+    """Where the sandbox keeps its config, keys and history: ``~/.local/state/tpu-console/sandbox``."""
+    return platformdirs.user_state_path("tpu-console") / "sandbox"
+
+
+def _toml_str(value: str) -> str:
+    return json.dumps(value)
+
+
+class Sandbox:
+    """Loopback stand-ins for a TPU fleet, started and stopped as one.
+
+    Args:
+        state_dir: folder for config.toml, the client key, known_hosts and history.db
+            (default :func:`default_state_dir`); tests pass a temporary folder.
+        boot_s: seconds a slow boot takes (the flex-start node); others boot in ``fast_boot_s``.
+        fast_boot_s: seconds for the nodes that should be ready almost at once.
+        latency_s: extra seconds the TPU API adds to each response.
+        clock: current UTC time, for the fleet's countdowns.
+        boot: start containers on the ready nodes (False: VMs with no container).
+
+    Attributes (after :meth:`start`):
+        config_path, db_path, api_endpoint, vms (node name -> SandboxVm), nodes (Node list).
+    """
+
+    def __init__(self, state_dir: Path | None = None, *, boot_s: float = 25.0, fast_boot_s: float = 2.0,
+                 latency_s: float = 0.0, clock: Callable[[], datetime] = utc_now, boot: bool = True) -> None:
+        self.state_dir = Path(state_dir) if state_dir else default_state_dir()
+        self.boot_s = boot_s
+        self.fast_boot_s = fast_boot_s
+        self.latency_s = latency_s
+        self.clock = clock
+        self.boot = boot
+        self.config_path = self.state_dir / "config.toml"
+        self.db_path = self.state_dir / "history.db"
+        self.key_path = self.state_dir / "id_ed25519"
+        self.known_hosts_path = self.state_dir / "known_hosts"
+        self.api_endpoint = ""
+        self.vms: dict[str, Any] = {}
+        self.nodes: list[Node] = []
+        self.tpu_api: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start every stand-in and write :attr:`config_path`. Blocks until ready."""
+        from remote.sandbox.fleet_data import default_world
+        from remote.sandbox.tpu_server import SandboxTpuApi
+
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.tpu_api = SandboxTpuApi(default_world(self.clock()), latency_s=self.latency_s)
+        self.api_endpoint = self.tpu_api.start()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="sandbox", daemon=True)
+        self._thread.start()
+        self.call(self._start_vms())
+        self._write_config()
+
+    def call(self, coro: Any, timeout_s: float = 60.0) -> Any:
+        """Run ``coro`` on the sandbox loop from another thread and return its result."""
+        assert self._loop is not None, "sandbox not started"
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout_s)
+
+    def stop(self) -> None:
+        """Stop every stand-in (idempotent)."""
+        if self._loop is not None:
+            try:
+                self.call(self._stop_vms(), timeout_s=10)
+            except Exception:  # noqa: BLE001 - best effort at shutdown
+                pass
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._thread is not None:
+                self._thread.join(timeout=5)
+            self._loop.close()
+            self._loop = None
+        if self.tpu_api is not None:
+            self.tpu_api.stop()
+            self.tpu_api = None
+
+    def __enter__(self) -> Sandbox:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- internals ---------------------------------------------------------------------
+
+    async def _list_nodes(self) -> list[Node]:
+        from remote.sandbox.fleet_data import SANDBOX_PROJECTS
+        from remote.tpu_api import FleetSource
+
+        source = FleetSource([_Project(p) for p in SANDBOX_PROJECTS], api_endpoint=self.api_endpoint,
+                             timeout_s=10.0)
+        try:
+            snapshot = await source.list_fleet()
+        finally:
+            source.close()
+        return list(snapshot.nodes)
+
+    async def _start_vms(self) -> None:
+        import asyncssh
+
+        from remote.models import chip_generation
+        from remote.sandbox.vm import SandboxVm
+
+        client_key = asyncssh.generate_private_key("ssh-ed25519")
+        self.key_path.write_bytes(client_key.export_private_key())
+        os.chmod(self.key_path, 0o600)
+        self.nodes = await self._list_nodes()
+        known_lines = []
+        for node in self.nodes:
+            if node.state != "READY" or len(node.workers) != 1:
+                continue
+            slow = node.name == SLOW_BOOT_NODE
+            vm = SandboxVm(node_name=node.name, accelerator_type=node.accelerator_type,
+                           authorized_client_key=client_key.export_public_key().decode(),
+                           boot_s=self.boot_s if slow else self.fast_boot_s)
+            port = await vm.start()
+            vm.ssh_port = port
+            self.vms[node.name] = vm
+            known_lines.append(vm.known_hosts_line(f"tpu.{node.node_id}-0"))
+            gen = chip_generation(node.accelerator_type) or "v5e"
+            if self.boot and gen in DEFAULT_SERVE_ARGS:
+                argv = list(DEFAULT_SERVE_ARGS[gen])
+                chips = node.chips or 1
+                if "--tensor-parallel-size" in argv:
+                    argv[argv.index("--tensor-parallel-size") + 1] = str(chips)
+                await vm.boot_container(argv, image=SANDBOX_IMAGE)
+        self.known_hosts_path.write_text("".join(line if line.endswith("\n") else line + "\n"
+                                                 for line in known_lines))
+
+    async def _stop_vms(self) -> None:
+        for vm in self.vms.values():
+            await vm.stop()
+        self.vms.clear()
+
+    def _write_config(self) -> None:
+        from remote.sandbox.fleet_data import SANDBOX_PROJECTS
+
+        lines = [
+            "# Written by the tpu-console sandbox; rewritten at every start.",
+            f"api_endpoint = {_toml_str(self.api_endpoint)}",
+            "refresh_interval_s = 5",
+            f"db_path = {_toml_str(str(self.db_path))}",
+            "",
+        ]
+        for project in SANDBOX_PROJECTS:
+            lines += ["[[projects]]", f"id = {_toml_str(project)}", ""]
+        lines += [
+            "[ssh]",
+            'user = "operator"',
+            f"private_key = {_toml_str(str(self.key_path))}",
+            f"known_hosts = {_toml_str(str(self.known_hosts_path))}",
+            "connect_timeout_s = 5",
+            "",
+            "[ssh.hosts]",
+        ]
+        for name, vm in sorted(self.vms.items()):
+            lines.append(f"{_toml_str(name)} = {_toml_str(f'127.0.0.1:{vm.ssh_port}')}")
+        lines += [
+            "",
+            "[container]",
+            'name = "vllm"',
+            "port = 8000",
+            f"image = {_toml_str(SANDBOX_IMAGE)}",
+            'model = "Qwen/Qwen3-8B"',
+            "",
+        ]
+        self.config_path.write_text("\n".join(lines), encoding="utf-8")
+
+    def describe(self) -> str:
+        """Human-readable lines: config path and every endpoint."""
+        out = [f"config:   {self.config_path}", f"history:  {self.db_path}", f"TPU API:  {self.api_endpoint}"]
+        for name, vm in sorted(self.vms.items()):
+            out.append(f"node {name}: ssh 127.0.0.1:{vm.ssh_port}  vLLM (inside the VM) 127.0.0.1:{vm.openai_port}")
+        return "\n".join(out)
+
+
+class _Project:
+    """A minimal ProjectConfig (``id``, ``zones``) so ``remote`` needs nothing from ``console``."""
+
+    def __init__(self, project_id: str) -> None:
+        self.id = project_id
+        self.zones: tuple[str, ...] = ()
