@@ -1,0 +1,116 @@
+"""Config loading: defaults, a full file, and one clear message per kind of mistake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from console.config import ConfigError, load_config
+
+FULL = """\
+refresh_interval_s = 7
+api_endpoint = "http://127.0.0.1:9"
+
+[[projects]]
+id = "inference-prod"
+zones = ["us-east5-a"]
+
+[[projects]]
+id = "research"
+
+[ssh]
+user = "alice"
+private_key = "/keys/gce"
+known_hosts = "/keys/known"
+proxy_command = "nc %h %p"
+
+[ssh.hosts]
+"vllm-a" = "127.0.0.1:2222"
+
+[container]
+name = "serve"
+port = 8001
+args = ["--max-model-len", "8192"]
+
+[prices.v6e]
+spot = 1.5
+
+[keys]
+refresh = "ctrl+r"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return path
+
+
+def test_full_file_is_typed(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, FULL))
+    assert cfg.refresh_interval_s == 7.0
+    assert cfg.api_endpoint == "http://127.0.0.1:9"
+    assert [(p.id, p.zones) for p in cfg.projects] == [("inference-prod", ("us-east5-a",)), ("research", ())]
+    assert cfg.ssh.user == "alice"
+    assert cfg.ssh.private_key == Path("/keys/gce")
+    assert cfg.ssh.known_hosts == Path("/keys/known")
+    assert cfg.ssh.hosts == {"vllm-a": "127.0.0.1:2222"}
+    assert cfg.container.name == "serve" and cfg.container.port == 8001
+    assert cfg.container.args == ("--max-model-len", "8192")
+    assert cfg.price_per_chip_hour("v6e", "spot") == 1.5
+    assert cfg.price_per_chip_hour("v6e", "on-demand") == 2.70  # default kept
+    assert cfg.keys == {"refresh": "ctrl+r"}
+
+
+def test_missing_default_file_gives_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("console.config.default_config_path", lambda: tmp_path / "nope.toml")
+    cfg = load_config()
+    assert cfg.projects == () and cfg.container.name == "vllm" and cfg.ssh.port == 22
+
+
+def test_named_missing_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config(tmp_path / "absent.toml")
+
+
+def test_unknown_key_names_file_key_and_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "[[projects]]\nid = \"p\"\n\n[ssh]\nuser = \"a\"\nprivate_kee = \"x\"\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value).startswith(f"{path}, line 6: key 'ssh.private_kee': unknown key")
+
+
+def test_wrong_type_names_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "refresh_interval_s = 5\n[container]\nport = \"8000\"\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"{path}, line 3: key 'container.port': expected an integer, got str '8000'"
+
+
+def test_toml_syntax_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "[ssh\nuser = 1\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value).startswith(f"{path}: TOML syntax error:") and "line 1" in str(err.value)
+
+
+def test_bad_host_override(tmp_path: Path) -> None:
+    path = write(tmp_path, "[ssh.hosts]\n\"a\" = \"nohostport\"\n")
+    with pytest.raises(ConfigError, match=r"line 2: key 'ssh.hosts.a': expected \"host:port\""):
+        load_config(path)
+
+
+def test_negative_interval(tmp_path: Path) -> None:
+    path = write(tmp_path, "refresh_interval_s = -1\n")
+    with pytest.raises(ConfigError, match="line 1: key 'refresh_interval_s': must be a positive"):
+        load_config(path)
+
+
+def test_cli_reports_config_error_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from console.cli import main
+
+    path = write(tmp_path, "bogus = 1\n")
+    assert main(["--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tpu-console: config error:") and "key 'bogus'" in err and "Traceback" not in err

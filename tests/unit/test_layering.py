@@ -1,0 +1,36 @@
+"""The import direction: remote and store never load Textual or Rich; store never loads console."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _modules_after_import(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint('\\n'.join(sys.modules))"],
+                         cwd=ROOT, capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+def test_remote_and_store_do_not_import_textual_or_rich() -> None:
+    code = "\n".join(
+        f"import {m}" for m in ("remote", "remote.models", "remote.errors", "store")
+    )
+    # every module file under remote/ and store/ (the sandbox included)
+    for package in ("remote", "store"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            if module.endswith("__init__"):
+                module = module.rsplit(".", 1)[0]
+            code += f"\nimport {module}"
+    loaded = _modules_after_import(code)
+    assert not {m for m in loaded if m.split(".")[0] in ("textual", "rich", "console")}
+
+
+def test_remote_init_is_light() -> None:
+    loaded = _modules_after_import("import remote")
+    heavy = {"asyncssh", "httpx", "google.cloud.tpu_v2", "sqlite_utils"}
+    assert not heavy & loaded
