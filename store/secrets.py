@@ -1,0 +1,167 @@
+"""Scrubbing secrets out of everything before it reaches the history database.
+
+The history keeps container specs, ``vllm serve`` arguments and failure text. Those
+carry Hugging Face tokens, API keys and passwords, which must never be written. Every
+value goes through :func:`scrub_value` in the store's one writer. Secret values
+become :data:`MASK` (``"***"``):
+
+- env vars and dict keys whose name suggests a secret (:func:`is_secret_name`):
+  ``HF_TOKEN``, ``HUGGING_FACE_HUB_TOKEN``, ``OPENAI_API_KEY``, ``DB_PASSWORD``,
+  ``GOOGLE_APPLICATION_CREDENTIALS``, ``AUTHORIZATION``...;
+- command-line forms: ``--api-key X``, ``--hf-token=X``, ``-e HF_TOKEN=X``, ``KEY=VAL``;
+- token shapes inside free text: ``hf_...``, ``sk-...``, ``ghp_...``, ``ya29....``,
+  ``AIza...`` and ``Bearer ...``.
+
+Names are split into words at ``_``, ``-`` and ``.``. A word that is, or ends in, one of
+TOKEN, KEY, SECRET, PASSWORD, PASSWD, PWD, CREDENTIAL(S), or starts with AUTH, marks the
+name as secret. ``MAX_TOKENS``, ``--max-num-batched-tokens`` and ``--tokenizer`` are not
+secret, because TOKENS and TOKENIZER are other words.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+#: What a secret value is replaced with.
+MASK = "***"
+
+_SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "PWD", "CREDENTIAL", "CREDENTIALS")
+_WORD_SPLIT = re.compile(r"[_\-.\s]+")
+
+# Credentials recognisable by their shape, wherever they appear.
+_TOKEN_SHAPES = re.compile(
+    r"""
+    \bhf_[A-Za-z0-9]{8,}                      # Hugging Face access token
+  | \bsk-[A-Za-z0-9_\-]{16,}                  # OpenAI-style API key
+  | \bgh[pousr]_[A-Za-z0-9]{16,}              # GitHub token
+  | \bya29\.[A-Za-z0-9_\-.]+                  # Google OAuth access token
+  | \bAIza[A-Za-z0-9_\-]{30,}                 # Google API key
+    """,
+    re.VERBOSE,
+)
+_BEARER = re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9_\-.~+/=]+", re.IGNORECASE)
+_VALUE = r"(?:'[^']*'|\"[^\"]*\"|[^\s,;'\"}\]]+)"
+# --flag value, --flag=value, -flag value.
+_FLAG_WITH_VALUE = re.compile(r"(?P<flag>(?<![\w-])--?[A-Za-z][\w\-.]*)(?P<sep>=|\s+)(?P<value>" + _VALUE + ")")
+# NAME=value, NAME: value, "name": "value", 'name': 'value'.
+_NAME_WITH_VALUE = re.compile(
+    r"(?P<q>['\"]?)(?P<name>(?<![\w-])[A-Za-z_][\w\-.]*)(?P=q)(?P<sep>\s*[=:]\s*)(?P<value>" + _VALUE + ")"
+)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an env var, flag or key name suggests its value is a secret.
+
+    Args:
+        name: e.g. ``HF_TOKEN``, ``--api-key``, ``openai.api_key``.
+
+    Returns:
+        ``True`` for ``HF_TOKEN``, ``API_KEY``, ``--hf-token``, ``DB_PASSWORD``,
+        ``AUTHORIZATION``; ``False`` for ``MAX_TOKENS``, ``--max-num-batched-tokens``,
+        ``--tokenizer``, ``MODEL``.
+    """
+    for word in _WORD_SPLIT.split(name.strip("-").upper()):
+        if not word:
+            continue
+        if word.startswith("AUTH") or any(word.endswith(w) for w in _SECRET_WORDS):
+            return True
+    return False
+
+
+def _mask_quoted(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[0] + MASK + value[0]
+    return MASK
+
+
+def scrub_text(text: str) -> str:
+    """Mask secrets inside free text: a log line, an error message, a shell command.
+
+    Args:
+        text: any text.
+
+    Returns:
+        The text with token-shaped strings, ``Bearer`` credentials, ``--secret-flag value``
+        and ``SECRET_NAME=value`` / ``"secret_name": "value"`` values replaced by ``***``.
+    """
+    if not text:
+        return text
+
+    def flag(match: re.Match[str]) -> str:
+        if not is_secret_name(match["flag"]):
+            return match[0]
+        return match["flag"] + match["sep"] + _mask_quoted(match["value"])
+
+    def named(match: re.Match[str]) -> str:
+        if not is_secret_name(match["name"]):
+            return match[0]
+        q = match["q"]
+        return q + match["name"] + q + match["sep"] + _mask_quoted(match["value"])
+
+    text = _TOKEN_SHAPES.sub(MASK, text)
+    text = _BEARER.sub(lambda m: f"{m[1]} {MASK}", text)
+    text = _FLAG_WITH_VALUE.sub(flag, text)
+    return _NAME_WITH_VALUE.sub(named, text)
+
+
+def scrub_args(args: list[str] | tuple[str, ...]) -> list[str]:
+    """Mask secrets in an argument vector (``vllm serve`` or ``docker run`` arguments).
+
+    Handles ``--api-key X`` (the next argument is masked), ``--api-key=X``,
+    ``-e HF_TOKEN=X`` / ``HF_TOKEN=X`` and token shapes inside any argument.
+
+    Args:
+        args: the arguments, one string each.
+
+    Returns:
+        A new list of the same length with secret values replaced by ``***``.
+    """
+    out: list[str] = []
+    mask_next = False
+    for arg in args:
+        arg = str(arg)
+        if mask_next:
+            out.append(MASK)
+            mask_next = False
+            continue
+        if arg.startswith("-") and "=" not in arg and is_secret_name(arg):
+            mask_next = True
+            out.append(arg)
+            continue
+        name, eq, _ = arg.partition("=")
+        if eq and name and is_secret_name(name):
+            out.append(f"{name}={MASK}")
+            continue
+        out.append(scrub_text(arg))
+    return out
+
+
+def scrub_value(value: Any) -> Any:
+    """Deep-scrub a JSON-like value before it is stored.
+
+    Dict entries under a secret-looking key become ``***`` (unless ``None`` or a dict,
+    which is scrubbed in turn); lists of
+    strings are scrubbed as argument vectors (:func:`scrub_args`), so both
+    ``["--api-key", "X"]`` and docker's ``Env: ["HF_TOKEN=X"]`` are covered; strings are
+    scrubbed as free text. Numbers, booleans and ``None`` pass through.
+
+    Args:
+        value: ``dict``, ``list``, ``tuple``, ``str`` or a scalar.
+
+    Returns:
+        A scrubbed copy (lists and tuples come back as lists).
+    """
+    if isinstance(value, dict):
+        return {
+            key: (MASK if item is not None and not isinstance(item, dict) and is_secret_name(str(key))
+                  else scrub_value(item))
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(item, str) for item in value):
+            return scrub_args(list(value))
+        return [scrub_value(item) for item in value]
+    if isinstance(value, str):
+        return scrub_text(value)
+    return value
