@@ -1,0 +1,453 @@
+"""The history store: the one reader and writer of the SQLite history database.
+
+Opening a :class:`HistoryStore` creates the file (and its parent directories), switches
+it to WAL, applies pending migrations and marks launches left ``running`` by a console
+that has died as ``interrupted``. Every write is one ``BEGIN IMMEDIATE`` transaction,
+so two consoles on the same database serialize their writes (waiting up to
+``busy_timeout_ms``) and a ``kill -9`` loses at most the write in flight. Every value is
+scrubbed of secrets (:mod:`store.secrets`) before it is written.
+
+A store object belongs to the thread that opened it (sqlite3's rule); open another one
+in a worker thread if needed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import socket
+import sqlite3
+import statistics
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from store.migrations import migrations
+from store.records import (
+    BENCHMARK_KINDS, ORIGINS, OUTCOMES, BenchmarkRecord, Launch, behaviour_flags, compile_key,
+)
+from store.secrets import scrub_args, scrub_value
+
+#: Launch columns a caller may set (everything but ``id``).
+LAUNCH_FIELDS = tuple(f.name for f in fields(Launch) if f.name != "id")
+_JSON_FIELDS = frozenset({"container_spec", "serve_args", "phase_durations", "hbm"})
+_TIME_FIELDS = frozenset({"requested_at", "started_at", "ready_at", "failed_at"})
+_LAUNCH_SELECT = "SELECT id, " + ", ".join(LAUNCH_FIELDS) + " FROM launches"
+_BENCH_COLUMNS = tuple(f.name for f in fields(BenchmarkRecord))
+_BENCH_SELECT = "SELECT " + ", ".join(_BENCH_COLUMNS) + " FROM benchmarks"
+_TEXT_COLUMNS = ("node", "project", "zone", "accelerator_type", "model", "served_model_name",
+                 "image", "container_id", "serve_args", "failure_kind", "failure_detail", "notes")
+#: ``running`` launches of another host are only marked interrupted after this long.
+OTHER_HOST_STALE_S = 6 * 3600
+#: How many recent compile times :meth:`HistoryStore.compile_eta_s` takes the median of.
+COMPILE_ETA_SAMPLES = 20
+
+
+class StoreError(Exception):
+    """The history database cannot be used. ``str()`` is the one message to show."""
+
+
+def iso_time(value: datetime | str) -> str:
+    """Normalize a time to the stored form ``2026-05-01T12:00:00.123Z`` (UTC, milliseconds).
+
+    Naive datetimes (and strings without an offset) are taken as UTC. The fixed width
+    makes string order equal time order.
+
+    Raises:
+        ValueError: ``value`` is not an ISO 8601 time.
+    """
+    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _pid_start(pid: int) -> str | None:
+    """Start time of ``pid`` in clock ticks since boot (Linux ``/proc``), ``"Z"`` for a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    after_comm = stat[stat.rfind(")") + 2:].split()
+    return "Z" if after_comm[0] == "Z" else after_comm[19]
+
+
+def _process_alive(pid: int, pid_start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    except OSError:
+        return False
+    now_start = _pid_start(pid)
+    if now_start == "Z":
+        return False
+    return pid_start is None or now_start is None or now_start == pid_start
+
+
+_HOST = socket.gethostname()
+_PID = os.getpid()
+_PID_START = _pid_start(_PID)
+_PROCESS_STARTED_AT = iso_time(datetime.now(timezone.utc))
+
+
+def _bench_scalars(params: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+    """Plot columns from benchmark JSON; accepts our keys and ``vllm bench serve``'s."""
+    def first(source: dict[str, Any], *keys: str) -> Any:
+        return next((source[k] for k in keys if isinstance(source.get(k), (int, float))), None)
+    return {
+        "concurrency": first(params, "concurrency", "streams") or first(results, "max_concurrency"),
+        "output_tokens_per_s": first(results, "output_tokens_per_s", "output_throughput"),
+        "ttft_median_ms": first(results, "ttft_median_ms", "median_ttft_ms"),
+        "tpot_median_ms": first(results, "tpot_median_ms", "median_tpot_ms"),
+    }
+
+
+class HistoryStore:
+    """Launches and benchmarks in one SQLite file.
+
+    Args:
+        path: database file; parent directories are created.
+        busy_timeout_ms: how long a write waits for another console's write to finish.
+
+    Raises:
+        StoreError: the file cannot be created or opened, is not a database, or was
+            written by a newer tpu-console (unknown migrations).
+    """
+
+    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 5000) -> None:
+        self.path = Path(path).expanduser()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(self.path), timeout=busy_timeout_ms / 1000)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"{self.path}: cannot open the history database: {exc}") from None
+        self._db = Database(conn, execute_plugins=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            self._db.enable_wal()
+            conn.execute("PRAGMA foreign_keys = ON")
+            with self._write():
+                self._check_not_newer()
+                migrations.apply(self._db)
+            self.mark_interrupted()
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise StoreError(f"{self.path}: cannot use the history database: {exc}") from None
+        except StoreError:
+            conn.close()
+            raise
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[Database]:
+        """One write transaction, taking the write lock up front (no deadlock on upgrade)."""
+        conn = self._db.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+        try:
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+
+    def _check_not_newer(self) -> None:
+        known = {m.name for m in migrations._migrations}
+        unknown = [m.name for m in migrations.applied(self._db) if m.name not in known]
+        if unknown:
+            raise StoreError(f"{self.path}: written by a newer tpu-console (schema migration "
+                             f"{unknown[-1]}); upgrade tpu-console to use it")
+
+    def _rows(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        cursor = self._db.conn.execute(sql, tuple(params))
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+    @staticmethod
+    def _encode(values: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(values) - set(LAUNCH_FIELDS))
+        if unknown:
+            raise ValueError(f"unknown launch fields: {', '.join(unknown)}")
+        if values.get("outcome", "running") not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {OUTCOMES}, got {values['outcome']!r}")
+        if values.get("origin", "console") not in ORIGINS:
+            raise ValueError(f"origin must be one of {ORIGINS}, got {values['origin']!r}")
+        row: dict[str, Any] = {}
+        for name, value in values.items():
+            if value is not None and name in _TIME_FIELDS:
+                value = iso_time(value)
+            elif name in _JSON_FIELDS:
+                value = None if value is None else json.dumps(scrub_value(value))
+            else:
+                value = scrub_value(value)
+            row[name] = value
+        return row
+
+    @staticmethod
+    def _launch(row: dict[str, Any]) -> Launch:
+        data = dict(row)
+        for name in _JSON_FIELDS:
+            data[name] = json.loads(data[name]) if data[name] else None
+        data["serve_args"] = tuple(data["serve_args"] or ())
+        data["hbm"] = tuple(data["hbm"] or ())
+        data["phase_durations"] = data["phase_durations"] or {}
+        return Launch(**data)
+
+    @staticmethod
+    def _benchmark(row: dict[str, Any]) -> BenchmarkRecord:
+        data = dict(row)
+        data["params"] = json.loads(data["params"]) if data["params"] else {}
+        data["results"] = json.loads(data["results"]) if data["results"] else {}
+        return BenchmarkRecord(**data)
+
+    def _writer(self) -> dict[str, Any]:
+        return {"writer_host": _HOST, "writer_pid": _PID, "writer_pid_start": _PID_START}
+
+    # --- launches ---------------------------------------------------------------------
+
+    def mark_interrupted(self) -> list[int]:
+        """Mark ``running`` launches whose console is gone as ``interrupted``.
+
+        A launch is interrupted when the process that last wrote it (same host) no longer
+        runs; when its writer is unknown (rows older than migration m003) and it was
+        requested before this process started; or when it belongs to another host and is
+        older than :data:`OTHER_HOST_STALE_S`. Launches of a live console are left alone.
+
+        Returns:
+            Ids of the launches marked.
+        """
+        rows = self._rows("SELECT id, requested_at, writer_host, writer_pid, writer_pid_start "
+                          "FROM launches WHERE outcome = 'running'")
+        stale_other = iso_time(datetime.fromtimestamp(
+            datetime.now(timezone.utc).timestamp() - OTHER_HOST_STALE_S, timezone.utc))
+        ids = []
+        for row in rows:
+            if row["writer_pid"] is None:
+                gone = row["requested_at"] < _PROCESS_STARTED_AT
+            elif row["writer_host"] != _HOST:
+                gone = row["requested_at"] < stale_other
+            else:
+                gone = not _process_alive(row["writer_pid"], row["writer_pid_start"])
+            if gone:
+                ids.append(row["id"])
+        if ids:
+            with self._write() as db:
+                marks = ",".join("?" * len(ids))
+                db.conn.execute(f"UPDATE launches SET outcome = 'interrupted' "
+                                f"WHERE outcome = 'running' AND id IN ({marks})", ids)
+        return ids
+
+    def start_launch(self, **fields: Any) -> int:
+        """Record a new launch (one transaction) and return its id.
+
+        Args:
+            **fields: any :class:`Launch` attribute but ``id``; ``node`` is required.
+                ``requested_at`` defaults to now, ``outcome`` to ``running``, ``origin`` to
+                ``console``; ``compile_key`` is computed from accelerator type, model and
+                serve args when not given. Times may be ``datetime`` or ISO strings.
+
+        Raises:
+            ValueError: unknown field, missing node, bad outcome/origin or time.
+        """
+        if not fields.get("node"):
+            raise ValueError("a launch needs a node")
+        fields.setdefault("requested_at", datetime.now(timezone.utc))
+        if fields.get("compile_key") is None and fields.get("accelerator_type") and fields.get("model"):
+            fields["compile_key"] = compile_key(fields["accelerator_type"], fields["model"],
+                                                scrub_args(fields.get("serve_args") or []))
+        row = self._encode(fields) | self._writer()
+        with self._write() as db:
+            return int(db["launches"].insert(row).last_pk)
+
+    def update_launch(self, launch_id: int, **fields: Any) -> None:
+        """Add facts to a launch (one transaction); this console becomes its writer.
+
+        JSON fields (``hbm``, ``phase_durations``...) are replaced as a whole. When
+        accelerator type, model or serve args change, ``compile_key`` is recomputed.
+
+        Raises:
+            KeyError: no launch has that id.
+            ValueError: unknown field, bad outcome/origin or time.
+        """
+        row = self._encode(fields)
+        with self._write() as db:
+            current = self._rows("SELECT accelerator_type, model, serve_args FROM launches WHERE id = ?",
+                                 [launch_id])
+            if not current:
+                raise KeyError(f"no launch with id {launch_id}")
+            if "compile_key" not in fields and {"accelerator_type", "model", "serve_args"} & set(fields):
+                merged = current[0] | {k: row[k] for k in ("accelerator_type", "model", "serve_args") if k in row}
+                if merged["accelerator_type"] and merged["model"]:
+                    row["compile_key"] = compile_key(merged["accelerator_type"], merged["model"],
+                                                     json.loads(merged["serve_args"] or "[]"))
+            db["launches"].update(launch_id, row | self._writer())
+
+    def get_launch(self, launch_id: int) -> Launch | None:
+        """The launch with that id, or ``None``."""
+        rows = self._rows(f"{_LAUNCH_SELECT} WHERE id = ?", [launch_id])
+        return self._launch(rows[0]) if rows else None
+
+    def list_launches(self, *, limit: int = 200, node: str | None = None, model: str | None = None,
+                      accelerator_type: str | None = None, outcome: str | None = None,
+                      text: str | None = None) -> list[Launch]:
+        """Launches, newest request first, filtered.
+
+        Args:
+            limit: at most this many.
+            node, accelerator_type, outcome: exact match.
+            model: exact match; without a ``/`` it also matches the name after the owner
+                (``Qwen3-8B`` finds ``Qwen/Qwen3-8B``).
+            text: case-insensitive substring of node, project, zone, accelerator type,
+                model, served name, image, container id, serve args, failure or notes.
+        """
+        where, params = [], []
+        for column, value in (("node", node), ("accelerator_type", accelerator_type), ("outcome", outcome)):
+            if value:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if model:
+            if "/" in model:
+                where.append("model = ?")
+                params.append(model)
+            else:
+                where.append("(model = ? OR model LIKE ? ESCAPE '\\')")
+                params += [model, "%/" + _like_escape(model)]
+        if text:
+            haystack = " || ' ' || ".join(f"COALESCE({c}, '')" for c in _TEXT_COLUMNS)
+            where.append(f"({haystack}) LIKE ? ESCAPE '\\'")
+            params.append(f"%{_like_escape(text)}%")
+        sql = _LAUNCH_SELECT + (" WHERE " + " AND ".join(where) if where else "")
+        sql += " ORDER BY requested_at DESC, id DESC LIMIT ?"
+        return [self._launch(r) for r in self._rows(sql, params + [int(limit)])]
+
+    def find_launch_by_container(self, node: str, container_id: str) -> Launch | None:
+        """The newest launch on ``node`` with that container id (full or a 12+ char prefix)."""
+        if not container_id:
+            return None
+        rows = self._rows(
+            f"{_LAUNCH_SELECT} WHERE node = ? AND container_id IS NOT NULL AND (container_id = ? OR "
+            "(length(?) >= 12 AND length(container_id) >= 12 AND "
+            " (substr(container_id, 1, length(?)) = ? OR substr(?, 1, length(container_id)) = container_id)))"
+            " ORDER BY requested_at DESC, id DESC LIMIT 1",
+            [node, container_id, container_id, container_id, container_id, container_id])
+        return self._launch(rows[0]) if rows else None
+
+    def known_failures(self, accelerator_type: str, model: str, serve_args: list[str]) -> list[Launch]:
+        """Past failed launches of the same accelerator type, model and flags, newest first.
+
+        Flags are compared after normalization (:func:`store.records.behaviour_flags`):
+        order, ``--a=b``/``--a b`` and flags like ``--port`` or ``--api-key`` do not matter.
+        """
+        wanted = behaviour_flags(scrub_args(serve_args))
+        rows = self._rows(f"{_LAUNCH_SELECT} WHERE accelerator_type = ? AND model = ? AND outcome = 'failed' "
+                          "ORDER BY requested_at DESC, id DESC LIMIT 1000", [accelerator_type, model])
+        launches = [self._launch(r) for r in rows]
+        return [launch for launch in launches if behaviour_flags(launch.serve_args) == wanted]
+
+    def compile_eta_s(self, compile_key: str) -> float | None:
+        """Median compile seconds of the last :data:`COMPILE_ETA_SAMPLES` launches with that
+        compile key that reached ready, or ``None`` without any."""
+        rows = self._rows("SELECT compile_seconds FROM launches WHERE compile_key = ? AND ready_at IS NOT NULL "
+                          "AND compile_seconds IS NOT NULL ORDER BY requested_at DESC LIMIT ?",
+                          [compile_key, COMPILE_ETA_SAMPLES])
+        return float(statistics.median(r["compile_seconds"] for r in rows)) if rows else None
+
+    # --- benchmarks -------------------------------------------------------------------
+
+    def add_benchmark(self, launch_id: int | None, kind: str, params: dict[str, Any], results: dict[str, Any],
+                      price_per_hour_usd: float | None = None, usd_per_mtok: float | None = None,
+                      *, started_at: datetime | str | None = None) -> int:
+        """Record a benchmark run (one transaction) and return its id.
+
+        Args:
+            launch_id: the launch measured, or ``None``.
+            kind: one of :data:`store.records.BENCHMARK_KINDS`.
+            params, results: JSON-ready dicts (secrets scrubbed before writing).
+            price_per_hour_usd: $ per node-hour used; usd_per_mtok: $ per million output tokens.
+            started_at: when the run started (default: now).
+
+        Raises:
+            ValueError: unknown kind. KeyError: no launch with ``launch_id``.
+        """
+        if kind not in BENCHMARK_KINDS:
+            raise ValueError(f"kind must be one of {BENCHMARK_KINDS}, got {kind!r}")
+        params, results = scrub_value(dict(params)), scrub_value(dict(results))
+        row = {"launch_id": launch_id, "kind": kind,
+               "started_at": iso_time(started_at or datetime.now(timezone.utc)),
+               "params": json.dumps(params), "results": json.dumps(results),
+               "price_per_hour_usd": price_per_hour_usd, "usd_per_mtok": usd_per_mtok,
+               **_bench_scalars(params, results)}
+        with self._write() as db:
+            if launch_id is not None and not self._rows("SELECT 1 FROM launches WHERE id = ?", [launch_id]):
+                raise KeyError(f"no launch with id {launch_id}")
+            return int(db["benchmarks"].insert(row).last_pk)
+
+    def benchmarks_for(self, launch_id: int) -> list[BenchmarkRecord]:
+        """Benchmarks of one launch, oldest first."""
+        return self.benchmarks_by_launch([launch_id]).get(launch_id, [])
+
+    def benchmarks_by_launch(self, launch_ids: Iterable[int]) -> dict[int, list[BenchmarkRecord]]:
+        """Benchmarks of several launches at once, ``{launch_id: [oldest first]}``."""
+        ids = list(dict.fromkeys(launch_ids))
+        found: dict[int, list[BenchmarkRecord]] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            rows = self._rows(f"{_BENCH_SELECT} WHERE launch_id IN ({','.join('?' * len(chunk))}) "
+                              "ORDER BY started_at, id", chunk)
+            for row in rows:
+                found.setdefault(row["launch_id"], []).append(self._benchmark(row))
+        return found
+
+    # --- export -----------------------------------------------------------------------
+
+    def export(self, launches: Iterable[Launch], fmt: str) -> str:
+        """Launches as JSON (a list of launch objects with ``benchmarks`` nested) or CSV
+        (one row per launch, JSON-valued columns as compact JSON, no benchmarks).
+
+        Raises:
+            ValueError: ``fmt`` is neither ``json`` nor ``csv``.
+        """
+        launches = list(launches)
+        if fmt == "json":
+            benches = self.benchmarks_by_launch(l.id for l in launches)
+            return json.dumps([l.to_json() | {"benchmarks": [b.to_json() for b in benches.get(l.id, [])]}
+                               for l in launches], indent=2)
+        if fmt == "csv":
+            out = io.StringIO()
+            writer = csv.DictWriter(out, fieldnames=["id", *LAUNCH_FIELDS, "time_to_ready_s"], lineterminator="\n")
+            writer.writeheader()
+            for launch in launches:
+                data = launch.to_json() | {"time_to_ready_s": launch.time_to_ready_s}
+                writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in data.items()})
+            return out.getvalue()
+        raise ValueError(f"export format must be 'json' or 'csv', got {fmt!r}")
+
+    def close(self) -> None:
+        """Close the database (idempotent)."""
+        self._db.conn.close()
+
+    def __enter__(self) -> HistoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -1,0 +1,127 @@
+"""The history schema, as numbered migrations registered with sqlite-utils' ``Migrations``.
+
+Rules: a migration is never edited once released; a change is a new ``mNNN_`` function
+appended at the end (registration order is application order). Migrations must not
+import the rest of the store: each one spells out the columns it creates, so it keeps
+producing the same schema whatever later code looks like. ``HistoryStore`` applies the
+pending ones when it opens a database, inside one write transaction (each migration in
+its own savepoint), so two consoles opening an old database at once upgrade it once.
+
+Schema after all migrations (JSON columns hold TEXT):
+
+- ``launches``: see :class:`store.records.Launch` for the meaning of each column, plus
+  ``writer_host``/``writer_pid``/``writer_pid_start`` (m003): the console process that
+  records the launch, so a later console can tell a dead writer's ``running`` launch
+  (interrupted) from a live one's.
+- ``benchmarks``: see :class:`store.records.BenchmarkRecord`.
+"""
+
+from __future__ import annotations
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+#: The migration set; its name is the key in ``_sqlite_migrations``.
+migrations = Migrations("tpu_console_history")
+
+
+@migrations()
+def m001_initial(db: Database) -> None:
+    """Launches and benchmarks, as first specified in the history issue."""
+    db["launches"].create(
+        {
+            "id": int,
+            "node": str,
+            "project": str,
+            "zone": str,
+            "accelerator_type": str,
+            "provisioning_model": str,
+            "origin": str,
+            "container_id": str,
+            "image": str,
+            "image_digest": str,
+            "model": str,
+            "served_model_name": str,
+            "container_spec": str,
+            "serve_args": str,
+            "requested_at": str,
+            "started_at": str,
+            "ready_at": str,
+            "failed_at": str,
+            "outcome": str,
+            "phase_durations": str,
+            "compile_seconds": float,
+            "engine_init_seconds": float,
+            "hbm": str,
+            "kv_cache_tokens": int,
+            "max_concurrency": float,
+            "max_model_len": int,
+            "failure_kind": str,
+            "failure_detail": str,
+            "replaced_launch_id": int,
+            "compile_key": str,
+            "notes": str,
+        },
+        pk="id",
+        not_null={"node", "origin", "requested_at", "outcome"},
+        defaults={"origin": "console", "outcome": "running"},
+    )
+    db["benchmarks"].create(
+        {
+            "id": int,
+            "launch_id": int,
+            "kind": str,
+            "started_at": str,
+            "params": str,
+            "results": str,
+            "price_per_hour_usd": float,
+            "usd_per_mtok": float,
+        },
+        pk="id",
+        not_null={"kind", "started_at"},
+        foreign_keys=[("launch_id", "launches", "id")],
+    )
+
+
+@migrations()
+def m002_benchmark_plot_columns(db: Database) -> None:
+    """Scalar copies of the figures the history pane plots, backfilled from the JSON."""
+    table = db["benchmarks"]
+    table.add_column("concurrency", int)
+    table.add_column("output_tokens_per_s", float)
+    table.add_column("ttft_median_ms", float)
+    table.add_column("tpot_median_ms", float)
+    db.execute(
+        """
+        UPDATE benchmarks SET
+          concurrency = COALESCE(json_extract(params, '$.concurrency'),
+                                 json_extract(params, '$.streams'),
+                                 json_extract(results, '$.max_concurrency')),
+          output_tokens_per_s = COALESCE(json_extract(results, '$.output_tokens_per_s'),
+                                         json_extract(results, '$.output_throughput')),
+          ttft_median_ms = COALESCE(json_extract(results, '$.ttft_median_ms'),
+                                    json_extract(results, '$.median_ttft_ms')),
+          tpot_median_ms = COALESCE(json_extract(results, '$.tpot_median_ms'),
+                                    json_extract(results, '$.median_tpot_ms'))
+        WHERE json_valid(params) AND json_valid(results)
+        """
+    )
+
+
+@migrations()
+def m003_writer_and_indexes(db: Database) -> None:
+    """Who writes each launch (for interrupted marking) and the indexes the pane needs."""
+    launches = db["launches"]
+    launches.add_column("writer_host", str)
+    launches.add_column("writer_pid", int)
+    launches.add_column("writer_pid_start", str)
+    launches.create_index(["requested_at"], index_name="launches_requested_at")
+    launches.create_index(["node", "requested_at"], index_name="launches_node")
+    launches.create_index(["model", "requested_at"], index_name="launches_model")
+    launches.create_index(["accelerator_type", "model", "outcome"], index_name="launches_accelerator_model")
+    launches.create_index(["outcome", "requested_at"], index_name="launches_outcome")
+    launches.create_index(["compile_key"], index_name="launches_compile_key")
+    launches.create_index(["node", "container_id"], index_name="launches_container")
+    benchmarks = db["benchmarks"]
+    benchmarks.create_index(["launch_id"], index_name="benchmarks_launch")
+    benchmarks.create_index(["kind", "concurrency"], index_name="benchmarks_kind_concurrency")

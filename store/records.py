@@ -1,0 +1,209 @@
+"""What the history holds: launches and benchmarks as frozen dataclasses, plus compile keys.
+
+No I/O here. Times are ISO 8601 UTC strings (``2026-05-01T12:00:00Z``) exactly as stored;
+durations are seconds (``_s``/``_seconds``), memory is GiB (``_gib``), sizes are tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+#: A launch's outcome: ``running`` while it boots, then ready/failed; ``interrupted`` when
+#: the console that watched it died before the end; ``replaced`` after a swap replaced it.
+OUTCOMES = ("running", "ready", "failed", "interrupted", "replaced")
+#: Who started the container: this console, or someone else (noticed by a new container id).
+ORIGINS = ("console", "observed")
+#: Benchmark kinds (see the benchmarks issue).
+BENCHMARK_KINDS = ("smoke", "throughput", "longctx")
+
+#: ``vllm serve`` flags that change the XLA compilation, hence the compile cache key.
+COMPILE_FLAGS = (
+    "max-model-len", "max-num-batched-tokens", "tensor-parallel-size",
+    "kv-cache-dtype", "quantization", "max-num-seqs",
+)
+#: Flags that do not change whether or how a launch boots; ignored by :func:`behaviour_flags`.
+IRRELEVANT_FLAGS = frozenset({
+    "host", "port", "served-model-name", "api-key", "disable-log-requests", "disable-log-stats",
+    "uvicorn-log-level", "enable-log-requests", "hf-token",
+})
+
+
+def parse_flags(serve_args: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """Normalize ``vllm serve`` arguments to ``{flag: value}``.
+
+    ``--max_model_len=4096``, ``--max-model-len 4096`` both give ``{"max-model-len": "4096"}``;
+    a flag without a value maps to ``"true"``; ``--no-x`` maps ``x`` to ``"false"``. Positional
+    arguments (``vllm``, ``serve``, the model) are skipped. A repeated flag keeps its last value.
+
+    Args:
+        serve_args: arguments as given to the container (with or without ``vllm serve MODEL``).
+
+    Returns:
+        Flag names without dashes (``_`` turned into ``-``) mapped to their string values.
+    """
+    flags: dict[str, str] = {}
+    args = [str(a) for a in serve_args]
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if not arg.startswith("--"):
+            continue
+        name, eq, value = arg[2:].partition("=")
+        name = name.replace("_", "-").lower()
+        if not eq:
+            if i < len(args) and not args[i].startswith("--"):
+                value = args[i]
+                i += 1
+            elif name.startswith("no-"):
+                name, value = name[3:], "false"
+            else:
+                value = "true"
+        flags[name] = value.strip()
+    return flags
+
+
+def behaviour_flags(serve_args: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """The flags that can make a launch fail or behave differently (``parse_flags`` minus
+    :data:`IRRELEVANT_FLAGS`); used to match a new launch against past failures."""
+    return {k: v for k, v in parse_flags(serve_args).items() if k not in IRRELEVANT_FLAGS}
+
+
+def compile_key(accelerator_type: str, model: str, serve_args: list[str] | tuple[str, ...]) -> str:
+    """The key under which compile times are comparable.
+
+    Args:
+        accelerator_type: e.g. ``v6e-8`` (chip count matters: it changes sharding).
+        model: model id as served, e.g. ``Qwen/Qwen3-8B``.
+        serve_args: ``vllm serve`` arguments; only :data:`COMPILE_FLAGS` count, values
+            compared case-insensitively, order and ``--a=b``/``--a b`` spelling ignored.
+
+    Returns:
+        ``"<accelerator_type>:<16 hex digits>"``, e.g. ``"v6e-8:3f1c9a0b5d2e7f64"``.
+    """
+    flags = parse_flags(serve_args)
+    relevant = {name: flags[name].lower() for name in COMPILE_FLAGS if name in flags}
+    payload = json.dumps([accelerator_type, model, relevant], sort_keys=True)
+    return f"{accelerator_type}:{hashlib.sha256(payload.encode()).hexdigest()[:16]}"
+
+
+def _seconds_between(start: str | None, end: str | None) -> float | None:
+    if not start or not end:
+        return None
+    try:
+        return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+    except (ValueError, TypeError):
+        return None
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One container launch on a node, as recorded in the history.
+
+    Attributes:
+        id: row id.
+        node: node short name.
+        project, zone: where the node lives.
+        accelerator_type: e.g. ``v6e-8``.
+        provisioning_model: ``on-demand``, ``spot``, ``flex-start``...
+        origin: ``console`` or ``observed`` (:data:`ORIGINS`).
+        container_id, image, image_digest: the container and its image (digest ``sha256:...``).
+        model, served_model_name: ``vllm serve`` model and ``--served-model-name``.
+        container_spec: ``{image, env (secrets masked), volumes, network, restart_policy, ports}``.
+        serve_args: ``vllm serve`` arguments (secrets masked).
+        requested_at, started_at, ready_at, failed_at: ISO 8601 UTC strings.
+        outcome: one of :data:`OUTCOMES`.
+        phase_durations: ``{phase: seconds}`` (e.g. ``{"weights": 41.2, "compile": 380.0}``).
+        compile_seconds, engine_init_seconds: XLA compile and engine init time, seconds.
+        hbm: per stage ``{"label": str, "used_gib": [per chip], "limit_gib": [per chip]}``.
+        kv_cache_tokens: KV cache size in tokens.
+        max_concurrency: vLLM's "maximum concurrency for N tokens per request" figure.
+        max_model_len: context length in tokens.
+        failure_kind, failure_detail: diagnosis when failed (e.g. ``RESOURCE_EXHAUSTED``).
+        replaced_launch_id: the launch this one replaced (a swap), or ``None``.
+        compile_key: see :func:`compile_key`.
+        notes: operator's notes.
+    """
+
+    id: int
+    node: str
+    requested_at: str
+    outcome: str = "running"
+    origin: str = "console"
+    project: str | None = None
+    zone: str | None = None
+    accelerator_type: str | None = None
+    provisioning_model: str | None = None
+    container_id: str | None = None
+    image: str | None = None
+    image_digest: str | None = None
+    model: str | None = None
+    served_model_name: str | None = None
+    container_spec: dict[str, Any] | None = None
+    serve_args: tuple[str, ...] = ()
+    started_at: str | None = None
+    ready_at: str | None = None
+    failed_at: str | None = None
+    phase_durations: dict[str, float] = field(default_factory=dict)
+    compile_seconds: float | None = None
+    engine_init_seconds: float | None = None
+    hbm: tuple[dict[str, Any], ...] = ()
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    max_model_len: int | None = None
+    failure_kind: str | None = None
+    failure_detail: str | None = None
+    replaced_launch_id: int | None = None
+    compile_key: str | None = None
+    notes: str | None = None
+
+    @property
+    def time_to_ready_s(self) -> float | None:
+        """Seconds from request (else container start) to ready, or ``None``."""
+        return _seconds_between(self.requested_at or self.started_at, self.ready_at)
+
+    def to_json(self) -> dict[str, Any]:
+        """The launch as a JSON-ready dict (the ``history --json`` object, without benchmarks)."""
+        data = asdict(self)
+        data["serve_args"] = list(self.serve_args)
+        data["hbm"] = list(self.hbm)
+        return data
+
+
+@dataclass(frozen=True)
+class BenchmarkRecord:
+    """One benchmark run, as recorded in the history.
+
+    Attributes:
+        id: row id.
+        launch_id: the launch it measured, or ``None`` (a bare ``--url`` run).
+        kind: one of :data:`BENCHMARK_KINDS`.
+        started_at: ISO 8601 UTC.
+        params: what was asked (streams, prompt/output tokens, depths...).
+        results: what was measured (the benchmarks issue defines the keys).
+        price_per_hour_usd: $ per hour of the whole node used for the cost figure.
+        usd_per_mtok: $ per million output tokens.
+        concurrency, output_tokens_per_s, ttft_median_ms, tpot_median_ms: plot scalars
+            taken from ``params``/``results`` (``None`` when absent).
+    """
+
+    id: int
+    launch_id: int | None
+    kind: str
+    started_at: str
+    params: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, Any] = field(default_factory=dict)
+    price_per_hour_usd: float | None = None
+    usd_per_mtok: float | None = None
+    concurrency: int | None = None
+    output_tokens_per_s: float | None = None
+    ttft_median_ms: float | None = None
+    tpot_median_ms: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The benchmark as a JSON-ready dict."""
+        return asdict(self)
