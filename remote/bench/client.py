@@ -1,0 +1,233 @@
+"""httpx plumbing for the benchmarks: the client, ``/v1/models``, and one streamed chat request.
+
+Speaks vLLM's OpenAI-compatible API (``/v1/models``, ``/v1/chat/completions``
+with ``stream: true`` and ``stream_options.include_usage``). Transport failures
+(connection refused, timeouts) become :class:`~remote.errors.VllmHttpError` with a
+sentence a person can act on; a failed *request* is returned as a failed
+:class:`~remote.bench.metrics.RequestRecord`, never raised.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from remote.bench.metrics import RequestRecord
+from remote.errors import VllmHttpError
+
+#: Seconds allowed to open a TCP connection before the server counts as unreachable.
+CONNECT_TIMEOUT_S = 10.0
+
+
+def normalize_base_url(url: str) -> str:
+    """``http://h:8000/v1/`` -> ``http://h:8000`` (the API paths are added per call).
+
+    Raises:
+        VllmHttpError: not an ``http://`` or ``https://`` URL.
+    """
+    url = url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise VllmHttpError(f"{url!r} is not an http:// or https:// URL.", title="Bad server URL")
+    return url.removesuffix("/v1")
+
+
+def make_client(base_url: str, timeout_s: float, *, connections: int = 100) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` for ``base_url`` with a read timeout of ``timeout_s`` seconds."""
+    return httpx.AsyncClient(
+        base_url=normalize_base_url(base_url),
+        timeout=httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s)),
+        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+    )
+
+
+@asynccontextmanager
+async def client_scope(
+    base_url: str, client: httpx.AsyncClient | None, timeout_s: float, *, connections: int = 100
+) -> AsyncIterator[httpx.AsyncClient]:
+    """Yield ``client`` as is, or a new one for ``base_url`` that is closed afterwards."""
+    if client is not None:
+        yield client
+        return
+    async with make_client(base_url, timeout_s, connections=connections) as owned:
+        yield owned
+
+
+def transport_error(exc: httpx.HTTPError, base_url: str) -> VllmHttpError:
+    """Translate an httpx transport exception into one clear :class:`VllmHttpError`."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        why = "the connection timed out"
+    elif isinstance(exc, httpx.ConnectError):
+        why = f"the connection failed ({exc or 'refused'})"
+    elif isinstance(exc, httpx.TimeoutException):
+        why = "it did not answer in time"
+    else:
+        why = f"{type(exc).__name__}: {exc}"
+    return VllmHttpError(
+        f"Could not reach the vLLM server at {base_url}: {why}. "
+        "Check that the server is up and the port (or SSH tunnel) is open.",
+        title="vLLM server unreachable",
+    )
+
+
+def error_message(response: httpx.Response) -> str:
+    """The server's own error sentence from an error response.
+
+    vLLM answers ``{"object": "error", "message": ..., "code": 400}`` (up to 0.9) or
+    ``{"error": {"message": ..., "code": 400}}`` (0.10+); anything else is shown raw.
+    """
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:500] or response.reason_phrase
+    return message_of(body) or json.dumps(body)[:500]
+
+
+def message_of(body: Any) -> str | None:
+    """The ``message`` of either vLLM error shape, or ``None``."""
+    if isinstance(body, dict):
+        inner = body.get("error")
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if isinstance(inner, str):
+            return inner
+        if body.get("message"):
+            return str(body["message"])
+    return None
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One entry of ``/v1/models``.
+
+    Attributes:
+        name: the model id to send (vLLM's ``--served-model-name``).
+        max_model_len: vLLM's ``max_model_len`` field of the model card (tokens), if given.
+    """
+
+    name: str
+    max_model_len: int | None = None
+
+
+async def list_models(client: httpx.AsyncClient) -> list[ServedModel]:
+    """Models served (``GET /v1/models``); the first is vLLM's ``--served-model-name``.
+
+    Raises:
+        VllmHttpError: unreachable, or an error status / non-OpenAI answer.
+    """
+    base = str(client.base_url)
+    try:
+        response = await client.get("/v1/models")
+    except httpx.HTTPError as exc:
+        raise transport_error(exc, base) from None
+    if response.status_code != 200:
+        raise VllmHttpError(
+            f"GET {base}/v1/models answered HTTP {response.status_code}: {error_message(response)}"
+        )
+    try:
+        cards = response.json()["data"]
+        return [ServedModel(str(m["id"]), _int_or_none(m.get("max_model_len"))) for m in cards]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise VllmHttpError(f"{base}/v1/models did not answer an OpenAI model list.") from None
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+async def resolve_model(client: httpx.AsyncClient, model: str | None) -> ServedModel:
+    """The served model named ``model`` (or the first one), after checking the server answers.
+
+    A ``model`` the server does not list is still used as given (vLLM will answer 404 per
+    request, which the benchmarks count as failures).
+
+    Raises:
+        VllmHttpError: unreachable, or the server serves no model and none was given.
+    """
+    served = await list_models(client)
+    if model:
+        return next((m for m in served if m.name == model), ServedModel(model))
+    if not served:
+        raise VllmHttpError(f"{client.base_url}/v1/models lists no model.")
+    return served[0]
+
+
+def _has_token(delta: dict[str, Any]) -> bool:
+    return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+                or delta.get("tool_calls"))
+
+
+async def stream_chat(
+    client: httpx.AsyncClient,
+    payload: dict[str, Any],
+    on_token: Callable[[int], None] | None = None,
+) -> RequestRecord:
+    """Send one streamed ``/v1/chat/completions`` request and time it like ``vllm bench serve``.
+
+    Args:
+        client: from :func:`make_client`.
+        payload: the request body; ``stream`` and ``stream_options.include_usage`` are set here.
+        on_token: called with 1 for every token chunk as it arrives (live progress).
+
+    Returns:
+        The record; on an HTTP error status or a transport failure ``success`` is false
+        and ``error`` holds the server's message (or the transport error).
+    """
+    body = {**payload, "stream": True, "stream_options": {"include_usage": True}}
+    record = RequestRecord(start_s=time.perf_counter())
+    last_token = last_event = record.start_s
+    parts: list[str] = []
+    try:
+        async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+            if response.status_code != 200:
+                await response.aread()
+                record.status_code = response.status_code
+                record.error = f"HTTP {response.status_code}: {error_message(response)}"
+                return record
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue  # blank separators, ": ping" comments, event names
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                now = time.perf_counter()
+                event = json.loads(data)
+                if "choices" not in event and (message := message_of(event)):
+                    record.error = f"error during the stream: {message}"
+                    return record
+                for choice in event.get("choices") or ():
+                    delta = choice.get("delta") or {}
+                    if not _has_token(delta):
+                        continue
+                    if record.token_chunks == 0:
+                        record.ttft_s = now - record.start_s
+                    else:
+                        record.itl_s.append(now - last_token)
+                    record.token_chunks += 1
+                    last_token = now
+                    parts.append(delta.get("content") or "")
+                    if on_token is not None:
+                        on_token(1)
+                if usage := event.get("usage"):
+                    record.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+                    record.output_tokens = int(usage.get("completion_tokens") or 0)
+                last_event = now
+    except httpx.HTTPError as exc:
+        record.status_code = 0
+        record.error = str(transport_error(exc, str(client.base_url)))
+        return record
+    except (ValueError, TypeError, AttributeError) as exc:
+        record.error = f"unreadable stream event: {exc}"
+        return record
+    record.latency_s = last_event - record.start_s
+    record.text = "".join(parts)
+    record.output_tokens = record.output_tokens or record.token_chunks
+    record.success = record.token_chunks > 0
+    if not record.success:
+        record.error = "the stream ended without any token"
+    return record

@@ -1,0 +1,55 @@
+"""Benchmark results as plain JSON-ready dicts, for the history database and ``bench --json``.
+
+Throughput results are flattened with ``vllm bench serve``'s key names
+(``request_throughput``, ``output_throughput``, ``mean_ttft_ms``, ``p99_tpot_ms`` ...)
+so figures can be compared with its JSON output directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from remote.bench.longctx import LongCtxResult
+from remote.bench.metrics import LatencyStats
+from remote.bench.smoke import SmokeResult
+from remote.bench.throughput import ThroughputResult
+
+
+def _latency(prefix: str, stats: LatencyStats) -> dict[str, float]:
+    return {f"mean_{prefix}_ms": stats.mean_ms, f"median_{prefix}_ms": stats.median_ms,
+            f"p99_{prefix}_ms": stats.p99_ms}
+
+
+def to_json(result: SmokeResult | ThroughputResult | LongCtxResult) -> dict[str, Any]:
+    """``result`` as a dict of JSON types (str, int, float, bool, None, lists, dicts).
+
+    Raises:
+        TypeError: not a benchmark result.
+    """
+    if isinstance(result, ThroughputResult):
+        m = result.metrics
+        out: dict[str, Any] = {
+            "kind": result.kind, "base_url": result.base_url, "model": result.model,
+            "concurrency": result.concurrency,
+            "prompt_tokens_target": result.prompt_tokens_target,
+            "output_tokens_target": result.output_tokens_target,
+            "requests_sent": result.requests_sent, "completed": m.completed, "failed": m.failed,
+            "duration_s": m.duration_s,
+            "total_input_tokens": m.total_input_tokens, "total_output_tokens": m.total_output_tokens,
+            "mean_prompt_tokens": result.mean_prompt_tokens,
+            "request_throughput": m.request_throughput, "output_throughput": m.output_throughput,
+            "total_token_throughput": m.total_token_throughput,
+        }
+        for name in ("ttft", "tpot", "itl", "e2el"):
+            out.update(_latency(name, getattr(m, name)))
+        out["errors"] = [{"message": msg, "count": n} for msg, n in result.errors]
+        return out
+    if isinstance(result, (SmokeResult, LongCtxResult)):
+        out = dataclasses.asdict(result)
+        if isinstance(result, SmokeResult):
+            out["tool"]["passed"] = result.tool.passed
+        else:
+            out["found_all"] = result.found_all
+        return out
+    raise TypeError(f"not a benchmark result: {type(result).__name__}")

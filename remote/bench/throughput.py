@@ -1,0 +1,208 @@
+"""Throughput benchmark: N concurrent streaming chat requests, like ``vllm bench serve``.
+
+``concurrency`` workers each send one request at a time (vLLM's ``--max-concurrency``
+with ``--request-rate inf``) until ``requests`` have been sent or ``duration_s`` has
+passed; requests in flight at the deadline are allowed to finish and are counted.
+Each request asks for exactly ``output_tokens`` tokens (``max_tokens`` plus vLLM's
+``ignore_eos``) after a synthetic prompt of about ``prompt_tokens`` tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import httpx
+
+from remote.bench.client import client_scope, resolve_model, stream_chat
+from remote.bench.metrics import RequestRecord, ServingMetrics, calculate_metrics
+from remote.bench.progress import ProgressCallback, ProgressTracker
+from remote.bench.prompts import synthetic_prompt
+
+#: Default read timeout per request in seconds (a long prefill at high concurrency is slow).
+REQUEST_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class ThroughputResult:
+    """Figures of one throughput run at one concurrency level.
+
+    Attributes:
+        base_url: server benchmarked.
+        model: model name sent.
+        concurrency: streams kept in flight.
+        prompt_tokens_target: prompt length asked for (estimate-based, tokens).
+        output_tokens_target: output length asked for (tokens).
+        requests_sent: requests sent (completed + failed).
+        metrics: the ``vllm bench serve`` figures.
+        errors: distinct failure messages (at most 5), each with its count.
+        kind: always ``"throughput"``.
+    """
+
+    base_url: str
+    model: str
+    concurrency: int
+    prompt_tokens_target: int
+    output_tokens_target: int
+    requests_sent: int
+    metrics: ServingMetrics
+    errors: tuple[tuple[str, int], ...] = ()
+    kind: str = field(default="throughput")
+
+    @property
+    def mean_prompt_tokens(self) -> float:
+        """Mean server-counted prompt tokens of completed requests (0.0 if none completed)."""
+        m = self.metrics
+        return m.total_input_tokens / m.completed if m.completed else 0.0
+
+
+def _validate(concurrency: int, prompt_tokens: int, output_tokens: int,
+              requests: int | None, duration_s: float | None) -> None:
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    if prompt_tokens < 1 or output_tokens < 1:
+        raise ValueError("prompt and output lengths must be at least 1 token")
+    if (requests is None) == (duration_s is None):
+        raise ValueError("give either a request count or a duration, not both or neither")
+    if requests is not None and requests < 1:
+        raise ValueError(f"request count must be at least 1, got {requests}")
+    if duration_s is not None and duration_s <= 0:
+        raise ValueError(f"duration must be positive, got {duration_s} s")
+
+
+def _error_summary(records: Sequence[RequestRecord]) -> tuple[tuple[str, int], ...]:
+    counts: dict[str, int] = {}
+    for record in records:
+        if not record.success:
+            counts[record.error] = counts.get(record.error, 0) + 1
+    return tuple(sorted(counts.items(), key=lambda kv: -kv[1])[:5])
+
+
+async def _run_level(client: httpx.AsyncClient, model: str, *, concurrency: int, prompt_tokens: int,
+                     output_tokens: int, requests: int | None, duration_s: float | None,
+                     on_progress: ProgressCallback | None) -> tuple[list[RequestRecord], float]:
+    tracker = ProgressTracker("throughput", on_progress, requests_total=requests, concurrency=concurrency)
+    records: list[RequestRecord] = []
+    next_index = 0
+    start = time.perf_counter()
+    deadline = None if duration_s is None else start + duration_s
+
+    async def worker() -> None:
+        nonlocal next_index
+        while True:
+            if requests is not None and next_index >= requests:
+                return
+            if deadline is not None and time.perf_counter() >= deadline:
+                return
+            index = next_index
+            next_index += 1
+            payload = {
+                "model": model,
+                "messages": [{"role": "user", "content": synthetic_prompt(prompt_tokens, seed=index)}],
+                "max_tokens": output_tokens,
+                "ignore_eos": True,
+                "temperature": 0.0,
+            }
+            record = await stream_chat(client, payload, on_token=tracker.token)
+            records.append(record)
+            tracker.request_done(record.token_chunks, record.output_tokens if record.success else 0)
+
+    workers = concurrency if requests is None else min(concurrency, requests)
+    await asyncio.gather(*(worker() for _ in range(workers)))
+    return records, time.perf_counter() - start
+
+
+async def run_throughput(
+    base_url: str,
+    *,
+    concurrency: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    requests: int | None = None,
+    duration_s: float | None = None,
+    model: str | None = None,
+    on_progress: ProgressCallback | None = None,
+    timeout_s: float = REQUEST_TIMEOUT_S,
+    client: httpx.AsyncClient | None = None,
+) -> ThroughputResult:
+    """Run one throughput benchmark at one concurrency level.
+
+    Args:
+        base_url: the server, e.g. ``http://127.0.0.1:8000`` (a trailing ``/v1`` is accepted).
+        concurrency: streams kept in flight.
+        prompt_tokens: wanted prompt length in tokens (sized by estimate, see ``prompts``).
+        output_tokens: output tokens per request.
+        requests: requests to send; exclusive with ``duration_s``.
+        duration_s: keep sending for this many seconds; exclusive with ``requests``.
+        model: model name; default the first of ``/v1/models``.
+        on_progress: called with a :class:`BenchProgress` as tokens and requests arrive.
+        timeout_s: read timeout per request in seconds.
+        client: an existing ``httpx.AsyncClient`` (its ``base_url`` is used as is).
+
+    Returns:
+        The figures; failed requests are counted in ``metrics.failed``, not raised.
+
+    Raises:
+        ValueError: bad arguments.
+        VllmHttpError: the server could not be reached (``/v1/models`` failed).
+    """
+    _validate(concurrency, prompt_tokens, output_tokens, requests, duration_s)
+    async with client_scope(base_url, client, timeout_s, connections=concurrency) as c:
+        served = await resolve_model(c, model)
+        records, elapsed = await _run_level(
+            c, served.name, concurrency=concurrency, prompt_tokens=prompt_tokens,
+            output_tokens=output_tokens, requests=requests, duration_s=duration_s,
+            on_progress=on_progress)
+        return ThroughputResult(
+            base_url=str(c.base_url).rstrip("/"),
+            model=served.name,
+            concurrency=concurrency,
+            prompt_tokens_target=prompt_tokens,
+            output_tokens_target=output_tokens,
+            requests_sent=len(records),
+            metrics=calculate_metrics(records, elapsed),
+            errors=_error_summary(records),
+        )
+
+
+def default_requests(concurrency: int) -> int:
+    """Requests per level when neither a count nor a duration is given: 4 per stream, at least 8."""
+    return max(8, 4 * concurrency)
+
+
+async def run_sweep(
+    base_url: str,
+    *,
+    concurrencies: Sequence[int],
+    prompt_tokens: int,
+    output_tokens: int,
+    requests: int | None = None,
+    duration_s: float | None = None,
+    model: str | None = None,
+    on_progress: ProgressCallback | None = None,
+    timeout_s: float = REQUEST_TIMEOUT_S,
+    client: httpx.AsyncClient | None = None,
+) -> list[ThroughputResult]:
+    """Run :func:`run_throughput` at each concurrency level, one after the other.
+
+    ``requests`` is per level; with neither ``requests`` nor ``duration_s`` each level
+    sends :func:`default_requests` requests. Arguments and errors as :func:`run_throughput`.
+    """
+    if not concurrencies:
+        raise ValueError("give at least one concurrency level")
+    def count(level: int) -> int | None:
+        return requests if requests is not None or duration_s is not None else default_requests(level)
+
+    for level in concurrencies:
+        _validate(level, prompt_tokens, output_tokens, count(level), duration_s)
+    results = []
+    async with client_scope(base_url, client, timeout_s, connections=max(concurrencies)) as c:
+        served = await resolve_model(c, model)
+        for level in concurrencies:
+            results.append(await run_throughput(
+                base_url, concurrency=level, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                requests=count(level), duration_s=duration_s, model=served.name, on_progress=on_progress,
+                timeout_s=timeout_s, client=c))
+    return results
