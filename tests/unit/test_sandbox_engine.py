@@ -1,0 +1,291 @@
+"""The sandbox's simulated vLLM engine: flags, figures, failures, timing and line formats."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from remote.sandbox.engine import (
+    EnginePlan,
+    ServeArgs,
+    model_spec,
+    parse_serve_args,
+    plan_startup,
+)
+
+GIB = 2**30
+
+# Formats from ../shared/corpus/vllm-logs/INDEX.md (E2 + E4 prefix, H2, H3b, H4b, H5, K5, C4, C5', E5).
+PREFIX = r"^(\((APIServer|EngineCore) pid=\d+\) )?"
+E2 = re.compile(PREFIX + r"(DEBUG|INFO|WARNING|ERROR) \d\d-\d\d \d\d:\d\d:\d\d \[[\w./]+\.py:\d+\] ")
+E5 = re.compile(PREFIX + r"INFO:\s+(Started server process \[\d+\]|Waiting for application startup\.|"
+                r"Application startup complete\.)$")
+HBM = r"hbm=\[\((\d+\.\d+), (\d+\.\d+)\)(?:, \(\d+\.\d+, \d+\.\d+\))*\]"
+H2 = re.compile(r"Init model \| " + HBM + r"GiB$")
+H3B = re.compile(r"Init worker \| rank=0 \| is_first_rank=True \| is_last_rank=True \| topology_order_id=0 \| "
+                 r"is_driver_worker=True \| " + HBM + r"GiB \|self\.devices=\[TpuDevice\(.*\] \| total devices=\[.*\]"
+                 r" \| local_devices=\[.*\]$")
+H4B = re.compile(r"Init kv-cache \| num_total_layers=(\d+) \| num_blocks=\[[\d, ]+\] \| regular_attn_layers=\d+ \| "
+                 r"regular_attn_shape=\(num_blocks, \(\d+, \d+, 2, \d+\)\) \| regular_attn_sharding=NamedSharding"
+                 r"\(.*\) \| regular_attn_dtype=bfloat16 \| " + HBM + r"Gb$")
+H5 = re.compile(r"Memory statistics \| total_hbm_limit_gb=([\d.]+)GiB \| total_hbm_limit_cap_gb=([\d.]+)GiB \| "
+                r"total_hbm_used_gb=([\d.]+)GiB \| total_hbm_avail_gb=([\d.]+)GiB$")
+K5 = re.compile(r"TPU KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: "
+                r"(\d+\.\d\d)x$")
+C4_START = re.compile(r"Precompile (.+) --> (\{.*\})$")
+C4_DONE = re.compile(r"Compilation of (.+) --> (\{.*\}) finished in (\d+\.\d\d) \[secs\]\.$")
+C5 = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s "
+                r"\(compilation: ([\d.]+) s\)$")
+FAILED = "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"
+
+
+def messages(plan: EnginePlan, pattern: re.Pattern[str]) -> list[re.Match[str]]:
+    """Matches of ``pattern`` against the message part of every E2 line."""
+    out = []
+    for _, line in plan.lines:
+        head = E2.match(line)
+        if head and (found := pattern.search(line[head.end():])):
+            out.append(found)
+    return out
+
+
+def expected_kv(params_b: float, layers: int, kv_heads: int, head_dim: int, hidden: int, *, limit: float,
+                util: float, tp: int, batched: int, block: int) -> tuple[float, int]:
+    """Per-chip weights GiB and KV tokens by the documented formulas."""
+    weights = params_b * 1e9 * 2 / tp / GIB
+    headroom = batched * hidden * 2 * 4 / tp / GIB
+    per_token = 2 * layers * math.ceil(kv_heads / tp) * head_dim * 2
+    pool = limit * util - weights - headroom
+    return weights, math.floor(pool * GIB / (per_token * block)) * block
+
+
+# ---------------------------------------------------------------- flags
+def test_parse_serve_args_reads_known_flags_in_every_spelling() -> None:
+    args = parse_serve_args(["Qwen/Qwen3-8B", "--max-model-len=32K", "--gpu_memory_utilization", "0.85",
+                             "-tp", "4", "--served-model-name", "qwen", "alias", "--max-num-seqs", "64",
+                             "--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--port", "8001"])
+    assert args == ServeArgs(model="Qwen/Qwen3-8B", served_model_name="qwen", max_model_len=32768,
+                             gpu_memory_utilization=0.85, tensor_parallel_size=4, max_num_seqs=64,
+                             extra=("--enable-auto-tool-choice", "--tool-call-parser", "hermes"), port=8001)
+    assert parse_serve_args(["--model", "m", "--max-model-len", "32k"]).max_model_len == 32000
+    defaults = parse_serve_args(["m"])
+    assert (defaults.gpu_memory_utilization, defaults.tensor_parallel_size, defaults.kv_cache_dtype,
+            defaults.max_model_len) == (0.92, 1, "auto", None)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    ([], "the following arguments are required: model_tag"),
+    (["m", "--gpu-memory-utilization", "high"], "argument --gpu-memory-utilization: invalid float value: 'high'"),
+    (["m", "--gpu-memory-utilization", "1.5"], "Input should be less than or equal to 1"),
+    (["m", "--gpu-memory-utilization", "0"], "gpu_memory_utilization: Input should be greater than 0"),
+    (["m", "--max-model-len", "lots"], "argument --max-model-len: invalid human_readable_int value: 'lots'"),
+    (["m", "--max-model-len", "-5"], "max_model_len: Input should be greater than 0"),
+    (["m", "--tensor-parallel-size", "2.5"], "argument --tensor-parallel-size: invalid int value: '2.5'"),
+    (["m", "--kv-cache-dtype", "int4"], "argument --kv-cache-dtype: invalid choice: 'int4'"),
+    (["m", "--max-model-len"], "argument --max-model-len: expected one argument"),
+    (["m", "other"], "unrecognized arguments: other"),
+])
+def test_parse_serve_args_refuses_bad_values_with_vllm_wording(argv: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_serve_args(argv)
+
+
+def test_unknown_accelerator_type_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown accelerator type 'tpu9-1'"):
+        plan_startup(["Qwen/Qwen3-8B"], "tpu9-1")
+
+
+# ---------------------------------------------------------------- figures
+def test_qwen3_8b_on_one_v6e_chip_by_hand() -> None:
+    # weights 8.2e9 * 2 B = 15.27 GiB; cap 31.25 * 0.92 = 28.75; headroom 2048 * 4096 * 8 B = 0.0625 GiB;
+    # 147,456 B/token, 64-token blocks: floor(13.414 GiB / 9 MiB) = 1526 blocks = 97,664 tokens.
+    plan = plan_startup(["Qwen/Qwen3-8B"], "v6e-1")
+    assert plan.outcome == "ready"
+    assert (plan.kv_cache_tokens, plan.max_concurrency, plan.max_model_len) == (97_664, 2.38, 40_960)
+    assert (plan.weights_gib, plan.hbm_limit_gib, plan.chips) == (15.27, 31.25, 1)
+    assert messages(plan, K5)[0].groups() == ("97,664", "40,960", "2.38")
+    assert messages(plan, H5)[0].groups() == ("31.25", "28.75", "15.27", "13.48")
+
+
+@pytest.mark.parametrize(("model", "accel", "flags", "shape", "limit", "util", "tp", "batched", "block"), [
+    ("Qwen/Qwen3-8B", "v6e-1", [], (8.2, 36, 8, 128, 4096), 31.25, 0.92, 1, 2048, 64),
+    ("Qwen/Qwen3-8B", "v6e-4", ["--tensor-parallel-size", "4", "--max-model-len", "16384",
+                                "--max-num-batched-tokens", "4096"], (8.2, 36, 8, 128, 4096), 31.25, 0.92, 4, 4096, 64),
+    ("meta-llama/Llama-3.1-8B-Instruct", "v5litepod-4", ["-tp", "4"], (8.03, 32, 8, 128, 4096), 15.75, 0.92, 4,
+     2048, 32),
+    ("google/gemma-3-4b-it", "v5litepod-1", ["--max-model-len", "8192", "--gpu-memory-utilization", "0.8"],
+     (4.3, 34, 4, 256, 2560), 15.75, 0.8, 1, 2048, 32),
+    ("google/gemma-3-27b-it", "v6e-8", ["-tp", "8", "--max-model-len", "65536"], (27.4, 62, 16, 128, 5376), 31.25,
+     0.92, 8, 2048, 64),
+    ("Qwen/Qwen3-32B", "v5p-8", ["-tp", "2", "--max-num-seqs", "64"], (32.8, 64, 8, 128, 5120), 95.0, 0.92, 2,
+     2048, 64),
+    ("some-org/unknown-model", "v6e-1", ["--max-model-len", "4096"], (8.0, 32, 8, 128, 4096), 31.25, 0.92, 1, 2048,
+     64),
+])
+def test_figures_follow_the_documented_formulas(model: str, accel: str, flags: list[str],
+                                                 shape: tuple[float, int, int, int, int], limit: float,
+                                                 util: float, tp: int, batched: int, block: int) -> None:
+    plan = plan_startup([model, *flags], accel, boot_s=1.0)
+    weights, tokens = expected_kv(*shape, limit=limit, util=util, tp=tp, batched=batched, block=block)
+    max_model_len = parse_serve_args([model, *flags]).max_model_len or model_spec(model).max_position
+    assert plan.outcome == "ready", plan.failure_message
+    assert plan.kv_cache_tokens == tokens
+    assert plan.max_concurrency == round(tokens / max_model_len, 2)
+    assert (plan.chips, plan.hbm_limit_gib, plan.weights_gib) == (tp, limit, round(weights, 2))
+    # The printed lines carry the same figures, one HBM tuple per chip.
+    assert messages(plan, K5)[0].groups() == (f"{tokens:,}", f"{max_model_len:,}", f"{tokens / max_model_len:.2f}")
+    init_model = messages(plan, H2)[0]
+    assert init_model.group(0).count("(") == tp
+    assert tuple(map(float, init_model.groups())) == (round(weights, 2), limit)
+    kv_alloc = messages(plan, H4B)[0]
+    per_token = 2 * shape[1] * math.ceil(shape[2] / tp) * shape[3] * 2
+    assert float(kv_alloc.group(2)) == plan.hbm_after_kv_gib == round(weights + tokens * per_token / GIB, 2)
+    stats = messages(plan, H5)[0]
+    assert float(stats.group(1)) == pytest.approx(limit * tp) and float(stats.group(2)) == pytest.approx(
+        round(limit * util, 2) * tp)
+
+
+def test_more_max_model_len_means_less_concurrency_and_same_kv() -> None:
+    short = plan_startup(["meta-llama/Llama-3.1-8B-Instruct", "-tp", "4", "--max-model-len", "32768"], "v5litepod-4")
+    long = plan_startup(["meta-llama/Llama-3.1-8B-Instruct", "-tp", "4", "--max-model-len", "131072"], "v5litepod-4")
+    assert short.kv_cache_tokens == long.kv_cache_tokens == 351_744
+    assert (short.max_concurrency, long.max_concurrency) == (10.73, 2.68)
+
+
+# ---------------------------------------------------------------- failures
+def failure_lines(plan: EnginePlan) -> list[str]:
+    return [line for _, line in plan.lines]
+
+
+def test_gpu_memory_utilization_095_on_v5e_fails_after_compiling() -> None:
+    argv = ["google/gemma-3-4b-it", "--max-model-len", "32768"]
+    ok = plan_startup([*argv, "--gpu-memory-utilization", "0.92"], "v5litepod-1")
+    bad = plan_startup([*argv, "--gpu-memory-utilization", "0.95"], "v5litepod-1")
+    assert ok.outcome == "ready"
+    assert (bad.outcome, bad.failure_kind, bad.exit_code, bad.ready_at_s) == (
+        "failed", "hbm_oom_after_compile", 1, None)
+    assert bad.compile_steps == ok.compile_steps == 87
+    assert bad.kv_cache_tokens == 53_280  # the KV line is printed before compiling
+    lines = failure_lines(bad)
+    oom = next(i for i, line in enumerate(lines) if "RESOURCE_EXHAUSTED" in line)
+    assert lines[oom].endswith("jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total "
+                               "memory required for HLO temporaries (15.80G) exceeds available HBM (15.75G).")
+    assert lines[oom + 1].endswith("] --------------------")
+    assert "For simplicity, JAX has removed its internal frames" in lines[oom + 2]
+    assert all(C4_DONE.search(line) is None for line in lines[oom:])
+    assert any(line.endswith("[core.py:1434] EngineCore failed to start.") for line in lines[:oom])
+    assert lines[-1] == f"(APIServer pid=1) {FAILED}"
+    assert bad.exit_at_s is not None and bad.exit_at_s > bad.lines[-1][0]
+    assert bad.exit_at_s > 0.8 * 20.0  # late: compilation ran first
+    # The same utilisation fits on a v6e chip.
+    assert plan_startup([*argv, "--gpu-memory-utilization", "0.95"], "v6e-1").outcome == "ready"
+
+
+def test_max_model_len_the_kv_cache_cannot_hold_fails_with_the_v1_value_error() -> None:
+    plan = plan_startup(["google/gemma-3-4b-it", "--max-model-len", "65536"], "v5litepod-1")
+    _, tokens = expected_kv(4.3, 34, 4, 256, 2560, limit=15.75, util=0.92, tp=1, batched=2048, block=32)
+    assert (plan.outcome, plan.failure_kind, plan.kv_cache_tokens) == ("failed", "max_model_len_too_large", None)
+    needed = 65536 * 139_264 / GIB
+    assert plan.failure_message == (
+        "To serve at least one request with the models's max seq len (65536), "
+        f"({needed:.2f} GiB KV cache is needed, which is larger than the available KV cache memory (6.44 GiB). "
+        f"Based on the available memory, the estimated maximum model length is {tokens}. Try increasing "
+        "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+    assert any(line.endswith("ValueError: " + plan.failure_message) for line in failure_lines(plan))
+    assert failure_lines(plan)[-1].endswith(FAILED) and plan.compile_steps == 0
+    # The estimate is what fits: asking for exactly that boots.
+    fits = plan_startup(["google/gemma-3-4b-it", "--max-model-len", str(tokens)], "v5litepod-1")
+    assert (fits.outcome, fits.max_concurrency) == ("ready", 1.0)
+
+
+def test_max_model_len_above_max_positions_is_a_config_error_in_the_api_server() -> None:
+    plan = plan_startup(["Qwen/Qwen3-8B", "--max-model-len", "131072"], "v6e-1")
+    assert (plan.outcome, plan.failure_kind) == ("failed", "config_error")
+    assert plan.failure_message is not None and plan.failure_message.startswith(
+        "User-specified max_model_len (131072) is greater than the derived max_model_len "
+        "(max_position_embeddings=40960")
+    lines = failure_lines(plan)
+    assert "(APIServer pid=1) pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig" in lines
+    assert not any("EngineCore" in line for line in lines)
+
+
+def test_tensor_parallel_size_that_does_not_divide_the_chips_fails_at_the_mesh() -> None:
+    plan = plan_startup(["Qwen/Qwen3-8B", "--tensor-parallel-size", "3"], "v6e-4")
+    assert (plan.failure_kind, plan.failure_message) == (
+        "config_error", "Number of devices 4 must be divisible by the product of mesh_shape (1, 3) "
+        "(tensor_parallel_size=3).")
+    lines = failure_lines(plan)
+    failed_at = next(i for i, line in enumerate(lines) if line.endswith("EngineCore failed to start."))
+    assert not any("Init worker" in line for line in lines[:failed_at])
+    assert plan_startup(["Qwen/Qwen3-8B", "-tp", "8"], "v6e-4").failure_kind == "config_error"
+
+
+def test_weights_above_hbm_fail_while_loading_and_no_room_for_kv_fails_before_it() -> None:
+    load = plan_startup(["Qwen/Qwen3-32B"], "v5litepod-1")
+    assert load.failure_kind == "hbm_oom_load" and load.weights_gib is None
+    assert "HLO temporaries (61.59G) exceeds available HBM (15.75G)" in (load.failure_message or "")
+    no_kv = plan_startup(["Qwen/Qwen3-8B"], "v5litepod-1")  # 15.27 GiB of weights > the 14.49 GiB cap
+    assert (no_kv.failure_kind, no_kv.weights_gib) == ("hbm_budget_exceeded", 15.27)
+    assert no_kv.failure_message == ("No available memory for the cache blocks. Try increasing "
+                                     "`gpu_memory_utilization` when initializing the engine.")
+
+
+# ---------------------------------------------------------------- timing and formats
+@pytest.mark.parametrize("boot_s", [0.5, 20.0])
+def test_boot_is_compressed_to_boot_s_with_compilation_over_most_of_it(boot_s: float) -> None:
+    plan = plan_startup(["Qwen/Qwen3-8B"], "v6e-1", boot_s=boot_s)
+    offsets = [t for t, _ in plan.lines]
+    assert offsets == sorted(offsets) and offsets[0] == 0.0
+    assert plan.ready_at_s == pytest.approx(boot_s)
+    ready = next(t for t, line in plan.lines if line.endswith("INFO:     Application startup complete."))
+    assert ready == pytest.approx(boot_s)
+    compiles = [t for t, line in plan.lines if C4_DONE.search(line)]
+    assert compiles[-1] - compiles[0] > 0.5 * boot_s
+    # Printed seconds are log seconds: offsets x time_scale.
+    init_s, compile_s = map(float, messages(plan, C5)[0].groups())
+    assert (init_s, compile_s) == (plan.engine_init_seconds, plan.compile_seconds)
+    warmups = [float(m.group(1)) for m in messages(plan, re.compile(r"Warm-up call pass finished in ([\d.]+)"))]
+    steps = [float(m.group(3)) for m in messages(plan, C4_DONE)]
+    assert compile_s == pytest.approx(sum(steps) + sum(warmups), abs=0.01)
+    assert 200 < compile_s < init_s < plan.time_scale * boot_s
+    assert plan.compile_steps == len(compiles)
+    assert plan.server_url == "http://0.0.0.0:8000"
+
+
+def test_plans_are_deterministic_and_depend_on_the_flags() -> None:
+    first = plan_startup(["Qwen/Qwen3-8B", "--max-model-len", "8192"], "v6e-1")
+    assert plan_startup(["Qwen/Qwen3-8B", "--max-model-len", "8192"], "v6e-1") == first
+    assert plan_startup(["Qwen/Qwen3-8B", "--max-model-len", "8193"], "v6e-1").lines != first.lines
+
+
+def test_compile_steps_follow_the_padding_flags() -> None:
+    small = plan_startup(["Qwen/Qwen3-0.6B", "--max-num-seqs", "16", "--max-num-batched-tokens", "512"], "v6e-1")
+    steps = [m.group(1) for m in messages(small, C4_DONE)]
+    assert steps.count("worker0 sample") == 2 * 4  # request paddings [8, 16] x do_sampling x logprobs
+    assert steps.count("worker0 compute_and_gather_prompt_logprobs") == 6  # token paddings 16..512
+    assert len(steps) == small.compile_steps == 8 + 2 + 6 + 12 + 2 + 2
+
+
+@pytest.mark.parametrize(("argv", "accel"), [
+    (["Qwen/Qwen3-8B", "--kv-cache-dtype", "fp8"], "v6e-1"),
+    (["google/gemma-3-4b-it", "--max-model-len", "32768", "--gpu-memory-utilization", "0.95"], "v5litepod-1"),
+    (["google/gemma-3-4b-it"], "v5litepod-1"),
+    (["Qwen/Qwen3-32B"], "v5litepod-1"),
+])
+def test_every_line_is_in_a_corpus_format(argv: list[str], accel: str) -> None:
+    plan = plan_startup(argv, accel)
+    raw = re.compile(PREFIX + r"(Loading safetensors checkpoint shards: +\d+% Completed \| \d+/\d+ \[.*\]|"
+                     r"Traceback \(most recent call last\):|  File \".*\", line \d+, in .*|    .*|"
+                     r"Process EngineCore:|[\w.]+(Error|Exception): .*|-{20}|For simplicity, JAX .*|)$|^\[Gloo\] Rank 0 ")
+    for _, line in plan.lines:
+        assert "\n" not in line and "\r" not in line
+        assert E2.match(line) or E5.match(line) or raw.match(line), line
+    for pattern in (H3B, H2, H5):
+        assert len(messages(plan, pattern)) <= 1
+    if plan.outcome == "ready":
+        assert all(len(messages(plan, p)) == 1 for p in (H3B, H2, H5, K5, H4B, C5))
+    # Every finished compile step was announced by its Precompile line just before.
+    starts = [(m.group(1), m.group(2)) for m in messages(plan, C4_START) if "backbone" not in m.group(1)]
+    assert [(m.group(1), m.group(2)) for m in messages(plan, C4_DONE)] == starts
