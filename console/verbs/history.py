@@ -1,0 +1,173 @@
+"""``tpu-console history``: launches and benchmarks recorded in the history database.
+
+Usage::
+
+    tpu-console history [--json] [--limit N] [--node NAME] [--model M] [--outcome OUTCOME]
+    tpu-console history show ID [--json]
+
+Without ``--json`` a table (or the launch detail); with ``--json`` a list of launch objects
+(the columns of :class:`store.records.Launch`) each with its ``benchmarks`` nested, or
+that one object for ``show``. The database is ``--db PATH``, else the config's ``db_path``,
+else the XDG data path.
+
+Exit codes: 0 listed/shown, 1 no launch with that id, 2 bad arguments, config or database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from store.records import OUTCOMES
+
+if TYPE_CHECKING:
+    from store.history import HistoryStore
+    from store.records import Launch
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``history`` (and ``history show``) on the CLI's verb subparsers."""
+    parser = subparsers.add_parser(
+        "history", help="launches and benchmarks recorded on this machine",
+        description="List launches recorded in the history database, newest first.")
+    parser.add_argument("--json", action="store_true", help="print JSON (benchmarks nested)")
+    parser.add_argument("--limit", type=_positive_int, default=50, metavar="N", help="at most N launches (50)")
+    parser.add_argument("--node", metavar="NAME", help="only launches on this node")
+    parser.add_argument("--model", metavar="M", help="only this model (Qwen/Qwen3-8B or Qwen3-8B)")
+    parser.add_argument("--outcome", choices=OUTCOMES, help="only launches with this outcome")
+    parser.add_argument("--db", metavar="PATH", default=argparse.SUPPRESS, help="history database")
+    commands = parser.add_subparsers(dest="history_command", metavar="COMMAND")
+    show = commands.add_parser("show", help="one launch in detail, with its benchmarks")
+    show.add_argument("id", type=int, metavar="ID", help="launch id (first column of the list)")
+    show.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    parser.set_defaults(run=run)
+
+
+def db_path_for(args: argparse.Namespace) -> Path | None:
+    """The database path from ``--db``, the config or the XDG default; ``None`` after
+    printing a config error (exit 2)."""
+    if getattr(args, "db", None):
+        return Path(args.db).expanduser()
+    from console.config import default_db_path
+    from console.verbs.common import config_or_exit
+
+    config = config_or_exit(args)
+    if config is None:
+        return None
+    return config.db_path or default_db_path()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the verb; returns the exit code (see the module docstring)."""
+    from store.history import HistoryStore, StoreError
+
+    path = db_path_for(args)
+    if path is None:
+        return 2
+    try:
+        store = HistoryStore(path)
+    except StoreError as exc:
+        print(f"tpu-console: history: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if getattr(args, "history_command", None) == "show":
+            return _show(store, args.id, as_json=args.json)
+        launches = store.list_launches(limit=args.limit, node=args.node, model=args.model, outcome=args.outcome)
+        if args.json:
+            print(store.export(launches, "json"))
+        elif not launches:
+            print(f"No launches recorded in {path}" + (" match those filters." if
+                  (args.node or args.model or args.outcome) else "."))
+        else:
+            _print_table(launches)
+        return 0
+    finally:
+        store.close()
+
+
+def _show(store: HistoryStore, launch_id: int, *, as_json: bool) -> int:
+    launch = store.get_launch(launch_id)
+    if launch is None:
+        print(f"tpu-console: history: no launch with id {launch_id}", file=sys.stderr)
+        return 1
+    if as_json:
+        print(json.dumps(json.loads(store.export([launch], "json"))[0], indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 140, markup=False, highlight=False)
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    data = launch.to_json() | {"time_to_ready_s": launch.time_to_ready_s}
+    for key, value in data.items():
+        if key not in ("hbm", "container_spec") and value not in (None, "", [], {}):
+            grid.add_row(key, _plain(value))
+    if launch.container_spec:
+        grid.add_row("container_spec", json.dumps(launch.container_spec, indent=1))
+    console.print(grid)
+    if launch.hbm:
+        hbm = Table(title="HBM per chip (GiB used / limit)", title_justify="left")
+        hbm.add_column("stage")
+        hbm.add_column("chips")
+        for stage in launch.hbm:
+            pairs = zip(stage.get("used_gib") or [], stage.get("limit_gib") or [])
+            hbm.add_row(str(stage.get("label", "")), "  ".join(f"{u:.2f}/{l:.2f}" for u, l in pairs))
+        console.print(hbm)
+    benches = store.benchmarks_for(launch_id)
+    if benches:
+        table = Table(title="Benchmarks", title_justify="left")
+        for column in ("id", "kind", "started", "streams", "out tok/s", "TTFT ms", "TPOT ms", "$/Mtok"):
+            table.add_column(column, justify="right" if column not in ("kind", "started") else "left")
+        for b in benches:
+            table.add_row(str(b.id), b.kind, b.started_at[:19].replace("T", " "), _num(b.concurrency),
+                          _num(b.output_tokens_per_s, 1), _num(b.ttft_median_ms, 1), _num(b.tpot_median_ms, 1),
+                          _num(b.usd_per_mtok, 3))
+        console.print(table)
+    return 0
+
+
+def _print_table(launches: list[Launch]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    columns = ("ID", "Requested (UTC)", "Node", "Accelerator", "Model", "Outcome", "Ready s",
+               "Compile s", "KV tokens", "Conc.", "Max len", "Failure")
+    for name in columns:
+        numeric = name in ("ID", "Ready s", "Compile s", "KV tokens", "Conc.", "Max len")
+        table.add_column(name, justify="right" if numeric else "left", overflow="fold")
+    for l in launches:
+        table.add_row(str(l.id), l.requested_at[:16].replace("T", " "), l.node, l.accelerator_type or "",
+                      l.model or "", l.outcome, _num(l.time_to_ready_s), _num(l.compile_seconds),
+                      _num(l.kv_cache_tokens), _num(l.max_concurrency, 2), _num(l.max_model_len),
+                      l.failure_kind or "")
+    Console(width=None if sys.stdout.isatty() else 160, markup=False, highlight=False).print(table)
+
+
+def _num(value: float | int | None, digits: int = 0) -> str:
+    if value is None:
+        return ""
+    return f"{value:,.{digits}f}" if isinstance(value, float) or digits else f"{value:,}"
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return " ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return str(value)
