@@ -1,0 +1,140 @@
+"""``tpu-console nodes``: print the fleet (TPU nodes, queued resources, problems) once.
+
+Usage: ``tpu-console nodes [--project P]... [--json] [--api-endpoint URL]``.
+
+``--json`` prints one object ``{"nodes": [...], "queued_resources": [...], "errors": [...]}``
+(keys: :meth:`remote.models.FleetSnapshot.to_json`; times ISO 8601 UTC, missing values null).
+Without it: two tables (rich) and one line per problem.
+
+Exit codes: 0 every project answered, 1 some did not (or no credentials), 2 bad arguments or config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from console.verbs.common import config_or_exit
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the ``nodes`` verb."""
+    parser = subparsers.add_parser(
+        "nodes", help="print TPU nodes and queued resources of every project once",
+        description="List TPU nodes and queued resources across projects and zones, once.")
+    parser.add_argument("--project", action="append", metavar="P",
+                        help="project id to list (repeatable; default: the config's projects)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    parser.add_argument("--api-endpoint", metavar="URL",
+                        help="TPU API endpoint (sandbox or private endpoint); http:// uses anonymous credentials")
+    parser.set_defaults(run=run)
+
+
+def _endpoint_problem(url: str) -> str | None:
+    """Why ``url`` is not a usable endpoint, or ``None``."""
+    parts = urlsplit(url if "://" in url else f"https://{url}")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"--api-endpoint {url!r}: expected http(s)://HOST[:PORT]"
+    try:
+        parts.port
+    except ValueError:
+        return f"--api-endpoint {url!r}: bad port"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the verb; returns the exit code (see module docstring)."""
+    import asyncio
+    import json
+
+    from console.config import ProjectConfig
+    from remote.errors import CredentialsError
+    from remote.models import FleetProblem, FleetSnapshot, utc_now
+    from remote.tpu_api import FleetSource
+
+    config = config_or_exit(args)
+    if config is None:
+        return 2
+    if args.project:
+        configured = {p.id: p for p in config.projects}
+        projects = [configured.get(pid, ProjectConfig(pid)) for pid in dict.fromkeys(args.project)]
+    else:
+        projects = list(config.projects)
+    if not projects:
+        where = config.path or "the config file"
+        print(f"tpu-console: no projects to list: pass --project P or add [[projects]] to {where}", file=sys.stderr)
+        return 2
+    endpoint = args.api_endpoint or config.api_endpoint
+    if endpoint and (problem := _endpoint_problem(endpoint)):
+        print(f"tpu-console: {problem}", file=sys.stderr)
+        return 2
+
+    source = FleetSource(projects, api_endpoint=endpoint, timeout_s=config.request_timeout_s)
+    try:
+        snapshot = asyncio.run(source.list_fleet())
+    except CredentialsError as exc:
+        snapshot = FleetSnapshot(problems=tuple(FleetProblem(p.id, None, 401, exc.message) for p in projects),
+                                 fetched_at=utc_now())
+        if not args.json:
+            print(f"tpu-console: {exc}", file=sys.stderr)
+            return 1
+    finally:
+        source.close()
+
+    now = utc_now()
+    if args.json:
+        print(json.dumps(snapshot.to_json(now), indent=2))
+    else:
+        _print_tables(snapshot, now)
+    return 1 if snapshot.problems else 0
+
+
+def _span(seconds: float | None) -> str:
+    """``7260`` -> ``2h01m``; ``None`` -> ``-``."""
+    if seconds is None:
+        return "-"
+    minutes = int(seconds) // 60
+    days, hours, mins = minutes // 1440, minutes // 60 % 24, minutes % 60
+    if days:
+        return f"{days}d{hours:02d}h"
+    return f"{hours}h{mins:02d}m" if hours else f"{mins}m"
+
+
+def _age(created: datetime | None, now: datetime) -> str:
+    return _span((now - created).total_seconds()) if created else "-"
+
+
+def _print_tables(snapshot: Any, now: datetime) -> None:
+    """Nodes and queued resources as rich tables, then one line per problem."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 250, highlight=False)
+    nodes = Table(title=f"TPU nodes ({len(snapshot.nodes)})", title_justify="left")
+    for column in ("PROJECT", "ZONE", "NAME", "STATE", "TYPE", "MODEL", "LEFT", "EXTERNAL IP",
+                   "INTERNAL IP", "HEALTH", "RUNTIME", "QUEUED RESOURCE", "AGE"):
+        nodes.add_column(column, no_wrap=column != "HEALTH", min_width=len(column))
+    for n in snapshot.nodes:
+        health = n.health or "-"
+        if n.symptoms:
+            health += " (" + ", ".join(n.symptoms) + ")"
+        nodes.add_row(n.project, n.zone, n.name, n.state, n.accelerator_type, n.provisioning_model,
+                      _span(n.time_left_s(now)), n.external_ip or "-", n.internal_ip or "-", health,
+                      n.runtime_version or "-", n.queued_resource or "-", _age(n.create_time, now))
+    console.print(nodes)
+    qrs = Table(title=f"Queued resources ({len(snapshot.queued_resources)})", title_justify="left")
+    for column in ("PROJECT", "ZONE", "NAME", "STATE", "MODEL", "TYPE", "MAX RUN", "LEFT", "AGE", "FAILURE"):
+        qrs.add_column(column, no_wrap=column != "FAILURE", min_width=len(column),
+                       max_width=70 if column == "FAILURE" else None)
+    for q in snapshot.queued_resources:
+        state = q.state + (f" by {q.state_initiator}" if q.state_initiator else "")
+        qrs.add_row(q.project, q.zone, q.name, state, q.provisioning_model, q.accelerator_type or "-",
+                    _span(q.max_run_duration_s), _span(q.time_left_s(now)), _age(q.create_time, now),
+                    q.failure or "")
+    console.print(qrs)
+    for p in snapshot.problems:
+        where = f"{p.project}/{p.zone}" if p.zone else p.project
+        console.print(f"problem: {where}: {p.code or 'no answer'}: {p.message}", markup=False)
