@@ -1,0 +1,329 @@
+"""``tpu-console swap``: replace a node's vLLM container with new flags while the node stays.
+
+Usage: ``tpu-console swap NODE [--project P] [--zone Z] [--set KEY=VALUE]... [--unset KEY]...
+[--image IMAGE] [--dry-run] [--yes]``.
+
+Reads the running container over SSH (``docker inspect``; the config's ``[container]``
+template when none runs), applies the edits, prints the lint findings, the diff and the exact
+commands (secrets masked), then, once confirmed, pulls the image while the old container
+still serves, removes it and runs the new one. KEYs: a ``vllm serve`` flag
+(``max-model-len``), ``env.NAME``, ``volume:/container/path``, ``image``, ``model``...
+(see ``remote.container``). The launch is recorded in the history database.
+
+Exit codes: 0 swapped (or ``--dry-run`` printed the plan), 1 refused, failed or unreachable,
+2 bad input (bad ``--set``/value, unknown node, bad config), all before anything runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the ``swap`` verb."""
+    parser = subparsers.add_parser(
+        "swap", help="replace a node's vLLM container with new flags (the node stays)",
+        description="Edit the vLLM container's flags, lint, show the commands, confirm, "
+                    "then docker pull, rm -f and run on the node. Never touches the node itself.")
+    parser.add_argument("node", metavar="NODE", help="TPU node name")
+    parser.add_argument("--project", metavar="P", help="project of the node (when the name is ambiguous)")
+    parser.add_argument("--zone", metavar="Z", help="zone of the node (when the name is ambiguous)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set_",
+                        help="set a flag (max-model-len=131072), env.NAME=V, volume:/path=/host, image=...")
+    parser.add_argument("--unset", action="append", default=[], metavar="KEY", help="remove a flag or setting")
+    parser.add_argument("--image", metavar="IMAGE", help="image to run (default: the running one)")
+    parser.add_argument("--dry-run", action="store_true", help="print lint, diff and commands; change nothing")
+    parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    parser.set_defaults(run=run)
+
+
+def parse_changes(sets: list[str], unsets: list[str]) -> dict[str, str | None]:
+    """``["max-model-len=4096"]``, ``["kv-cache-dtype"]`` -> ``{"max-model-len": "4096", "kv-cache-dtype": None}``.
+
+    Raises:
+        ValueError: a ``--set`` without ``=`` or with an empty key.
+    """
+    changes: dict[str, str | None] = {}
+    for item in sets:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+        changes[key.strip()] = value
+    for key in unsets:
+        if not key.strip():
+            raise ValueError("--unset needs a KEY")
+        changes[key.strip()] = None
+    return changes
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the verb; returns the exit code (see the module docstring)."""
+    import asyncio
+
+    from console.verbs.common import config_or_exit
+
+    config = config_or_exit(args)
+    if config is None:
+        return 2
+    from remote.container import ContainerSpec
+
+    try:
+        changes = parse_changes(args.set_, args.unset)
+        # Values that are invalid whatever runs now are refused before any connection is made.
+        ContainerSpec.from_template(name="vllm", image="vllm/vllm-tpu:latest", model="org/model").with_changes(
+            changes, image=args.image)
+    except ValueError as exc:
+        print(f"tpu-console: {exc}; nothing was changed.", file=sys.stderr)
+        return 2
+    return asyncio.run(_SwapFlow(config, args, changes).run())
+
+
+def _say(text: str = "", *, err: bool = False) -> None:
+    print(text, file=sys.stderr if err else sys.stdout, flush=True)
+
+
+async def _ask(question: str) -> bool:
+    """``question [y/N]`` on the terminal; ``False`` when stdin is not a terminal or at EOF."""
+    import asyncio
+
+    if not sys.stdin.isatty():
+        return False
+    try:
+        answer = await asyncio.to_thread(input, f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+class _SwapFlow:
+    """One ``swap`` invocation: resolve, read, edit, lint, show, confirm, execute, record."""
+
+    def __init__(self, config: Any, args: argparse.Namespace, changes: dict[str, str | None]) -> None:
+        self.config, self.args, self.changes = config, args, changes
+        self.store: Any = None
+
+    async def run(self) -> int:
+        from remote.errors import RemoteError
+
+        node = await self._resolve_node()
+        if isinstance(node, int):
+            return node
+        try:
+            return await self._on_node(node)
+        except RemoteError as exc:
+            _say(f"tpu-console: {exc}", err=True)
+            return 1
+        finally:
+            if self.store is not None:
+                self.store.close()
+
+    async def _resolve_node(self) -> Any:
+        from console.config import ProjectConfig
+        from remote.errors import RemoteError
+        from remote.tpu_api import FleetSource
+
+        projects = list(self.config.projects)
+        if self.args.project:
+            projects = [p for p in projects if p.id == self.args.project] or [ProjectConfig(self.args.project)]
+        if not projects:
+            _say("tpu-console: no projects to look in: pass --project P or add [[projects]] to the config", err=True)
+            return 2
+        source = FleetSource(projects, api_endpoint=self.config.api_endpoint, timeout_s=self.config.request_timeout_s)
+        try:
+            snapshot = await source.list_fleet()
+        except RemoteError as exc:
+            _say(f"tpu-console: {exc}", err=True)
+            return 1
+        finally:
+            source.close()
+        found = [n for n in snapshot.nodes if n.name == self.args.node
+                 and (not self.args.zone or n.zone == self.args.zone)]
+        if len(found) == 1:
+            return found[0]
+        if found:
+            where = ", ".join(f"{n.project}/{n.zone}" for n in found)
+            _say(f"tpu-console: node {self.args.node} exists in {where}: pass --project and --zone", err=True)
+            return 2
+        problems = "".join(f"\n  ({p.project} {p.zone or ''}: {p.message})" for p in snapshot.problems)
+        _say(f"tpu-console: no node named {self.args.node!r} in {', '.join(p.id for p in projects)}"
+             + (f" (zone {self.args.zone})" if self.args.zone else "") + problems, err=True)
+        return 1 if snapshot.problems else 2
+
+    async def _on_node(self, node: Any) -> int:
+        from remote.ssh import connect, target_for
+
+        target = target_for(node, self.config.ssh)
+
+        async def trust(fingerprint: str) -> bool:
+            return await _ask(f"{target.label} presents the unknown host key {fingerprint}. Trust it?")
+
+        async with await connect(target, accept_new_host_key=trust) as conn:
+            return await self._swap(node, conn, target.label)
+
+    async def _read_spec(self, conn: Any, label: str) -> tuple[Any, dict[str, Any] | None]:
+        import os
+
+        from remote.container import ContainerSpec
+        from remote.docker import docker_image_inspect, docker_inspect
+
+        c = self.config.container
+        inspect = await docker_inspect(conn, c.name, label=label)
+        if inspect is None:
+            _say(f"No container named {c.name} on {label}: starting from the config's template.")
+            return ContainerSpec.from_template(name=c.name, image=c.image, model=c.model, args=c.args,
+                                               env=c.env, environ=os.environ), None
+        image_id = str(inspect.get("Image") or "")
+        image = await docker_image_inspect(conn, image_id, label=label) if image_id else None
+        if image is None:   # some daemons only resolve the tag; accept it if it is still the same image
+            by_tag = await docker_image_inspect(conn, str((inspect.get("Config") or {}).get("Image") or ""), label=label)
+            image = by_tag if by_tag and by_tag.get("Id") == image_id else None
+        return ContainerSpec.from_inspect(inspect, image), inspect
+
+    async def _swap(self, node: Any, conn: Any, label: str) -> int:
+        from remote.lint import lint
+        from remote.swap import execute_swap, plan_swap, ssh_runner
+
+        try:
+            old, inspect = await self._read_spec(conn, label)
+            new = old.with_changes(self.changes, image=self.args.image)
+        except ValueError as exc:
+            _say(f"tpu-console: {exc}; nothing was changed.", err=True)
+            return 2
+        running = old if inspect is not None else None
+        plan = plan_swap(running, new)
+        history = self._history_facts(node, new)
+        digest = old.image_digest if old.image_digest and "@" in old.image_digest else None
+        findings = lint(new, accelerator_type=node.accelerator_type, time_left_s=node.time_left_s(),
+                        running_image_digest=digest, **history)
+        _print_plan(node, plan, findings)
+        if self.args.dry_run:
+            _say("Dry run: nothing was changed.")
+            return 0
+        if not self.args.yes and not await _ask(f"Replace the container on {node.name} ({len(plan.steps)} commands)?"):
+            _say("Refused: nothing was changed.")
+            return 1
+        launch: dict[str, Any] = {}
+        result = await execute_swap(ssh_runner(conn, label=label), plan,
+                                    on_step=lambda step, res: self._progress(node, plan, inspect, launch, step, res))
+        return await self._finish(node, conn, label, plan, result, launch)
+
+    def _progress(self, node: Any, plan: Any, inspect: Any, launch: dict[str, Any], step: Any, res: Any) -> None:
+        if res is None:
+            _say(f"$ {step.display}")
+            if step.kind == "run":
+                launch["id"] = self._record_start(node, plan.new, inspect)
+        elif res.exit_status != 0:
+            _say(f"  exit {res.exit_status}")
+
+    async def _finish(self, node: Any, conn: Any, label: str, plan: Any, result: Any, launch: dict[str, Any]) -> int:
+        from remote.docker import docker_image_inspect
+        from remote.lint import lint
+        from remote.swap import execute_swap, rollback_plan, ssh_runner
+
+        if result.ok:
+            image = await docker_image_inspect(conn, plan.new.image, label=label)
+            digests = (image or {}).get("RepoDigests") or []
+            self._record(launch, container_id=result.container_id, image_digest=digests[0] if digests else None)
+            _say(f"Swapped: container {plan.new.name} ({(result.container_id or '')[:12]}) is starting on "
+                 f"{node.name}. Follow it with: tpu-console watch {node.name}")
+            return 0
+        self._record(launch, outcome="failed", failure_kind="docker run failed", failure_detail=result.error)
+        _say(f"tpu-console: {result.failed_step.kind} failed: {result.error}", err=True)
+        if not result.old_container_removed:
+            _say("The old container was not touched; it is still serving.", err=True)
+            return 1
+        previous = result.rollback_spec
+        if previous is None:
+            return 1
+        back = rollback_plan(previous, plan.new)
+        _say("The previous container spec is kept. Rollback would run:")
+        _print_plan(node, back, lint(back.new, accelerator_type=node.accelerator_type))
+        if self.args.yes or not await _ask("Roll back to the previous container?"):
+            _say(f"Not rolled back. To roll back later, run the previous command:\n  {back.steps[-1].display}")
+            return 1
+        again = await execute_swap(ssh_runner(conn, label=label), back,
+                                   on_step=lambda step, res: _say(f"$ {step.display}") if res is None else None)
+        _say("Rolled back." if again.ok else f"tpu-console: rollback failed too: {again.error}",
+             err=not again.ok)
+        return 1
+
+    # ---- history -------------------------------------------------------------------------
+
+    def _open_store(self) -> Any:
+        if self.store is None:
+            from console.config import default_db_path
+
+            try:
+                from store.history import HistoryStore, StoreError
+            except ImportError:
+                return None
+            path = getattr(self.args, "db", None) or self.config.db_path or default_db_path()
+            try:
+                self.store = HistoryStore(path)
+            except StoreError as exc:
+                _say(f"tpu-console: history not recorded: {exc}", err=True)
+                self.store = False
+        return self.store or None
+
+    def _history_facts(self, node: Any, spec: Any) -> dict[str, Any]:
+        """Lint inputs from past launches: last KV size on this node, boot time, known failures."""
+        import statistics
+
+        store = self._open_store()
+        if store is None:
+            return {}
+        mine = store.list_launches(node=node.name, limit=50)
+        kv = next((x.kv_cache_tokens for x in mine if x.kv_cache_tokens), None)
+        same = store.list_launches(accelerator_type=node.accelerator_type, model=spec.model, limit=50)
+        boots = [x.time_to_ready_s for x in same if x.ready_at and x.time_to_ready_s]
+        failures = store.known_failures(node.accelerator_type, spec.model, spec.serve_args())
+        return {"last_kv_cache_tokens": kv, "predicted_boot_s": statistics.median(boots) if boots else None,
+                "known_failures": [(f.failed_at or f.requested_at, f.failure_kind or "failed", f.failure_detail or "")
+                                   for f in failures[:3]]}
+
+    def _record_start(self, node: Any, spec: Any, inspect: Any) -> int | None:
+        store = self._open_store()
+        if store is None:
+            return None
+        replaced = None
+        if inspect is not None and inspect.get("Id"):
+            old = store.find_launch_by_container(node.name, inspect["Id"])
+            replaced = old.id if old else None
+            if old and old.outcome in ("running", "ready"):
+                store.update_launch(old.id, outcome="replaced")
+        return store.start_launch(
+            node=node.name, project=node.project, zone=node.zone, accelerator_type=node.accelerator_type,
+            provisioning_model=node.provisioning_model, origin="console", image=spec.image,
+            model=spec.model, served_model_name=spec.serve_flags.get("served-model-name"),
+            container_spec=spec.to_dict(), serve_args=spec.serve_args(), replaced_launch_id=replaced,
+            max_model_len=int(spec.serve_flags["max-model-len"]) if "max-model-len" in spec.serve_flags else None)
+
+    def _record(self, launch: dict[str, Any], **fields: Any) -> None:
+        from remote.models import utc_now
+
+        if launch.get("id") is None or self.store is None or self.store is False:
+            return
+        if fields.get("outcome") == "failed":
+            fields["failed_at"] = utc_now()
+        else:
+            fields["started_at"] = utc_now()
+        self.store.update_launch(launch["id"], **{k: v for k, v in fields.items() if v is not None})
+
+
+def _print_plan(node: Any, plan: Any, findings: list[Any]) -> None:
+    """Lint findings, the diff and the commands, as plain text."""
+    _say(f"Node {node.name} ({node.accelerator_type}, {node.provisioning_model}"
+         + (f", {int(node.time_left_s() // 60)} min left" if node.time_left_s() is not None else "") + ")")
+    _say("Lint:" if findings else "Lint: no findings.")
+    for f in findings:
+        fix = (" [fix: " + ", ".join(f"{k}={'(unset)' if v is None else v}" for k, v in f.fix.items()) + "]"
+               if f.fix else "")
+        _say(f"  {f.severity.upper():7} {f.rule_id}: {f.message}{fix}")
+    _say("Changes:" if plan.changes else "Changes: none (the same spec is run again).")
+    for field, before, after in plan.changes:
+        _say(f"  {field}: {'-' if before is None else before} -> {'(removed)' if after is None else after}")
+    _say("Commands:")
+    for i, command in enumerate(plan.commands, 1):
+        _say(f"  {i}. {command}")

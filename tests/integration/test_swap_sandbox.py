@@ -1,0 +1,198 @@
+"""Hot swap against the sandbox: real asyncssh client, the sandbox VM's SSH server and simulated docker.
+
+Covers a swap, a rollback, a failed pull (unknown image), hostile values reaching docker as one
+argument each, and - through the ``swap`` verb and the sandbox TPU API - the guarantee that no
+step of a swap asks the TPU API to delete, stop, reset or recreate anything.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from remote.container import ContainerSpec
+from remote.docker import docker_image_inspect, docker_inspect
+from remote.sandbox.vm import SandboxVm
+from remote.ssh import SshTarget, connect
+from remote.swap import execute_swap, plan_swap, rollback_plan, ssh_runner
+
+V5E_ARGS = ["Qwen/Qwen3-8B", "--max-model-len", "32768", "--gpu-memory-utilization", "0.90",
+            "--tensor-parallel-size", "4", "--max-num-batched-tokens", "2048"]
+ALIAS = "tpu.4711000000000000001-0"
+
+
+@pytest.fixture
+async def vm_conn(tmp_path: Path):
+    """A v5e sandbox VM serving ``vllm/vllm-tpu:v0.29.1`` and an SSH connection to it."""
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    vm = SandboxVm(node_name="vllm-v5e-a", accelerator_type="v5litepod-4", authorized_client_key=key.export_public_key().decode(),
+                   boot_s=0.5)
+    port = await vm.start()
+    known = tmp_path / "known_hosts"
+    known.write_text(vm.known_hosts_line(ALIAS))
+    await vm.boot_container(V5E_ARGS, image="vllm/vllm-tpu:v0.29.1", env=["HF_TOKEN=hf_SecretSecret123456"])
+    target = SshTarget(host="127.0.0.1", port=port, user="operator", private_key=None, known_hosts=known,
+                       host_key_alias=ALIAS, connect_timeout_s=5, client_keys=(key,), node_name="vllm-v5e-a")
+    conn = await connect(target)
+    try:
+        yield vm, conn
+    finally:
+        conn.close()
+        await conn.wait_closed()
+        await vm.stop()
+
+
+async def read_spec(conn) -> tuple[ContainerSpec, dict]:
+    inspect = await docker_inspect(conn, "vllm")
+    assert inspect is not None
+    image = await docker_image_inspect(conn, inspect["Config"]["Image"])
+    return ContainerSpec.from_inspect(inspect, image), inspect
+
+
+async def test_swap_replaces_the_container_and_rollback_restores_it(vm_conn):
+    vm, conn = vm_conn
+    old, before = await read_spec(conn)
+    assert old.model == "Qwen/Qwen3-8B" and old.serve_flags["max-model-len"] == "32768"
+    assert old.env == {"HF_TOKEN": "hf_SecretSecret123456"}          # the image's PATH is left out
+    assert old.image_digest.startswith("vllm/vllm-tpu@sha256:")
+
+    new = old.with_changes({"max-model-len": "131072", "served-model-name": "qwen"}, image="vllm/vllm-tpu:v0.11.1")
+    plan = plan_swap(old, new)
+    result = await execute_swap(ssh_runner(conn, label="vllm-v5e-a"), plan)
+    assert result.ok, result.error
+    sent = vm.commands[-3:]
+    after = await docker_inspect(conn, "vllm")
+    assert after["Id"] == result.container_id != before["Id"]
+    assert after["Config"]["Image"] == "vllm/vllm-tpu:v0.11.1"
+    assert after["Config"]["Cmd"] == ["vllm", "serve", *new.serve_args()]
+    assert after["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
+    assert "HF_TOKEN=hf_SecretSecret123456" in after["Config"]["Env"]
+    assert [shlex.split(c)[:4] for c in sent] == [["sudo", "-n", "docker", "pull"], ["sudo", "-n", "docker", "rm"],
+                                                  ["sudo", "-n", "docker", "run"]]
+    assert shlex.split(sent[2]) == list(plan.steps[2].argv)
+
+    back = rollback_plan(result.rollback_spec, new)
+    assert back.steps[0].argv[-1] == old.image_digest                  # pinned to the image that ran
+    again = await execute_swap(ssh_runner(conn), back)
+    assert again.ok, again.error
+    restored = await docker_inspect(conn, "vllm")
+    assert restored["Config"]["Cmd"] == before["Config"]["Cmd"]
+    assert restored["Config"]["Image"] == old.image_digest
+
+
+async def test_failed_pull_keeps_the_old_container_serving(vm_conn):
+    vm, conn = vm_conn
+    old, before = await read_spec(conn)
+    result = await execute_swap(ssh_runner(conn), plan_swap(old, old.with_changes(image="vllm/vllm-tpu:no-such-tag")))
+    assert not result.ok and result.failed_step.kind == "pull"
+    assert "manifest unknown" in result.error and not result.old_container_removed
+    still = await docker_inspect(conn, "vllm")
+    assert still["Id"] == before["Id"] and still["State"]["Running"]
+    assert not any(" rm " in c or " run " in c for c in vm.commands if "docker" in c)
+
+
+async def test_hostile_values_reach_docker_as_single_arguments(vm_conn):
+    vm, conn = vm_conn
+    old, _ = await read_spec(conn)
+    hostile = "x; touch /tmp/pwned && echo $(id) `id` 'q' \"d\"\nnext line"
+    new = old.with_changes({"served-model-name": hostile, "env.NOTE": hostile})
+    result = await execute_swap(ssh_runner(conn), plan_swap(old, new))
+    assert result.ok, result.error
+    after = await docker_inspect(conn, "vllm")
+    cmd = after["Config"]["Cmd"]
+    assert cmd[cmd.index("--served-model-name") + 1] == hostile
+    assert f"NOTE={hostile}" in after["Config"]["Env"]
+    # the VM's shell saw exactly one command per step: nothing was split off and run on its own
+    assert not any(c.startswith(("touch", "echo", "next")) for c in vm.commands)
+
+
+# ---- the whole verb against the full sandbox (TPU API + VMs) ------------------------------------
+
+DESTRUCTIVE = (":stop", ":reset", ":start", ":delete", "/queuedResources")
+
+
+@pytest.fixture
+def demo_node(tmp_path: Path):
+    """The sandbox TPU API (demo fleet) plus an SSH VM for ``vllm-v5e-a`` on a background loop,
+    and a config file pointing at both. Yields ``(config path, api server, vm)``."""
+    import asyncio
+    import threading
+
+    from remote.models import utc_now
+    from remote.sandbox.fleet_data import default_world
+    from remote.sandbox.tpu_server import SandboxTpuApi
+
+    api = SandboxTpuApi(default_world(utc_now()))
+    endpoint = api.start()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    (tmp_path / "id").write_bytes(key.export_private_key())
+    (tmp_path / "id").chmod(0o600)
+    vm = SandboxVm(node_name="vllm-v5e-a", accelerator_type="v5litepod-4",
+                   authorized_client_key=key.export_public_key().decode(), boot_s=0.5)
+    port = asyncio.run_coroutine_threadsafe(vm.start(), loop).result(10)
+    asyncio.run_coroutine_threadsafe(vm.boot_container(V5E_ARGS, image="vllm/vllm-tpu:v0.29.1"), loop).result(10)
+    (tmp_path / "known_hosts").write_text(vm.known_hosts_line(ALIAS))
+    config = tmp_path / "config.toml"
+    config.write_text(f"""api_endpoint = "{endpoint}"
+request_timeout_s = 10
+[[projects]]
+id = "inference-prod"
+[ssh]
+user = "operator"
+private_key = "{tmp_path / 'id'}"
+known_hosts = "{tmp_path / 'known_hosts'}"
+connect_timeout_s = 5
+[ssh.hosts]
+"vllm-v5e-a" = "127.0.0.1:{port}"
+[container]
+name = "vllm"
+""")
+    try:
+        yield config, api, vm
+    finally:
+        asyncio.run_coroutine_threadsafe(vm.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+        api.stop()
+
+
+def test_swap_verb_never_asks_the_tpu_api_to_touch_the_node(demo_node, tmp_path: Path, capsys):
+    from console.cli import main
+    from store.history import HistoryStore
+
+    config, api, vm = demo_node
+    db = tmp_path / "history.db"
+    base = ["--config", str(config), "--db", str(db), "swap", "vllm-v5e-a"]
+    assert main([*base, "--set", "max-model-len=abc", "--yes"]) == 2           # refused before anything runs
+    assert "max-model-len must be a positive integer" in capsys.readouterr().err
+    assert vm.commands == [] and api.requests == []
+    assert main([*base, "--set", "max-model-len=16384", "--dry-run"]) == 0
+    dry = capsys.readouterr().out
+    assert "--max-model-len: 32768 -> 16384" in dry and "1. sudo -n docker pull vllm/vllm-tpu:v0.29.1" in dry
+    assert not any(" rm " in c or " run " in c for c in vm.commands)          # the dry run changed nothing
+    code = main([*base, "--set", "max-model-len=16384", "--set", "gpu-memory-utilization=0.95",
+                 "--set", "speculative-thing=1", "--yes"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "WARNING hbm-utilization" in out and "WARNING unknown-flag" in out and "Swapped" in out
+    assert main(["--config", str(config), "swap", "no-such-node", "--dry-run"]) == 2
+    requests = list(api.requests)
+    running = vm.docker.find("vllm").inspect(0)
+
+    assert requests, "the verb resolved the node through the TPU API"
+    assert all(method == "GET" or (method == "POST" and path.split("?")[0].endswith(":getGuestAttributes"))
+               for method, path in requests), requests
+    assert not any(method != "GET" and any(d in path for d in DESTRUCTIVE) for method, path in requests)
+    cmd = running["Config"]["Cmd"]
+    assert cmd[cmd.index("--max-model-len") + 1] == "16384"
+    with HistoryStore(db) as store:
+        [launch] = store.list_launches(node="vllm-v5e-a")
+    assert launch.container_id == running["Id"] and launch.origin == "console"
+    assert launch.accelerator_type == "v5litepod-4" and "--max-model-len" in launch.serve_args
