@@ -1,0 +1,344 @@
+"""The real asyncssh client (remote.ssh, remote.docker, remote.tail) against the sandbox TPU VM."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from remote.docker import DockerMissing, docker_inspect, docker_ps, docker_pull, docker_rm_f, docker_run
+from remote.errors import VllmHttpError
+from remote.sandbox.engine import plan_startup
+from remote.sandbox.vm import SandboxVm
+from remote.ssh import (HostKeyChanged, HostKeyUnknown, SshAuthRefused, SshTarget, SshTimeout, SshUnreachable,
+                        connect, forward_port, probe_models)
+from remote.tail import LogTail, TailStatus
+
+ACCEL = "v5litepod-8"
+READY_ARGV = ["Qwen/Qwen3-8B", "--max-model-len", "8192", "--tensor-parallel-size", "8"]
+OOM_ARGV = ["Qwen/Qwen3-8B", "--gpu-memory-utilization", "0.95", "--tensor-parallel-size", "8"]
+ALIAS = "tpu.4242-0"
+
+
+@pytest.fixture
+def client_key() -> asyncssh.SSHKey:
+    return asyncssh.generate_private_key("ssh-ed25519")
+
+
+@pytest.fixture
+async def make_vm(client_key: asyncssh.SSHKey) -> AsyncIterator[Callable[..., object]]:
+    vms: list[SandboxVm] = []
+
+    async def make(**kw: object) -> SandboxVm:
+        vm = SandboxVm(node_name="vllm-a", accelerator_type=ACCEL, authorized_client_key=client_key,
+                       boot_s=kw.pop("boot_s", 2.5), **kw)  # type: ignore[arg-type]
+        await vm.start()
+        vms.append(vm)
+        return vm
+
+    yield make
+    for vm in vms:
+        await vm.stop()
+
+
+def _target(vm: SandboxVm, known_hosts: Path, key: asyncssh.SSHKey, **kw: object) -> SshTarget:
+    return SshTarget(host="127.0.0.1", port=vm.ssh_port, user="operator", private_key=None,
+                     known_hosts=known_hosts, host_key_alias=ALIAS, client_keys=(key,), node_name="vllm-a",
+                     **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def vm_target(make_vm, client_key, tmp_path) -> tuple[SandboxVm, SshTarget]:
+    vm = await make_vm()
+    known = tmp_path / "google_compute_known_hosts"
+    known.write_text(vm.known_hosts_line(ALIAS))
+    return vm, _target(vm, known, client_key)
+
+
+class Recorder:
+    """Collects what a LogTail delivers."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[object, str]] = []
+        self.statuses: list[TailStatus] = []
+        self.batches = 0
+
+    def on_lines(self, batch: list[tuple[object, str]]) -> None:
+        self.batches += 1
+        self.lines.extend(batch)
+
+    def on_status(self, status: TailStatus) -> None:
+        self.statuses.append(status)
+
+    def texts(self) -> list[str]:
+        return [text for _, text in self.lines]
+
+    async def until(self, predicate: Callable[[], bool], timeout_s: float = 15.0) -> None:
+        for _ in range(int(timeout_s / 0.02)):
+            if predicate():
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"timed out; statuses: {self.statuses[-3:]}, lines: {len(self.lines)}")
+
+
+def _tail(target: SshTarget, rec: Recorder, **kw: object) -> LogTail:
+    return LogTail(lambda: connect(target), "vllm", on_lines=rec.on_lines, on_status=rec.on_status,
+                   initial_backoff_s=0.05, max_backoff_s=0.2, poll_interval_s=0.1, **kw)  # type: ignore[arg-type]
+
+
+# --- host keys and connection errors ------------------------------------------------------
+
+
+async def test_unknown_host_key_accepted_once_then_recorded(make_vm, client_key, tmp_path) -> None:
+    vm = await make_vm()
+    known = tmp_path / "kh"
+    known.write_text("tpu.1-0 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n")
+    target = _target(vm, known, client_key)
+    asked: list[str] = []
+
+    async def accept(fingerprint: str) -> bool:
+        asked.append(fingerprint)
+        return True
+
+    async with await connect(target, accept_new_host_key=accept) as conn:
+        assert (await conn.run("echo hi")).stdout == "hi\n"
+    expected = asyncssh.import_public_key(vm.host_public_key).get_fingerprint("sha256")
+    assert asked == [expected]
+    assert known.read_text().splitlines()[1] == f"{ALIAS} {vm.host_public_key}"
+    async with await connect(target) as conn:        # now known: no callback needed
+        assert (await conn.run("hostname")).stdout == "t1v-n-vllm-a-w-0\n"
+
+
+async def test_unknown_host_key_refused_names_the_fingerprint(make_vm, client_key, tmp_path) -> None:
+    vm = await make_vm()
+    target = _target(vm, tmp_path / "absent" / "kh", client_key)
+
+    async def refuse(fingerprint: str) -> bool:
+        return False
+
+    for callback in (None, refuse):
+        with pytest.raises(HostKeyUnknown) as info:
+            await connect(target, accept_new_host_key=callback)
+        assert info.value.fingerprint.startswith("SHA256:")
+        assert info.value.fingerprint in info.value.message
+    assert not (tmp_path / "absent" / "kh").exists()
+    assert vm.commands == []
+
+
+async def test_changed_host_key_is_refused_with_the_line_to_remove(make_vm, client_key, tmp_path) -> None:
+    vm = await make_vm()
+    other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+    known = tmp_path / "kh"
+    known.write_text(f"# gcloud\ntpu.9-0 {other}\n{ALIAS} {other}\n")
+
+    async def accept(fingerprint: str) -> bool:
+        raise AssertionError("a changed key must never be offered for acceptance")
+
+    with pytest.raises(HostKeyChanged) as info:
+        await connect(_target(vm, known, client_key), accept_new_host_key=accept)
+    assert f"line 3 of {known}" in info.value.message
+    assert "recreated" in info.value.message and "intercepting" in info.value.message
+    assert vm.commands == []
+
+
+async def test_key_not_authorized(vm_target) -> None:
+    vm, target = vm_target
+    stranger = asyncssh.generate_private_key("ssh-ed25519")
+    with pytest.raises(SshAuthRefused, match="ssh-keys metadata") as info:
+        await connect(SshTarget(**{**target.__dict__, "client_keys": (stranger,)}))
+    assert "'operator'" in info.value.message and not info.value.retryable
+
+
+async def test_unreachable_and_timeout(tmp_path, client_key) -> None:
+    silent = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    target = SshTarget("127.0.0.1", port, "u", None, tmp_path / "kh", ALIAS, connect_timeout_s=0.3,
+                       client_keys=(client_key,))
+    with pytest.raises(SshTimeout, match="did not answer within 0.3 s") as timeout:
+        await connect(target)
+    assert timeout.value.retryable
+    silent.close()
+    await silent.wait_closed()
+    with pytest.raises(SshUnreachable, match="Cannot reach"):
+        await connect(SshTarget(**{**target.__dict__, "port": port}))
+
+
+async def test_missing_private_key_file(tmp_path) -> None:
+    target = SshTarget("127.0.0.1", 22, "u", tmp_path / "google_compute_engine", tmp_path / "kh", ALIAS)
+    with pytest.raises(Exception, match="No private key at .*google_compute_engine"):
+        await connect(target)
+
+
+# --- the tail -----------------------------------------------------------------------------
+
+
+async def test_tail_survives_a_drop_mid_boot_without_missing_or_duplicated_lines(vm_target) -> None:
+    vm, target = vm_target
+    await vm.boot_container(READY_ARGV)
+    plan = vm.docker.find("vllm").plan
+    assert plan.outcome == "ready"
+    rec = Recorder()
+    tail = _tail(target, rec)
+    task = asyncio.create_task(tail.run())
+    await rec.until(lambda: len(rec.lines) > len(plan.lines) // 3)
+    vm.drop_connections()                               # mid-boot
+    await rec.until(lambda: any(s.kind == "reconnecting" for s in rec.statuses))
+    await rec.until(lambda: len(rec.lines) >= len(plan.lines))
+    await asyncio.sleep(0.3)                             # a late duplicate would show up here
+    tail.stop()
+    await task
+    assert rec.texts() == [line for _, line in plan.lines]
+    stamps = [ts for ts, _ in rec.lines]
+    assert all(ts is not None for ts in stamps) and stamps == sorted(stamps)
+    kinds = [s.kind for s in rec.statuses]
+    assert kinds[:2] == ["connecting", "connected"] and "reconnecting" in kinds and kinds[-1] == "connected"
+    assert sum("--since" in c for c in vm.commands) >= 1
+    assert rec.batches < len(plan.lines)                # delivered in batches, not line by line
+
+
+async def test_tail_follows_a_replacement_container_from_its_first_line(vm_target) -> None:
+    vm, target = vm_target
+    first_id = await vm.boot_container(READY_ARGV)
+    first = vm.docker.find("vllm").plan
+    rec = Recorder()
+    task = asyncio.create_task(_tail(target, rec).run())
+    await rec.until(lambda: len(rec.lines) >= 5)
+    async with await connect(target) as conn:           # the swap, over SSH like the console does it
+        assert (await docker_rm_f(conn, "vllm")).ok
+        result = await docker_run(conn, ["-d", "--name", "vllm", "--privileged", "--net", "host",
+                                         "vllm/vllm-tpu:v0.29.1", "vllm", "serve", *OOM_ARGV])
+    new_id = result.stdout.strip()
+    assert result.ok and re.fullmatch(r"[0-9a-f]{64}", new_id) and new_id != first_id
+    second = vm.docker.find(new_id).plan
+    await rec.until(lambda: rec.statuses[-1].kind == "exited")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    texts = rec.texts()
+    old_part, new_part = texts[:len(texts) - len(second.lines)], texts[len(texts) - len(second.lines):]
+    assert new_part == [line for _, line in second.lines]
+    assert old_part == [line for _, line in first.lines][:len(old_part)] and len(old_part) >= 5
+    assert rec.statuses[-1] == TailStatus("exited", 0, new_id, 1, "container vllm exited with code 1")
+    assert {s.container_id for s in rec.statuses if s.kind == "connected"} == {first_id, new_id}
+
+
+async def test_tail_waits_for_a_container_then_reports_its_exit(vm_target) -> None:
+    vm, target = vm_target
+    rec = Recorder()
+    task = asyncio.create_task(_tail(target, rec).run())
+    await rec.until(lambda: rec.statuses and rec.statuses[-1].kind == "waiting")
+    assert rec.statuses[-1].message == "waiting for container vllm"
+    await vm.boot_container(OOM_ARGV)
+    plan = vm.docker.find("vllm").plan
+    assert plan.outcome == "failed" and plan.exit_code == 1
+    await rec.until(lambda: rec.statuses[-1].kind == "exited")
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert rec.texts() == [line for _, line in plan.lines]
+    assert rec.statuses[-1].exit_code == 1
+
+
+async def test_sudo_needing_a_password_stops_the_tail_with_one_sentence(make_vm, client_key, tmp_path) -> None:
+    vm = await make_vm(sudo_password_required=True)
+    known = tmp_path / "kh"
+    known.write_text(vm.known_hosts_line(ALIAS))
+    rec = Recorder()
+    await asyncio.wait_for(_tail(_target(vm, known, client_key), rec).run(), 10)
+    last = rec.statuses[-1]
+    assert last.kind == "error"
+    assert last.message.startswith("sudo on the node needs a password for this user")
+    assert "sudo: a password is required" in last.message
+
+
+async def test_docker_missing(make_vm, client_key, tmp_path) -> None:
+    vm = await make_vm(docker_missing=True)
+    known = tmp_path / "kh"
+    known.write_text(vm.known_hosts_line(ALIAS))
+    async with await connect(_target(vm, known, client_key)) as conn:
+        with pytest.raises(DockerMissing, match="docker is not installed on vllm-a") as info:
+            await docker_ps(conn, label="vllm-a")
+    assert "sudo: docker: command not found" in info.value.message
+
+
+async def test_tail_gives_up_after_max_attempts(vm_target) -> None:
+    vm, target = vm_target
+    await vm.stop()
+    rec = Recorder()
+    await asyncio.wait_for(_tail(target, rec, max_attempts=2).run(), 10)
+    assert [s.kind for s in rec.statuses] == ["connecting", "reconnecting", "reconnecting", "error"]
+    assert rec.statuses[-1].message.startswith("gave up after 2 attempts: Cannot reach")
+
+
+# --- docker verbs and the port forward ----------------------------------------------------
+
+
+async def test_docker_verbs_like_docker(vm_target) -> None:
+    vm, target = vm_target
+    container_id = await vm.boot_container(READY_ARGV, image="vllm/vllm-tpu:v0.29.1")
+    async with await connect(target) as conn:
+        info = await docker_inspect(conn, "vllm")
+        assert info is not None and info["Id"] == container_id and info["Name"] == "/vllm"
+        assert info["State"]["Status"] == "running" and info["State"]["Running"] is True
+        assert info["Config"]["Cmd"] == ["vllm", "serve", *READY_ARGV]
+        assert info["Config"]["Image"] == "vllm/vllm-tpu:v0.29.1" and info["Image"].startswith("sha256:")
+        assert info["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
+        assert info["HostConfig"]["NetworkMode"] == "host" and info["HostConfig"]["Privileged"] is True
+        assert await docker_inspect(conn, "nope") is None
+        rows = await docker_ps(conn)
+        assert [(r["ID"], r["Names"], r["State"]) for r in rows] == [(container_id, "vllm", "running")]
+        bad = await docker_pull(conn, "vllm/vllm-tpu:does-not-exist")
+        assert (bad.exit_status, bad.stderr) == (1, "Error response from daemon: manifest for "
+                                                    "vllm/vllm-tpu:does-not-exist not found: manifest unknown: "
+                                                    "manifest unknown\n")
+        good = await docker_pull(conn, "vllm/vllm-tpu:nightly")
+        assert good.ok and "Digest: sha256:" in good.stdout
+        conflict = await docker_run(conn, ["-d", "--name", "vllm", "vllm/vllm-tpu:nightly", "vllm", "serve", "m"])
+        assert conflict.exit_status == 125 and 'The container name "/vllm" is already in use' in conflict.stderr
+        hostile = "x'; rm -rf / #"
+        assert (await docker_rm_f(conn, "vllm")).ok
+        assert (await docker_rm_f(conn, "vllm")).ok            # absent: still exit 0, like docker
+        run = await docker_run(conn, ["-d", "--name", "vllm", "-e", "HF_TOKEN=hf_x", "-v", "/mnt/cache:/cache",
+                                      "vllm/vllm-tpu:nightly", "vllm", "serve", "Qwen/Qwen3-8B",
+                                      "--served-model-name", hostile])
+        assert run.ok
+        info = await docker_inspect(conn, "vllm")
+        assert info is not None and info["Config"]["Cmd"][-1] == hostile
+        assert info["Mounts"][0]["Source"] == "/mnt/cache" and "HF_TOKEN=hf_x" in info["Config"]["Env"]
+    assert all(c.startswith("sudo -n docker ") for c in vm.commands)
+
+
+async def test_port_forward_reaches_the_node_openai_server_once_ready(vm_target) -> None:
+    vm, target = vm_target
+    await vm.boot_container(READY_ARGV + ["--served-model-name", "qwen"])
+    async with await connect(target) as conn:
+        listener, local_port = await forward_port(conn, 8000)
+        url = f"http://127.0.0.1:{local_port}"
+        try:
+            with pytest.raises(VllmHttpError):
+                await probe_models(url, timeout_s=2)          # still booting: nothing listens
+            for _ in range(300):
+                await asyncio.sleep(0.05)
+                try:
+                    models = await probe_models(url, timeout_s=2)
+                    break
+                except VllmHttpError:
+                    continue
+            else:
+                raise AssertionError("never ready")
+            assert models == ["qwen"]
+            assert (await docker_rm_f(conn, "vllm")).ok
+            with pytest.raises(VllmHttpError):
+                await probe_models(url, timeout_s=2)
+        finally:
+            listener.close()
+
+
+def test_plan_lines_have_shared_offsets() -> None:
+    """The drop test is only meaningful when several lines share one timestamp (the resume boundary)."""
+    plan = plan_startup(READY_ARGV, ACCEL, boot_s=2.5)
+    offsets = [offset for offset, _ in plan.lines]
+    assert len(offsets) - len(set(offsets)) > 5
