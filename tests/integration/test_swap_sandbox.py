@@ -183,6 +183,9 @@ def test_swap_verb_never_asks_the_tpu_api_to_touch_the_node(demo_node, tmp_path:
     assert code == 0, out
     assert "WARNING hbm-utilization" in out and "WARNING unknown-flag" in out and "Swapped" in out
     assert main(["--config", str(config), "swap", "no-such-node", "--dry-run"]) == 2
+    assert main([*base, "--image", "vllm/vllm-tpu:no-such-tag", "--yes"]) == 1    # failed pull
+    err = capsys.readouterr().err
+    assert "manifest unknown" in err and "still serving" in err
     requests = list(api.requests)
     running = vm.docker.find("vllm").inspect(0)
 
