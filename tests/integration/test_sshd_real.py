@@ -1,0 +1,254 @@
+"""remote.ssh / remote.tail against a real OpenSSH sshd (Debian's openssh-server).
+
+The test starts ``/usr/sbin/sshd -D`` on a loopback port with a temporary host key, config and
+authorized key. Its sessions get a PATH with a stand-in ``docker`` (a Python script serving
+``inspect`` and ``logs -f --timestamps [--since]`` from files the test writes) and a ``sudo``
+shim that accepts ``-n``. Skipped when sshd is not installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from remote.ssh import HostKeyChanged, HostKeyUnknown, SshAuthRefused, SshTarget, connect
+from remote.tail import LogTail, TailStatus
+
+SSHD = Path("/usr/sbin/sshd")
+pytestmark = pytest.mark.skipif(not SSHD.exists(), reason="OpenSSH sshd not installed at /usr/sbin/sshd "
+                                                          "(apt-get install openssh-server)")
+ALIAS = "tpu.777-0"
+CONTAINER_ID = "c0ffee" * 10 + "abcd"
+
+DOCKER_STANDIN = r'''#!{python}
+"""Stand-in docker: inspect and logs -f from files in $STATE_DIR (vLLM writes to stderr)."""
+import json, os, select, sys, time
+state_dir = {state_dir!r}
+args = sys.argv[1:]
+state = json.load(open(os.path.join(state_dir, "state.json")))
+if args[:1] == ["inspect"]:
+    name = args[-1]
+    if name != state["name"]:
+        print("[]"); print(f"Error: No such container: {{name}}", file=sys.stderr); sys.exit(1)
+    print(json.dumps([{{"Id": state["id"], "Name": "/" + name, "State": {{"Status": state["status"],
+          "Running": state["status"] == "running", "ExitCode": state["exit_code"]}}}}]))
+    sys.exit(0)
+if args[:2] == ["logs", "-f"]:
+    since = args[args.index("--since") + 1] if "--since" in args else ""
+    path = os.path.join(state_dir, args[-1] + ".log")
+    sent = 0
+    poller = select.poll()
+    poller.register(0, select.POLLIN | select.POLLHUP)
+    while True:
+        lines = open(path).read().splitlines()
+        for line in lines[sent:]:
+            if line.split(" ", 1)[0] >= since:
+                sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+        sent = len(lines)
+        if json.load(open(os.path.join(state_dir, "state.json")))["status"] == "exited":
+            sys.exit(0)
+        if poller.poll(50):          # stdin closed: the client went away
+            sys.exit(0)
+print("docker: stand-in supports inspect and logs -f only", file=sys.stderr)
+sys.exit(1)
+'''
+
+SUDO_SHIM = """#!/bin/sh
+# stand-in sudo: accepts -n and runs the command as the current user
+[ "$1" = "-n" ] && shift
+exec "$@"
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RealSshd:
+    """A running sshd plus the files it serves."""
+
+    def __init__(self, root: Path, client_key: asyncssh.SSHKey) -> None:
+        self.root = root
+        self.port = _free_port()
+        self.user = getpass.getuser()
+        self.host_key = asyncssh.generate_private_key("ssh-ed25519")
+        self.state_dir = root / "state"
+        self.state_dir.mkdir()
+        bin_dir = root / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "docker").write_text(DOCKER_STANDIN.format(python=sys.executable, state_dir=str(self.state_dir)))
+        (bin_dir / "sudo").write_text(SUDO_SHIM)
+        for tool in ("docker", "sudo"):
+            (bin_dir / tool).chmod(0o755)
+        (root / "host_ed25519").write_bytes(self.host_key.export_private_key("openssh"))
+        (root / "host_ed25519").chmod(0o600)
+        (root / "authorized_keys").write_text(client_key.export_public_key().decode())
+        (root / "sshd_config").write_text(f"""
+Port {self.port}
+ListenAddress 127.0.0.1
+HostKey {root}/host_ed25519
+PidFile {root}/sshd.pid
+AuthorizedKeysFile {root}/authorized_keys
+StrictModes no
+UsePAM no
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+AllowTcpForwarding yes
+SetEnv PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin
+LogLevel VERBOSE
+""")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        if os.geteuid() == 0:
+            Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)   # privilege separation directory
+        self.process = subprocess.Popen([str(SSHD), "-D", "-f", str(self.root / "sshd_config"),
+                                         "-E", str(self.root / "sshd.log")])
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if self.process.poll() is not None:
+                    break
+                time.sleep(0.025)
+        self.stop()
+        pytest.skip(f"sshd did not start: {(self.root / 'sshd.log').read_text()[-500:]}")
+
+    def session_pids(self) -> list[int]:
+        """Per-connection sshd processes (children of the listener)."""
+        assert self.process is not None
+        path = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        return [int(pid) for pid in path.read_text().split()] if path.exists() else []
+
+    def drop_connections(self) -> None:
+        for pid in self.session_pids():
+            os.kill(pid, signal.SIGKILL)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.drop_connections()
+            self.process.terminate()
+            self.process.wait(timeout=5)
+
+    def write_state(self, status: str, exit_code: int = 0) -> None:
+        tmp = self.state_dir / "state.tmp"
+        tmp.write_text(json.dumps({"name": "vllm", "id": CONTAINER_ID, "status": status, "exit_code": exit_code}))
+        tmp.replace(self.state_dir / "state.json")
+
+    def append_log(self, lines: list[str]) -> None:
+        with (self.state_dir / f"{CONTAINER_ID}.log").open("a") as handle:
+            handle.write("".join(line + "\n" for line in lines))
+
+
+@pytest.fixture
+def client_key() -> asyncssh.SSHKey:
+    return asyncssh.generate_private_key("ssh-ed25519")
+
+
+@pytest.fixture
+def sshd(tmp_path: Path, client_key: asyncssh.SSHKey) -> Iterator[RealSshd]:
+    server = RealSshd(tmp_path, client_key)
+    server.write_state("running")
+    server.append_log([])
+    server.start()
+    yield server
+    server.stop()
+
+
+def _target(sshd: RealSshd, known: Path, key: asyncssh.SSHKey) -> SshTarget:
+    key_file = sshd.root / "google_compute_engine"
+    key_file.write_bytes(key.export_private_key("openssh"))
+    key_file.chmod(0o600)
+    return SshTarget(host="127.0.0.1", port=sshd.port, user=sshd.user, private_key=key_file, known_hosts=known,
+                     host_key_alias=ALIAS, connect_timeout_s=5, node_name="real-sshd")
+
+
+async def test_key_auth_and_known_hosts(sshd: RealSshd, client_key: asyncssh.SSHKey, tmp_path: Path) -> None:
+    known = tmp_path / "google_compute_known_hosts"
+    target = _target(sshd, known, client_key)
+    with pytest.raises(HostKeyUnknown):
+        await connect(target)
+    offered: list[str] = []
+
+    async def accept(fingerprint: str) -> bool:
+        offered.append(fingerprint)
+        return True
+
+    async with await connect(target, accept_new_host_key=accept) as conn:
+        result = await conn.run("sudo -n docker inspect --type container vllm", check=False)
+        assert result.exit_status == 0 and json.loads(str(result.stdout))[0]["Id"] == CONTAINER_ID
+        assert (await conn.run("whoami", check=False)).stdout == f"{sshd.user}\n"
+    assert offered == [sshd.host_key.get_fingerprint("sha256")]
+    assert known.read_text() == f"{ALIAS} {sshd.host_key.export_public_key().decode().strip()}\n"
+    async with await connect(target) as conn:                    # recorded: verified silently
+        assert (await conn.run("echo ok", check=False)).stdout == "ok\n"
+
+    impostor = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+    known.write_text(f"{ALIAS} {impostor}\n")
+    with pytest.raises(HostKeyChanged, match=f"remove line 1 of {known}"):
+        await connect(target, accept_new_host_key=accept)
+    assert len(offered) == 1
+
+    known.write_text(f"{ALIAS} {sshd.host_key.export_public_key().decode().strip()}\n")
+    stranger = _target(sshd, known, asyncssh.generate_private_key("ssh-ed25519"))
+    with pytest.raises(SshAuthRefused, match="ssh-keys metadata"):
+        await connect(stranger)
+
+
+def _ts(n: int) -> str:
+    """Fixed-width docker timestamps; every 7th line repeats the previous timestamp."""
+    ns = 1_750_000_000 * 10**9 + (n - (n % 7 == 0 and n > 0)) * 1_000_000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ns // 10**9)) + f".{ns % 10**9:09d}Z"
+
+
+async def test_tail_and_reconnect_after_the_session_is_killed(sshd: RealSshd, client_key: asyncssh.SSHKey,
+                                                              tmp_path: Path) -> None:
+    known = tmp_path / "kh"
+    known.write_text(f"{ALIAS} {sshd.host_key.export_public_key().decode().strip()}\n")
+    target = _target(sshd, known, client_key)
+    lines = [f"{_ts(n)} INFO line {n % 40}" for n in range(600)]      # repeated texts too
+    received: list[str] = []
+    statuses: list[TailStatus] = []
+    tail = LogTail(lambda: connect(target), "vllm", on_lines=lambda batch: received.extend(t for _, t in batch),
+                   on_status=statuses.append, initial_backoff_s=0.05, max_backoff_s=0.5, poll_interval_s=0.1)
+    task = asyncio.create_task(tail.run())
+
+    async def until(predicate, timeout_s: float = 20.0) -> None:
+        for _ in range(int(timeout_s / 0.02)):
+            if predicate():
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"timed out: {statuses[-2:]}, {len(received)} lines")
+
+    sshd.append_log(lines[:250])
+    await until(lambda: len(received) >= 250)
+    sshd.drop_connections()                                        # kill the sshd session process
+    sshd.append_log(lines[250:400])
+    await until(lambda: any(s.kind == "reconnecting" for s in statuses))
+    await until(lambda: len(received) >= 400)
+    sshd.append_log(lines[400:])
+    sshd.write_state("exited", 3)
+    await until(lambda: statuses[-1].kind == "exited")
+    tail.stop()
+    await task
+    assert received == [line.split(" ", 1)[1] for line in lines]
+    assert statuses[-1] == TailStatus("exited", 0, CONTAINER_ID, 3, "container vllm exited with code 3")
+    assert [s.kind for s in statuses[:2]] == ["connecting", "connected"]
