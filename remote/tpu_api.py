@@ -36,7 +36,7 @@ from requests.adapters import HTTPAdapter
 
 from remote.errors import CredentialsError, TpuApiError
 from remote.models import FleetProblem, FleetSnapshot, Node, QueuedResource, utc_now
-from remote.tpu_json import (JsonDict, find_owner, merge_v2alpha1, message_to_json, node_from_json,
+from remote.tpu_json import (JsonDict, merge_v2alpha1, message_to_json, node_from_json, project_from_json,
                              queued_resource_from_json)
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -294,23 +294,9 @@ class FleetSource:
                 problems.append(FleetProblem(pid, None, failed.code, "flex-start fields unavailable "
                                              f"(v2alpha1 {what} list failed): {failed.message}"))
 
-        qrs: dict[tuple[str, str], QueuedResource] = {}
-        alpha_qrs = {item.get("name"): item for item in a_qrs.items}
-        for item in v2_qrs.items:
-            try:
-                qr = queued_resource_from_json(merge_v2alpha1(item, alpha_qrs.get(item.get("name"))))
-                qrs[(qr.zone, qr.name)] = qr
-            except (KeyError, ValueError, TypeError, AttributeError) as exc:
-                problems.append(FleetProblem(pid, None, 0, f"unreadable queued resource {item.get('name')}: {exc!r}"))
-        nodes: list[Node] = []
-        alpha_nodes = {item.get("name"): item for item in a_nodes.items}
-        for item in v2_nodes.items:
-            try:
-                merged = merge_v2alpha1(item, alpha_nodes.get(item.get("name")))
-                nodes.append(node_from_json(merged, find_owner(merged, qrs)))
-            except (KeyError, ValueError, TypeError, AttributeError) as exc:
-                problems.append(FleetProblem(pid, None, 0, f"unreadable node {item.get('name')}: {exc!r}"))
-        return nodes, list(qrs.values()), _dedupe(problems)
+        nodes, qrs, unreadable = project_from_json(v2_nodes.items, a_nodes.items, v2_qrs.items, a_qrs.items)
+        problems.extend(FleetProblem(pid, None, 0, message) for message in unreadable)
+        return nodes, qrs, _dedupe(problems)
 
     # --- public API ---------------------------------------------------------------------------
 
@@ -326,7 +312,14 @@ class FleetSource:
             CredentialsError: there are no usable Google credentials (nothing else raises).
         """
         started = time.monotonic()
-        await asyncio.get_running_loop().run_in_executor(self._pool, self._setup)
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._pool, self._setup)
+        except CredentialsError:
+            raise
+        except Exception as exc:           # e.g. a client option the library rejects: one line per project
+            problems = tuple(FleetProblem(p.id, None, 0, f"cannot create the TPU API client: {exc}")
+                             for p in self.projects)
+            return FleetSnapshot(problems=problems, fetched_at=utc_now(), elapsed_s=time.monotonic() - started)
         results = await asyncio.gather(*(self._list_project(p) for p in self.projects), return_exceptions=True)
         nodes: list[Node] = []
         qrs: list[QueuedResource] = []
@@ -346,6 +339,16 @@ class FleetSource:
             elapsed_s=time.monotonic() - started,
         )
 
+    async def _get_merged(self, v2_getter: Callable[..., Any], name: str) -> JsonDict:
+        """One resource via v2 (raises :class:`TpuApiError`) merged with v2alpha1 (best effort)."""
+        assert self._alpha is not None
+        v2, alpha = await asyncio.gather(
+            self._run(lambda: message_to_json(v2_getter(name=name, timeout=self.timeout_s))),
+            self._run(self._alpha.get, name), return_exceptions=True)
+        if isinstance(v2, BaseException):
+            raise v2
+        return merge_v2alpha1(v2, None if isinstance(alpha, BaseException) else alpha)
+
     async def get_node(self, project: str, zone: str, name: str) -> Node:
         """One node, fresh, with its flex-start fields (v2 + v2alpha1 node and owning queued resource).
 
@@ -354,23 +357,16 @@ class FleetSource:
             CredentialsError: no usable credentials.
         """
         await asyncio.get_running_loop().run_in_executor(self._pool, self._setup)
-        assert self._client is not None and self._alpha is not None
-        full = f"projects/{project}/locations/{zone}/nodes/{name}"
-        v2, alpha = await asyncio.gather(
-            self._run(lambda: message_to_json(self._client.get_node(name=full, timeout=self.timeout_s))),
-            self._run(self._alpha.get, full), return_exceptions=True)
-        if isinstance(v2, BaseException):
-            raise v2
-        merged = merge_v2alpha1(v2, None if isinstance(alpha, BaseException) else alpha)
+        assert self._client is not None
+        merged = await self._get_merged(self._client.get_node, f"projects/{project}/locations/{zone}/nodes/{name}")
         owner = None
         if merged.get("queuedResource"):
-            qr_name = f"projects/{project}/locations/{zone}/queuedResources/{merged['queuedResource'].rsplit('/', 1)[-1]}"
-            qr_v2, qr_alpha = await asyncio.gather(
-                self._run(lambda: message_to_json(self._client.get_queued_resource(name=qr_name, timeout=self.timeout_s))),
-                self._run(self._alpha.get, qr_name), return_exceptions=True)
-            if not isinstance(qr_v2, BaseException):
-                owner = queued_resource_from_json(
-                    merge_v2alpha1(qr_v2, None if isinstance(qr_alpha, BaseException) else qr_alpha))
+            short = merged["queuedResource"].rsplit("/", 1)[-1]
+            try:
+                owner = queued_resource_from_json(await self._get_merged(
+                    self._client.get_queued_resource, f"projects/{project}/locations/{zone}/queuedResources/{short}"))
+            except TpuApiError:
+                pass            # the node still shows; only the owner-derived fields are missing
         return node_from_json(merged, owner)
 
     async def get_guest_attributes(self, node: Node, worker: int = 0) -> dict[str, str]:

@@ -241,3 +241,34 @@ def node_from_json(node: JsonDict, owner: QueuedResource | None = None) -> Node:
         workers=workers,
         raw=node,
     )
+
+
+def project_from_json(v2_nodes: list[JsonDict], alpha_nodes: list[JsonDict], v2_qrs: list[JsonDict],
+                      alpha_qrs: list[JsonDict]) -> tuple[list[Node], list[QueuedResource], list[str]]:
+    """One project's listings (v2 primary, v2alpha1 supplement matched by name) as models.
+
+    Every v2 item yields a row; a v2alpha1 item only adds its flex-start fields. Nodes get their
+    owning queued resource (:func:`find_owner`) for the provisioning model and termination time.
+
+    Returns:
+        ``(nodes, queued resources, messages)``; one message per item that could not be read
+        (never dropped silently).
+    """
+    unreadable: list[str] = []
+    qrs: dict[tuple[str, str], QueuedResource] = {}
+    alpha_by_name = {item.get("name"): item for item in alpha_qrs}
+    for item in v2_qrs:
+        try:
+            qr = queued_resource_from_json(merge_v2alpha1(item, alpha_by_name.get(item.get("name"))))
+            qrs[(qr.zone, qr.name)] = qr
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            unreadable.append(f"unreadable queued resource {item.get('name')!r}: {exc!r}")
+    nodes: list[Node] = []
+    alpha_by_name = {item.get("name"): item for item in alpha_nodes}
+    for item in v2_nodes:
+        try:
+            merged = merge_v2alpha1(item, alpha_by_name.get(item.get("name")))
+            nodes.append(node_from_json(merged, find_owner(merged, qrs)))
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            unreadable.append(f"unreadable node {item.get('name')!r}: {exc!r}")
+    return nodes, list(qrs.values()), unreadable

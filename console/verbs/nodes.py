@@ -37,11 +37,11 @@ def _endpoint_problem(url: str) -> str | None:
     """Why ``url`` is not a usable endpoint, or ``None``."""
     parts = urlsplit(url if "://" in url else f"https://{url}")
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"--api-endpoint {url!r}: expected http(s)://HOST[:PORT]"
+        return f"API endpoint {url!r}: expected http(s)://HOST[:PORT]"
     try:
         parts.port
     except ValueError:
-        return f"--api-endpoint {url!r}: bad port"
+        return f"API endpoint {url!r}: bad port"
     return None
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 
 import pytest
+import requests
 from google.api_core import exceptions as gexc
 from google.auth.credentials import AnonymousCredentials
 from google.auth.transport.requests import AuthorizedSession
@@ -19,7 +20,7 @@ from remote.errors import CredentialsError, TpuApiError
 from remote.models import PROVISIONING_MODELS, FleetSnapshot, utc_now
 from remote.sandbox.fleet_data import SandboxWorld, default_world
 from remote.sandbox.tpu_server import SandboxTpuApi
-from remote.tpu_api import FleetSource
+from remote.tpu_api import FleetSource, api_error
 from remote.tpu_json import message_to_json, node_from_json, queued_resource_from_json
 
 PROJECTS = [ProjectConfig("inference-prod"), ProjectConfig("research-sandbox"), ProjectConfig("denied-project")]
@@ -276,3 +277,17 @@ def test_nodes_table_output(start_server, capsys, tmp_path) -> None:
     assert code == 1
     assert "research-v5e-1" in out and "203.0.113.111" in out
     assert "problem: research-sandbox/europe-west4-a: 503: zone unreachable" in out
+
+
+@pytest.mark.parametrize(("status", "word"), [(429, "RESOURCE_EXHAUSTED"), (500, "INTERNAL"), (503, "UNAVAILABLE")])
+def test_api_errors_keep_the_status_and_the_apis_message(status: int, word: str) -> None:
+    response = requests.Response()
+    response.status_code = status
+    response._content = json.dumps({"error": {"code": status, "message": f"quota or outage {status}",
+                                              "status": word}}).encode()
+    response.request = requests.Request("GET", "https://tpu.googleapis.com/v2/projects/p/locations/-/nodes").prepare()
+    error = api_error(gexc.from_http_response(response), 5)
+    assert (error.code, error.message, error.status) == (status, f"quota or outage {status}", word)
+    assert api_error(requests.ConnectTimeout("x"), 2.5).code == 0
+    assert "2.5 s" in api_error(requests.ReadTimeout("x"), 2.5).message
+    assert api_error(ConnectionRefusedError(111, "refused"), 1).code == 0

@@ -11,8 +11,8 @@ import pytest
 from google.cloud import tpu_v2
 
 from remote.tpu_json import (find_owner, merge_v2alpha1, message_to_json, node_from_json, node_provisioning_model,
-                             parse_duration_s, parse_time, qr_provisioning_model, queued_resource_from_json,
-                             split_name)
+                             parse_duration_s, parse_time, project_from_json, qr_provisioning_model,
+                             queued_resource_from_json, split_name)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gcp_json"
 
@@ -158,3 +158,18 @@ def test_small_parsers() -> None:
     assert split_name("projects/p/locations/z/queuedResources/q") == ("p", "z", "q")
     with pytest.raises(ValueError):
         split_name("zones/z/nodes/n")
+
+
+def test_project_from_json_merges_by_name_and_reports_unreadable_items() -> None:
+    alpha_node, alpha_qr = load(FLEX_NODE), load(FLEX_QR)
+    v2_node = via_v2_library(alpha_node, tpu_v2.Node)
+    v2_qr = via_v2_library(alpha_qr, tpu_v2.QueuedResource)
+    broken = {"name": "zones/z/nodes/broken"}
+    nodes, qrs, unreadable = project_from_json([v2_node, broken], [alpha_node], [v2_qr], [alpha_qr])
+    assert [n.name for n in nodes] == ["vllm-flex-b"] and [q.name for q in qrs] == ["qr-flex-b"]
+    assert nodes[0].termination_time == datetime(2025, 6, 1, 14, 5, 31, tzinfo=timezone.utc)
+    assert nodes[0].provisioning_model == "flex-start" and qrs[0].max_run_duration_s == 14400
+    assert len(unreadable) == 1 and "zones/z/nodes/broken" in unreadable[0]
+    # without the supplement the rows are still there, flex-start fields missing
+    nodes, qrs, unreadable = project_from_json([v2_node], [], [v2_qr], [])
+    assert (nodes[0].termination_time, qrs[0].provisioning_model, unreadable) == (None, "on-demand", [])
