@@ -291,3 +291,23 @@ def test_api_errors_keep_the_status_and_the_apis_message(status: int, word: str)
     assert api_error(requests.ConnectTimeout("x"), 2.5).code == 0
     assert "2.5 s" in api_error(requests.ReadTimeout("x"), 2.5).message
     assert api_error(ConnectionRefusedError(111, "refused"), 1).code == 0
+
+
+def test_sandbox_v2_answers_lack_v2alpha1_fields_and_honour_page_size(start_server) -> None:
+    server = start_server()
+    session = AuthorizedSession(AnonymousCredentials())
+    try:
+        for collection in ("nodes", "queuedResources"):
+            url = f"{server.endpoint}/v2/projects/inference-prod/locations/-/{collection}"
+            text = session.get(url, params={"pageSize": "100"}, timeout=5).text
+            alpha = session.get(url.replace("/v2/", "/v2alpha1/"), params={"pageSize": "100"}, timeout=5).text
+            for field_name in ("provisioningModel", "runDuration", "terminationTimestamp"):
+                assert field_name not in text
+            assert "FLEX_START" in alpha or "terminationTimestamp" in alpha
+            body = json.loads(text)
+            assert "nextPageToken" not in body and len(body[collection]) == {"nodes": 9, "queuedResources": 5}[collection]
+        small = session.get(f"{server.endpoint}/v2/projects/inference-prod/locations/-/nodes",
+                            params={"pageSize": "4"}, timeout=5).json()
+        assert len(small["nodes"]) == 4 and small["nextPageToken"]
+    finally:
+        session.close()
