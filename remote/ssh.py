@@ -137,7 +137,8 @@ def host_key_alias(node_id: str | None, worker: int, host_key_suffix: str | None
     if not node_id:
         return None
     alias = f"tpu.{node_id}-{worker}"
-    return f"{alias}-{host_key_suffix[-6:]}" if host_key_suffix else alias
+    suffix = (host_key_suffix or "").strip()[-6:]
+    return f"{alias}-{suffix}" if suffix else alias
 
 
 def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | None = None) -> SshTarget:
@@ -210,6 +211,11 @@ def _known_host_entries(path: Path, name: str) -> list[tuple[int, list[asyncssh.
         if matched[0]:
             entries.append((number, list(matched[0])))
     return entries
+
+
+def has_known_host(path: Path, name: str) -> bool:
+    """True when the known-hosts file has a key recorded for ``name`` (alias or host)."""
+    return bool(_known_host_entries(path, name))
 
 
 def append_known_host(path: Path, name: str, key: asyncssh.SSHKey) -> str:

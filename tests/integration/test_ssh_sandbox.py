@@ -342,3 +342,110 @@ def test_plan_lines_have_shared_offsets() -> None:
     plan = plan_startup(READY_ARGV, ACCEL, boot_s=2.5)
     offsets = [offset for offset, _ in plan.lines]
     assert len(offsets) - len(set(offsets)) > 5
+
+
+# --- the watch verb against the whole sandbox (TPU API + SSH VMs + OpenAI servers) -----------
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    from remote.sandbox.runner import Sandbox
+
+    box = Sandbox(tmp_path / "sandbox", boot_s=3.0, fast_boot_s=1.0)
+    box.start()
+    yield box
+    box.stop()
+
+
+def _phase_lines(lines: list[str]) -> list[tuple[str, int]]:
+    from remote.vllm_log import StartupReader, summary_json
+
+    reader = StartupReader()
+    for line in lines:
+        reader.feed_line(line)
+    reader.close()
+    return [(m["phase"], m["line"]) for m in summary_json(reader.state)["phase_timeline"]]
+
+
+def test_watch_follows_a_booting_node_to_ready_across_a_dropped_connection(sandbox, capsys) -> None:
+    import json as jsonlib
+    import threading
+
+    from console.cli import main
+
+    vm = sandbox.vms["vllm-flex-b"]
+    plan = sandbox.call(_plan_of(vm))
+    dropper = threading.Timer(1.0, lambda: sandbox._loop.call_soon_threadsafe(vm.drop_connections))
+    dropper.start()
+    code = main(["--config", str(sandbox.config_path), "watch", "vllm-flex-b", "--json"])
+    dropper.cancel()
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    summary = jsonlib.loads(captured.out)
+    assert summary["ready"] is True and summary["failure"] is None
+    assert summary["kv_cache_tokens"] == plan.kv_cache_tokens
+    # phase marks carry line numbers: equal only when no line was lost or duplicated
+    assert [(m["phase"], m["line"]) for m in summary["phase_timeline"]] == \
+        _phase_lines([line for _, line in plan.lines])
+    assert "reconnecting (attempt 1)" in captured.err
+    assert "confirmed: /v1/models on port 8000 serves" in captured.err
+
+
+async def _plan_of(vm: SandboxVm):
+    return vm.docker.find("vllm").plan
+
+
+async def _replace(vm: SandboxVm, argv: list[str]):
+    vm.docker.remove(vm.docker.find("vllm"))
+    await vm.boot_container(argv)
+    return vm.docker.find("vllm").plan
+
+
+def test_watch_reports_a_failed_boot_with_exit_1(sandbox, capsys) -> None:
+    from console.cli import main
+
+    vm = sandbox.vms["vllm-v5e-a"]
+    plan = sandbox.call(_replace(vm, ["Qwen/Qwen3-0.6B", "--gpu-memory-utilization", "0.95"]))
+    assert plan.outcome == "failed"
+    code = main(["--config", str(sandbox.config_path), "watch", "vllm-v5e-a"])
+    captured = capsys.readouterr()
+    assert code == 1, captured.err
+    assert f"failure: {plan.failure_kind}" in captured.out.splitlines()
+    assert f"failed: {plan.failure_kind}" in captured.err
+
+
+def test_watch_refuses_an_unknown_host_key_without_a_terminal(sandbox, capsys, monkeypatch) -> None:
+    import io
+
+    from console.cli import main
+
+    sandbox.known_hosts_path.write_text("")
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    code = main(["--config", str(sandbox.config_path), "watch", "vllm-v5e-a"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    fingerprint = asyncssh.import_public_key(sandbox.vms["vllm-v5e-a"].host_public_key).get_fingerprint("sha256")
+    assert f"presented the unknown host key {fingerprint}" in captured.err
+    assert sandbox.known_hosts_path.read_text() == ""
+
+
+def test_watch_unknown_and_ambiguous_names(sandbox, capsys) -> None:
+    import copy
+
+    from console.cli import main
+
+    assert main(["--config", str(sandbox.config_path), "watch", "no-such-node"]) == 2
+    assert "no node named 'no-such-node'" in capsys.readouterr().err
+    world = sandbox.tpu_api.world
+    source_project = next(p for p, proj in world.projects.items()
+                          if any(n.endswith("/vllm-v5e-a") for n in proj.nodes))
+    other, proj = next((p, v) for p, v in world.projects.items() if p != source_project and not v.denied)
+    zone = next(z for z in proj.zones if z not in proj.unreachable_zones)
+    twin = copy.deepcopy(next(n for k, n in world.projects[source_project].nodes.items()
+                              if k.endswith("/vllm-v5e-a")))
+    twin["name"] = f"projects/{other}/locations/{zone}/nodes/vllm-v5e-a"
+    world.add_node(other, twin)
+    assert main(["--config", str(sandbox.config_path), "watch", "vllm-v5e-a"]) == 2
+    err = capsys.readouterr().err
+    assert "2 nodes are named 'vllm-v5e-a'; add --project and --zone" in err
+    assert f"--project {other} --zone {zone}" in err and f"--project {source_project} --zone us-west4-a" in err

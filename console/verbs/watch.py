@@ -1,0 +1,249 @@
+"""``tpu-console watch NODE``: follow a vLLM startup over SSH until it is ready or fails.
+
+Usage: ``tpu-console watch NODE [--project P] [--zone Z] [--worker N] [--json]``.
+
+Finds the node through the TPU API, connects like ``gcloud compute tpus tpu-vm ssh`` (an
+unknown host key is asked about on a terminal, refused otherwise), follows
+``docker logs -f --timestamps`` of the configured container (reconnecting and resuming after a
+drop), and feeds every line to the startup reader. Progress goes to stderr; the summary goes to
+stdout (``--json``: the ``log-summary --json`` object). Once ready, ``/v1/models`` is probed
+through an SSH port forward.
+
+Exit codes: 0 ready, 1 failed (or the container exited first), 2 bad arguments, no such node,
+an ambiguous name, or could not connect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TextIO
+
+from console.verbs.common import config_or_exit
+
+#: Seconds to keep reading after a fatal failure line (the traceback's remaining lines).
+FAILURE_GRACE_S = 3.0
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the ``watch`` verb."""
+    parser = subparsers.add_parser(
+        "watch", help="follow a node's vLLM startup until ready or failed",
+        description="Follow the vLLM container's startup log on a TPU node over SSH until it is ready "
+                    "or fails. Exit 0 ready, 1 failed, 2 could not connect or bad input.")
+    parser.add_argument("node", metavar="NODE", help="TPU node name")
+    parser.add_argument("--project", metavar="P", help="project of the node (default: every configured project)")
+    parser.add_argument("--zone", metavar="Z", help="zone of the node")
+    parser.add_argument("--worker", type=int, default=0, metavar="N", help="worker of a multi-host slice (default 0)")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON (log-summary --json keys)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the verb; returns the exit code (see the module docstring)."""
+    config = config_or_exit(args)
+    if config is None:
+        return 2
+    if args.worker < 0:
+        print("tpu-console: --worker must be 0 or more", file=sys.stderr)
+        return 2
+    return asyncio.run(_run(args, config))
+
+
+async def _run(args: argparse.Namespace, config: Any) -> int:
+    from remote.errors import RemoteError
+    from remote.ssh import has_known_host, target_for
+
+    found = await find_node(config, args.node, project=args.project, zone=args.zone, worker=args.worker)
+    if isinstance(found, str):
+        print(f"tpu-console: {found}", file=sys.stderr)
+        return 2
+    node, host_key_suffix = found
+    try:
+        target = target_for(node, config.ssh, worker=args.worker, host_key_suffix=host_key_suffix)
+        if host_key_suffix and not has_known_host(target.known_hosts, target.known_hosts_name):
+            plain = target_for(node, config.ssh, worker=args.worker)
+            if has_known_host(plain.known_hosts, plain.known_hosts_name):
+                target = plain              # recorded without gcloud's suffix (older gcloud, the sandbox)
+    except RemoteError as exc:
+        print(f"tpu-console: {exc}", file=sys.stderr)
+        return 2
+    code, summary = await watch_target(target, container=config.container.name,
+                                       container_port=config.container.port,
+                                       accept_new_host_key=terminal_host_key_prompt(target), progress=sys.stderr)
+    if summary is not None:
+        print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
+    return code
+
+
+async def find_node(config: Any, name: str, *, project: str | None, zone: str | None,
+                    worker: int = 0) -> tuple[Any, str | None] | str:
+    """Find ``name`` in the fleet: ``(node, ssh-ed25519 guest attribute or None)``, or why not (a sentence)."""
+    from console.config import ProjectConfig
+    from remote.errors import RemoteError
+    from remote.tpu_api import FleetSource
+
+    if project:
+        known = {p.id: p for p in config.projects}
+        projects = [known.get(project) or ProjectConfig(project, (zone,) if zone else ())]
+    else:
+        projects = list(config.projects)
+    if not projects:
+        return f"no projects to search: pass --project P or add [[projects]] to {config.path or 'the config file'}"
+    source = FleetSource(projects, api_endpoint=config.api_endpoint, timeout_s=config.request_timeout_s)
+    try:
+        try:
+            snapshot = await source.list_fleet()
+        except RemoteError as exc:
+            return str(exc)
+        matches = [n for n in snapshot.nodes if n.name == name and (zone is None or n.zone == zone)
+                   and (project is None or n.project == project)]
+        if not matches:
+            problems = "; ".join(f"{p.project}{'/' + p.zone if p.zone else ''}: {p.message}"
+                                 for p in snapshot.problems)
+            searched = ", ".join(p.id for p in projects)
+            return f"no node named {name!r} in {searched}" + (f" (not listed: {problems})" if problems else "")
+        if len(matches) > 1:
+            listing = "\n".join(f"  --project {n.project} --zone {n.zone}   ({n.state}, {n.accelerator_type})"
+                                for n in matches)
+            return f"{len(matches)} nodes are named {name!r}; add --project and --zone to pick one:\n{listing}"
+        node = matches[0]
+        try:
+            attributes = await source.get_guest_attributes(node, worker)
+        except RemoteError:
+            attributes = {}
+        return node, attributes.get("ssh-ed25519")
+    finally:
+        source.close()
+
+
+def terminal_host_key_prompt(target: Any, stdin: TextIO | None = None,
+                             stderr: TextIO | None = None) -> Callable[[str], Awaitable[bool]]:
+    """A host-key callback: asks on the terminal when stdin is a tty, else refuses."""
+    stdin = stdin or sys.stdin
+    stderr = stderr or sys.stderr
+
+    async def ask(fingerprint: str) -> bool:
+        if not stdin.isatty():
+            return False
+        stderr.write(f"The authenticity of {target.label} (host key alias {target.known_hosts_name}) can't be "
+                     f"established.\nIts host key fingerprint is {fingerprint}.\n"
+                     f"Accept it and record it in {target.known_hosts}? [y/N] ")
+        stderr.flush()
+        answer = await asyncio.to_thread(stdin.readline)
+        return answer.strip().lower() in ("y", "yes")
+
+    return ask
+
+
+async def watch_target(target: Any, *, container: str, container_port: int = 8000,
+                       accept_new_host_key: Callable[[str], Awaitable[bool]] | None = None,
+                       progress: TextIO | None = None, probe: bool = True) -> tuple[int, dict[str, Any] | None]:
+    """Follow ``container`` on ``target`` until ready or failed.
+
+    Returns:
+        ``(exit code, summary_json or None)``: 0 ready, 1 failed or exited, 2 could not connect.
+    """
+    from remote.errors import RemoteError
+    from remote.ssh import connect, forward_port, probe_models
+    from remote.tail import LogTail, TailStatus
+    from remote.vllm_log import StartupReader, summary_json
+
+    out = progress or sys.stderr
+
+    def say(text: str) -> None:
+        out.write(f"{text}\n")
+        out.flush()
+
+    try:
+        first = await connect(target, accept_new_host_key=accept_new_host_key)
+    except RemoteError as exc:
+        say(f"tpu-console: {exc}")
+        return 2, None
+    say(f"connected to {target.label}; following container {container}")
+    pending = [first]
+
+    async def reconnect() -> Any:
+        return pending.pop() if pending else await connect(target)
+
+    reader = StartupReader()
+    done = asyncio.Event()
+    last: dict[str, Any] = {"phase": None, "kv": None, "steps": 0, "status": None, "failed_at": None}
+
+    def on_lines(batch: list[tuple[Any, str]]) -> None:
+        for ts, text in batch:
+            reader.feed_line(text, ts)
+        state = reader.state
+        if state.phase != last["phase"]:
+            last["phase"] = state.phase
+            say(f"phase: {state.phase.value}")
+        if state.compile.steps_finished >= last["steps"] + 10:
+            last["steps"] = state.compile.steps_finished
+            say(f"compiled {state.compile.steps_finished} steps")
+        if state.kv_cache_tokens is not None and state.kv_cache_tokens != last["kv"]:
+            last["kv"] = state.kv_cache_tokens
+            say(f"KV cache: {state.kv_cache_tokens:,} tokens, max concurrency {state.max_concurrency}")
+        if state.ready:
+            done.set()
+        elif state.failure is not None and state.failure.fatal and last["failed_at"] is None:
+            last["failed_at"] = asyncio.get_running_loop().time()
+            say(f"failed: {state.failure.kind.value}: {state.failure.message}")
+            asyncio.get_running_loop().call_later(FAILURE_GRACE_S, done.set)
+
+    def on_status(status: TailStatus) -> None:
+        last["status"] = status
+        if status.kind in ("reconnecting", "waiting", "exited", "error"):
+            say(status.message)
+        if status.kind in ("exited", "error"):
+            done.set()
+
+    tail = LogTail(reconnect, container, on_lines=on_lines, on_status=on_status)
+    task = asyncio.create_task(tail.run())
+    waiter = asyncio.create_task(done.wait())
+    await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+    tail.stop()
+    waiter.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    reader.close()
+    state = reader.state
+    status = last["status"]
+    if state.ready:
+        if probe:
+            await _probe(target, container_port, say, connect, forward_port, probe_models)
+        return 0, summary_json(state)
+    if state.failure is not None and state.failure.fatal:
+        return 1, summary_json(state)
+    if status is not None and status.kind == "exited":
+        say(f"container {container} exited with code {status.exit_code} before the log said it was ready")
+        return 1, summary_json(state)
+    return 2, (summary_json(state) if tail.lines_delivered else None)
+
+
+async def _probe(target: Any, port: int, say: Callable[[str], None], connect: Any, forward_port: Any,
+                 probe_models: Any) -> None:
+    from remote.errors import RemoteError
+
+    try:
+        async with await connect(target) as conn:
+            listener, local = await forward_port(conn, port)
+            try:
+                models = await probe_models(f"http://127.0.0.1:{local}")
+            finally:
+                listener.close()
+        say(f"confirmed: /v1/models on port {port} serves {', '.join(models) or 'no models'}")
+    except RemoteError as exc:
+        say(f"warning: the log says ready but /v1/models did not answer through the tunnel: {exc}")
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """Plain ``key: value`` lines for the fields the log stated (lists and dicts as JSON)."""
+    lines = []
+    for key, value in summary.items():
+        if value is None or value == [] or value == {}:
+            continue
+        shown = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+        lines.append(f"{key}: {shown}")
+    return "\n".join(lines)
