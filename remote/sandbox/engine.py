@@ -18,7 +18,8 @@ Figures (per chip unless said; GiB = 2**30 bytes):
 Known failures, all in the real failure envelopes: max_model_len above the model's
 max_position_embeddings (APIServer pydantic error, ``config_error``); a tensor-parallel
 size that does not divide the host's chips (mesh ValueError, ``config_error``); weights
-above the HBM limit (``hbm_oom_load``); no memory left for KV (``hbm_budget_exceeded``);
+above the HBM limit (``hbm_oom_load``); weights above the cap, or no room left for one KV
+block (``hbm_budget_exceeded``);
 one max-length request not fitting (V1 ValueError, ``max_model_len_too_large``); and
 cap + compiled programs (``PROGRAM_RESERVE_GIB``) above the limit, i.e. 0.95 on a v5e,
 which fails only after every compile step (``hbm_oom_after_compile``).
@@ -602,6 +603,12 @@ class _Builder:
                    "check_enough_kv_cache_memory(vllm_config, kv_cache_spec, available_memory)"),
                   ("/workspace/vllm/vllm/v1/core/kv_cache_utils.py", 688, "check_enough_kv_cache_memory",
                    "raise ValueError("))
+        if self.fail and used > cap:  # tpu-inference's own check (tpu_worker.determine_available_memory)
+            raise _engine_failure(log, "hbm_budget_exceeded", (*frames[:1], (
+                "/workspace/tpu_inference/tpu_inference/worker/tpu_worker.py", 561, "determine_available_memory",
+                "raise ValueError(")), [f"ValueError: total_hbm_used_gb={used * f.tp:.2f}GiB exceeds "
+                                       f"total_hbm_limit_cap_gb={cap * f.tp:.2f}GiB by "
+                                       f"{(used - cap) * f.tp:.2f}GiB"])
         if self.fail and f.kv_tokens == 0:
             raise _engine_failure(log, "hbm_budget_exceeded", frames, [
                 "ValueError: No available memory for the cache blocks. Try increasing "

@@ -228,8 +228,12 @@ def test_weights_above_hbm_fail_while_loading_and_no_room_for_kv_fails_before_it
     assert "HLO temporaries (61.59G) exceeds available HBM (15.75G)" in (load.failure_message or "")
     no_kv = plan_startup(["Qwen/Qwen3-8B"], "v5litepod-1")  # 15.27 GiB of weights > the 14.49 GiB cap
     assert (no_kv.failure_kind, no_kv.weights_gib) == ("hbm_budget_exceeded", 15.27)
-    assert no_kv.failure_message == ("No available memory for the cache blocks. Try increasing "
-                                     "`gpu_memory_utilization` when initializing the engine.")
+    assert no_kv.failure_message == "total_hbm_used_gb=15.27GiB exceeds total_hbm_limit_cap_gb=14.49GiB by 0.78GiB"
+    # Weights under the cap but no room for one KV block after the activation headroom: vLLM's check.
+    squeezed = plan_startup(["Qwen/Qwen3-8B", "--gpu-memory-utilization", "0.49"], "v6e-1")
+    assert (squeezed.failure_kind, squeezed.failure_message) == (
+        "hbm_budget_exceeded", "No available memory for the cache blocks. Try increasing "
+        "`gpu_memory_utilization` when initializing the engine.")
 
 
 # ---------------------------------------------------------------- timing and formats
@@ -289,3 +293,49 @@ def test_every_line_is_in_a_corpus_format(argv: list[str], accel: str) -> None:
     # Every finished compile step was announced by its Precompile line just before.
     starts = [(m.group(1), m.group(2)) for m in messages(plan, C4_START) if "backbone" not in m.group(1)]
     assert [(m.group(1), m.group(2)) for m in messages(plan, C4_DONE)] == starts
+
+
+# ---------------------------------------------------------------- through the real log reader
+READER_CASES = [
+    (["Qwen/Qwen3-8B"], "v6e-1"),
+    (["meta-llama/Llama-3.1-8B-Instruct", "-tp", "4", "--max-model-len", "131072"], "v5litepod-4"),
+    (["google/gemma-3-27b-it", "-tp", "8", "--max-num-seqs", "64", "--kv-cache-dtype", "fp8"], "v6e-8"),
+    (["google/gemma-3-4b-it", "--max-model-len", "32768", "--gpu-memory-utilization", "0.95"], "v5litepod-1"),
+    (["google/gemma-3-4b-it"], "v5litepod-1"),
+    (["Qwen/Qwen3-8B"], "v5litepod-1"),
+    (["Qwen/Qwen3-32B"], "v5litepod-1"),
+    (["Qwen/Qwen3-8B", "--max-model-len", "65536"], "v6e-1"),
+    (["Qwen/Qwen3-8B", "-tp", "3"], "v6e-4"),
+]
+
+
+@pytest.mark.parametrize(("argv", "accel"), READER_CASES)
+def test_the_log_reader_extracts_exactly_the_planned_figures(argv: list[str], accel: str) -> None:
+    vllm_log = pytest.importorskip("remote.vllm_log")
+    plan = plan_startup(argv, accel, boot_s=0.5)
+    reader = vllm_log.StartupReader(year=2026)
+    for _, line in plan.lines:
+        reader.feed_line(line)
+    reader.close()
+    state = reader.state
+    summary = vllm_log.summary_json(state)
+    assert state.ready == (plan.outcome == "ready")
+    assert (state.failure.kind.value if state.failure else None) == plan.failure_kind
+    assert (state.kv_cache_tokens, state.max_concurrency) == (plan.kv_cache_tokens, plan.max_concurrency)
+    if plan.kv_cache_tokens is not None:
+        assert state.max_concurrency_tokens_per_request == plan.max_model_len
+    assert (state.compile.steps_finished, state.compile_seconds, state.engine_init_seconds) == (
+        plan.compile_steps, plan.compile_seconds, plan.engine_init_seconds)
+    assert state.server_url == plan.server_url
+    assert (state.tpu_type, state.max_model_len) == (accel, plan.max_model_len)
+    chips = plan.chips
+    if plan.weights_gib is not None:
+        assert summary["hbm_used_gib"] == [plan.weights_gib] * chips
+        assert summary["hbm_limit_gib"] == [plan.hbm_limit_gib] * chips
+    else:
+        assert summary["hbm_used_gib"] is None
+    assert summary["hbm_after_kv_used_gib"] == (
+        None if plan.hbm_after_kv_gib is None else [plan.hbm_after_kv_gib] * chips)
+    if plan.failure_message is not None and "max_position_embeddings" not in plan.failure_message:
+        # (The pydantic error's sentence is on the line after its header; the reader keeps the header.)
+        assert state.failure is not None and plan.failure_message in state.failure.message
