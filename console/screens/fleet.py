@@ -15,7 +15,7 @@ from rich.console import Group
 from rich.json import JSON
 from rich.table import Table
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -25,9 +25,9 @@ from textual.widgets import DataTable, Footer, Header, Input, Label, Static
 from console import format as fmt
 from remote.models import FleetSnapshot, Node, QueuedResource
 
-NODE_COLUMNS = ("PROJECT", "ZONE", "NAME", "STATE", "HEALTH", "ACCELERATOR", "MODEL", "TIME LEFT",
+NODE_COLUMNS = ("PROJECT", "ZONE", "NAME", "STATE", "HEALTH", "ACCELERATOR", "PROVISIONING", "TIME LEFT",
                 "EXTERNAL IP", "INTERNAL IP", "RUNTIME", "QUEUED RESOURCE", "AGE")
-QR_COLUMNS = ("PROJECT", "ZONE", "NAME", "STATE", "MODEL", "ACCELERATOR", "MAX RUN", "TIME LEFT",
+QR_COLUMNS = ("PROJECT", "ZONE", "NAME", "STATE", "PROVISIONING", "ACCELERATOR", "MAX RUN", "TIME LEFT",
               "AGE", "FAILURE")
 
 
@@ -90,8 +90,10 @@ class FleetScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#nodes", DataTable).add_columns(*NODE_COLUMNS)
-        self.query_one("#qrs", DataTable).add_columns(*QR_COLUMNS)
+        for table_id, columns in (("#nodes", NODE_COLUMNS), ("#qrs", QR_COLUMNS)):
+            table = self.query_one(table_id, DataTable)
+            for column in columns:
+                table.add_column(column, key=column)
         self.query_one("#filter", Input).display = False
         self.sub_title = "loading…"
         self.action_refresh_fleet()
@@ -130,7 +132,7 @@ class FleetScreen(Screen[None]):
         projects = sorted({n.project for n in snapshot.nodes} | {p.project for p in snapshot.problems}
                           | {q.project for q in snapshot.queued_resources})
         self.sub_title = (f"{len(snapshot.nodes)} nodes · {len(snapshot.queued_resources)} queued resources"
-                          f" · {len(projects)} projects · refreshed {fmt.when(snapshot.fetched_at)}")
+                          f" · {len(projects)} projects · refreshed {fmt.when(self._now())}")
         self._render_problems()
         self._render_tables()
 
@@ -164,7 +166,13 @@ class FleetScreen(Screen[None]):
         failure = Text(q.failure, style="red") if q.failure else Text("-", style="dim")
         return [q.project, q.zone, q.name, fmt.styled_state(q.state), q.provisioning_model,
                 fmt.dash(q.accelerator_type), fmt.duration(q.max_run_duration_s),
-                fmt.countdown(q.time_left_s(now)), fmt.age(q.create_time, now), failure]
+                self._qr_time_left(q, now), fmt.age(q.create_time, now), failure]
+
+    @staticmethod
+    def _qr_time_left(q: QueuedResource, now: Any) -> Text:
+        if q.state in ("SUSPENDED", "SUSPENDING", "FAILED", "DELETING") and q.termination_time is not None:
+            return Text("ended", style="dim")
+        return fmt.countdown(q.time_left_s(now))
 
     def _render_tables(self) -> None:
         if self.snapshot is None:
@@ -211,15 +219,27 @@ class FleetScreen(Screen[None]):
         for q in self.snapshot.queued_resources:
             key = qr_row_key(q)
             if key in qrs_table.rows and q.termination_time is not None:
-                qrs_table.update_cell(key, "TIME LEFT", fmt.countdown(q.time_left_s(now)))
+                qrs_table.update_cell(key, "TIME LEFT", self._qr_time_left(q, now))
 
     # --- selection and detail --------------------------------------------------------------
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        # Only the focused table drives the selection (both tables move their cursor on refresh).
+        if not event.data_table.has_focus and self._selected_key is not None:
+            return
         if event.row_key is not None and event.row_key.value is not None:
             self._selected_key = event.row_key.value
             self._render_detail()
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """Moving focus between the tables selects the row under that table's cursor."""
+        table = event.widget
+        if isinstance(table, DataTable) and table.row_count:
+            row_key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+            if row_key.value is not None:
+                self._selected_key = row_key.value
+                self._render_detail()
 
     @on(DataTable.RowSelected, "#nodes")
     def _selected(self, event: DataTable.RowSelected) -> None:

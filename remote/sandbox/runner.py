@@ -79,6 +79,8 @@ class Sandbox:
         self.vms: dict[str, Any] = {}
         self.nodes: list[Node] = []
         self.tpu_api: Any = None
+        self.world: Any = None
+        self.projects: list[str] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -90,7 +92,9 @@ class Sandbox:
         from remote.sandbox.tpu_server import SandboxTpuApi
 
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.tpu_api = SandboxTpuApi(default_world(self.clock()), latency_s=self.latency_s)
+        self.world = default_world(self.clock())
+        self.projects = list(self.world.projects)
+        self.tpu_api = SandboxTpuApi(self.world, latency_s=self.latency_s)
         self.api_endpoint = self.tpu_api.start()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="sandbox", daemon=True)
@@ -129,10 +133,9 @@ class Sandbox:
     # --- internals ---------------------------------------------------------------------
 
     async def _list_nodes(self) -> list[Node]:
-        from remote.sandbox.fleet_data import SANDBOX_PROJECTS
         from remote.tpu_api import FleetSource
 
-        source = FleetSource([_Project(p) for p in SANDBOX_PROJECTS], api_endpoint=self.api_endpoint,
+        source = FleetSource([_Project(p) for p in self.projects], api_endpoint=self.api_endpoint,
                              timeout_s=10.0)
         try:
             snapshot = await source.list_fleet()
@@ -178,8 +181,6 @@ class Sandbox:
         self.vms.clear()
 
     def _write_config(self) -> None:
-        from remote.sandbox.fleet_data import SANDBOX_PROJECTS
-
         lines = [
             "# Written by the tpu-console sandbox; rewritten at every start.",
             f"api_endpoint = {_toml_str(self.api_endpoint)}",
@@ -187,7 +188,7 @@ class Sandbox:
             f"db_path = {_toml_str(str(self.db_path))}",
             "",
         ]
-        for project in SANDBOX_PROJECTS:
+        for project in self.projects:
             lines += ["[[projects]]", f"id = {_toml_str(project)}", ""]
         lines += [
             "[ssh]",

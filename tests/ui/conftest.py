@@ -1,0 +1,51 @@
+"""Fixtures for Pilot and snapshot tests: the sandbox TPU API and a frozen clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from console.config import Config, ProjectConfig
+from console.services import Services
+
+#: The frozen "now" of UI tests, so countdowns and ages are stable in snapshots.
+FROZEN_NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def tpu_endpoint() -> Iterator[str]:
+    """The sandbox TPU REST API (demo fleet at :data:`FROZEN_NOW`) on a loopback port."""
+    from remote.sandbox.fleet_data import default_world
+    from remote.sandbox.tpu_server import SandboxTpuApi
+
+    server = SandboxTpuApi(default_world(FROZEN_NOW))
+    endpoint = server.start()
+    yield endpoint
+    server.stop()
+
+
+@pytest.fixture
+def services(tpu_endpoint: str, tmp_path: Path) -> Iterator[Services]:
+    """Services over the real FleetSource against the sandbox, with a frozen clock."""
+    from remote.tpu_api import FleetSource
+
+    projects = tuple(ProjectConfig(p) for p in ("inference-prod", "research-sandbox", "denied-project"))
+    config = Config(projects=projects, api_endpoint=tpu_endpoint, refresh_interval_s=3600)
+    fleet = FleetSource(projects, api_endpoint=tpu_endpoint, timeout_s=10)
+    svc = Services(config=config, fleet=fleet, db_path=tmp_path / "history.db", clock=lambda: FROZEN_NOW)
+    yield svc
+    svc.close()
+
+
+def text_of(widget: object, width: int = 200) -> str:
+    """Plain text of a Static's content (Rich renderables rendered without colour)."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    console = Console(file=StringIO(), width=width, color_system=None, legacy_windows=False)
+    console.print(widget.content)  # type: ignore[attr-defined]
+    return console.file.getvalue()  # type: ignore[attr-defined]

@@ -1,0 +1,122 @@
+"""The Fleet view driven by Pilot against the sandbox TPU API (real google-cloud-tpu client)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.widgets import DataTable, Input, Static
+
+from console.app import TpuConsoleApp
+from console.screens.fleet import FleetScreen
+from console.services import Services
+from tests.ui.conftest import text_of
+
+
+async def _loaded(pilot: Any) -> FleetScreen:
+    screen = pilot.app.screen
+    for _ in range(200):
+        await pilot.pause(0.05)
+        screen = pilot.app.screen
+        if isinstance(screen, FleetScreen) and screen.snapshot is not None:
+            return screen
+    raise AssertionError("the fleet never loaded")
+
+
+def _column(table: DataTable, name: str) -> list[str]:
+    return [str(table.get_cell(row, name)) for row in table.rows]
+
+
+async def test_fleet_lists_every_project_and_the_403_problem(services: Services) -> None:
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _loaded(pilot)
+        nodes = screen.query_one("#nodes", DataTable)
+        names = _column(nodes, "NAME")
+        assert "vllm-flex-b" in names and "research-v5e-1" in names
+        assert len(names) == 10
+        flex_row = names.index("vllm-flex-b")
+        assert str(nodes.get_cell_at((flex_row, 6))) == "flex-start"
+        # frozen clock: terminationTimestamp is now + 2 h
+        assert str(nodes.get_cell_at((flex_row, 7))) == "2:00:00"
+        problems = text_of(screen.query_one("#problems", Static))
+        assert "denied-project (HTTP 403): Permission 'tpu.nodes.list' denied" in problems
+        assert "research-sandbox/europe-west4-a" in problems
+        qrs = screen.query_one("#qrs", DataTable)
+        states = dict(zip(_column(qrs, "NAME"), _column(qrs, "STATE"), strict=True))
+        assert states["qr-flex-wait"] == "WAITING_FOR_RESOURCES"
+        assert states["qr-flex-done"] == "SUSPENDED"
+        assert states["qr-failed"] == "FAILED"
+
+
+async def test_filter_narrows_rows_and_escape_clears(services: Services) -> None:
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _loaded(pilot)
+        await pilot.press("slash")
+        assert screen.query_one("#filter", Input).has_focus
+        await pilot.press(*"flex")
+        await pilot.pause()
+        nodes = screen.query_one("#nodes", DataTable)
+        assert _column(nodes, "NAME") == ["vllm-flex-b"]
+        qr_names = _column(screen.query_one("#qrs", DataTable), "NAME")
+        assert sorted(qr_names) == ["qr-flex-b", "qr-flex-done", "qr-flex-wait"]
+        await pilot.press("enter", "escape")
+        await pilot.pause()
+        assert len(_column(nodes, "NAME")) == 10
+
+
+async def test_selection_fills_detail_and_raw_json_toggles(services: Services) -> None:
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _loaded(pilot)
+        nodes = screen.query_one("#nodes", DataTable)
+        row = _column(nodes, "NAME").index("vllm-flex-b")
+        nodes.move_cursor(row=row)
+        await pilot.pause()
+        assert screen.selected_node is not None and screen.selected_node.name == "vllm-flex-b"
+        detail = screen.query_one("#detail-body", Static)
+        text = text_of(detail)
+        assert "termination_time" in text and "2026-11-30T14:00:00Z" in text
+        await pilot.press("j")
+        raw = text_of(detail)
+        assert '"terminationTimestamp"' in raw and '"4711000000000000002"' in raw
+
+
+async def test_refresh_does_not_overlap(services: Services) -> None:
+    calls = 0
+    inner = services.fleet
+
+    class Counting:
+        async def list_fleet(self):  # type: ignore[no-untyped-def]
+            nonlocal calls
+            calls += 1
+            return await inner.list_fleet()
+
+        def close(self) -> None:
+            inner.close()
+
+    services.fleet = Counting()
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await _loaded(pilot)
+        before = calls
+        await pilot.press("r", "r", "r")  # three presses while at most one may run
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if not app.screen._refreshing:  # type: ignore[attr-defined]
+                break
+        assert 1 <= calls - before <= 3
+        assert app.screen._refreshing is False  # type: ignore[attr-defined]
+
+
+async def test_help_lists_bindings_with_ids(services: Services) -> None:
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await _loaded(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = "\n".join(text_of(w) for w in app.screen.query(Static))
+        for needle in ("refresh", "raw_json", "watch", "swap", "bench", "history", "Quit"):
+            assert needle in text
+        await pilot.press("escape")
+        assert isinstance(app.screen, FleetScreen)

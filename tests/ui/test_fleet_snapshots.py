@@ -1,0 +1,32 @@
+"""Snapshot tests of the fleet and help screens (frozen clock, sandbox TPU API)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from console.app import TpuConsoleApp
+from console.screens.fleet import FleetScreen
+from console.services import Services
+
+
+async def _wait_loaded(pilot: Any) -> None:
+    for _ in range(200):
+        await pilot.pause(0.05)
+        screen = pilot.app.screen
+        if isinstance(screen, FleetScreen) and screen.snapshot is not None:
+            await pilot.pause()
+            return
+    raise AssertionError("the fleet never loaded")
+
+
+def test_fleet_screen(snap_compare: Any, services: Services) -> None:
+    assert snap_compare(TpuConsoleApp(services), terminal_size=(180, 40), run_before=_wait_loaded)
+
+
+def test_help_screen(snap_compare: Any, services: Services) -> None:
+    async def open_help(pilot: Any) -> None:
+        await _wait_loaded(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+
+    assert snap_compare(TpuConsoleApp(services), terminal_size=(120, 40), run_before=open_help)
