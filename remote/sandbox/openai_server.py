@@ -473,6 +473,8 @@ class _Handler(BaseHTTPRequestHandler):
     """One connection; HTTP/1.1 keep-alive, chunked SSE for streams."""
 
     protocol_version = "HTTP/1.1"
+    #: TCP_NODELAY like uvicorn: otherwise back-to-back SSE writes wait for the client's delayed ACK.
+    disable_nagle_algorithm = True
     server: _HTTPServer
 
     def setup(self) -> None:
