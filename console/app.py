@@ -25,6 +25,7 @@ FEATURES: dict[str, tuple[str, str]] = {
     "swap": ("console.screens.swap", "SwapScreen"),
     "bench": ("console.screens.bench", "BenchScreen"),
     "history": ("console.screens.history", "HistoryScreen"),
+    "rollback": ("console.screens.swap", "RollbackScreen"),
 }
 
 

@@ -34,6 +34,7 @@ class Services:
         db_path: the history database file.
         sandbox: the running sandbox when ``--demo``, else ``None``.
         clock: the current UTC time (tests freeze it for stable snapshots).
+        previous_specs: node key -> the ``ContainerSpec`` a swap replaced (what rollback re-runs).
     """
 
     config: Config
@@ -41,6 +42,7 @@ class Services:
     db_path: Path
     sandbox: Any = None
     clock: Callable[[], datetime] = utc_now
+    previous_specs: dict[tuple[str, str, str], Any] = field(default_factory=dict)
     _store: Any = field(default=None, repr=False)
 
     @property

@@ -28,13 +28,31 @@ from remote.models import Node, utc_now
 
 #: Image every sandbox node runs at start, and the images `docker pull` knows.
 SANDBOX_IMAGE = "vllm/vllm-tpu:v0.29.1"
-#: `vllm serve` argv the sandbox containers start with, by chip generation.
-DEFAULT_SERVE_ARGS: dict[str, list[str]] = {
-    "v5e": ["Qwen/Qwen3-8B", "--max-model-len", "32768", "--gpu-memory-utilization", "0.90",
-            "--tensor-parallel-size", "1", "--max-num-batched-tokens", "2048"],
-    "v6e": ["google/gemma-3-27b-it", "--max-model-len", "65536", "--gpu-memory-utilization", "0.92",
-            "--tensor-parallel-size", "8", "--max-num-batched-tokens", "4096"],
+#: `vllm serve` argv the sandbox containers start with: (generation, minimum chips) -> argv.
+#: Tensor parallelism is set to the node's chip count.
+DEFAULT_SERVE_ARGS: dict[tuple[str, int], list[str]] = {
+    ("v5e", 4): ["meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "32768",
+                 "--gpu-memory-utilization", "0.90", "--max-num-batched-tokens", "2048"],
+    ("v5e", 1): ["Qwen/Qwen3-0.6B", "--max-model-len", "16384", "--gpu-memory-utilization", "0.90"],
+    ("v6e", 8): ["google/gemma-3-27b-it", "--max-model-len", "65536", "--gpu-memory-utilization", "0.92",
+                 "--max-num-batched-tokens", "4096"],
+    ("v6e", 1): ["meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "65536",
+                 "--gpu-memory-utilization", "0.92"],
 }
+
+
+def serve_args_for(accelerator_type: str, chips: int) -> list[str] | None:
+    """The sandbox's starting ``vllm serve`` argv for a node, or ``None`` for unknown chips."""
+    from remote.models import chip_generation
+
+    generation = chip_generation(accelerator_type)
+    choices = sorted(((need, argv) for (gen, need), argv in DEFAULT_SERVE_ARGS.items()
+                      if gen == generation and chips >= need), reverse=True)
+    if not choices:
+        return None
+    return [*choices[0][1], "--tensor-parallel-size", str(chips)]
+
+
 SLOW_BOOT_NODE = "vllm-flex-b"
 
 
@@ -146,7 +164,6 @@ class Sandbox:
     async def _start_vms(self) -> None:
         import asyncssh
 
-        from remote.models import chip_generation
         from remote.sandbox.vm import SandboxVm
 
         client_key = asyncssh.generate_private_key("ssh-ed25519")
@@ -165,12 +182,8 @@ class Sandbox:
             vm.ssh_port = port
             self.vms[node.name] = vm
             known_lines.append(vm.known_hosts_line(f"tpu.{node.node_id}-0"))
-            gen = chip_generation(node.accelerator_type) or "v5e"
-            if self.boot and gen in DEFAULT_SERVE_ARGS:
-                argv = list(DEFAULT_SERVE_ARGS[gen])
-                chips = node.chips or 1
-                if "--tensor-parallel-size" in argv:
-                    argv[argv.index("--tensor-parallel-size") + 1] = str(chips)
+            argv = serve_args_for(node.accelerator_type, node.chips or 1)
+            if self.boot and argv is not None:
                 await vm.boot_container(argv, image=SANDBOX_IMAGE)
         self.known_hosts_path.write_text("".join(line if line.endswith("\n") else line + "\n"
                                                  for line in known_lines))
@@ -207,7 +220,7 @@ class Sandbox:
             'name = "vllm"',
             "port = 8000",
             f"image = {_toml_str(SANDBOX_IMAGE)}",
-            'model = "Qwen/Qwen3-8B"',
+            'model = "meta-llama/Llama-3.1-8B-Instruct"',
             "",
         ]
         self.config_path.write_text("\n".join(lines), encoding="utf-8")
