@@ -27,8 +27,8 @@ which fails only after every compile step (``hbm_oom_after_compile``).
 Time: the log describes a real-looking boot (timestamps and printed seconds in "log
 seconds", about 10 minutes for an 8B model); offsets are log seconds divided by
 ``EnginePlan.time_scale`` = (log seconds of the full boot) / ``boot_s``, so a ready
-boot prints ``Application startup complete.`` at exactly ``boot_s`` (x30 at the default
-20 s for a 600 s boot). A failing boot keeps the scale of its full boot, so it fails
+boot prints ``Application startup complete.`` at exactly ``boot_s`` (Qwen3-8B on v6e-1 logs
+a 480 s boot, so x24 at the default 20 s). A failing boot keeps the scale of its full boot, so it fails
 at the same point a real one would.
 """
 
@@ -162,7 +162,8 @@ def _positive(config: str, name: str, value: float) -> None:
 def parse_serve_args(argv: Sequence[str]) -> ServeArgs:
     """Parse the words after ``vllm serve`` like vLLM's FlexibleArgumentParser.
 
-    Accepts ``--flag value``, ``--flag=value`` and underscores in flag names.
+    Accepts ``--flag value``, ``--flag=value``, underscores in flag names, and a leading
+    ``vllm serve``.
 
     Raises:
         ValueError: with vLLM's argparse or pydantic wording, e.g.
@@ -172,6 +173,8 @@ def parse_serve_args(argv: Sequence[str]) -> ServeArgs:
     extra: list[str] = []
     positional: list[str] = []
     words = list(argv)
+    if words[:2] == ["vllm", "serve"]:  # tolerate the whole container command
+        words = words[2:]
     i = 0
     while i < len(words):
         word = words[i]

@@ -70,6 +70,7 @@ def test_parse_serve_args_reads_known_flags_in_every_spelling() -> None:
                              gpu_memory_utilization=0.85, tensor_parallel_size=4, max_num_seqs=64,
                              extra=("--enable-auto-tool-choice", "--tool-call-parser", "hermes"), port=8001)
     assert parse_serve_args(["--model", "m", "--max-model-len", "32k"]).max_model_len == 32000
+    assert parse_serve_args(["vllm", "serve", "m", "--port=9000"]) == ServeArgs(model="m", port=9000)
     defaults = parse_serve_args(["m"])
     assert (defaults.gpu_memory_utilization, defaults.tensor_parallel_size, defaults.kv_cache_dtype,
             defaults.max_model_len) == (0.92, 1, "auto", None)
