@@ -58,12 +58,23 @@ async def client_scope(
         yield owned
 
 
+def _refused(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return False
+        if isinstance(seen, ConnectionRefusedError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def transport_error(exc: httpx.HTTPError, base_url: str) -> VllmHttpError:
     """Translate an httpx transport exception into one clear :class:`VllmHttpError`."""
     if isinstance(exc, httpx.ConnectTimeout):
         why = "the connection timed out"
     elif isinstance(exc, httpx.ConnectError):
-        why = f"the connection failed ({exc or 'refused'})"
+        why = "the connection was refused" if _refused(exc) else f"the connection failed ({exc})"
     elif isinstance(exc, httpx.TimeoutException):
         why = "it did not answer in time"
     else:

@@ -4,7 +4,7 @@ Each probe is one streamed chat request, sent one at a time:
 
 * a first line unique to the probe (so vLLM's prefix cache cannot reuse another probe),
 * filler text of about ``context_tokens`` tokens (sized by ``prompts.CHARS_PER_TOKEN``)
-  with the sentence ``The secret passphrase is <phrase>.`` inserted at ``depth``
+  with the sentence ``The passphrase is <phrase>.`` inserted at ``depth``
   (0.0 = start, 1.0 = end) of the filler, on a word boundary,
 * the question asking for the passphrase.
 
@@ -27,7 +27,7 @@ from remote.bench.client import client_scope, resolve_model, stream_chat
 from remote.bench.progress import ProgressCallback, ProgressTracker
 from remote.bench.prompts import CHARS_PER_TOKEN, filler, unique_line
 
-QUESTION = ("What is the secret passphrase stated in the document above? "
+QUESTION = ("What is the passphrase stated in the document above? "
             "Reply with the passphrase only.")
 _PHRASE_WORDS = ("amber", "cobalt", "falcon", "juniper", "lantern", "marble", "nimbus", "orchid",
                  "quartz", "saffron", "tundra", "velvet", "walnut", "zephyr", "copper", "harbor")
@@ -105,7 +105,7 @@ def build_prompt(context_tokens: int, depth: float, passphrase: str, rng: random
     text = filler(int(context_tokens * CHARS_PER_TOKEN), rng)
     cut = int(len(text) * depth)
     cut = text.rfind(" ", 0, cut) + 1 if 0 < cut < len(text) else cut
-    needle = f" The secret passphrase is {passphrase}. "
+    needle = f" The passphrase is {passphrase}. "
     body = (text[:cut].rstrip() + needle + text[cut:].lstrip()).strip()
     return f"{unique_line('Document')}\n{body}\n\n{QUESTION}"
 

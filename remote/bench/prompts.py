@@ -30,16 +30,18 @@ _WORDS = (
     "table paper music light field winter summer cloud forest letter island engine harbor"
 ).split()
 
+_MEAN_WORD_CHARS = sum(len(w) + 1 for w in _WORDS) / len(_WORDS)
+
 
 def filler(chars: int, rng: random.Random) -> str:
     """About ``chars`` characters of space-separated common words (never more than a word over)."""
-    out: list[str] = []
-    size = 0
-    while size < chars:
-        word = rng.choice(_WORDS)
-        out.append(word)
-        size += len(word) + 1
-    return " ".join(out)
+    if chars <= 0:
+        return ""
+    text = " ".join(rng.choices(_WORDS, k=int(chars / _MEAN_WORD_CHARS) + 8))  # a few spare words
+    while len(text) <= chars:   # rare: the random words came out short
+        text += " " + " ".join(rng.choices(_WORDS, k=64))
+    cut = text.find(" ", chars)
+    return text if cut < 0 else text[:cut]
 
 
 def unique_line(label: str = "Request") -> str:

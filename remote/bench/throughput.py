@@ -80,9 +80,26 @@ def _error_summary(records: Sequence[RequestRecord]) -> tuple[tuple[str, int], .
     return tuple(sorted(counts.items(), key=lambda kv: -kv[1])[:5])
 
 
+async def warm_up(client: httpx.AsyncClient, connections: int) -> None:
+    """Open ``connections`` keep-alive connections (concurrent ``GET /v1/models``) before timing.
+
+    Like ``vllm bench serve``'s initial test request, this keeps connection set-up (and,
+    through an SSH forward, channel set-up) out of the first requests' TTFT. Failures are
+    left for the timed requests to report.
+    """
+    async def one() -> None:
+        try:
+            await client.get("/v1/models")
+        except httpx.HTTPError:
+            pass
+    await asyncio.gather(*(one() for _ in range(connections)))
+
+
 async def _run_level(client: httpx.AsyncClient, model: str, *, concurrency: int, prompt_tokens: int,
                      output_tokens: int, requests: int | None, duration_s: float | None,
                      on_progress: ProgressCallback | None) -> tuple[list[RequestRecord], float]:
+    workers = concurrency if requests is None else min(concurrency, requests)
+    await warm_up(client, workers)
     tracker = ProgressTracker("throughput", on_progress, requests_total=requests, concurrency=concurrency)
     records: list[RequestRecord] = []
     next_index = 0
@@ -109,7 +126,6 @@ async def _run_level(client: httpx.AsyncClient, model: str, *, concurrency: int,
             records.append(record)
             tracker.request_done(record.token_chunks, record.output_tokens if record.success else 0)
 
-    workers = concurrency if requests is None else min(concurrency, requests)
     await asyncio.gather(*(worker() for _ in range(workers)))
     return records, time.perf_counter() - start
 

@@ -138,7 +138,7 @@ def test_build_prompt_puts_the_passphrase_at_depth(depth):
     prompt = build_prompt(2000, depth, phrase, rng)
     lines = prompt.split("\n")
     body = lines[1]
-    at = body.index(f"The secret passphrase is {phrase}.") / len(body)
+    at = body.index(f"The passphrase is {phrase}.") / len(body)
     assert at == pytest.approx(depth, abs=0.02)
     assert lines[0].startswith("Document ") and "passphrase" in lines[-1]
 

@@ -1,0 +1,189 @@
+"""Benchmarks with real httpx against the sandbox's loopback OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import socket
+import statistics
+
+import pytest
+
+from console.cli import main
+from remote.bench import run_longctx, run_smoke, run_sweep, run_throughput, to_json
+from remote.errors import VllmHttpError
+from remote.sandbox import openai_server
+from remote.sandbox.openai_server import SandboxOpenAIServer
+
+MAX_MODEL_LEN = 32768
+
+
+@pytest.fixture
+def server(monkeypatch):
+    """A ready sandbox vLLM: Qwen3-8B on one v6e chip (150 tok/s single stream), 32k context.
+
+    TCP_NODELAY on the server's sockets, as uvicorn sets it under real vLLM: without it the
+    stdlib server's back-to-back SSE writes (role chunk, first token) wait for the client's
+    delayed ACK (up to 40 ms), so the server's own TTFT stamps would not be when the token left.
+    """
+    monkeypatch.setattr(openai_server._Handler, "disable_nagle_algorithm", True)
+    srv = SandboxOpenAIServer()
+    srv.configure(model="Qwen/Qwen3-8B", served_model_name="qwen3-8b", max_model_len=MAX_MODEL_LEN,
+                  accelerator_type="v6e-1", chips=1)
+    srv.start()
+    srv.set_ready(True)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def url(server) -> str:
+    return f"http://127.0.0.1:{server.port}"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_smoke_answers_and_scores_the_tool_call(url):
+    result = await run_smoke(url)
+    assert result.ok and result.error is None
+    assert result.model == "qwen3-8b"          # served model name from /v1/models
+    assert result.answer and result.latency_s > 0
+    assert result.prompt_tokens > 0 and result.completion_tokens > 0
+    tool = result.tool
+    assert (tool.called, tool.name, tool.arguments) == (True, "multiply", {"a": 1234, "b": 5678})
+    assert tool.arguments_ok and tool.final_ok and tool.passed
+    assert "7006652" in tool.final_answer
+
+
+async def test_throughput_matches_what_the_server_served(server, url):
+    # One v5e chip: prefill 16k tokens/s, so a 6000-token prompt takes ~375 ms and TTFT (mean
+    # ~0.8 s with queueing) dwarfs the 5-20 ms the client itself needs to send a request on
+    # a busy shared machine (measured with httpcore's trace hooks), keeping that under 5%.
+    server.configure(model="Qwen/Qwen3-8B", served_model_name="qwen3-8b", max_model_len=MAX_MODEL_LEN,
+                     accelerator_type="v5litepod-1", chips=1)
+    progress = []
+    result = await run_throughput(url, concurrency=4, prompt_tokens=6000, output_tokens=32,
+                                  requests=8, on_progress=progress.append)
+    stats = server.stats
+    m = result.metrics
+    assert (m.completed, m.failed, stats.requests) == (8, 0, 8)
+    assert m.total_output_tokens == stats.completion_tokens == 8 * 32
+    assert m.total_input_tokens == stats.prompt_tokens            # server-counted, not our estimate
+    assert abs(result.mean_prompt_tokens - 6000) / 6000 < 0.02
+    served_tok_s = stats.output_tokens_per_s()
+    assert m.output_throughput == pytest.approx(served_tok_s, rel=0.05)
+    served_ttft_ms = statistics.mean(r.ttft_s for r in stats.ok) * 1000
+    assert m.ttft.mean_ms == pytest.approx(served_ttft_ms, rel=0.05)
+    # TPOT by definition, against the server's own token times.
+    served_tpot_ms = statistics.mean(
+        (r.token_times_s[-1] - r.token_times_s[0]) / (len(r.token_times_s) - 1) for r in stats.ok) * 1000
+    assert m.tpot.mean_ms == pytest.approx(served_tpot_ms, rel=0.05)
+    assert m.itl.samples > 0 and m.itl.p99_ms >= m.itl.median_ms
+    assert progress[-1].requests_done == 8 and progress[-1].output_tokens == 8 * 32
+    assert progress[-1].concurrency == 4
+
+
+async def test_sweep_total_tokens_per_second_rises_with_streams(url):
+    results = await run_sweep(url, concurrencies=[1, 4, 16], prompt_tokens=256, output_tokens=16,
+                              requests=None, duration_s=None)
+    assert [r.concurrency for r in results] == [1, 4, 16]
+    assert [r.requests_sent for r in results] == [8, 16, 64]
+    rates = [r.metrics.total_token_throughput for r in results]
+    assert rates[0] < rates[1] < rates[2], rates
+    per_stream = [r.metrics.tpot.mean_ms for r in results]
+    assert per_stream[0] < per_stream[2]       # more streams: slower per stream
+
+
+async def test_throughput_duration_bound(url):
+    result = await run_throughput(url, concurrency=2, prompt_tokens=64, output_tokens=16, duration_s=0.5)
+    assert result.metrics.completed >= 2 and result.metrics.failed == 0
+    assert result.metrics.duration_s >= 0.5
+
+
+async def test_failed_requests_are_counted_not_raised(url):
+    result = await run_throughput(url, concurrency=2, prompt_tokens=40000, output_tokens=16, requests=3)
+    assert (result.metrics.completed, result.metrics.failed) == (0, 3)
+    assert sum(count for _, count in result.errors) == 3       # grouped by message (M varies)
+    for message, _ in result.errors:
+        assert message.startswith("HTTP 400: This model's maximum context length is 32768 tokens.")
+
+
+async def test_longctx_finds_the_passphrase_and_reports_the_400(url):
+    progress = []
+    result = await run_longctx(url, context_tokens=8000, depths=[0.1, 0.5, 0.9], over_limit=True,
+                               seed=3, on_progress=progress.append)
+    assert result.max_model_len == MAX_MODEL_LEN
+    found, over = result.probes[:3], result.probes[3]
+    assert [p.depth for p in found] == [0.1, 0.5, 0.9]
+    for probe in found:
+        assert probe.found and probe.error is None and probe.passphrase in probe.answer
+        assert abs(probe.prompt_tokens - 8000) / 8000 < 0.02
+        assert probe.seconds > probe.ttft_s > 0
+        assert probe.prompt_tokens_per_s == pytest.approx(probe.prompt_tokens / probe.ttft_s)
+    assert len({p.passphrase for p in found}) == 3
+    assert over.status_code == 400 and not over.found
+    assert over.error.startswith("This model's maximum context length is 32768 tokens. However, you requested")
+    assert result.found_all
+    assert progress[-1].requests_done == 4
+    assert json.loads(json.dumps(to_json(result)))["probes"][3]["status_code"] == 400
+
+
+async def test_unreachable_server_raises_one_clear_error():
+    with pytest.raises(VllmHttpError, match="connection was refused"):
+        await run_throughput(f"http://127.0.0.1:{_closed_port()}", concurrency=1, prompt_tokens=8,
+                             output_tokens=8, requests=1)
+
+
+def test_verb_unreachable_exits_1_with_a_sentence(capsys):
+    code = main(["bench", "--url", f"http://127.0.0.1:{_closed_port()}", "--kind", "smoke"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "Could not reach the vLLM server" in err and "connection was refused" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["bench", "--kind", "smoke"],                                                  # neither NODE nor --url
+    ["bench", "--url", "ftp://x", "--kind", "smoke"],
+    ["bench", "--url", "http://127.0.0.1:9", "--kind", "throughput", "--streams", "1,x"],
+    ["bench", "--url", "http://127.0.0.1:9", "--kind", "longctx", "--depths", "0.5,1.5"],
+    ["bench", "--url", "http://127.0.0.1:9", "--kind", "throughput", "--chips", "4"],
+    ["bench", "--url", "http://127.0.0.1:9", "--kind", "throughput", "--requests", "4", "--duration", "2"],
+])
+def test_verb_bad_input_exits_2(argv, capsys):
+    try:
+        code = main(argv)
+    except SystemExit as exc:            # argparse's own usage errors
+        code = exc.code
+    assert code == 2
+    assert capsys.readouterr().err.strip()
+
+
+def test_verb_throughput_json_with_cost(url, capsys):
+    code = main(["bench", "--url", url, "--kind", "throughput", "--streams", "1,4", "--prompt-tokens", "128",
+                 "--output-tokens", "16", "--requests", "4", "--json",
+                 "--price-per-chip-hour", "2.70", "--chips", "1"])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kind"] == "throughput" and [r["concurrency"] for r in data["results"]] == [1, 4]
+    for r in data["results"]:
+        assert r["completed"] == 4 and r["total_output_tokens"] == 64
+        assert r["usd_per_mtok"] == pytest.approx(2.70 / 3600 / r["output_throughput"] * 1e6)
+
+
+def test_verb_longctx_table_shows_the_servers_400(url, capsys):
+    code = main(["bench", "--url", url, "--kind", "longctx", "--context-tokens", "2000", "--over-limit"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.count(" yes ") == 3
+    assert "HTTP 400: This model's maximum context length is 32768 tokens" in " ".join(out.split())
+
+
+def test_verb_every_request_failed_exits_1(url, capsys):
+    code = main(["bench", "--url", url, "--kind", "throughput", "--prompt-tokens", "40000",
+                 "--output-tokens", "8", "--requests", "2"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "every request failed" in captured.err and "maximum context length" in " ".join(captured.out.split())
