@@ -25,9 +25,9 @@ from textual.widgets import DataTable, Footer, Header, Input, Label, Static
 from console import format as fmt
 from remote.models import FleetSnapshot, Node, QueuedResource
 
-NODE_COLUMNS = ("PROJECT", "ZONE", "NAME", "STATE", "HEALTH", "ACCELERATOR", "PROVISIONING", "TIME LEFT",
+NODE_COLUMNS = ("NAME", "STATE", "HEALTH", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "PROJECT", "ZONE",
                 "EXTERNAL IP", "INTERNAL IP", "RUNTIME", "QUEUED RESOURCE", "AGE")
-QR_COLUMNS = ("PROJECT", "ZONE", "NAME", "STATE", "PROVISIONING", "ACCELERATOR", "MAX RUN", "TIME LEFT",
+QR_COLUMNS = ("NAME", "STATE", "PROVISIONING", "ACCELERATOR", "MAX RUN", "TIME LEFT", "PROJECT", "ZONE",
               "AGE", "FAILURE")
 
 
@@ -156,17 +156,17 @@ class FleetScreen(Screen[None]):
 
     def _node_cells(self, n: Node) -> list[Any]:
         now = self._now()
-        return [n.project, n.zone, n.name, fmt.styled_state(n.state), _health(n), n.accelerator_type,
-                n.provisioning_model, fmt.countdown(n.time_left_s(now)), fmt.dash(n.external_ip),
+        return [n.name, fmt.styled_state(n.state), _health(n), n.accelerator_type,
+                n.provisioning_model, fmt.countdown(n.time_left_s(now)), n.project, n.zone, fmt.dash(n.external_ip),
                 fmt.dash(n.internal_ip), fmt.dash(n.runtime_version), fmt.dash(n.queued_resource),
                 fmt.age(n.create_time, now)]
 
     def _qr_cells(self, q: QueuedResource) -> list[Any]:
         now = self._now()
         failure = Text(q.failure, style="red") if q.failure else Text("-", style="dim")
-        return [q.project, q.zone, q.name, fmt.styled_state(q.state), q.provisioning_model,
+        return [q.name, fmt.styled_state(q.state), q.provisioning_model,
                 fmt.dash(q.accelerator_type), fmt.duration(q.max_run_duration_s),
-                self._qr_time_left(q, now), fmt.age(q.create_time, now), failure]
+                self._qr_time_left(q, now), q.project, q.zone, fmt.age(q.create_time, now), failure]
 
     @staticmethod
     def _qr_time_left(q: QueuedResource, now: Any) -> Text:

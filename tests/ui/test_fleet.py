@@ -35,9 +35,9 @@ async def test_fleet_lists_every_project_and_the_403_problem(services: Services)
         assert "vllm-flex-b" in names and "research-v5e-1" in names
         assert len(names) == 10
         flex_row = names.index("vllm-flex-b")
-        assert str(nodes.get_cell_at((flex_row, 6))) == "flex-start"
+        assert str(nodes.get_cell_at((flex_row, 4))) == "flex-start"
         # frozen clock: terminationTimestamp is now + 2 h
-        assert str(nodes.get_cell_at((flex_row, 7))) == "2:00:00"
+        assert str(nodes.get_cell_at((flex_row, 5))) == "2:00:00"
         problems = text_of(screen.query_one("#problems", Static))
         assert "denied-project (HTTP 403): Permission 'tpu.nodes.list' denied" in problems
         assert "research-sandbox/europe-west4-a" in problems
