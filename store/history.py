@@ -31,19 +31,16 @@ from sqlite_utils import Database
 
 from store.migrations import migrations
 from store.records import (
-    BENCHMARK_KINDS, ORIGINS, OUTCOMES, BenchmarkRecord, Launch, behaviour_flags, compile_key,
+    BENCHMARK_KINDS, LAUNCH_FIELDS, BenchmarkRecord, Launch, behaviour_flags, benchmark_from_row,
+    benchmark_plot_columns, compile_key, iso_time, launch_from_row, launch_row,
 )
 from store.secrets import scrub_args, scrub_value
 
-#: Launch columns a caller may set (everything but ``id``).
-LAUNCH_FIELDS = tuple(f.name for f in fields(Launch) if f.name != "id")
-_JSON_FIELDS = frozenset({"container_spec", "serve_args", "phase_durations", "hbm"})
-_TIME_FIELDS = frozenset({"requested_at", "started_at", "ready_at", "failed_at"})
 _LAUNCH_SELECT = "SELECT id, " + ", ".join(LAUNCH_FIELDS) + " FROM launches"
-_BENCH_COLUMNS = tuple(f.name for f in fields(BenchmarkRecord))
-_BENCH_SELECT = "SELECT " + ", ".join(_BENCH_COLUMNS) + " FROM benchmarks"
+_LAUNCH_COLUMNS_L = "l.id, " + ", ".join(f"l.{name}" for name in LAUNCH_FIELDS)
+_BENCH_SELECT = "SELECT " + ", ".join(f.name for f in fields(BenchmarkRecord)) + " FROM benchmarks"
 _TEXT_COLUMNS = ("node", "project", "zone", "accelerator_type", "model", "served_model_name",
-                 "image", "container_id", "serve_args", "failure_kind", "failure_detail", "notes")
+                 "image", "serve_args", "failure_kind", "failure_detail", "notes")  # as in launches_fts
 #: ``running`` launches of another host are only marked interrupted after this long.
 OTHER_HOST_STALE_S = 6 * 3600
 #: How many recent compile times :meth:`HistoryStore.compile_eta_s` takes the median of.
@@ -52,21 +49,6 @@ COMPILE_ETA_SAMPLES = 20
 
 class StoreError(Exception):
     """The history database cannot be used. ``str()`` is the one message to show."""
-
-
-def iso_time(value: datetime | str) -> str:
-    """Normalize a time to the stored form ``2026-05-01T12:00:00.123Z`` (UTC, milliseconds).
-
-    Naive datetimes (and strings without an offset) are taken as UTC. The fixed width
-    makes string order equal time order.
-
-    Raises:
-        ValueError: ``value`` is not an ISO 8601 time.
-    """
-    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def _pid_start(pid: int) -> str | None:
@@ -98,18 +80,6 @@ _HOST = socket.gethostname()
 _PID = os.getpid()
 _PID_START = _pid_start(_PID)
 _PROCESS_STARTED_AT = iso_time(datetime.now(timezone.utc))
-
-
-def _bench_scalars(params: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
-    """Plot columns from benchmark JSON; accepts our keys and ``vllm bench serve``'s."""
-    def first(source: dict[str, Any], *keys: str) -> Any:
-        return next((source[k] for k in keys if isinstance(source.get(k), (int, float))), None)
-    return {
-        "concurrency": first(params, "concurrency", "streams") or first(results, "max_concurrency"),
-        "output_tokens_per_s": first(results, "output_tokens_per_s", "output_throughput"),
-        "ttft_median_ms": first(results, "ttft_median_ms", "median_ttft_ms"),
-        "tpot_median_ms": first(results, "tpot_median_ms", "median_tpot_ms"),
-    }
 
 
 class HistoryStore:
@@ -179,43 +149,6 @@ class HistoryStore:
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row)) for row in cursor.fetchall()]
 
-    @staticmethod
-    def _encode(values: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(values) - set(LAUNCH_FIELDS))
-        if unknown:
-            raise ValueError(f"unknown launch fields: {', '.join(unknown)}")
-        if values.get("outcome", "running") not in OUTCOMES:
-            raise ValueError(f"outcome must be one of {OUTCOMES}, got {values['outcome']!r}")
-        if values.get("origin", "console") not in ORIGINS:
-            raise ValueError(f"origin must be one of {ORIGINS}, got {values['origin']!r}")
-        row: dict[str, Any] = {}
-        for name, value in values.items():
-            if value is not None and name in _TIME_FIELDS:
-                value = iso_time(value)
-            elif name in _JSON_FIELDS:
-                value = None if value is None else json.dumps(scrub_value(value))
-            else:
-                value = scrub_value(value)
-            row[name] = value
-        return row
-
-    @staticmethod
-    def _launch(row: dict[str, Any]) -> Launch:
-        data = dict(row)
-        for name in _JSON_FIELDS:
-            data[name] = json.loads(data[name]) if data[name] else None
-        data["serve_args"] = tuple(data["serve_args"] or ())
-        data["hbm"] = tuple(data["hbm"] or ())
-        data["phase_durations"] = data["phase_durations"] or {}
-        return Launch(**data)
-
-    @staticmethod
-    def _benchmark(row: dict[str, Any]) -> BenchmarkRecord:
-        data = dict(row)
-        data["params"] = json.loads(data["params"]) if data["params"] else {}
-        data["results"] = json.loads(data["results"]) if data["results"] else {}
-        return BenchmarkRecord(**data)
-
     def _writer(self) -> dict[str, Any]:
         return {"writer_host": _HOST, "writer_pid": _PID, "writer_pid_start": _PID_START}
 
@@ -271,7 +204,7 @@ class HistoryStore:
         if fields.get("compile_key") is None and fields.get("accelerator_type") and fields.get("model"):
             fields["compile_key"] = compile_key(fields["accelerator_type"], fields["model"],
                                                 scrub_args(fields.get("serve_args") or []))
-        row = self._encode(fields) | self._writer()
+        row = launch_row(fields) | self._writer()
         with self._write() as db:
             return int(db["launches"].insert(row).last_pk)
 
@@ -285,7 +218,7 @@ class HistoryStore:
             KeyError: no launch has that id.
             ValueError: unknown field, bad outcome/origin or time.
         """
-        row = self._encode(fields)
+        row = launch_row(fields)
         with self._write() as db:
             current = self._rows("SELECT accelerator_type, model, serve_args FROM launches WHERE id = ?",
                                  [launch_id])
@@ -301,12 +234,12 @@ class HistoryStore:
     def get_launch(self, launch_id: int) -> Launch | None:
         """The launch with that id, or ``None``."""
         rows = self._rows(f"{_LAUNCH_SELECT} WHERE id = ?", [launch_id])
-        return self._launch(rows[0]) if rows else None
+        return launch_from_row(rows[0]) if rows else None
 
     def list_launches(self, *, limit: int = 200, node: str | None = None, model: str | None = None,
                       accelerator_type: str | None = None, outcome: str | None = None,
                       text: str | None = None) -> list[Launch]:
-        """Launches, newest request first, filtered.
+        """Launches, newest first (most recently recorded: ids grow with time), filtered.
 
         Args:
             limit: at most this many.
@@ -314,27 +247,34 @@ class HistoryStore:
             model: exact match; without a ``/`` it also matches the name after the owner
                 (``Qwen3-8B`` finds ``Qwen/Qwen3-8B``).
             text: case-insensitive substring of node, project, zone, accelerator type,
-                model, served name, image, container id, serve args, failure or notes.
+                model, served name, image, serve args, failure or notes (3+ characters use
+                the trigram index, shorter text scans the rows).
         """
         where, params = [], []
         for column, value in (("node", node), ("accelerator_type", accelerator_type), ("outcome", outcome)):
             if value:
-                where.append(f"{column} = ?")
+                where.append(f"l.{column} = ?")
                 params.append(value)
         if model:
             if "/" in model:
-                where.append("model = ?")
+                where.append("l.model = ?")
                 params.append(model)
             else:
-                where.append("(model = ? OR model LIKE ? ESCAPE '\\')")
+                where.append("(l.model = ? OR l.model LIKE ? ESCAPE '\\')")
                 params += [model, "%/" + _like_escape(model)]
-        if text:
-            haystack = " || ' ' || ".join(f"COALESCE({c}, '')" for c in _TEXT_COLUMNS)
+        text = (text or "").strip()
+        source, order = "launches l", "l.id"
+        if len(text) >= 3:  # the trigram index finds substrings of 3+ characters, newest first
+            source, order = "launches_fts JOIN launches l ON l.id = launches_fts.rowid", "launches_fts.rowid"
+            where.append("launches_fts MATCH ?")
+            params.append('"' + text.replace('"', '""') + '"')
+        elif text:
+            haystack = " || ' ' || ".join(f"COALESCE(l.{c}, '')" for c in _TEXT_COLUMNS)
             where.append(f"({haystack}) LIKE ? ESCAPE '\\'")
             params.append(f"%{_like_escape(text)}%")
-        sql = _LAUNCH_SELECT + (" WHERE " + " AND ".join(where) if where else "")
-        sql += " ORDER BY requested_at DESC, id DESC LIMIT ?"
-        return [self._launch(r) for r in self._rows(sql, params + [int(limit)])]
+        sql = f"SELECT {_LAUNCH_COLUMNS_L} FROM {source}" + (" WHERE " + " AND ".join(where) if where else "")
+        sql += f" ORDER BY {order} DESC LIMIT ?"
+        return [launch_from_row(r) for r in self._rows(sql, params + [int(limit)])]
 
     def find_launch_by_container(self, node: str, container_id: str) -> Launch | None:
         """The newest launch on ``node`` with that container id (full or a 12+ char prefix)."""
@@ -344,27 +284,36 @@ class HistoryStore:
             f"{_LAUNCH_SELECT} WHERE node = ? AND container_id IS NOT NULL AND (container_id = ? OR "
             "(length(?) >= 12 AND length(container_id) >= 12 AND "
             " (substr(container_id, 1, length(?)) = ? OR substr(?, 1, length(container_id)) = container_id)))"
-            " ORDER BY requested_at DESC, id DESC LIMIT 1",
+            " ORDER BY id DESC LIMIT 1",
             [node, container_id, container_id, container_id, container_id, container_id])
-        return self._launch(rows[0]) if rows else None
+        return launch_from_row(rows[0]) if rows else None
 
-    def known_failures(self, accelerator_type: str, model: str, serve_args: list[str]) -> list[Launch]:
+    def known_failures(self, accelerator_type: str, model: str, serve_args: list[str],
+                       *, limit: int = 20) -> list[Launch]:
         """Past failed launches of the same accelerator type, model and flags, newest first.
 
         Flags are compared after normalization (:func:`store.records.behaviour_flags`):
         order, ``--a=b``/``--a b`` and flags like ``--port`` or ``--api-key`` do not matter.
+
+        Args:
+            accelerator_type, model, serve_args: the launch about to be made.
+            limit: at most this many (the newest).
         """
         wanted = behaviour_flags(scrub_args(serve_args))
-        rows = self._rows(f"{_LAUNCH_SELECT} WHERE accelerator_type = ? AND model = ? AND outcome = 'failed' "
-                          "ORDER BY requested_at DESC, id DESC LIMIT 1000", [accelerator_type, model])
-        launches = [self._launch(r) for r in rows]
-        return [launch for launch in launches if behaviour_flags(launch.serve_args) == wanted]
+        candidates = self._rows("SELECT id, serve_args FROM launches WHERE accelerator_type = ? AND model = ? "
+                                "AND outcome = 'failed' ORDER BY id DESC", [accelerator_type, model])
+        ids = [r["id"] for r in candidates if behaviour_flags(json.loads(r["serve_args"] or "[]")) == wanted]
+        ids = ids[:limit]
+        if not ids:
+            return []
+        rows = self._rows(f"{_LAUNCH_SELECT} WHERE id IN ({','.join('?' * len(ids))}) ORDER BY id DESC", ids)
+        return [launch_from_row(r) for r in rows]
 
     def compile_eta_s(self, compile_key: str) -> float | None:
         """Median compile seconds of the last :data:`COMPILE_ETA_SAMPLES` launches with that
         compile key that reached ready, or ``None`` without any."""
         rows = self._rows("SELECT compile_seconds FROM launches WHERE compile_key = ? AND ready_at IS NOT NULL "
-                          "AND compile_seconds IS NOT NULL ORDER BY requested_at DESC LIMIT ?",
+                          "AND compile_seconds IS NOT NULL ORDER BY id DESC LIMIT ?",
                           [compile_key, COMPILE_ETA_SAMPLES])
         return float(statistics.median(r["compile_seconds"] for r in rows)) if rows else None
 
@@ -392,7 +341,7 @@ class HistoryStore:
                "started_at": iso_time(started_at or datetime.now(timezone.utc)),
                "params": json.dumps(params), "results": json.dumps(results),
                "price_per_hour_usd": price_per_hour_usd, "usd_per_mtok": usd_per_mtok,
-               **_bench_scalars(params, results)}
+               **benchmark_plot_columns(params, results)}
         with self._write() as db:
             if launch_id is not None and not self._rows("SELECT 1 FROM launches WHERE id = ?", [launch_id]):
                 raise KeyError(f"no launch with id {launch_id}")
@@ -411,7 +360,7 @@ class HistoryStore:
             rows = self._rows(f"{_BENCH_SELECT} WHERE launch_id IN ({','.join('?' * len(chunk))}) "
                               "ORDER BY started_at, id", chunk)
             for row in rows:
-                found.setdefault(row["launch_id"], []).append(self._benchmark(row))
+                found.setdefault(row["launch_id"], []).append(benchmark_from_row(row))
         return found
 
     # --- export -----------------------------------------------------------------------

@@ -14,6 +14,7 @@ Schema after all migrations (JSON columns hold TEXT):
   records the launch, so a later console can tell a dead writer's ``running`` launch
   (interrupted) from a live one's.
 - ``benchmarks``: see :class:`store.records.BenchmarkRecord`.
+- ``launches_fts`` (m004): trigram full-text index of the launches' text columns.
 """
 
 from __future__ import annotations
@@ -115,13 +116,26 @@ def m003_writer_and_indexes(db: Database) -> None:
     launches.add_column("writer_host", str)
     launches.add_column("writer_pid", int)
     launches.add_column("writer_pid_start", str)
-    launches.create_index(["requested_at"], index_name="launches_requested_at")
-    launches.create_index(["node", "requested_at"], index_name="launches_node")
-    launches.create_index(["model", "requested_at"], index_name="launches_model")
+    # Lists are newest first by id; one-column indexes end in the rowid, so an equality
+    # filter walks its index backwards already in that order.
+    launches.create_index(["node"], index_name="launches_node")
+    launches.create_index(["model"], index_name="launches_model")
     launches.create_index(["accelerator_type", "model", "outcome"], index_name="launches_accelerator_model")
-    launches.create_index(["outcome", "requested_at"], index_name="launches_outcome")
+    launches.create_index(["outcome"], index_name="launches_outcome")
     launches.create_index(["compile_key"], index_name="launches_compile_key")
     launches.create_index(["node", "container_id"], index_name="launches_container")
     benchmarks = db["benchmarks"]
     benchmarks.create_index(["launch_id"], index_name="benchmarks_launch")
     benchmarks.create_index(["kind", "concurrency"], index_name="benchmarks_kind_concurrency")
+
+
+@migrations()
+def m004_launch_text_search(db: Database) -> None:
+    """Substring search for the free-text filter: FTS5 with the trigram tokenizer (SQLite 3.34+),
+    kept in step with ``launches`` by triggers. Container ids are left out (random hex bloats
+    a trigram index; :meth:`HistoryStore.find_launch_by_container` covers them)."""
+    db["launches"].enable_fts(
+        ["node", "project", "zone", "accelerator_type", "model", "served_model_name", "image",
+         "serve_args", "failure_kind", "failure_detail", "notes"],
+        tokenize="trigram", create_triggers=True,
+    )

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
 from typing import Any
+
+from store.secrets import scrub_value
 
 #: A launch's outcome: ``running`` while it boots, then ready/failed; ``interrupted`` when
 #: the console that watched it died before the end; ``replaced`` after a swap replaced it.
@@ -167,8 +169,11 @@ class Launch:
         return _seconds_between(self.requested_at or self.started_at, self.ready_at)
 
     def to_json(self) -> dict[str, Any]:
-        """The launch as a JSON-ready dict (the ``history --json`` object, without benchmarks)."""
-        data = asdict(self)
+        """The launch as a JSON-ready dict (the ``history --json`` object, without benchmarks).
+
+        Nested values (``container_spec``, ``hbm`` entries...) are shared, not copied.
+        """
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["serve_args"] = list(self.serve_args)
         data["hbm"] = list(self.hbm)
         return data
@@ -205,5 +210,88 @@ class BenchmarkRecord:
     tpot_median_ms: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The benchmark as a JSON-ready dict."""
-        return asdict(self)
+        """The benchmark as a JSON-ready dict (``params``/``results`` are shared, not copied)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+#: Launch columns a caller may set (everything but ``id``).
+LAUNCH_FIELDS = tuple(f.name for f in fields(Launch) if f.name != "id")
+_JSON_FIELDS = frozenset({"container_spec", "serve_args", "phase_durations", "hbm"})
+_TIME_FIELDS = frozenset({"requested_at", "started_at", "ready_at", "failed_at"})
+
+
+def iso_time(value: datetime | str) -> str:
+    """Normalize a time to the stored form ``2026-05-01T12:00:00.123Z`` (UTC, milliseconds).
+
+    Naive datetimes (and strings without an offset) are taken as UTC. The fixed width
+    makes string order equal time order.
+
+    Raises:
+        ValueError: ``value`` is not an ISO 8601 time.
+    """
+    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def benchmark_plot_columns(params: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+    """The plot columns of a benchmark row, from its JSON.
+
+    Accepts our keys and ``vllm bench serve``'s: concurrency from ``params.concurrency``/
+    ``params.streams`` (else ``results.max_concurrency``), ``output_tokens_per_s``/
+    ``output_throughput``, ``ttft_median_ms``/``median_ttft_ms``, ``tpot_median_ms``/``median_tpot_ms``.
+    """
+    def first(source: dict[str, Any], *keys: str) -> Any:
+        return next((source[k] for k in keys if isinstance(source.get(k), (int, float))), None)
+    return {
+        "concurrency": first(params, "concurrency", "streams") or first(results, "max_concurrency"),
+        "output_tokens_per_s": first(results, "output_tokens_per_s", "output_throughput"),
+        "ttft_median_ms": first(results, "ttft_median_ms", "median_ttft_ms"),
+        "tpot_median_ms": first(results, "tpot_median_ms", "median_tpot_ms"),
+    }
+
+
+def launch_row(values: dict[str, Any]) -> dict[str, Any]:
+    """Launch fields as a database row: times normalized (:func:`iso_time`), JSON fields
+    encoded, every value scrubbed of secrets (:func:`store.secrets.scrub_value`).
+
+    Raises:
+        ValueError: unknown field, outcome or origin, or a time that is not ISO 8601.
+    """
+    unknown = sorted(set(values) - set(LAUNCH_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown launch fields: {', '.join(unknown)}")
+    if values.get("outcome", "running") not in OUTCOMES:
+        raise ValueError(f"outcome must be one of {OUTCOMES}, got {values['outcome']!r}")
+    if values.get("origin", "console") not in ORIGINS:
+        raise ValueError(f"origin must be one of {ORIGINS}, got {values['origin']!r}")
+    row: dict[str, Any] = {}
+    for name, value in values.items():
+        if value is not None and name in _TIME_FIELDS:
+            value = iso_time(value)
+        elif name in _JSON_FIELDS:
+            value = None if value is None else json.dumps(scrub_value(value))
+        else:
+            value = scrub_value(value)
+        row[name] = value
+    return row
+
+
+def launch_from_row(row: dict[str, Any]) -> Launch:
+    """A :class:`Launch` from a ``launches`` row (JSON fields decoded)."""
+    data = dict(row)
+    for name in _JSON_FIELDS:
+        data[name] = json.loads(data[name]) if data[name] else None
+    data["serve_args"] = tuple(data["serve_args"] or ())
+    data["hbm"] = tuple(data["hbm"] or ())
+    data["phase_durations"] = data["phase_durations"] or {}
+    return Launch(**data)
+
+
+def benchmark_from_row(row: dict[str, Any]) -> BenchmarkRecord:
+    """A :class:`BenchmarkRecord` from a ``benchmarks`` row (JSON fields decoded)."""
+    data = dict(row)
+    data["params"] = json.loads(data["params"]) if data["params"] else {}
+    data["results"] = json.loads(data["results"]) if data["results"] else {}
+    return BenchmarkRecord(**data)

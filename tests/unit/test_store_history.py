@@ -130,6 +130,12 @@ def test_list_newest_first_and_filters(store: HistoryStore) -> None:
     assert keys(store.list_launches(text="%")) == [ids["b-ready"]]  # % is literal, not a wildcard
     assert keys(store.list_launches(text="_")) == [ids["b-ready"], ids["a-failed"]]  # so is _
     assert keys(store.list_launches(text="llama")) == [ids["b-ready"]]
+    assert keys(store.list_launches(text="ock")) == []  # three characters: the trigram index
+    assert keys(store.list_launches(text="fas")) == [ids["b-ready"]]
+    assert keys(store.list_launches(text='max-model-len", "8192')) == keys(store.list_launches())
+    assert keys(store.list_launches(text='OR "x')) == []  # quotes and operators are plain text
+    store.update_launch(ids["old-ready"], notes="rerun after the XLA cache fix")
+    assert keys(store.list_launches(text="xla cache")) == [ids["old-ready"]]  # the index follows updates
     assert store.list_launches(node="nope") == []
 
 
@@ -214,3 +220,18 @@ def test_iso_time_is_fixed_width_utc() -> None:
     assert iso_time("2026-05-01T14:00:00+02:00") == "2026-05-01T12:00:00.000Z"
     assert iso_time("2026-05-01T12:00:00.5") == "2026-05-01T12:00:00.500Z"
     assert iso_time("2026-05-01T12:00:00.5Z") > iso_time("2026-05-01T12:00:00Z")
+
+
+def test_known_failures_newest_first_up_to_limit(store: HistoryStore) -> None:
+    ids = [store.start_launch(node="n", accelerator_type="v6e-8", model="m", serve_args=ARGS_8K, outcome="failed")
+           for _ in range(3)]
+    assert [f.id for f in store.known_failures("v6e-8", "m", ARGS_8K, limit=2)] == ids[:0:-1]
+
+
+def test_newest_first_means_most_recently_recorded(store: HistoryStore) -> None:
+    booted = store.start_launch(node="a", requested_at="2026-05-01T12:00:00Z")
+    # a container started earlier elsewhere, noticed afterwards: recorded later, listed first
+    observed = store.start_launch(node="a", origin="observed", requested_at="2026-05-01T09:00:00Z")
+    assert [l.id for l in store.list_launches()] == [observed, booted]
+    assert [l.id for l in store.list_launches(text="a")] == [observed, booted]
+    assert [l.id for l in store.list_launches(node="a")] == [observed, booted]

@@ -41,10 +41,9 @@ EXPECTED_COLUMNS = {
 }
 EXPECTED_INDEXES = {
     "launches": {
-        "launches_requested_at": ["requested_at"], "launches_node": ["node", "requested_at"],
-        "launches_model": ["model", "requested_at"],
+        "launches_node": ["node"], "launches_model": ["model"],
         "launches_accelerator_model": ["accelerator_type", "model", "outcome"],
-        "launches_outcome": ["outcome", "requested_at"], "launches_compile_key": ["compile_key"],
+        "launches_outcome": ["outcome"], "launches_compile_key": ["compile_key"],
         "launches_container": ["node", "container_id"],
     },
     "benchmarks": {"benchmarks_launch": ["launch_id"], "benchmarks_kind_concurrency": ["kind", "concurrency"]},
@@ -85,6 +84,12 @@ def _check_current_schema(path: Path) -> None:
             assert _columns(db, table) == EXPECTED_COLUMNS[table]
             assert _indexes(db, table) == EXPECTED_INDEXES[table]
         assert db["benchmarks"].foreign_keys[0].other_table == "launches"
+        assert db["launches"].detect_fts() == "launches_fts"
+        assert "tokenize='trigram'" in db["launches_fts"].schema
+        assert [c.name for c in db["launches_fts"].columns] == [
+            "node", "project", "zone", "accelerator_type", "model", "served_model_name", "image", "serve_args",
+            "failure_kind", "failure_detail", "notes"]
+        assert {t.name for t in db["launches"].triggers} == {"launches_ai", "launches_ad", "launches_au"}
         applied = [r["name"] for r in db["_sqlite_migrations"].rows_where(order_by="id")]
         assert applied == NAMES
     finally:
@@ -112,6 +117,8 @@ def _check_v1_rows_kept(path: Path) -> None:
         assert ready.hbm == ({"label": "weights", "used_gib": [2.0], "limit_gib": [31.25]},)
         # left running by a console that no longer exists (no writer recorded, older than us)
         assert running.outcome == "interrupted"
+        # m004 indexed the rows already there for the free-text filter
+        assert [l.id for l in store.list_launches(text="MAX-MODEL")] == [1]
         (bench,) = store.benchmarks_for(1)
         assert bench.params == {"streams": 16} and bench.usd_per_mtok == 1.36
         # m002 backfilled the plot columns from the JSON (or a v2 console wrote them)
