@@ -44,9 +44,11 @@ _BEARER = re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9_\-.~+/=]+", re.IGNORECASE)
 _VALUE = r"(?:'[^']*'|\"[^\"]*\"|[^\s,;'\"}\]]+)"
 # --flag value, --flag=value, -flag value.
 _FLAG_WITH_VALUE = re.compile(r"(?P<flag>(?<![\w-])--?[A-Za-z][\w\-.]*)(?P<sep>=|\s+)(?P<value>" + _VALUE + ")")
-# NAME=value, NAME: value, "name": "value", 'name': 'value'.
+# NAME=value, NAME: value, "name": "value", 'name':'value'; a bare colon needs a space after
+# it, so an image tag (``org/secret-manager:v1``) is not taken for a secret.
 _NAME_WITH_VALUE = re.compile(
-    r"(?P<q>['\"]?)(?P<name>(?<![\w-])[A-Za-z_][\w\-.]*)(?P=q)(?P<sep>\s*[=:]\s*)(?P<value>" + _VALUE + ")"
+    r"(?P<q>['\"]?)(?P<name>(?<![\w-])[A-Za-z_][\w\-.]*)(?P=q)"
+    r"(?P<sep>\s*=\s*|\s*:\s+|(?<=['\"])\s*:\s*)(?P<value>" + _VALUE + ")"
 )
 
 

@@ -50,6 +50,11 @@ def test_scrub_text_in_commands_and_errors() -> None:
     assert scrubbed.startswith("401 Client Error for https://huggingface.co/x (token ***)")
     assert scrub_text('{"api_key": "k-123", "n": 3}') == '{"api_key": "***", "n": 3}'
     assert scrub_text("sk-" + "a" * 40 + " and ya29.A0Abc-def") == "*** and ***"
+    assert scrub_text("{'password':'pw1'} token=abc TOKEN : xyz") == "{'password':'***'} token=*** TOKEN : ***"
+    # image tags and plain prose stay as they are
+    for text in ("registry.io/secret-manager:v1", "ghcr.io/acme/api-key-proxy:2.0", "max_tokens=512",
+                 "KV cache tokens: 1,234,567", "vllm/vllm-tpu:nightly"):
+        assert scrub_text(text) == text
 
 
 def test_scrub_value_walks_specs() -> None:
