@@ -163,26 +163,15 @@ class _SwapFlow:
             return await self._swap(node, conn, target.label)
 
     async def _read_spec(self, conn: Any, label: str) -> tuple[Any, dict[str, Any] | None]:
-        import os
+        from console.swap_flow import read_running
 
-        from remote.container import ContainerSpec
-        from remote.docker import docker_image_inspect, docker_inspect
-
-        c = self.config.container
-        inspect = await docker_inspect(conn, c.name, label=label)
-        if inspect is None:
-            _say(f"No container named {c.name} on {label}: starting from the config's template.")
-            return ContainerSpec.from_template(name=c.name, image=c.image, model=c.model, args=c.args,
-                                               env=c.env, environ=os.environ), None
-        image_id = str(inspect.get("Image") or "")
-        image = await docker_image_inspect(conn, image_id, label=label) if image_id else None
-        if image is None:   # some daemons only resolve the tag; accept it if it is still the same image
-            by_tag = await docker_image_inspect(conn, str((inspect.get("Config") or {}).get("Image") or ""), label=label)
-            image = by_tag if by_tag and by_tag.get("Id") == image_id else None
-        return ContainerSpec.from_inspect(inspect, image), inspect
+        current = await read_running(conn, self.config.container, label=label)
+        if current.inspect is None:
+            _say(f"No container named {self.config.container.name} on {label}: starting from the config's template.")
+        return current.spec, current.inspect
 
     async def _swap(self, node: Any, conn: Any, label: str) -> int:
-        from remote.lint import lint
+        from console.swap_flow import lint_spec
         from remote.swap import execute_swap, plan_swap, ssh_runner
 
         try:
@@ -193,10 +182,7 @@ class _SwapFlow:
             return 2
         running = old if inspect is not None else None
         plan = plan_swap(running, new)
-        history = self._history_facts(node, new)
-        digest = old.image_digest if old.image_digest and "@" in old.image_digest else None
-        findings = lint(new, accelerator_type=node.accelerator_type, time_left_s=node.time_left_s(),
-                        running_image_digest=digest, **history)
+        findings = lint_spec(node, new, old, self._history_facts(node, new))
         _print_plan(node, plan, findings)
         if self.args.dry_run:
             _say("Dry run: nothing was changed.")
@@ -225,11 +211,12 @@ class _SwapFlow:
         if result.ok:
             image = await docker_image_inspect(conn, plan.new.image, label=label)
             digests = (image or {}).get("RepoDigests") or []
-            self._record(launch, container_id=result.container_id, image_digest=digests[0] if digests else None)
+            self._record(launch, ok=True, container_id=result.container_id,
+                         image_digest=digests[0] if digests else None)
             _say(f"Swapped: container {plan.new.name} ({(result.container_id or '')[:12]}) is starting on "
                  f"{node.name}. Follow it with: tpu-console watch {node.name}")
             return 0
-        self._record(launch, outcome="failed", failure_kind="docker run failed", failure_detail=result.error)
+        self._record(launch, ok=False, failure_detail=result.error)
         _say(f"tpu-console: {result.failed_step.kind} failed: {result.error}", err=True)
         if not result.old_container_removed:
             _say("The old container was not touched; it is still serving.", err=True)
@@ -268,48 +255,22 @@ class _SwapFlow:
         return self.store or None
 
     def _history_facts(self, node: Any, spec: Any) -> dict[str, Any]:
-        """Lint inputs from past launches: last KV size on this node, boot time, known failures."""
-        import statistics
+        """Lint inputs from past launches (``console.swap_flow.history_facts``)."""
+        from console.swap_flow import history_facts
 
-        store = self._open_store()
-        if store is None:
-            return {}
-        mine = store.list_launches(node=node.name, limit=50)
-        kv = next((x.kv_cache_tokens for x in mine if x.kv_cache_tokens), None)
-        same = store.list_launches(accelerator_type=node.accelerator_type, model=spec.model, limit=50)
-        boots = [x.time_to_ready_s for x in same if x.ready_at and x.time_to_ready_s]
-        failures = store.known_failures(node.accelerator_type, spec.model, spec.serve_args())
-        return {"last_kv_cache_tokens": kv, "predicted_boot_s": statistics.median(boots) if boots else None,
-                "known_failures": [(f.failed_at or f.requested_at, f.failure_kind or "failed", f.failure_detail or "")
-                                   for f in failures[:3]]}
+        return history_facts(self._open_store(), node, spec)
 
     def _record_start(self, node: Any, spec: Any, inspect: Any) -> int | None:
-        store = self._open_store()
-        if store is None:
-            return None
-        replaced = None
-        if inspect is not None and inspect.get("Id"):
-            old = store.find_launch_by_container(node.name, inspect["Id"])
-            replaced = old.id if old else None
-            if old and old.outcome in ("running", "ready"):
-                store.update_launch(old.id, outcome="replaced")
-        return store.start_launch(
-            node=node.name, project=node.project, zone=node.zone, accelerator_type=node.accelerator_type,
-            provisioning_model=node.provisioning_model, origin="console", image=spec.image,
-            model=spec.model, served_model_name=spec.serve_flags.get("served-model-name"),
-            container_spec=spec.to_dict(), serve_args=spec.serve_args(), replaced_launch_id=replaced,
-            max_model_len=int(spec.serve_flags["max-model-len"]) if "max-model-len" in spec.serve_flags else None)
+        from console.swap_flow import record_start
+
+        return record_start(self._open_store(), node, spec, (inspect or {}).get("Id"))
 
     def _record(self, launch: dict[str, Any], **fields: Any) -> None:
-        from remote.models import utc_now
+        from console.swap_flow import record_outcome
 
-        if launch.get("id") is None or self.store is None or self.store is False:
+        if self.store is False:
             return
-        if fields.get("outcome") == "failed":
-            fields["failed_at"] = utc_now()
-        else:
-            fields["started_at"] = utc_now()
-        self.store.update_launch(launch["id"], **{k: v for k, v in fields.items() if v is not None})
+        record_outcome(self.store, launch.get("id"), **fields)
 
 
 def _print_plan(node: Any, plan: Any, findings: list[Any]) -> None:
