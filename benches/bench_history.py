@@ -148,7 +148,8 @@ def main() -> int:
         ("filter accelerator v6e-4 + failed", lambda: store.list_launches(accelerator_type="v6e-4",
                                                                          outcome="failed"), 100.0),
         ("filter text 'RESOURCE_EXH'", lambda: store.list_launches(text="RESOURCE_EXH"), 100.0),
-        ("filter text (rare, full scan) 'no-such-thing'", lambda: store.list_launches(text="no-such-thing"), 100.0),
+        ("filter text, rare 'no-such-thing'", lambda: store.list_launches(text="no-such-thing"), 100.0),
+        ("filter text, 2 chars 'zq' (row scan, no index)", lambda: store.list_launches(text="zq"), None),
         ("known_failures(v6e-8, Qwen/Qwen3-8B, ...)", lambda: store.known_failures(
             "v6e-8", "Qwen/Qwen3-8B", ["--max-model-len", "8192"]), None),
         ("compile_eta_s(key)", lambda: store.compile_eta_s(key), None),
