@@ -29,7 +29,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from store.migrations import migrations
+from store.migrations import migration_names, migrations
 from store.records import (
     BENCHMARK_KINDS, LAUNCH_FIELDS, BenchmarkRecord, Launch, behaviour_flags, benchmark_from_row,
     benchmark_plot_columns, compile_key, iso_time, launch_from_row, launch_row,
@@ -138,7 +138,7 @@ class HistoryStore:
             raise
 
     def _check_not_newer(self) -> None:
-        known = {m.name for m in migrations._migrations}
+        known = set(migration_names())
         unknown = [m.name for m in migrations.applied(self._db) if m.name not in known]
         if unknown:
             raise StoreError(f"{self.path}: written by a newer tpu-console (schema migration "
@@ -165,25 +165,24 @@ class HistoryStore:
         Returns:
             Ids of the launches marked.
         """
-        rows = self._rows("SELECT id, requested_at, writer_host, writer_pid, writer_pid_start "
-                          "FROM launches WHERE outcome = 'running'")
         stale_other = iso_time(datetime.fromtimestamp(
             datetime.now(timezone.utc).timestamp() - OTHER_HOST_STALE_S, timezone.utc))
         ids = []
-        for row in rows:
-            if row["writer_pid"] is None:
-                gone = row["requested_at"] < _PROCESS_STARTED_AT
-            elif row["writer_host"] != _HOST:
-                gone = row["requested_at"] < stale_other
-            else:
-                gone = not _process_alive(row["writer_pid"], row["writer_pid_start"])
-            if gone:
-                ids.append(row["id"])
-        if ids:
-            with self._write() as db:
-                marks = ",".join("?" * len(ids))
+        with self._write() as db:  # read and mark in one go: no console claims a row in between
+            rows = self._rows("SELECT id, requested_at, writer_host, writer_pid, writer_pid_start "
+                              "FROM launches WHERE outcome = 'running'")
+            for row in rows:
+                if row["writer_pid"] is None:
+                    gone = row["requested_at"] < _PROCESS_STARTED_AT
+                elif row["writer_host"] != _HOST:
+                    gone = row["requested_at"] < stale_other
+                else:
+                    gone = not _process_alive(row["writer_pid"], row["writer_pid_start"])
+                if gone:
+                    ids.append(row["id"])
+            if ids:
                 db.conn.execute(f"UPDATE launches SET outcome = 'interrupted' "
-                                f"WHERE outcome = 'running' AND id IN ({marks})", ids)
+                                f"WHERE id IN ({','.join('?' * len(ids))})", ids)
         return ids
 
     def start_launch(self, **fields: Any) -> int:

@@ -26,6 +26,11 @@ from sqlite_utils.migrations import Migrations
 migrations = Migrations("tpu_console_history")
 
 
+def migration_names() -> list[str]:
+    """Names of the registered migrations, in application order (``m001_initial``...)."""
+    return [m.name for m in migrations._migrations]  # sqlite-utils has no public accessor
+
+
 @migrations()
 def m001_initial(db: Database) -> None:
     """Launches and benchmarks, as first specified in the history issue."""

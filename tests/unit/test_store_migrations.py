@@ -14,10 +14,10 @@ import pytest
 from sqlite_utils import Database
 
 from store.history import HistoryStore, StoreError
-from store.migrations import migrations
+from store.migrations import migration_names, migrations
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMES = [m.name for m in migrations._migrations]
+NAMES = migration_names()
 
 LAUNCH_COLUMNS_V1 = [
     ("id", "INTEGER"), ("node", "TEXT"), ("project", "TEXT"), ("zone", "TEXT"), ("accelerator_type", "TEXT"),
