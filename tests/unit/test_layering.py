@@ -27,7 +27,29 @@ def test_remote_and_store_do_not_import_textual_or_rich() -> None:
                 module = module.rsplit(".", 1)[0]
             code += f"\nimport {module}"
     loaded = _modules_after_import(code)
-    assert not {m for m in loaded if m.split(".")[0] in ("textual", "rich", "console")}
+    # Rich may arrive through httpx's optional CLI (httpx imports it when installed); Textual and
+    # our console package must never load.
+    assert not {m for m in loaded if m.split(".")[0] in ("textual", "console")}
+
+
+def test_remote_and_store_sources_never_import_rich_textual_or_console() -> None:
+    import ast
+
+    offenders = []
+    for package in ("remote", "store"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                for name in names:
+                    top = name.split(".")[0]
+                    if top in ("rich", "textual", "console") or (package == "store" and top == "remote"
+                                                                  and name not in ("remote.models", "remote.errors")):
+                        offenders.append(f"{path.relative_to(ROOT)}: {name}")
+    assert offenders == []
 
 
 def test_remote_init_is_light() -> None:
