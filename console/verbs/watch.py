@@ -54,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, config: Any) -> int:
+    from console.startup_watch import choose_target
     from remote.errors import RemoteError
-    from remote.ssh import has_known_host, target_for
 
     found = await find_node(config, args.node, project=args.project, zone=args.zone, worker=args.worker)
     if isinstance(found, str):
@@ -63,11 +63,7 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
         return 2
     node, host_key_suffix = found
     try:
-        target = target_for(node, config.ssh, worker=args.worker, host_key_suffix=host_key_suffix)
-        if host_key_suffix and not has_known_host(target.known_hosts, target.known_hosts_name):
-            plain = target_for(node, config.ssh, worker=args.worker)
-            if has_known_host(plain.known_hosts, plain.known_hosts_name):
-                target = plain              # recorded without gcloud's suffix (older gcloud, the sandbox)
+        target = choose_target(node, config.ssh, args.worker, host_key_suffix)
     except RemoteError as exc:
         print(f"tpu-console: {exc}", file=sys.stderr)
         return 2
@@ -147,10 +143,10 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
     Returns:
         ``(exit code, summary_json or None)``: 0 ready, 1 failed or exited, 2 could not connect.
     """
+    from console.startup_watch import StartupWatch
     from remote.errors import RemoteError
-    from remote.ssh import connect, forward_port, probe_models
-    from remote.tail import LogTail, TailStatus
-    from remote.vllm_log import StartupReader, summary_json
+    from remote.tail import TailStatus
+    from remote.vllm_log import summary_json
 
     out = progress or sys.stderr
 
@@ -158,25 +154,11 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
         out.write(f"{text}\n")
         out.flush()
 
-    try:
-        first = await connect(target, accept_new_host_key=accept_new_host_key)
-    except RemoteError as exc:
-        say(f"tpu-console: {exc}")
-        return 2, None
-    say(f"connected to {target.label}; following container {container}")
-    pending = [first]
-
-    async def reconnect() -> Any:
-        return pending.pop() if pending else await connect(target)
-
-    reader = StartupReader()
     done = asyncio.Event()
     last: dict[str, Any] = {"phase": None, "kv": None, "steps": 0, "status": None, "failed_at": None}
 
     def on_lines(batch: list[tuple[Any, str]]) -> None:
-        for ts, text in batch:
-            reader.feed_line(text, ts)
-        state = reader.state
+        state = watch.reader.state
         if state.phase != last["phase"]:
             last["phase"] = state.phase
             say(f"phase: {state.phase.value}")
@@ -200,39 +182,44 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
         if status.kind in ("exited", "error"):
             done.set()
 
-    tail = LogTail(reconnect, container, on_lines=on_lines, on_status=on_status)
-    task = asyncio.create_task(tail.run())
-    waiter = asyncio.create_task(done.wait())
-    await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
-    tail.stop()
-    waiter.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    reader.close()
-    state = reader.state
-    status = last["status"]
-    if state.ready:
-        if probe:
-            await _probe(target, container_port, say, connect, forward_port, probe_models)
-        return 0, summary_json(state)
+    watch = StartupWatch(target, container=container, container_port=container_port,
+                         accept_new_host_key=accept_new_host_key, on_lines=on_lines, on_status=on_status)
+    try:
+        await watch.connect()
+    except RemoteError as exc:
+        say(f"tpu-console: {exc}")
+        return 2, None
+    say(f"connected to {target.label}; following container {container}")
+    try:
+        task = asyncio.create_task(watch.follow())
+        waiter = asyncio.create_task(done.wait())
+        await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+        watch.stop()
+        waiter.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        watch.reader.close()
+        state = watch.reader.state
+        status = last["status"]
+        if state.ready:
+            if probe:
+                await _probe(watch, container_port, say)
+            return 0, summary_json(state)
+    finally:
+        await watch.close()
     if state.failure is not None and state.failure.fatal:
         return 1, summary_json(state)
     if status is not None and status.kind == "exited":
         say(f"container {container} exited with code {status.exit_code} before the log said it was ready")
         return 1, summary_json(state)
-    return 2, (summary_json(state) if tail.lines_delivered else None)
+    return 2, (summary_json(state) if watch.lines_received else None)
 
 
-async def _probe(target: Any, port: int, say: Callable[[str], None], connect: Any, forward_port: Any,
-                 probe_models: Any) -> None:
+async def _probe(watch: Any, port: int, say: Callable[[str], None]) -> None:
     from remote.errors import RemoteError
 
     try:
-        async with await connect(target) as conn:
-            listener, local = await forward_port(conn, port)
-            try:
-                models = await probe_models(f"http://127.0.0.1:{local}")
-            finally:
-                listener.close()
+        await watch.open_tunnel()
+        models = await watch.probe()
         say(f"confirmed: /v1/models on port {port} serves {', '.join(models) or 'no models'}")
     except RemoteError as exc:
         say(f"warning: the log says ready but /v1/models did not answer through the tunnel: {exc}")
