@@ -12,18 +12,21 @@
   container), ``exited`` (exit code), ``error`` (cannot continue: host key, auth, sudo, docker).
 - **Batching.** Lines reach ``on_lines`` in batches every ``batch_interval_s`` (or sooner when
   ``max_batch_lines`` are pending), so a UI is called ~10-20 times a second, not per line.
-  Memory is bounded: at most ``max_batch_lines`` pending lines plus one 64 KiB read.
+  Memory is bounded: at most ``max_batch_lines`` pending lines plus one SSH packet (lines are
+  handled as packets arrive, so a slow consumer slows the sender through the SSH window and TCP).
 """
 
 from __future__ import annotations
 
 import asyncio
 import calendar
+import codecs
 import re
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 import asyncssh
 
 from remote.docker import docker_command, docker_inspect, logs_follow_args
@@ -34,8 +37,8 @@ LogLine = tuple[datetime | None, str]
 
 _TS = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
 _DOCKER_ERROR = re.compile(r"^(Error response from daemon: |Error: No such )")
-_READ_CHUNK = 65536
 _MAX_LINE_CHARS = 1 << 20
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -77,48 +80,99 @@ def parse_docker_timestamp(raw: str) -> int | None:
 
 
 class _Position:
-    """The resume point: last timestamp and how many times each text was seen at it."""
+    """The resume point: the latest timestamp and the texts delivered at exactly that timestamp."""
 
     def __init__(self) -> None:
         self.last_ns: int | None = None
         self.last_raw: str | None = None
-        self.seen: Counter[str] = Counter()
-        self.skip: Counter[str] = Counter()
-        self._ts_cache: tuple[str, int] = ("", 0)
+        self.seen: list[str] = []            # texts delivered at last_ns (bounded by one timestamp)
+        self.skip: Counter[str] = Counter()  # after a resume: repeats docker will send again
+        self._second: tuple[str, int, datetime] = ("", 0, _EPOCH)
 
     def begin_resume(self) -> None:
+        """Docker's ``--since last_raw`` repeats the lines at ``last_raw``: skip those once."""
         self.skip = Counter(self.seen)
 
     def accept(self, line: str) -> LogLine | None:
         """The line to deliver, or ``None`` when it duplicates one delivered before a resume."""
-        raw, _, text = line.partition(" ")
-        ns = self._timestamp_ns(raw)
-        if ns is None:
+        cut = line.find(" ")
+        raw, text = (line[:cut], line[cut + 1:]) if cut > 0 else (line, "")
+        stamp = self._stamp(raw)
+        if stamp is None:
             return (None, line)
-        if self.last_ns is not None and ns < self.last_ns:
-            pass                         # docker interleaves stdout/stderr: keep, do not move back
-        elif ns == self.last_ns:
-            if self.skip[text] > 0:
+        ns, when = stamp
+        last = self.last_ns
+        if last is None or ns > last:
+            self.last_ns, self.last_raw = ns, raw
+            self.seen = [text]
+            if self.skip:
+                self.skip = Counter()
+        elif ns == last:
+            if self.skip and self.skip[text] > 0:
                 self.skip[text] -= 1
                 return None
-            self.seen[text] += 1
-        else:
-            self.last_ns, self.last_raw = ns, raw
-            self.seen = Counter({text: 1})
-            self.skip.clear()
-        return (datetime.fromtimestamp(ns // 1000 / 1e6, tz=timezone.utc), text)
+            self.seen.append(text)
+        # ns < last: docker interleaves stdout/stderr; keep the line, do not move back
+        return (when, text)
 
-    def _timestamp_ns(self, raw: str) -> int | None:
-        # Fast path: same second as the previous line (the common case in a burst).
-        cached_prefix, cached_ns = self._ts_cache
-        if cached_prefix and raw.startswith(cached_prefix) and raw.endswith("Z") and len(raw) <= 30:
-            frac = raw[len(cached_prefix):-1]
-            if frac.isdigit() and len(frac) <= 9:
-                return cached_ns + int(frac.ljust(9, "0"))
+    def _stamp(self, raw: str) -> tuple[int, datetime] | None:
+        prefix, second_ns, second_dt = self._second
+        # Fast path: ``YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`` in the same second as the previous line.
+        if len(raw) == 30 and raw[29] == "Z" and raw[19] == "." and raw.startswith(prefix) and prefix:
+            try:
+                frac = int(raw[20:29])
+            except ValueError:
+                return None
+            return second_ns + frac, second_dt.replace(microsecond=frac // 1000)
         ns = parse_docker_timestamp(raw)
-        if ns is not None and raw.endswith("Z") and len(raw) > 20 and raw[19] == ".":
-            self._ts_cache = (raw[:20], ns - ns % 1_000_000_000)
-        return ns
+        if ns is None:
+            return None
+        whole = ns - ns % 1_000_000_000
+        second_dt = datetime.fromtimestamp(whole // 1_000_000_000, tz=timezone.utc)
+        if len(raw) == 30 and raw[29] == "Z" and raw[19] == ".":
+            self._second = (raw[:20], whole, second_dt)
+        return ns, second_dt.replace(microsecond=(ns % 1_000_000_000) // 1000)
+
+
+class _LogSession(asyncssh.SSHClientSession):  # type: ignore[type-arg]
+    """Splits the command's output into lines and hands each to ``on_line`` as packets arrive."""
+
+    def __init__(self, on_line: Callable[[str], None]) -> None:
+        self._on_line = on_line
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._partial = ""
+        #: An exception to re-raise after the channel closes (connection lost, or a callback bug).
+        self.failure: BaseException | None = None
+        self._channel: Any = None
+
+    def connection_made(self, chan: Any) -> None:
+        self._channel = chan
+
+    def data_received(self, data: bytes, datatype: Any) -> None:
+        if self.failure is not None:
+            return
+        try:
+            lines = (self._partial + self._decoder.decode(data)).split("\n")
+            self._partial = lines.pop()
+            if len(self._partial) > _MAX_LINE_CHARS:
+                lines.append(self._partial)
+                self._partial = ""
+            for line in lines:
+                self._on_line(line)
+        except Exception as exc:  # noqa: BLE001 - surfaced by _follow after the channel closes
+            self.failure = exc
+            self._channel.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None and self.failure is None:
+            self.failure = exc
+
+    def finish(self) -> None:
+        """Hand over a last line without a newline."""
+        rest = self._partial + self._decoder.decode(b"", final=True)
+        self._partial = ""
+        if rest and self.failure is None:
+            self._on_line(rest)
 
 
 class LogTail:
@@ -289,29 +343,29 @@ class LogTail:
                 await asyncio.sleep(self._poll_interval_s)
 
     async def _follow(self, conn: asyncssh.SSHClientConnection, container_id: str) -> int:
-        """Stream ``docker logs -f`` until it ends; returns its exit status."""
+        """Stream ``docker logs -f`` until it ends; returns its exit status.
+
+        Lines are handled inside the SSH session's ``data_received`` (not through a stream
+        reader): asyncssh 2.24 re-opens the channel window while a paused stream still holds
+        data, so a reader slower than the node would buffer without limit. Handling each
+        packet as it arrives bounds memory by construction and lets TCP slow the sender.
+        """
         position = self._position
         position.begin_resume()
         args = logs_follow_args(container_id, since=position.last_raw)
         command = docker_command(args, sudo=self._sudo) + " 2>&1"
         errors: list[str] = []
-        async with conn.create_process(command, encoding="utf-8", errors="replace") as process:
-            partial = ""
-            while True:
-                chunk = await process.stdout.read(_READ_CHUNK)
-                if not chunk:
-                    break
-                lines = (partial + chunk).split("\n")
-                partial = lines.pop()
-                if len(partial) > _MAX_LINE_CHARS:
-                    lines.append(partial)
-                    partial = ""
-                for line in lines:
-                    self._accept(position, line, errors)
-            if partial:
-                self._accept(position, partial, errors)
-            await process.wait()
-            status = process.exit_status if process.exit_status is not None else -1
+        session = _LogSession(lambda line: self._accept(position, line, errors))
+        channel, _ = await conn.create_session(lambda: session, command, encoding=None)
+        try:
+            await channel.wait_closed()
+        finally:
+            channel.close()
+        session.finish()
+        if session.failure is not None:
+            raise session.failure
+        status = channel.get_exit_status()
+        status = -1 if status is None else status
         if status != 0 and errors:
             self._report("waiting", f"docker logs: {errors[-1]}")
         else:
