@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from remote.secrets import MASK, is_secret_name
 from remote.container_parse import (
     ENV_NAME_RE, SPEC_KEYS, KNOWN_SERVE_FLAGS, KV_CACHE_DTYPES, SWITCH_FLAGS, parse_inspect,
     parse_serve_args, set_env, set_extra_flag, set_known_flag, set_spec_key, set_volume, split_env, split_volume,
@@ -34,28 +35,12 @@ from remote.container_parse import (
 
 #: The launcher vLLM images are started with.
 VLLM_SERVE = ("vllm", "serve")
-#: What a secret value is shown as.
-MASK = "***"
 
 _POSITIVE_INT_FLAGS = ("max-model-len", "max-num-batched-tokens", "tensor-parallel-size", "max-num-seqs")
-_SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "PWD", "CREDENTIAL", "CREDENTIALS")
 _TOKEN_SHAPE = re.compile(r"\b(hf_[A-Za-z0-9]{8,}|sk-[A-Za-z0-9_\-]{16,})")
 _CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 _IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._\-/:@]*[a-zA-Z0-9_]$")
 _FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether an env var or flag name suggests a secret value.
-
-    ``HF_TOKEN``, ``--api-key``, ``--hf-token``, ``DB_PASSWORD``, ``AUTHORIZATION`` are secret;
-    ``MAX_TOKENS``, ``--max-num-batched-tokens``, ``--tokenizer`` are not (same word rules
-    as ``store.secrets``: a word that is or ends in TOKEN/KEY/SECRET/PASSWORD..., or starts with AUTH).
-    """
-    for word in re.split(r"[_\-.\s]+", name.strip("-").upper()):
-        if word and (word.startswith("AUTH") or any(word.endswith(w) for w in _SECRET_WORDS)):
-            return True
-    return False
 
 
 def mask_argv(argv: Iterable[str]) -> list[str]:

@@ -5,7 +5,7 @@ it to WAL, applies pending migrations and marks launches left ``running`` by a c
 that has died as ``interrupted``. Every write is one ``BEGIN IMMEDIATE`` transaction,
 so two consoles on the same database serialize their writes (waiting up to
 ``busy_timeout_ms``) and a ``kill -9`` loses at most the write in flight. Every value is
-scrubbed of secrets (:mod:`store.secrets`) before it is written.
+scrubbed of secrets (:mod:`remote.secrets`) before it is written.
 
 A store object belongs to the thread that opened it (sqlite3's rule); open another one
 in a worker thread if needed.
@@ -34,7 +34,7 @@ from store.records import (
     BENCHMARK_KINDS, LAUNCH_FIELDS, BenchmarkRecord, Launch, behaviour_flags, benchmark_from_row,
     benchmark_plot_columns, compile_key, iso_time, launch_from_row, launch_row,
 )
-from store.secrets import scrub_args, scrub_value
+from remote.secrets import scrub_args, scrub_value
 
 _LAUNCH_SELECT = "SELECT id, " + ", ".join(LAUNCH_FIELDS) + " FROM launches"
 _LAUNCH_COLUMNS_L = "l.id, " + ", ".join(f"l.{name}" for name in LAUNCH_FIELDS)

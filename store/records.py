@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any
 
-from store.secrets import scrub_value
+from remote.secrets import scrub_value
 
 #: A launch's outcome: ``running`` while it boots, then ready/failed; ``interrupted`` when
 #: the console that watched it died before the end; ``replaced`` after a swap replaced it.
@@ -254,7 +254,7 @@ def benchmark_plot_columns(params: dict[str, Any], results: dict[str, Any]) -> d
 
 def launch_row(values: dict[str, Any]) -> dict[str, Any]:
     """Launch fields as a database row: times normalized (:func:`iso_time`), JSON fields
-    encoded, every value scrubbed of secrets (:func:`store.secrets.scrub_value`).
+    encoded, every value scrubbed of secrets (:func:`remote.secrets.scrub_value`).
 
     Raises:
         ValueError: unknown field, outcome or origin, or a time that is not ISO 8601.

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from store.history import HistoryStore
-from store.secrets import MASK, is_secret_name, scrub_args, scrub_text, scrub_value
+from remote.secrets import MASK, is_secret_name, scrub_args, scrub_text, scrub_value
 
 HF = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123"
 
