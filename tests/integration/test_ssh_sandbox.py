@@ -449,3 +449,25 @@ def test_watch_unknown_and_ambiguous_names(sandbox, capsys) -> None:
     err = capsys.readouterr().err
     assert "2 nodes are named 'vllm-v5e-a'; add --project and --zone" in err
     assert f"--project {other} --zone {zone}" in err and f"--project {source_project} --zone us-west4-a" in err
+
+
+async def test_terminal_prompt_records_the_key_only_on_yes(make_vm, client_key, tmp_path) -> None:
+    import io
+
+    from console.verbs.watch import terminal_host_key_prompt
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    vm = await make_vm()
+    known = tmp_path / "kh"
+    target = _target(vm, known, client_key)
+    fingerprint = asyncssh.import_public_key(vm.host_public_key).get_fingerprint("sha256")
+    said = io.StringIO()
+    with pytest.raises(HostKeyUnknown):
+        await connect(target, accept_new_host_key=terminal_host_key_prompt(target, Tty("\n"), said))
+    assert f"Its host key fingerprint is {fingerprint}." in said.getvalue() and not known.exists()
+    async with await connect(target, accept_new_host_key=terminal_host_key_prompt(target, Tty("yes\n"), said)):
+        pass
+    assert known.read_text() == vm.known_hosts_line(ALIAS)
