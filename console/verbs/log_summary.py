@@ -1,0 +1,105 @@
+"""``tpu-console log-summary FILE [--json]``: what a saved vLLM startup log says.
+
+Reads the file (``-`` = standard input) with the same reader the startup view
+uses and prints a panel, or with ``--json`` one object whose keys match the
+corpus sidecars (see ``remote.vllm_log.summary_json``).
+
+Exit codes: 0 the file was read (whatever the log says); 2 it could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``log-summary`` on the CLI's subparsers."""
+    parser = subparsers.add_parser(
+        "log-summary", help="summarise a vLLM startup log (HBM, KV cache, compile, failure)",
+        description="Read a saved vLLM startup log (docker logs output) and summarise it.")
+    parser.add_argument("file", metavar="FILE", help="log file, or - for standard input")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read ``args.file`` and print the summary; returns the exit code (0 or 2)."""
+    from remote.vllm_log import read_log, summary_json
+
+    try:
+        state = read_log(args.file)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        print(f"tpu-console: log-summary: cannot read {args.file}: {reason}", file=sys.stderr)
+        return 2
+    summary = summary_json(state)
+    if args.json:
+        json.dump(summary, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        _print_panel(args.file, summary)
+    return 0
+
+
+def _fmt_gib(values: list[float] | None) -> str:
+    if not values:
+        return "-"
+    if len(set(values)) == 1 and len(values) > 1:
+        return f"{values[0]:.2f} GiB x {len(values)} chips"
+    return ", ".join(f"{v:.2f}" for v in values) + " GiB"
+
+
+def _rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+    def num(value: Any, fmt: str = "{}") -> str:
+        return "-" if value is None else fmt.format(value)
+
+    rows = [("Phase", s["phase"]),
+            ("Server", num(s["server_url"])),
+            ("vLLM", num(s["vllm_version_in_log"])), ("Model", num(s["model"])),
+            ("TPU", f"{num(s['tpu_type'])}, chips {num(s['num_chips'])}"),
+            ("HBM used / limit", f"{_fmt_gib(s['hbm_used_gib'])} / "
+                                 f"{_fmt_gib(s['hbm_limit_gib'])} per chip"),
+            ("HBM after KV cache", _fmt_gib(s["hbm_after_kv_used_gib"]))]
+    stats = s["memory_statistics"]
+    if stats:
+        rows.append(("Memory statistics", ", ".join(
+            f"{k.removeprefix('total_hbm_').removesuffix('_gb')} {v:g}" for k, v in stats.items())
+            + " GiB (sum over chips)"))
+    label = f"{s['kv_cache_label']} " if s["kv_cache_label"] else ""
+    rows += [("KV cache", f"{label}{num(s['kv_cache_tokens'], '{:,} tokens')}"),
+             ("Max concurrency", "-" if s["max_concurrency"] is None else
+              f"{s['max_concurrency']:.2f}x at {s['max_concurrency_tokens_per_request']:,} "
+              "tokens/request"),
+             ("Compile", f"{s['compile_steps_finished']} steps finished, "
+                         f"total {num(s['compile_seconds'], '{:g} s')}, "
+                         f"engine init {num(s['engine_init_seconds'], '{:g} s')}")]
+    if s["compile_in_progress"]:
+        rows.append(("In flight", s["compile_in_progress"]))
+    if s["failure"]:
+        detail = s["failure_detail"]
+        if isinstance(detail, dict):
+            detail = ", ".join(f"{k}={v}" for k, v in detail.items())
+        rows += [("Failure", s["failure"] + ("" if s["failure_fatal"] else " (not fatal)")),
+                 ("Why", s["failure_explanation"]), ("Evidence", str(detail)),
+                 ("Try", s["failure_hint"])]
+    if s["restarts"]:
+        rows.append(("Restarts", f"{s['restarts']} (previous failure: "
+                                 f"{s['previous_failure'] or 'none'})"))
+    rows.append(("Lines read", f"{s['lines_read']:,}, last stamp {num(s['last_line_at'])}"))
+    return rows
+
+
+def _print_panel(name: str, summary: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.table import Table
+
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for key, value in _rows(summary):
+        table.add_row(key, value)
+    Console().print(Panel(table, title=f"log-summary {name}", expand=False))

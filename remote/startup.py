@@ -1,0 +1,283 @@
+"""What a vLLM server's startup log says: frozen snapshots, no I/O, no styling.
+
+``remote.vllm_log.StartupReader`` builds a :class:`StartupState` from log lines;
+the startup view and ``tpu-console log-summary`` only read it. Sizes are GiB
+(``_gib``) as vLLM prints them (tpu-inference prints GiB even where the suffix
+says ``Gb``); durations are seconds (``_s``/``_seconds``); times are
+timezone-aware UTC ``datetime`` objects. A field the log did not state is
+``None`` (or an empty tuple), never a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from types import MappingProxyType
+
+
+class Phase(StrEnum):
+    """Startup phase of one vLLM server boot, in the order a healthy boot visits them.
+
+    tpu-inference revisits phases (it sizes the KV cache, precompiles the sampler,
+    allocates the KV cache, then precompiles the model), so a timeline can hold
+    the same phase twice.
+    """
+
+    STARTING = "starting"
+    LOADING_WEIGHTS = "loading_weights"
+    COMPILING = "compiling"
+    ALLOCATING_KV_CACHE = "allocating_kv_cache"
+    WARMING_UP = "warming_up"
+    READY = "ready"
+    FAILED = "failed"
+
+
+class FailureKind(StrEnum):
+    """Fixed vocabulary of startup (and request-time) failures the reader recognises.
+
+    Only ``CONTEXT_LENGTH_EXCEEDED`` is a request-time error: it never marks the
+    server as failed.
+    """
+
+    HBM_OOM_AFTER_COMPILE = "hbm_oom_after_compile"
+    HBM_OOM_LOAD = "hbm_oom_load"
+    HBM_OOM_KV_ALLOC = "hbm_oom_kv_alloc"
+    HBM_BUDGET_EXCEEDED = "hbm_budget_exceeded"
+    VMEM_OOM_COMPILE = "vmem_oom_compile"
+    MAX_MODEL_LEN_TOO_LARGE = "max_model_len_too_large"
+    CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+    MULTIHOST_MEMORY_STATS_ERROR = "multihost_memory_stats_error"
+    CONFIG_ERROR = "config_error"
+    ENGINE_CORE_EXCEPTION = "engine_core_exception"
+    ENGINE_CRASH_DURING_PRECOMPILE = "engine_crash_during_precompile"
+
+
+def frozen_map(values: Mapping[str, float | int] | None = None) -> Mapping[str, float | int]:
+    """A read-only copy of ``values`` (empty when ``None``)."""
+    return MappingProxyType(dict(values or {}))
+
+
+@dataclass(frozen=True)
+class PhaseMark:
+    """One entry of the phase timeline.
+
+    Attributes:
+        phase: the phase entered.
+        started_at: time of the line that started it, or ``None`` when that line
+            had no time stamp (neither ``docker logs --timestamps`` nor vLLM's
+            ``MM-DD HH:MM:SS`` prefix).
+        line_no: 1-based number of that line in the stream (counts every line).
+    """
+
+    phase: Phase
+    started_at: datetime | None
+    line_no: int
+
+
+@dataclass(frozen=True)
+class HbmSnapshot:
+    """Per-chip HBM as one tpu-inference ``hbm=[(used, limit), ...]`` line printed it.
+
+    Attributes:
+        stage: ``worker_init``, ``model_loaded``, ``kv_cache``,
+            ``before_quantization`` or ``other``.
+        label: the line's own label (``Init model``, ``Init kv-cache``, ``qwix Memory
+            usage before applying quantization of params`` ...).
+        used_gib: used HBM per local chip, GiB.
+        limit_gib: HBM limit per local chip, GiB.
+        unit_suffix: suffix as printed (``GiB`` or ``Gb``; the values are GiB either way).
+        at: time of the line, if stamped.
+    """
+
+    stage: str
+    label: str
+    used_gib: tuple[float, ...]
+    limit_gib: tuple[float, ...]
+    unit_suffix: str
+    at: datetime | None = None
+
+    @property
+    def num_chips(self) -> int:
+        """Number of local chips in the list."""
+        return len(self.used_gib)
+
+
+@dataclass(frozen=True)
+class CompileProgress:
+    """XLA / torch.compile progress of the current boot.
+
+    Attributes:
+        steps_finished: lines reporting one finished precompile step
+            (``Compilation of <name> --> {...} finished in N [secs]`` or the older
+            anonymous ``Compilation finished in N [secs]``). Warm-up passes are not steps.
+        steps_started: steps announced (``Precompile <name> --> {...}``, torch_xla
+            ``-- num_tokens: N``, V0 ``batch_size: B, seq_len: S``).
+        in_flight_name: name of the step announced but not finished, e.g. ``worker0 sample``.
+        in_flight_shape: its shape/key as printed (``{'num_reqs': 64, ...}``), cut to 200 chars.
+        last_step_seconds: duration of the last finished step, s.
+        step_seconds_total: sum of the finished steps' durations, s.
+        started_at: time of the first compile line of this boot.
+        deferred_steps: steps whose AOT lowering was skipped ("will compile in warmup").
+        warmup_passes: ``Warm-up call pass finished`` lines.
+        warmup_seconds_total: sum of those passes, s (they include deferred compiles).
+    """
+
+    steps_finished: int = 0
+    steps_started: int = 0
+    in_flight_name: str | None = None
+    in_flight_shape: str | None = None
+    last_step_seconds: float | None = None
+    step_seconds_total: float = 0.0
+    started_at: datetime | None = None
+    deferred_steps: int = 0
+    warmup_passes: int = 0
+    warmup_seconds_total: float = 0.0
+
+    @property
+    def in_flight(self) -> str | None:
+        """``"<name> --> <shape>"`` of the step in flight (as printed), or ``None``."""
+        if self.in_flight_name is None:
+            return None
+        if self.in_flight_shape:
+            return f"{self.in_flight_name} --> {self.in_flight_shape}"
+        return self.in_flight_name
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A diagnosed failure.
+
+    Attributes:
+        kind: one of :class:`FailureKind`.
+        fatal: ``True`` when the server cannot come up (phase ``failed``);
+            ``False`` for request-time errors and for errors a later ready line disproved.
+        message: the root-cause text (exception line, continuation lines joined), or
+            the failure envelope when the root cause is not in the log.
+        evidence_line: the log line that carried it, as printed (cut to 500 chars).
+        explanation: one sentence saying what happened.
+        hint: what to try, with the flag and value when the log states enough to give one.
+        at: time of the evidence line, if stamped.
+        numbers: figures the message states (``max_seq_len``, ``kv_cache_needed_gib`` ...).
+    """
+
+    kind: FailureKind
+    fatal: bool
+    message: str
+    evidence_line: str
+    explanation: str
+    hint: str
+    at: datetime | None = None
+    numbers: Mapping[str, float | int] = field(default_factory=frozen_map)
+
+
+@dataclass(frozen=True)
+class StartupState:
+    """Everything the reader knows about the current boot, as of the last line read.
+
+    When the log shows the server starting again (a second vLLM banner), the
+    state describes the newest boot; ``restarts`` counts the earlier ones and
+    ``previous_failure`` keeps the last one's failure.
+
+    Attributes:
+        phase: current phase.
+        timeline: phases entered, oldest first.
+        ready: uvicorn printed ``Application startup complete.``.
+        server_url: from ``Starting vLLM (API) server on`` or ``Uvicorn running on``.
+        failure: diagnosed failure, or ``None``.
+        hbm_snapshots: every ``hbm=[...]`` list of this boot, in order.
+        memory_statistics: tpu-inference ``Memory statistics`` fields (``total_hbm_limit_gb``
+            ...), GiB summed over the local chips, not per chip; ``None`` if not printed.
+        kv_cache_tokens: ``<GPU|TPU> KV cache size: N tokens`` (or the V0 error text).
+        kv_cache_label: the platform label printed before ``KV cache size``.
+        kv_cache_shape: old tpu-inference ``Init kv-cache | shape=...`` text.
+        max_concurrency: ``Maximum concurrency for M tokens per request: X x``, the X.
+        max_concurrency_tokens_per_request: the M.
+        device_blocks: ``# GPU blocks: N`` / ``# TPU blocks: N`` count (block size unknown).
+        device_blocks_label: ``GPU`` or ``TPU``.
+        cpu_blocks: ``# CPU blocks: N`` (V0).
+        num_gpu_blocks_computed / num_gpu_blocks_override: from ``Overriding num_gpu_blocks=A
+            with num_gpu_blocks_override=B``.
+        compile: compile progress.
+        compile_seconds: total compile time, s (``(compilation: Y s)``, torch_xla group
+            totals, or ``torch.compile takes X s in total``); ``None`` if only per-step times.
+        engine_init_seconds: ``init engine (profile, create kv cache, warmup model) took X``.
+        num_chips: local chips (``TPU info: ... num_chips=N`` or the hbm list length).
+        tpu_type: accelerator type from ``TPU info`` (``v6e-1``).
+        platform: ``Automatically detected platform X.``
+        vllm_version: from the banner, ``vLLM API server version`` or the engine line.
+        model: served model from the banner or the engine config line.
+        gpu_memory_utilization: from the args, or the ``Memory statistics`` cap/limit ratio.
+        max_model_len: from ``Using max model len N`` or the args.
+        container_status: ``Exited (N)`` from a ``docker ps`` row in the stream.
+        container_name: the container name on that row.
+        engine_core_failed: ``EngineCore failed to start.`` was printed.
+        model_weights_gb: ``Loading model weights took X GB`` (GPU).
+        cuda_graph_capture_seconds / cuda_graph_memory_gib: ``Graph capturing finished in
+            N secs, took X GiB`` (GPU V0).
+        restarts: boots seen before the current one.
+        previous_failure: failure of the previous boot, if it had one.
+        lines_read: lines read so far (all boots).
+        last_line_at: time of the newest line that carried a time stamp.
+    """
+
+    phase: Phase = Phase.STARTING
+    timeline: tuple[PhaseMark, ...] = ()
+    ready: bool = False
+    server_url: str | None = None
+    failure: Failure | None = None
+    hbm_snapshots: tuple[HbmSnapshot, ...] = ()
+    memory_statistics: Mapping[str, float] | None = None
+    kv_cache_tokens: int | None = None
+    kv_cache_label: str | None = None
+    kv_cache_shape: str | None = None
+    max_concurrency: float | None = None
+    max_concurrency_tokens_per_request: int | None = None
+    device_blocks: int | None = None
+    device_blocks_label: str | None = None
+    cpu_blocks: int | None = None
+    num_gpu_blocks_computed: int | None = None
+    num_gpu_blocks_override: int | None = None
+    compile: CompileProgress = field(default_factory=CompileProgress)
+    compile_seconds: float | None = None
+    engine_init_seconds: float | None = None
+    num_chips: int | None = None
+    tpu_type: str | None = None
+    platform: str | None = None
+    vllm_version: str | None = None
+    model: str | None = None
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None
+    container_status: str | None = None
+    container_name: str | None = None
+    engine_core_failed: bool = False
+    model_weights_gb: float | None = None
+    cuda_graph_capture_seconds: float | None = None
+    cuda_graph_memory_gib: float | None = None
+    restarts: int = 0
+    previous_failure: Failure | None = None
+    lines_read: int = 0
+    last_line_at: datetime | None = None
+
+    def last_snapshot(self, stage: str) -> HbmSnapshot | None:
+        """The newest HBM snapshot of ``stage`` (``model_loaded`` ...), or ``None``."""
+        for snap in reversed(self.hbm_snapshots):
+            if snap.stage == stage:
+                return snap
+        return None
+
+    @property
+    def hbm_model_loaded(self) -> HbmSnapshot | None:
+        """Per-chip HBM after the weights are loaded (last ``Init model`` line)."""
+        return self.last_snapshot("model_loaded")
+
+    @property
+    def hbm_after_kv(self) -> HbmSnapshot | None:
+        """Per-chip HBM after the KV cache is allocated (``Init kv-cache`` line)."""
+        return self.last_snapshot("kv_cache")
+
+    @property
+    def phase_started_at(self) -> datetime | None:
+        """When the current phase began, if stamped."""
+        return self.timeline[-1].started_at if self.timeline else None

@@ -1,0 +1,457 @@
+"""Incremental reader of vLLM startup logs (``docker logs [--timestamps] vllm``).
+
+Feed it bytes or text in any chunking, or one line at a time as lines arrive over
+SSH; it keeps a small startup state, never the lines, and hands out frozen
+:class:`~remote.startup.StartupState` snapshots. The same reader reads whole
+files (:func:`read_log`) for ``tpu-console log-summary``.
+
+Formats (ids from ``shared/corpus/vllm-logs/INDEX.md``): envelopes E1-E8
+(vLLM V0/V1 prefixes with and without ``[file:line]``, process prefixes, uvicorn,
+multi-line messages, foreign lines, CRLF/blank lines/stray bytes/ANSI colours);
+tpu-inference HBM lines H1-H6 (2025-07 ... 0.29); KV cache K1-K6 and the
+KV-fit errors KF1/KF2; compile progress C1-C6 (torch_xla V0/V1, tpu-inference
+2025-10 ... 0.29, GPU torch.compile); uvicorn readiness; XLA OOM texts.
+
+Hot path: each line costs one ``find`` for the envelope end and one dict lookup
+on the first four characters of its message; regexes run only on lines whose
+message head names a format (see ``_HEADS``).
+"""
+
+from __future__ import annotations
+
+import codecs
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+from remote import diagnosis as dx
+from remote import vllm_log_patterns as pat
+from remote.startup import (CompileProgress, Failure, FailureKind, HbmSnapshot, Phase,
+                            PhaseMark, StartupState, frozen_map)
+from remote.vllm_log_handlers import HANDLERS, BootState, Root
+
+_READ_BLOCK = 1 << 20
+_DIGITS = pat.DIGITS
+_GLYPHS = pat.BANNER_GLYPHS
+#: Failure kinds whose ``failure_detail`` is the figures, not the text (as in the sidecars).
+_NUMERIC_DETAIL = frozenset({FailureKind.MAX_MODEL_LEN_TOO_LARGE,
+                             FailureKind.CONTEXT_LENGTH_EXCEEDED,
+                             FailureKind.HBM_BUDGET_EXCEEDED})
+
+
+class StartupReader(BootState):
+    """Incremental reader. Keeps state, not lines (memory flat).
+
+    Args:
+        year: year for vLLM's ``MM-DD HH:MM:SS`` stamps, which carry none (default: the
+            current UTC year; a month jump back of more than six months adds one).
+            ``docker logs --timestamps`` stamps carry their own year and win.
+
+    Lines longer than :data:`~remote.vllm_log_patterns.MAX_LINE_CHARS` are cut to that
+    length. Never raises on content: undecodable bytes become U+FFFD.
+    """
+
+    def __init__(self, *, year: int | None = None) -> None:
+        super().__init__(year or datetime.now(timezone.utc).year)
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pend: list[str] = []
+        self._pend_len = 0
+        self._pend_cut = False
+        self._cr_held = ""
+        self._version = 0
+        self._snapshot: StartupState | None = None
+        self._snapshot_version = -1
+
+    # ---- input --------------------------------------------------------------------
+    def feed(self, data: str | bytes | bytearray | memoryview) -> None:
+        """Read a chunk of the stream; chunk borders may fall anywhere (even inside UTF-8).
+
+        CRLF and lone CR end lines; ANSI escape sequences are removed; invalid UTF-8
+        becomes U+FFFD. A trailing partial line waits for the next chunk or :meth:`close`.
+        """
+        if isinstance(data, str):
+            text = self._decoder.decode(b"", final=True) + data
+            self._decoder.reset()
+        else:
+            text = self._decoder.decode(bytes(data))
+        self._feed_text(text, final=False)
+
+    def feed_line(self, line: str, ts: datetime | None = None) -> None:
+        """Read one complete line (without its newline), e.g. from an SSH tail.
+
+        Args:
+            line: the line; a trailing CR/LF is dropped, embedded newlines split it.
+            ts: arrival or log time to use for this line instead of any stamp in it.
+        """
+        line = line.rstrip("\r\n")
+        pieces = line.replace("\r\n", "\n").split("\n") if "\n" in line else [line]
+        pieces = [self._clean(p[:pat.MAX_LINE_CHARS]) for p in pieces]
+        self.explicit_ts = ts
+        try:
+            self._process(pieces)
+        finally:
+            self.explicit_ts = None
+
+    def close(self) -> None:
+        """Flush a trailing partial line (and any half-read UTF-8 sequence). Idempotent."""
+        self._feed_text(self._decoder.decode(b"", final=True), final=True)
+        self._decoder.reset()
+        changed = False
+        if self._pend_len or self._pend_cut:
+            line = "".join(self._pend)
+            self._pend, self._pend_len, self._pend_cut = [], 0, False
+            self._process([self._clean(line)])
+            changed = True
+        if self.accum is not None:
+            self.finish_accum()
+            changed = True
+        if changed:
+            self._version += 1
+
+    # ---- output -------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        """Bumps whenever the state changes (every complete line read); the UI polls it."""
+        return self._version
+
+    @property
+    def state(self) -> StartupState:
+        """Frozen snapshot of the current state (cached until the next change)."""
+        if self._snapshot is None or self._snapshot_version != self._version:
+            self._snapshot = self._build_state()
+            self._snapshot_version = self._version
+        return self._snapshot
+
+    # ---- line assembly ------------------------------------------------------------
+    @staticmethod
+    def _clean(line: str) -> str:
+        """Apply lone CRs as a terminal would (the last text written wins), drop ANSI."""
+        if "\r" in line:
+            line = pat.redraw_line(line)
+        return pat.ANSI.sub("", line) if "\x1b" in line else line
+
+    def _feed_text(self, text: str, final: bool) -> None:
+        if self._cr_held:
+            text = self._cr_held + text
+            self._cr_held = ""
+        if not final and text.endswith("\r"):
+            body = text.rstrip("\r")
+            self._cr_held = text[len(body):]
+            text = body
+        if not text:
+            return
+        while "\r\n" in text:  # CRLF, and CR CR LF
+            text = text.replace("\r\n", "\n")
+        if "\n" not in text:
+            self._hold(text)
+            return
+        if self._pend_len or self._pend_cut:
+            head = "".join(self._pend)
+            if self._pend_cut:  # the held line is full: drop the rest of it
+                text = head + text[text.find("\n"):]
+            else:
+                text = head + text
+            self._pend, self._pend_len, self._pend_cut = [], 0, False
+        lines = text.split("\n")
+        tail = lines.pop()
+        if max(map(len, lines)) > pat.MAX_LINE_CHARS:
+            lines = [self._clean(ln[:pat.MAX_LINE_CHARS]) for ln in lines]
+        else:
+            if "\r" in text:
+                _fix_lines(text, lines, "\r", pat.redraw_line)
+            if "\x1b" in text:
+                _fix_lines(text, lines, "\x1b", _strip_ansi)
+        self._hold(tail)
+        self._process(lines)
+
+    def _hold(self, text: str) -> None:
+        if self._pend_cut or not text:
+            return
+        room = pat.MAX_LINE_CHARS - self._pend_len
+        if len(text) >= room:
+            text = text[:room]
+            self._pend_cut = True
+        self._pend.append(text)
+        self._pend_len += len(text)
+
+    # ---- the hot loop ---------------------------------------------------------------
+    def _process(self, lines: list[str]) -> None:
+        if not lines:
+            return
+        first = self._first_stamp(lines)
+        n = self.lines_read
+        heads = HANDLERS
+        digits, glyphs = _DIGITS, _GLYPHS
+        acc = self.accum is not None
+        for line in lines:
+            n += 1
+            if acc:
+                self.lines_read = n
+                taken = self.take_accum(line)
+                acc = self.accum is not None
+                if taken:
+                    continue
+            p = line.find("] ", 0, 200)
+            if p > 1 and line[p - 1] in digits:
+                q = line.rfind(".py:", 0, p)
+                if q < 0 or p - q > 12:
+                    self.lines_read = n
+                    self.bare_line(line)
+                    acc = self.accum is not None
+                    continue
+            else:
+                self.lines_read = n
+                self.bare_line(line)
+                acc = self.accum is not None
+                continue
+            p += 2
+            head = line[p:p + 4]
+            h = heads.get(head)
+            if h is not None:
+                self.lines_read = n
+                h(self, line[p:], line)
+                acc = self.accum is not None
+                continue
+            c = head[:1]
+            if c == " ":
+                if head != "    ":  # 4+ spaces: array/padding continuations, source lines
+                    self.lines_read = n
+                    self.dispatch(line[p:].lstrip(), line, envelope=True)
+                    acc = self.accum is not None
+                continue
+            if c in digits:
+                continue
+            if "rror" in line or "xception" in line:
+                self.lines_read = n
+                self.on_exception(line[p:], line)
+                acc = self.accum is not None
+            elif c in glyphs:
+                self.lines_read = n
+                self.on_banner(line[p:], line)
+        self.lines_read = n
+        self._note_stamps(lines, first)
+        self._version += 1
+
+    def _first_stamp(self, lines: list[str]) -> tuple[int, datetime] | None:
+        """Line number and time of the batch's first stamped line, while still needed."""
+        if len(self.timeline) != 1 or self.timeline[0].started_at is not None:
+            return None
+        for i, line in enumerate(lines):
+            at = self.explicit_ts or self.stamp(line, mutate=False)
+            if at is not None:
+                return self.lines_read + 1 + i, at
+        return None
+
+    def _note_stamps(self, lines: list[str], first: tuple[int, datetime] | None) -> None:
+        if self.explicit_ts is not None:
+            self.last_at = self.explicit_ts
+        else:
+            for line in reversed(lines):
+                if self.has_stamp(line):
+                    self.last_at = pat.kept(line)
+                    break
+        if first is not None:
+            line_no, at = first
+            mark = self.timeline[0]
+            if (mark.started_at is None and mark.phase is Phase.STARTING and mark.line_no == 1
+                    and (len(self.timeline) == 1 or self.timeline[1].line_no >= line_no)):
+                self.timeline[0] = PhaseMark(mark.phase, at, mark.line_no)
+
+    # ---- snapshot -----------------------------------------------------------------
+    def _build_state(self) -> StartupState:
+        last_at = self.last_at if not isinstance(self.last_at, str) else self.stamp(self.last_at,
+                                                                                     mutate=False)
+        compile_progress = CompileProgress(
+            steps_finished=self.c_finished, steps_started=self.c_started,
+            in_flight_name=self.c_name, in_flight_shape=self.c_shape,
+            last_step_seconds=self.c_last, step_seconds_total=round(self.c_total, 6),
+            started_at=self.c_started_at, deferred_steps=self.c_deferred,
+            warmup_passes=self.c_warm, warmup_seconds_total=round(self.c_warm_total, 6))
+        num_chips = self.num_chips_info
+        if num_chips is None and self.snapshots:
+            num_chips = self.snapshots[0].num_chips
+        return StartupState(
+            phase=self.phase, timeline=tuple(self.timeline), ready=self.ready,
+            server_url=self.server_url, failure=self._failure(self.root, self.fatal),
+            hbm_snapshots=tuple(self.snapshots),
+            memory_statistics=frozen_map(self.memstats) if self.memstats is not None else None,
+            kv_cache_tokens=self.kv_tokens, kv_cache_label=self.kv_label,
+            kv_cache_shape=self.kv_shape, max_concurrency=self.conc,
+            max_concurrency_tokens_per_request=self.conc_tokens, device_blocks=self.blocks,
+            device_blocks_label=self.blocks_label, cpu_blocks=self.cpu_blocks,
+            num_gpu_blocks_computed=self.blocks_computed,
+            num_gpu_blocks_override=self.blocks_override, compile=compile_progress,
+            compile_seconds=(self.compile_total if self.compile_total is not None
+                             else self.group_total),
+            engine_init_seconds=self.engine_init, num_chips=num_chips, tpu_type=self.tpu_type,
+            platform=self.platform, vllm_version=self.vllm_version, model=self.model,
+            gpu_memory_utilization=self.gpu_util(), max_model_len=self.max_model_len,
+            container_status=self.container_status, container_name=self.container_name,
+            engine_core_failed=self.engine_core_failed, model_weights_gb=self.weights_gb,
+            cuda_graph_capture_seconds=self.graph_s, cuda_graph_memory_gib=self.graph_gib,
+            restarts=self.restarts, previous_failure=self.previous_failure,
+            lines_read=self.lines_read, last_line_at=last_at)
+
+    def current_failure(self) -> Failure | None:
+        """The diagnosed failure of the current boot, or ``None``."""
+        return self._failure(self.root, self.fatal)
+
+    def _failure(self, root: Root | None, fatal: Root | None) -> Failure | None:
+        if fatal is not None and (root is None or not root.fatal):
+            root = fatal
+        if root is None:
+            return None
+        model = self.snapshots[-1] if self.snapshots else None
+        facts = dx.Facts(
+            gpu_memory_utilization=self.gpu_util() or root.numbers.get("gpu_memory_utilization"),
+            tpu_type=self.tpu_type, hbm_limit_gib=model.limit_gib[0] if model else None,
+            max_model_len=self.max_model_len, num_gpu_blocks_computed=self.blocks_computed,
+            num_gpu_blocks_override=self.blocks_override,
+            in_flight=CompileProgress(in_flight_name=self.c_name,
+                                      in_flight_shape=self.c_shape).in_flight)
+        explanation, hint = dx.explain(root.kind, root.numbers, facts)
+        return Failure(kind=root.kind, fatal=root.fatal, message=root.message,
+                       evidence_line=root.evidence_line, explanation=explanation, hint=hint,
+                       at=root.at, numbers=frozen_map(root.numbers))
+
+
+def _strip_ansi(line: str) -> str:
+    return pat.ANSI.sub("", line)
+
+
+def _fix_lines(text: str, lines: list[str], char: str, fix: Any) -> None:
+    """Apply ``fix`` to each line of ``lines`` (``text`` split on LF) holding ``char``.
+
+    Finds the few affected lines with ``find``/``count`` instead of testing every line.
+    """
+    index, counted = 0, 0
+    i = text.find(char)
+    while i >= 0:
+        index += text.count("\n", counted, i)
+        counted = i
+        if index >= len(lines):
+            return
+        lines[index] = fix(lines[index])
+        end = text.find("\n", i)
+        if end < 0:
+            return
+        i = text.find(char, end)
+
+
+def read_log(source: str | Path | IO[bytes]) -> StartupState:
+    """Read a whole log file or stream and return the final state.
+
+    Args:
+        source: a path, ``"-"`` for standard input, or a binary (or text) stream.
+
+    Returns:
+        The state after the last line (a trailing partial line included).
+
+    Raises:
+        OSError: the file cannot be opened or read (missing, a directory, no permission).
+    """
+    reader = StartupReader()
+    if isinstance(source, (str, Path)) and str(source) != "-":
+        with open(source, "rb") as stream:
+            _pump(stream, reader)
+    else:
+        stream = sys.stdin.buffer if isinstance(source, (str, Path)) else source
+        _pump(stream, reader)
+    reader.close()
+    return reader.state
+
+
+def _pump(stream: IO[Any], reader: StartupReader) -> None:
+    while True:
+        block = stream.read(_READ_BLOCK)
+        if not block:
+            return
+        reader.feed(block)
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def summary_json(state: StartupState) -> dict[str, Any]:
+    """The ``tpu-console log-summary --json`` object.
+
+    Keys follow the corpus sidecars' ``expected`` keys (``hbm_used_gib``, ``kv_cache_tokens``,
+    ``failure``, ``failure_detail`` ...) plus the phase timeline and extras; anything the
+    log did not state is ``None``. Sizes GiB, durations s, times ISO 8601 UTC.
+    """
+    model = state.hbm_model_loaded
+    after_kv = state.hbm_after_kv
+    failure = state.failure
+    detail: Any = None
+    if failure is not None:
+        if failure.kind in _NUMERIC_DETAIL and failure.numbers:
+            detail = dict(failure.numbers)
+        else:
+            detail = failure.message
+            if failure.fatal and state.container_status and state.container_status != "Exited (0)":
+                name = f"{state.container_name} " if state.container_name else ""
+                detail = f"{detail}; container {name}{state.container_status}"
+    blocks_key = "num_tpu_blocks" if state.device_blocks_label == "TPU" else "gpu_blocks"
+    comp = state.compile
+    return {
+        "phase": state.phase.value,
+        "phase_timeline": [{"phase": m.phase.value, "started_at": _iso(m.started_at),
+                            "line": m.line_no} for m in state.timeline],
+        "ready": state.ready,
+        "server_url": state.server_url,
+        "failure": failure.kind.value if failure else None,
+        "failure_detail": detail,
+        "failure_fatal": failure.fatal if failure else None,
+        "failure_evidence": failure.evidence_line if failure else None,
+        "failure_explanation": failure.explanation if failure else None,
+        "failure_hint": failure.hint if failure else None,
+        "failure_at": _iso(failure.at) if failure else None,
+        "hbm_used_gib": list(model.used_gib) if model else None,
+        "hbm_limit_gib": list(model.limit_gib) if model else None,
+        "hbm_after_kv_used_gib": list(after_kv.used_gib) if after_kv else None,
+        "hbm_snapshots": [{"label": s.label, "stage": s.stage, "used": list(s.used_gib),
+                           "limit": list(s.limit_gib), "unit_suffix": s.unit_suffix,
+                           "at": _iso(s.at)} for s in state.hbm_snapshots],
+        "memory_statistics": (dict(state.memory_statistics)
+                              if state.memory_statistics is not None else None),
+        "kv_cache_tokens": state.kv_cache_tokens,
+        "kv_cache_label": state.kv_cache_label,
+        "kv_cache_shape": state.kv_cache_shape,
+        "max_concurrency": state.max_concurrency,
+        "max_concurrency_tokens_per_request": state.max_concurrency_tokens_per_request,
+        blocks_key: state.device_blocks,
+        "cpu_blocks": state.cpu_blocks,
+        "num_gpu_blocks_computed": state.num_gpu_blocks_computed,
+        "num_gpu_blocks_override": state.num_gpu_blocks_override,
+        "compile_seconds": state.compile_seconds,
+        "engine_init_seconds": state.engine_init_seconds,
+        "compile_steps_finished": comp.steps_finished,
+        "compile_steps_started": comp.steps_started,
+        "compile_in_progress": comp.in_flight,
+        "compile_last_step_seconds": comp.last_step_seconds,
+        "compile_step_seconds_total": comp.step_seconds_total,
+        "compile_started_at": _iso(comp.started_at),
+        "compile_deferred_steps": comp.deferred_steps,
+        "warmup_passes": comp.warmup_passes,
+        "warmup_seconds_total": comp.warmup_seconds_total,
+        "num_chips": state.num_chips,
+        "tpu_type": state.tpu_type,
+        "platform": state.platform,
+        "vllm_version_in_log": state.vllm_version,
+        "model": state.model,
+        "gpu_memory_utilization": state.gpu_memory_utilization,
+        "max_model_len": state.max_model_len,
+        "container_status": state.container_status,
+        "engine_core_failed": state.engine_core_failed,
+        "model_weights_gb": state.model_weights_gb,
+        "cuda_graph_capture_seconds": state.cuda_graph_capture_seconds,
+        "cuda_graph_memory_gib": state.cuda_graph_memory_gib,
+        "restarts": state.restarts,
+        "previous_failure": state.previous_failure.kind.value if state.previous_failure else None,
+        "lines_read": state.lines_read,
+        "last_line_at": _iso(state.last_line_at),
+    }
