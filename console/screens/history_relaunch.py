@@ -1,0 +1,47 @@
+"""Relaunch a recorded launch: the swap form, on its node, starting from that launch's spec.
+
+Like the rollback view, the node is still read over SSH so the diff and the commands are
+taken against what runs now. The history stored secrets masked: a masked env value is
+taken from the running container when it has the same variable; otherwise it stays
+``***`` and the form refuses to swap until the operator types it again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from console import swap_flow
+from console.screens.swap import SwapScreen
+from remote.container import MASK, ContainerSpec
+from remote.models import Node
+from store.records import Launch
+
+
+class RelaunchScreen(SwapScreen):
+    """The swap form of ``node`` filled with ``launch``'s container spec.
+
+    Args:
+        node: the node the launch ran on (resolved from the fleet).
+        launch: the recorded launch (its ``container_spec`` and ``serve_args``).
+
+    Raises:
+        ValueError: the launch recorded no usable container spec (checked up front).
+    """
+
+    def __init__(self, node: Node, launch: Launch) -> None:
+        super().__init__(node)
+        self.launch = launch
+        swap_flow.spec_from_launch(launch, None)  # a sentence now rather than after connecting
+        self.note = (f"Relaunching launch {launch.id} from the history ({launch.requested_at[:16].replace('T', ' ')})."
+                     " Secrets were masked in the history: type any still shown as ***.")
+
+    async def _target_spec(self, current: swap_flow.RunningSpec) -> ContainerSpec | None:
+        return swap_flow.spec_from_launch(self.launch, current.running)
+
+    def _ready(self, spec: ContainerSpec) -> None:
+        super()._ready(spec)
+        # A value still masked is not a secret we know: drop it so the form asks for it.
+        known: dict[str, Any] = self.secrets
+        self.secrets = {k: v for k, v in known.items() if v != MASK}
+        if self.secrets != known:
+            self.recompute()

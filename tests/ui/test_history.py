@@ -1,0 +1,315 @@
+"""The history pane driven by Pilot: a real SQLite history written through HistoryStore,
+the fleet from the sandbox TPU API (real google-cloud-tpu client)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import DataTable, Input, Static
+
+from console import swap_flow
+from console.app import TpuConsoleApp
+from console.screens.fleet import FleetScreen
+from console.screens.history import HistoryScreen
+from console.screens.history_compare import CompareScreen, FlagChange
+from console.screens.history_export import ExportScreen
+from console.screens.history_query import parse_filter
+from console.services import Services
+from remote.container import ContainerSpec
+from tests.ui.conftest import text_of
+from tests.ui.history_seed import HF_TOKEN, LLAMA, seed_history
+
+
+@pytest.fixture
+def seeded(services: Services) -> Services:
+    seed_history(services.db_path)
+    return services
+
+
+async def _until(pilot: Any, check: Any, what: str) -> None:
+    for _ in range(200):
+        await pilot.pause(0.02)
+        if check():
+            return
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def _open(pilot: Any, node: Any = None) -> HistoryScreen:
+    pilot.app.open_feature("history", node)
+    await _until(pilot, lambda: isinstance(pilot.app.screen, HistoryScreen) and pilot.app.screen.benches_loaded,
+                 "the history pane")
+    return pilot.app.screen
+
+
+def _ids(screen: HistoryScreen) -> list[int]:
+    table = screen.query_one("#launches", DataTable)
+    return [int(str(table.get_cell(row, "id")).lstrip("◆")) for row in table.rows]
+
+
+def _column(screen: HistoryScreen, key: str) -> list[str]:
+    table = screen.query_one("#launches", DataTable)
+    return [str(table.get_cell(row, key)) for row in table.rows]
+
+
+async def _select(pilot: Any, screen: HistoryScreen, launch_id: int) -> None:
+    table = screen.query_one("#launches", DataTable)
+    table.focus()
+    table.move_cursor(row=table.get_row_index(str(launch_id)))
+    await pilot.pause()
+    assert screen.selected is not None and screen.selected.id == launch_id
+
+
+async def _filter(pilot: Any, screen: HistoryScreen, line: str) -> None:
+    loads = screen.loads
+    await pilot.press("slash")
+    box = screen.query_one("#history-filter", Input)
+    box.value = line
+    await pilot.press("enter")
+    await _until(pilot, lambda: screen.loads > loads and screen.benches_loaded, f"filter {line!r}")
+
+
+def _notes(app: Any) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+async def test_launches_newest_first_with_figures_and_key_flags(seeded: Services) -> None:
+    async with TpuConsoleApp(seeded).run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        assert _ids(screen) == [6, 5, 4, 3, 2, 1]
+        assert _column(screen, "outcome") == ["interrupted", "ready", "interrupted", "ready", "failed", "replaced"]
+        assert _column(screen, "node")[:3] == ["vllm-flex-b", "vllm-old-z", "vllm-flex-b"]
+        row = _ids(screen).index(3)
+        assert [_column(screen, k)[row] for k in ("ready", "kv", "conc", "len", "gpu_mem", "tp")] == \
+            ["8m00s", "824,320", "100.6", "8,192", "0.90", "4"]
+        assert _column(screen, "failure")[_ids(screen).index(2)] == "RESOURCE_EXHAUSTED"
+        assert "6 launches · newest first" in text_of(screen.query_one("#history-status", Static))
+
+
+async def test_opened_from_a_node_is_filtered_to_it(seeded: Services) -> None:
+    async with TpuConsoleApp(seeded).run_test(size=(200, 50)) as pilot:
+        await _until(pilot, lambda: isinstance(pilot.app.screen, FleetScreen) and pilot.app.screen.snapshot,
+                     "the fleet")
+        fleet = pilot.app.screen
+        nodes = fleet.query_one("#nodes", DataTable)
+        names = [str(nodes.get_cell(r, "NAME")) for r in nodes.rows]
+        nodes.move_cursor(row=names.index("vllm-v5e-a"))
+        await pilot.pause()
+        await pilot.press("H")
+        await _until(pilot, lambda: isinstance(pilot.app.screen, HistoryScreen) and pilot.app.screen.benches_loaded,
+                     "the history pane")
+        screen = pilot.app.screen
+        assert screen.query_one("#history-filter", Input).value == "node:vllm-v5e-a"
+        assert _ids(screen) == [3, 2, 1]
+        assert "filter node=vllm-v5e-a" in text_of(screen.query_one("#history-status", Static))
+
+
+async def test_filter_terms_words_and_a_bad_key(seeded: Services) -> None:
+    async with TpuConsoleApp(seeded).run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        await _filter(pilot, screen, "outcome:failed")
+        assert _ids(screen) == [2]
+        await _filter(pilot, screen, "node:vllm-v5e-a fp8")
+        assert _ids(screen) == [3]
+        await _filter(pilot, screen, "model:Qwen3-8B accelerator:v6e-8")
+        assert _ids(screen) == [4]
+        await _filter(pilot, screen, "llama 0.95 4")  # several words: all must match
+        assert _ids(screen) == [2]
+        await _filter(pilot, screen, "limit:2")
+        assert _ids(screen) == [6, 5]
+        assert "the 2 newest" in text_of(screen.query_one("#history-status", Static))
+        await pilot.press("slash")
+        screen.query_one("#history-filter", Input).value = "colour:red"
+        await pilot.press("enter")
+        await pilot.pause()
+        status = text_of(screen.query_one("#history-status", Static))
+        assert "unknown filter key 'colour'" in status and "previous filter" in status
+        assert _ids(screen) == [6, 5]  # nothing lost
+
+
+async def test_detail_shows_spec_timeline_figures_and_benchmarks(seeded: Services) -> None:
+    async with TpuConsoleApp(seeded).run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        await _select(pilot, screen, 1)
+        text = text_of(screen.query_one("#launch-detail-body", Static), width=140)
+        assert "Launch 1 replaced" in text
+        assert "ready          2026-11-29 09:06:40" in text and "time to ready  6m40s" in text
+        assert "compile 4m50s" in text and "XLA compile    290.0 s" in text
+        assert "412,160 tokens" in text and "HBM after weights   7.10 of 15.75 GiB per chip ×4" in text
+        assert "env HF_TOKEN          ***" in text and HF_TOKEN not in text
+        assert f"serve args            {LLAMA} --max-model-len 4096 --gpu-memory-utilization 0.90" in text
+        assert "16 streams · 1,210.0 out tok/s · TTFT 180.0 ms · TPOT 13.1 ms" in text and "0.275" in text
+        assert "1 stream · 92.0 out tok/s" in text and "answered in 0.41 s · tool call ok" in text
+        await _select(pilot, screen, 2)
+        text = text_of(screen.query_one("#launch-detail-body", Static), width=140)
+        assert "RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm" in text
+        assert "none recorded" in text
+
+
+async def test_plot_shows_tokens_per_second_by_concurrency_and_cycles(seeded: Services) -> None:
+    async with TpuConsoleApp(seeded).run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        plot = text_of(screen.query_one("#bench-plot", Static))
+        lines = plot.splitlines()
+        assert "Output tokens/s by concurrency" in lines[0]
+        assert "1 stream" in lines[1] and "16 streams" in lines[1]
+        row = next(x for x in lines if " 3 v5litepod-4 " in x)
+        assert "88.0" in row and "790.0" in row
+        assert [x.lstrip("▶ ").split()[0] for x in lines[2:]] == ["5", "3", "1"]  # launches with throughput runs
+        await _select(pilot, screen, 3)
+        assert "▶ 3 v5litepod-4" in text_of(screen.query_one("#bench-plot", Static))
+        await pilot.press("p")
+        plot = text_of(screen.query_one("#bench-plot", Static))
+        assert "TTFT median (ms) by concurrency" in plot and "240.0" in plot
+
+
+async def test_compare_marked_and_selected_shows_flag_and_figure_diff(seeded: Services) -> None:
+    async with TpuConsoleApp(seeded).run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        await _select(pilot, screen, 3)
+        await pilot.press("m")
+        assert str(screen.query_one("#launches", DataTable).get_cell("3", "id")) == "◆3"
+        await _select(pilot, screen, 1)
+        await pilot.press("c")
+        await _until(pilot, lambda: isinstance(pilot.app.screen, CompareScreen), "the compare view")
+        compare = pilot.app.screen
+        assert (compare.a.id, compare.b.id) == (1, 3)  # older launch is A
+        assert compare.flag_rows == [
+            FlagChange("image", "vllm/vllm-tpu:v0.11.1", "vllm/vllm-tpu:v0.12.0", "changed"),
+            FlagChange("--max-model-len", "4096", "8192", "changed"),
+            FlagChange("--kv-cache-dtype", None, "fp8", "added"),
+        ]
+        figures = {r.figure: r for r in compare.figure_rows}
+        assert (figures["KV cache (tokens)"].delta, figures["KV cache (tokens)"].verdict) == (412_160, "better")
+        assert figures["XLA compile (s)"].delta == 82.0 and figures["XLA compile (s)"].verdict == "worse"
+        assert figures["time to ready (s)"].a == 400.0 and figures["time to ready (s)"].b == 480.0
+        tok = figures["out tok/s @16 streams"]
+        assert (tok.a, tok.b, tok.verdict) == (1210.0, 790.0, "worse")
+        assert figures["$/Mtok @16 streams"].b == 0.422
+        shown = text_of(compare.query_one("#figure-diff", Static), width=160)
+        row = next(x for x in shown.splitlines() if "out tok/s @16 streams" in x)
+        assert "1,210.0" in row and "790.0" in row and "-420.0" in row and "-34.7%" in row and "worse" in row
+        assert "kv-cache-dtype" in text_of(compare.query_one("#flag-diff", Static), width=160)
+        await pilot.press("x")
+        swapped = {r.figure: r for r in compare.figure_rows}
+        assert compare.a.id == 3 and swapped["out tok/s @16 streams"].a == 790.0
+        await pilot.press("escape")
+        assert pilot.app.screen is screen
+
+
+async def test_compare_without_a_mark_uses_the_launch_it_replaced(seeded: Services) -> None:
+    async with TpuConsoleApp(seeded).run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        await _select(pilot, screen, 4)
+        await pilot.press("c")
+        await pilot.pause()
+        assert "Mark a launch with m, select another, then press c." in _notes(pilot.app)
+        await _select(pilot, screen, 3)
+        await pilot.press("c")
+        await _until(pilot, lambda: isinstance(pilot.app.screen, CompareScreen), "the compare view")
+        compare = pilot.app.screen
+        assert (compare.a.id, compare.b.id) == (2, 3)
+        assert FlagChange("--max-model-len", "32768", "8192", "changed") in compare.flag_rows
+
+
+async def test_relaunch_opens_the_swap_form_with_the_launch_spec(seeded: Services) -> None:
+    from console.screens.history_relaunch import RelaunchScreen
+    from console.screens.swap import SwapScreen
+
+    async with TpuConsoleApp(seeded).run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        await _select(pilot, screen, 3)
+        await pilot.press("L")
+        await _until(pilot, lambda: isinstance(pilot.app.screen, SwapScreen), "the swap form")
+        swap = pilot.app.screen
+        assert isinstance(swap, RelaunchScreen) and swap.launch.id == 3
+        assert swap.node.key == ("inference-prod", "us-west4-a", "vllm-v5e-a")
+        assert any("Secrets were masked when launch 3 was stored (HF_TOKEN)" in n for n in _notes(pilot.app))
+        # What the form starts from: the launch's flags, the running container's real secret.
+        running = ContainerSpec(name="vllm", image="vllm/vllm-tpu:v0.12.0", model=LLAMA,
+                                env={"HF_TOKEN": "hf_live_value_123456"})
+        target = await swap._target_spec(swap_flow.RunningSpec(running, {"Id": "d" * 64}))
+        assert target is not None and target.image == "vllm/vllm-tpu:v0.12.0"
+        assert target.flag("max-model-len") == "8192" and target.flag("kv-cache-dtype") == "fp8"
+        assert target.env["HF_TOKEN"] == "hf_live_value_123456"
+
+
+async def test_relaunch_says_when_the_node_is_gone_or_no_spec_was_recorded(seeded: Services) -> None:
+    async with TpuConsoleApp(seeded).run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        await _select(pilot, screen, 5)
+        await pilot.press("L")
+        await _until(pilot, lambda: any("no longer in the fleet" in n for n in _notes(pilot.app)), "the sentence")
+        assert ("Node vllm-old-z (inference-prod/us-east5-a) is no longer in the fleet, so launch 5 cannot be "
+                "relaunched there.") in _notes(pilot.app)
+        await _select(pilot, screen, 6)
+        await pilot.press("L")
+        await pilot.pause()
+        assert "Launch 6 recorded no container spec, so it cannot be relaunched." in _notes(pilot.app)
+        assert pilot.app.screen is screen
+
+
+async def _export(pilot: Any, screen: HistoryScreen, name: str) -> ExportScreen:
+    await pilot.press("e")
+    await _until(pilot, lambda: isinstance(pilot.app.screen, ExportScreen), "the export modal")
+    modal = pilot.app.screen
+    assert modal.query_one("#export-path", Input).value == "tpu-console-history-20261130-120000.json"
+    modal.query_one("#export-path", Input).value = name
+    await pilot.press("enter")
+    return modal
+
+
+async def test_export_writes_the_filtered_rows_as_json_and_csv(seeded: Services, tmp_path: Path) -> None:
+    async with TpuConsoleApp(seeded).run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        await _filter(pilot, screen, "node:vllm-v5e-a")
+        target = tmp_path / "v5e.json"
+        await _export(pilot, screen, str(target))
+        await _until(pilot, lambda: any("Exported" == n.title for n in pilot.app._notifications), "the export")
+        data = json.loads(target.read_text())
+        assert [x["id"] for x in data] == [3, 2, 1]
+        assert [b["kind"] for b in data[2]["benchmarks"]] == ["smoke", "throughput", "throughput"]
+        assert data[0]["container_spec"]["env"]["HF_TOKEN"] == "***"
+        assert HF_TOKEN not in target.read_text()
+        assert any(f"3 launches as JSON" in n and str(target) in n for n in _notes(pilot.app))
+
+        await _export(pilot, screen, str(tmp_path / "v5e.csv"))
+        await _until(pilot, lambda: (tmp_path / "v5e.csv").exists(), "the CSV file")
+        await _until(pilot, lambda: sum("Exported" == n.title for n in pilot.app._notifications) == 2, "the notice")
+        rows = list(csv.DictReader((tmp_path / "v5e.csv").open()))
+        assert [(r["id"], r["outcome"], r["failure_kind"]) for r in rows] == \
+            [("3", "ready", ""), ("2", "failed", "RESOURCE_EXHAUSTED"), ("1", "replaced", "")]
+
+        modal = await _export(pilot, screen, str(target))  # exists: refused, nothing overwritten
+        await pilot.pause()
+        assert pilot.app.screen is modal
+        assert "already exists" in text_of(modal.query_one("#export-error", Static))
+        assert [x["id"] for x in json.loads(target.read_text())] == [3, 2, 1]
+        modal.query_one("#export-path", Input).value = str(tmp_path / "v5e.txt")
+        await pilot.press("enter")
+        assert "end the name in .json or .csv" in text_of(modal.query_one("#export-error", Static))
+        await pilot.press("escape")
+        assert pilot.app.screen is screen
+
+
+async def test_bindings_have_ids_and_reach_the_command_palette(seeded: Services) -> None:
+    async with TpuConsoleApp(seeded).run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        ids = {b.id for b in screen.BINDINGS}
+        assert {"filter", "history_mark", "history_compare", "history_relaunch", "history_export"} <= ids
+        titles = [c.title for c in pilot.app.get_system_commands(screen)]
+        assert "Relaunch (L)" in titles and "Compare (c)" in titles and "Export (e)" in titles
+
+
+def test_parse_filter_terms() -> None:
+    flt = parse_filter('node:vllm-v5e-a outcome:FAILED acc:v6e-8 model:"Qwen/Qwen3-8B" fp8 Tool')
+    assert (flt.node, flt.outcome, flt.accelerator_type, flt.model, flt.words) == \
+        ("vllm-v5e-a", "failed", "v6e-8", "Qwen/Qwen3-8B", ("fp8", "tool"))
+    assert parse_filter("vllm/vllm-tpu:nightly").words == ("vllm/vllm-tpu:nightly",)  # an image tag is a word
+    for bad, message in (("outcome:ok", "not an outcome"), ("node:", "needs a value"), ("limit:0", "limit:0"),
+                         ("zone:x", "unknown filter key 'zone'")):
+        with pytest.raises(ValueError, match=message):
+            parse_filter(bad)
