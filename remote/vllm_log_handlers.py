@@ -20,7 +20,12 @@ _MAX_ACCUM_LINES = 8
 _STAGES = (("Init worker", "worker_init"), ("Init model", "model_loaded"),
            ("Init kv-cache", "kv_cache"), ("before applying quantization", "before_quantization"),
            ("after applying quantization", "after_quantization"))
-_KV_DONE = ("Try ", "initializing the engine", "estimated maximum model length")
+_KV_DONE = ("Try ", "initializing the engine")
+
+
+def _kv_text_done(text: str) -> bool:
+    """A (possibly hand-wrapped) KV-fit error message has reached its end."""
+    return any(k in text for k in _KV_DONE) or pat.KF2_ESTIMATE.search(text) is not None
 
 
 @dataclass
@@ -229,7 +234,7 @@ class BootState:
         text = f"{text} {msg}"
         left -= 1
         self.accum = [kind, text, left, evidence]
-        done = (not text.endswith(":")) if kind == "colon" else any(k in text for k in _KV_DONE)
+        done = (not text.endswith(":")) if kind == "colon" else _kv_text_done(text)
         if done or left <= 0:
             self.finish_accum()
         return True
@@ -255,7 +260,7 @@ class BootState:
             return
         if msg.endswith(":"):
             self.accum = ["colon", msg, 3, line]
-        elif "max seq len" in msg and not any(k in msg for k in _KV_DONE):
+        elif "max seq len" in msg and not _kv_text_done(msg):
             self.accum = ["kv", msg, _MAX_ACCUM_LINES, line]
         else:
             self.diagnose(m[1], msg, line)
@@ -263,7 +268,7 @@ class BootState:
     def on_plain_failure(self, msg: str, line: str) -> None:
         """Prefix-less failure sentences (V0 ``The model's max seq len ...``, ``This model's
         maximum context length ...``)."""
-        if "max seq len" in msg and not any(k in msg for k in _KV_DONE):
+        if "max seq len" in msg and not _kv_text_done(msg):
             self.accum = ["kv", msg, _MAX_ACCUM_LINES, line]
         elif "max seq len" in msg or "context length" in msg:
             self.diagnose(None, msg, line)

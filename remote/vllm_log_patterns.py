@@ -148,8 +148,8 @@ def to_float(text: str) -> float:
 
 
 def xla_size_gib(number: str, unit: str) -> float:
-    """An XLA size (``16.23`` + ``G``; XLA's ``G`` is GiB) in GiB, rounded to 0.01 MiB."""
-    return round(float(number) * _UNIT_GIB[unit], 6)
+    """An XLA size (``16.23`` + ``G``; XLA's ``G`` is GiB) in GiB, rounded to 0.1 MiB."""
+    return round(float(number) * _UNIT_GIB[unit], 4)
 
 
 def docker_time(match: re.Match[str]) -> datetime | None:
