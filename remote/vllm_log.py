@@ -58,7 +58,7 @@ class StartupReader(BootState):
         self._pend: list[str] = []
         self._pend_len = 0
         self._pend_cut = False
-        self._cr_held = ""
+        self._cr_held = False
         self._version = 0
         self._snapshot: StartupState | None = None
         self._snapshot_version = -1
@@ -67,8 +67,9 @@ class StartupReader(BootState):
     def feed(self, data: str | bytes | bytearray | memoryview) -> None:
         """Read a chunk of the stream; chunk borders may fall anywhere (even inside UTF-8).
 
-        CRLF and lone CR end lines; ANSI escape sequences are removed; invalid UTF-8
-        becomes U+FFFD. A trailing partial line waits for the next chunk or :meth:`close`.
+        Lines end as in Python's universal newlines (LF, CRLF, a lone CR - e.g. a tqdm
+        redraw - and the other ``str.splitlines`` breaks); ANSI escape sequences are
+        removed; invalid UTF-8 becomes U+FFFD. A trailing partial line waits for the next chunk or :meth:`close`.
         """
         if isinstance(data, str):
             text = self._decoder.decode(b"", final=True) + data
@@ -81,11 +82,10 @@ class StartupReader(BootState):
         """Read one complete line (without its newline), e.g. from an SSH tail.
 
         Args:
-            line: the line; a trailing CR/LF is dropped, embedded newlines split it.
+            line: the line; a trailing CR/LF is dropped, embedded line breaks split it.
             ts: arrival or log time to use for this line instead of any stamp in it.
         """
-        line = line.rstrip("\r\n")
-        pieces = line.replace("\r\n", "\n").split("\n") if "\n" in line else [line]
+        pieces = line.splitlines() or [""]
         pieces = [self._clean(p[:pat.MAX_LINE_CHARS]) for p in pieces]
         self.explicit_ts = ts
         try:
@@ -126,42 +126,34 @@ class StartupReader(BootState):
     # ---- line assembly ------------------------------------------------------------
     @staticmethod
     def _clean(line: str) -> str:
-        """Apply lone CRs as a terminal would (the last text written wins), drop ANSI."""
-        if "\r" in line:
-            line = pat.redraw_line(line)
         return pat.ANSI.sub("", line) if "\x1b" in line else line
 
     def _feed_text(self, text: str, final: bool) -> None:
-        if self._cr_held:
-            text = self._cr_held + text
-            self._cr_held = ""
+        if self._cr_held:  # a CR that ended the last chunk may be half of a CRLF
+            text = "\r" + text
+            self._cr_held = False
         if not final and text.endswith("\r"):
-            body = text.rstrip("\r")
-            self._cr_held = text[len(body):]
-            text = body
+            text = text[:-1]
+            self._cr_held = True
         if not text:
             return
-        while "\r\n" in text:  # CRLF, and CR CR LF
-            text = text.replace("\r\n", "\n")
-        if "\n" not in text:
-            self._hold(text)
-            return
         if self._pend_len or self._pend_cut:
+            brk = pat.LINE_BREAK.search(text)
+            if brk is None:
+                self._hold(text)
+                return
             head = "".join(self._pend)
-            if self._pend_cut:  # the held line is full: drop the rest of it
-                text = head + text[text.find("\n"):]
-            else:
-                text = head + text
+            # a held line at the cap drops the rest of itself
+            text = head + (text[brk.start():] if self._pend_cut else text)
             self._pend, self._pend_len, self._pend_cut = [], 0, False
-        lines = text.split("\n")
-        tail = lines.pop()
-        if max(map(len, lines)) > pat.MAX_LINE_CHARS:
-            lines = [self._clean(ln[:pat.MAX_LINE_CHARS]) for ln in lines]
-        else:
-            if "\r" in text:
-                _fix_lines(text, lines, "\r", pat.redraw_line)
+        lines = text.splitlines()
+        tail = "" if text[-1] in pat.LINE_BREAK_CHARS else lines.pop()
+        if lines:
+            if max(map(len, lines)) > pat.MAX_LINE_CHARS:
+                lines = [ln[:pat.MAX_LINE_CHARS] for ln in lines]
             if "\x1b" in text:
-                _fix_lines(text, lines, "\x1b", _strip_ansi)
+                clean = self._clean
+                lines = [clean(ln) if "\x1b" in ln else ln for ln in lines]
         self._hold(tail)
         self._process(lines)
 
@@ -314,29 +306,6 @@ class StartupReader(BootState):
         return Failure(kind=root.kind, fatal=root.fatal, message=root.message,
                        evidence_line=root.evidence_line, explanation=explanation, hint=hint,
                        at=root.at, numbers=frozen_map(root.numbers))
-
-
-def _strip_ansi(line: str) -> str:
-    return pat.ANSI.sub("", line)
-
-
-def _fix_lines(text: str, lines: list[str], char: str, fix: Any) -> None:
-    """Apply ``fix`` to each line of ``lines`` (``text`` split on LF) holding ``char``.
-
-    Finds the few affected lines with ``find``/``count`` instead of testing every line.
-    """
-    index, counted = 0, 0
-    i = text.find(char)
-    while i >= 0:
-        index += text.count("\n", counted, i)
-        counted = i
-        if index >= len(lines):
-            return
-        lines[index] = fix(lines[index])
-        end = text.find("\n", i)
-        if end < 0:
-            return
-        i = text.find(char, end)
 
 
 def read_log(source: str | Path | IO[bytes]) -> StartupState:

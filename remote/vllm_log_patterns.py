@@ -23,6 +23,10 @@ BANNER_GLYPHS = "█▄▀"
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 
 
+#: Line breaks of ``str.splitlines`` (universal newlines plus the Unicode separators).
+LINE_BREAK_CHARS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+LINE_BREAK = re.compile("[" + LINE_BREAK_CHARS + "]")
+
 #: ``docker logs --timestamps`` prefix: RFC 3339 with nanoseconds, then one space.
 DOCKER_TS = re.compile(
     r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)? ")
@@ -196,29 +200,6 @@ def strip_proc_prefix(text: str) -> str:
         if m is not None and m.start() <= 3:
             return text[m.end():]
     return text
-
-
-def redraw_line(line: str) -> str:
-    """Apply lone CRs in one line as a terminal would: the last non-empty segment wins (tqdm)."""
-    return next((seg for seg in reversed(line.split("\r")) if seg), "")
-
-
-def redraw_lines(body: str) -> str:
-    """:func:`redraw_line` on every line of ``body`` that holds a CR (found with ``find``)."""
-    out: list[str] = []
-    pos = 0
-    i = body.find("\r")
-    while i >= 0:
-        start = body.rfind("\n", 0, i) + 1
-        end = body.find("\n", i)
-        if end < 0:
-            end = len(body)
-        out.append(body[pos:start])
-        out.append(redraw_line(body[start:end]))
-        pos = end
-        i = body.find("\r", end)
-    out.append(body[pos:])
-    return "".join(out)
 
 
 def kept(text: str) -> str:

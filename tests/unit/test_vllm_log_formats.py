@@ -108,10 +108,12 @@ def test_ready_phrase_in_scripts_and_foreign_hbm_lines_are_decoys() -> None:
     assert not s.ready and s.hbm_snapshots == () and s.server_url == "http://0.0.0.0:8000"
 
 
-def test_lone_cr_redraws_like_a_terminal() -> None:
+def test_lone_cr_ends_a_line_like_universal_newlines() -> None:
     s = read("(EngineCore pid=7) \rLoading safetensors checkpoint shards:  50% Completed\r"
-             "Loading safetensors checkpoint shards: 100% Completed | 1/1")
-    assert s.state.lines_read == 1 and s.state.phase is Phase.LOADING_WEIGHTS
+             "Loading safetensors checkpoint shards: 100% Completed | 1/1\r\n"
+             "INFO 02-20 00:01:02 kv_cache_utils.py:522] # GPU blocks: 1381")
+    assert s.state.lines_read == 4 and s.state.phase is Phase.ALLOCATING_KV_CACHE
+    assert s.state.timeline[1].phase is Phase.LOADING_WEIGHTS and s.state.device_blocks == 1381
 
 
 def test_torch_xla_progress_ignores_non_driver_workers_and_reads_the_typo_total() -> None:
