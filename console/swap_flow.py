@@ -123,11 +123,23 @@ def lint_spec(node: Node, spec: ContainerSpec, running: ContainerSpec | None, fa
                 running_image_digest=digest, **facts)
 
 
-def record_start(store: Any, node: Node, spec: ContainerSpec, replaced_container_id: str | None) -> int | None:
+def _launch_fields(node: Node, spec: ContainerSpec) -> dict[str, Any]:
+    length = spec.serve_flags.get("max-model-len")
+    return dict(node=node.name, project=node.project, zone=node.zone, accelerator_type=node.accelerator_type,
+                provisioning_model=node.provisioning_model, image=spec.image, model=spec.model,
+                served_model_name=spec.serve_flags.get("served-model-name"), container_spec=spec.to_dict(),
+                serve_args=spec.serve_args(), max_model_len=int(length) if length and length.isdigit() else None)
+
+
+def record_start(store: Any, node: Node, spec: ContainerSpec, replaced_container_id: str | None, *,
+                 replaced_spec: ContainerSpec | None = None) -> int | None:
     """Record a launch as the ``docker run`` step starts; returns its id (``None`` without a store).
 
     The launch of the replaced container (found by its id) becomes ``replaced_launch_id`` and,
-    if it was running or ready, is marked ``replaced``. Secrets are masked (``to_dict``).
+    if it was running or ready, is marked ``replaced``. When the history does not know the
+    replaced container and ``replaced_spec`` is given, it is recorded first as an ``observed``
+    launch (outcome ``replaced``), so a console restarted later can still roll back to it.
+    Secrets are masked (``to_dict``).
     """
     if store is None:
         return None
@@ -137,13 +149,11 @@ def record_start(store: Any, node: Node, spec: ContainerSpec, replaced_container
         replaced = old.id if old else None
         if old and old.outcome in ("running", "ready"):
             store.update_launch(old.id, outcome="replaced")
-    length = spec.serve_flags.get("max-model-len")
-    return store.start_launch(
-        node=node.name, project=node.project, zone=node.zone, accelerator_type=node.accelerator_type,
-        provisioning_model=node.provisioning_model, origin="console", image=spec.image,
-        model=spec.model, served_model_name=spec.serve_flags.get("served-model-name"),
-        container_spec=spec.to_dict(), serve_args=spec.serve_args(), replaced_launch_id=replaced,
-        max_model_len=int(length) if length and length.isdigit() else None)
+        if old is None and replaced_spec is not None:
+            replaced = store.start_launch(**_launch_fields(node, replaced_spec), origin="observed",
+                                          outcome="replaced", container_id=replaced_container_id,
+                                          image_digest=replaced_spec.image_digest)
+    return store.start_launch(**_launch_fields(node, spec), origin="console", replaced_launch_id=replaced)
 
 
 def record_outcome(store: Any, launch_id: int | None, *, ok: bool, container_id: str | None = None,

@@ -1,0 +1,142 @@
+"""A confirm modal that shows exactly what will run, before anything destructive runs.
+
+:class:`ConfirmScreen` dismisses with ``True`` (confirmed) or ``False``. Commands are shown
+as given (callers pass masked command lines) and never interpreted as markup. With
+``require_text`` the confirm button stays disabled until the operator types that text
+(used when the lint found errors: the operator types the node name to go ahead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Ask before a destructive action, showing the exact commands.
+
+    Args:
+        title: one line, e.g. ``Replace the container on vllm-v5e-a?``.
+        message: what happens, in a sentence or two.
+        commands: command lines to show, numbered, in order (already masked).
+        confirm_label: the confirm button's label (``Swap``, ``Roll back``, ``Trust``).
+        require_text: text the operator must type before confirming, or ``None``.
+    """
+
+    DEFAULT_CSS = """
+    ConfirmScreen {
+        align: center middle;
+    }
+    #confirm-box {
+        width: 90%;
+        max-width: 140;
+        height: auto;
+        max-height: 90%;
+        background: $surface;
+        border: thick $error 70%;
+        padding: 1 2;
+    }
+    #confirm-title {
+        text-style: bold;
+        color: $text-error;
+        width: 100%;
+        margin-bottom: 1;
+    }
+    #confirm-commands {
+        background: $panel;
+        padding: 0 1;
+        margin: 1 0;
+        height: auto;
+    }
+    #confirm-typed {
+        margin-bottom: 1;
+    }
+    #confirm-buttons {
+        height: auto;
+        align-horizontal: right;
+    }
+    #confirm-buttons Button {
+        margin-left: 2;
+    }
+    """
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="confirm_cancel"),
+        Binding("n", "cancel", "No", show=False),
+        Binding("y", "confirm", "Yes", id="confirm_yes"),
+    ]
+
+    def __init__(self, title: str, message: str, commands: Sequence[str] = (), *,
+                 confirm_label: str = "Confirm", require_text: str | None = None) -> None:
+        super().__init__()
+        self.title_text = title
+        self.message = message
+        self.commands = list(commands)
+        self.confirm_label = confirm_label
+        self.require_text = require_text
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box"):
+            yield Label(Text(self.title_text), id="confirm-title")
+            yield Static(Text(self.message), id="confirm-message")
+            if self.commands:
+                lines = Text()
+                for i, command in enumerate(self.commands, 1):
+                    if i > 1:
+                        lines.append("\n")
+                    lines.append(f"{i}. ", style="bold")
+                    lines.append(command)
+                yield Static(lines, id="confirm-commands")
+            if self.require_text:
+                yield Input(placeholder=f"type {self.require_text} to go ahead", id="confirm-typed")
+            with Horizontal(id="confirm-buttons"):
+                yield Button("Cancel (n)", id="confirm-no")
+                yield Button(f"{self.confirm_label} (y)", id="confirm-yes", variant="error",
+                             disabled=self.require_text is not None)
+
+    def on_mount(self) -> None:
+        if self.require_text:
+            self.query_one("#confirm-typed", Input).focus()
+        else:
+            self.query_one("#confirm-no", Button).focus()
+
+    @property
+    def allowed(self) -> bool:
+        """Whether confirming is allowed now (the required text, if any, was typed)."""
+        if self.require_text is None:
+            return True
+        return self.query_one("#confirm-typed", Input).value.strip() == self.require_text
+
+    @on(Input.Changed, "#confirm-typed")
+    def _typed(self) -> None:
+        self.query_one("#confirm-yes", Button).disabled = not self.allowed
+
+    @on(Input.Submitted, "#confirm-typed")
+    def _typed_enter(self) -> None:
+        self.action_confirm()
+
+    @on(Button.Pressed, "#confirm-yes")
+    def _yes(self) -> None:
+        self.action_confirm()
+
+    @on(Button.Pressed, "#confirm-no")
+    def _no(self) -> None:
+        self.action_cancel()
+
+    def action_confirm(self) -> None:
+        """Confirm (only once the required text was typed)."""
+        if self.allowed:
+            self.dismiss(True)
+        else:
+            self.app.bell()
+
+    def action_cancel(self) -> None:
+        """Close without doing anything."""
+        self.dismiss(False)
