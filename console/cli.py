@@ -59,6 +59,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(run(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `tpu-console ... | head`: the reader went away; not an error worth a traceback.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
