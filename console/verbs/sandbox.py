@@ -14,7 +14,10 @@ import time
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``sandbox``."""
     p = sub.add_parser("sandbox", help="run the loopback sandbox (TPU API, SSH nodes, vLLM) until Ctrl-C",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description="Run the loopback stand-ins until Ctrl-C: a TPU REST API, one SSH "
+                       "server per ready node with a simulated docker and vLLM engine, and an "
+                       "OpenAI-compatible server per node. Prints the config file it wrote; point "
+                       "any verb at it with --config (or use `tpu-console --demo VERB`).")
     p.add_argument("--state-dir", metavar="DIR", help="where to write config, keys and history "
                    "(default: ~/.local/state/tpu-console/sandbox)")
     p.add_argument("--boot-s", type=float, default=25.0, help="seconds the slow node's boot takes (default 25)")
