@@ -1,0 +1,450 @@
+"""The startup watch: a node's vLLM container log, live, beside the startup panel.
+
+Connects to one worker of the node with the config's SSH settings (an unknown host key asks
+the operator in a modal), follows ``docker logs -f --timestamps`` of ``config.container.name``
+and feeds every line to the startup reader (:class:`console.startup_watch.StartupWatch`, shared
+with ``tpu-console watch``). Once the log says ready, an SSH local port forward to
+``config.container.port`` is opened and ``/v1/models`` probed through it; the local URL stays
+usable while the screen is open. What the view learns goes into the history as it learns it.
+
+Keys (ids in brackets): ``f`` follow [log_follow], ``/`` filter [log_filter], ``ctrl+f``
+search [log_search], ``n`` next match [log_next], ``z`` fold [log_fold], ``W`` next worker
+[worker], ``r`` reconnect [reconnect], ``R`` roll back [rollback], ``s`` swap [swap],
+``escape`` back [back].
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, Footer, Header, Input, Static
+from textual.worker import Worker, WorkerState
+
+from console.launch_recorder import LaunchRecorder
+from console.startup_watch import StartupWatch, resolve_target
+from console.widgets.log_view import LogView
+from console.widgets.startup_panel import PanelInfo, StartupPanel
+from remote.errors import RemoteError
+from remote.startup import Phase
+from remote.tail import TailStatus
+
+#: Lines the log pane keeps (older lines are counted, not shown).
+LOG_LINES_SHOWN = 5000
+#: Seconds between panel refreshes (the panel also ticks once a second for running durations).
+PANEL_REFRESH_S = 0.25
+#: /v1/models probes after the log says ready (one second apart) before giving up.
+PROBE_ATTEMPTS = 5
+
+
+class HostKeyModal(ModalScreen[bool]):
+    """Asks whether to trust a host key seen for the first time (accept once = record it)."""
+
+    BINDINGS = [
+        Binding("a", "answer(True)", "Accept", id="host_key_accept"),
+        Binding("escape,n", "answer(False)", "Refuse", id="host_key_refuse"),
+    ]
+
+    def __init__(self, target: Any, fingerprint: str) -> None:
+        super().__init__()
+        self.target = target
+        self.fingerprint = fingerprint
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="host-key-box"):
+            yield Static(f"[b]Unknown host key[/b]\n\nThe authenticity of {self.target.label} (host key alias "
+                         f"{self.target.known_hosts_name}) can't be established.\n\nIts host key fingerprint is\n"
+                         f"[b]{self.fingerprint}[/b]\n\nAccept it and record it in {self.target.known_hosts}? "
+                         "Refusing does not connect.", id="host-key-text", markup=True)
+            with Horizontal(id="host-key-buttons"):
+                yield Button("Accept (a)", id="accept", variant="warning")
+                yield Button("Refuse (n)", id="refuse", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#refuse", Button).focus()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "accept")
+
+    def action_answer(self, accept: bool) -> None:
+        """Close with the operator's answer."""
+        self.dismiss(accept)
+
+
+class StartupScreen(Screen[None]):
+    """Startup watch of one node: panel on the left, live log on the right."""
+
+    CSS_PATH = "startup.tcss"
+    BINDINGS = [
+        Binding("f", "toggle_follow", "Follow", id="log_follow"),
+        Binding("slash", "filter", "Filter", key_display="/", id="log_filter"),
+        Binding("ctrl+f", "search", "Search", id="log_search"),
+        Binding("n", "next_match", "Next match", id="log_next"),
+        Binding("z", "toggle_fold", "Fold", id="log_fold"),
+        Binding("W", "next_worker", "Worker", id="worker"),
+        Binding("r", "reconnect", "Reconnect", id="reconnect"),
+        Binding("R", "rollback", "Roll back", id="rollback"),
+        Binding("s", "swap", "Swap", id="swap"),
+        Binding("escape", "back", "Back", id="back"),
+    ]
+
+    class LinesArrived(Message):
+        """A batch of log lines (already read by the startup reader)."""
+
+        def __init__(self, watch: StartupWatch, lines: list[str]) -> None:
+            super().__init__()
+            self.watch = watch
+            self.lines = lines
+
+    class StatusChanged(Message):
+        """The tail's status changed."""
+
+        def __init__(self, watch: StartupWatch, status: TailStatus) -> None:
+            super().__init__()
+            self.watch = watch
+            self.status = status
+
+    def __init__(self, node: Any, worker: int = 0) -> None:
+        super().__init__()
+        self.node = node
+        self.worker = worker
+        self.watch: StartupWatch | None = None
+        self.recorder: LaunchRecorder | None = None
+        self.problem: str | None = None
+        self.compile_eta_s: float | None = None
+        self.history_known = False
+        self.tunnel_note: str | None = None
+        self.served_models: tuple[str, ...] | None = None
+        self._tunnel_started = False
+        self._container_id: str | None = None
+        self._dirty = True
+        self._ticks = 0
+        self._search_mode = False
+
+    # --- layout --------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="startup-body"):
+            yield StartupPanel(id="startup-panel")
+            with Vertical(id="log-pane"):
+                yield Input(placeholder="filter: lines containing this text (Esc clears)", id="log-filter")
+                yield LogView(LOG_LINES_SHOWN, id="log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#log-filter", Input).display = False
+        self.query_one("#log", LogView).focus()
+        self.set_interval(PANEL_REFRESH_S, self._refresh_panel)
+        self._start()
+
+    @property
+    def services(self) -> Any:
+        return self.app.services  # type: ignore[attr-defined]
+
+    def _workers_count(self) -> int:
+        return max(1, len(getattr(self.node, "workers", ()) or ()))
+
+    def _start(self) -> None:
+        """(Re)start the watch of the current worker from an empty view."""
+        self.workers.cancel_group(self, "startup-tunnel")
+        self.watch = None
+        self.problem = None
+        self.tunnel_note = None
+        self.served_models = None
+        self._tunnel_started = False
+        self._container_id = None
+        self.query_one("#log", LogView).clear()
+        self.sub_title = (f"{self.node.name} · worker {self.worker} of {self._workers_count()} · "
+                          f"container {self.services.config.container.name}")
+        self._update_log_title()
+        self._dirty = True
+        self._run_watch()
+
+    # --- the watch (one async worker; restarting cancels the previous one) ----------------
+
+    @work(exclusive=True, group="startup-watch", exit_on_error=False)
+    async def _run_watch(self) -> None:
+        config = self.services.config
+        try:
+            target = await resolve_target(self.node, config.ssh, self.worker, self.services.fleet)
+        except RemoteError as exc:
+            self._set_problem(str(exc), title=exc.title)
+            return
+
+        async def ask(fingerprint: str) -> bool:
+            return bool(await self.app.push_screen_wait(HostKeyModal(target, fingerprint)))
+
+        watch = StartupWatch(
+            target, container=config.container.name, container_port=config.container.port,
+            accept_new_host_key=ask,
+            on_lines=lambda batch: self.post_message(self.LinesArrived(watch, [text for _, text in batch])),
+            on_status=lambda status: self.post_message(self.StatusChanged(watch, status)))
+        self.watch = watch
+        try:
+            await watch.connect()
+        except RemoteError as exc:
+            self._set_problem(str(exc), title=exc.title)
+            return
+        try:
+            await watch.follow()
+        finally:
+            await watch.close()
+
+    def _set_problem(self, sentence: str, *, title: str = "Startup watch") -> None:
+        self.problem = sentence
+        self._dirty = True
+        self.app.notify(sentence, title=title, severity="error", timeout=10)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """An unexpected error in a worker becomes a sentence (and the log), never a traceback."""
+        if event.state is WorkerState.ERROR and event.worker.error is not None:
+            error = event.worker.error
+            self.log.error(f"worker {event.worker.name} failed", error)
+            self._set_problem(f"{type(error).__name__}: {error}", title="Unexpected error")
+
+    @on(LinesArrived)
+    def _lines(self, message: LinesArrived) -> None:
+        if message.watch is not self.watch:
+            return
+        self.query_one("#log", LogView).write_lines(message.lines)
+        self._update_log_title()
+        self._dirty = True
+
+    @on(StatusChanged)
+    def _status(self, message: StatusChanged) -> None:
+        if message.watch is not self.watch:
+            return
+        status = message.status
+        if status.container_id and status.container_id != self._container_id:
+            if self._container_id is not None:
+                self.query_one("#log", LogView).write_lines(
+                    [f"──── container replaced: now following {status.container_id[:12]} ────"])
+            self._container_id = status.container_id
+            self._observe(message.watch, status.container_id)
+        if status.kind == "error":
+            self.app.notify(status.message, title="Log tail stopped", severity="error", timeout=10)
+        self._dirty = True
+
+    # --- history ------------------------------------------------------------------------
+
+    def _store(self) -> Any:
+        try:
+            return self.services.store
+        except Exception as exc:  # noqa: BLE001 - StoreError and friends: say it once, carry on
+            if self.recorder is None or self.recorder.error is None:
+                self.app.notify(f"History unavailable: {exc}", severity="warning", timeout=8)
+            return None
+
+    @work(group="startup-observe", exit_on_error=False)
+    async def _observe(self, watch: StartupWatch, container_id: str) -> None:
+        """Inspect the new container, find or start its launch, and look up the compile ETA."""
+        from remote.container import ContainerSpec
+        from store.records import compile_key
+
+        spec = None
+        try:
+            inspect = await watch.inspect()
+            spec = ContainerSpec.from_inspect(inspect) if inspect else None
+        except (RemoteError, ValueError) as exc:
+            self.log.warning(f"docker inspect of {container_id[:12]}: {exc}")
+        store = self._store()
+        if self.recorder is None or self.recorder.store is not store:
+            self.recorder = LaunchRecorder(store, self.node, clock=self.services.clock)
+        self.recorder.observe_container(container_id, spec)
+        if store is not None and spec is not None and self.node.accelerator_type:
+            try:
+                key = compile_key(self.node.accelerator_type, spec.model, spec.serve_args())
+                self.compile_eta_s = store.compile_eta_s(key)
+                self.history_known = True
+            except Exception as exc:  # noqa: BLE001 - no ETA is fine; say why in the log
+                self.log.warning(f"compile ETA: {exc}")
+        self._dirty = True
+
+    # --- tunnel ------------------------------------------------------------------------
+
+    @work(exclusive=True, group="startup-tunnel", exit_on_error=False)
+    async def _tunnel(self, watch: StartupWatch) -> None:
+        """Forward a local port to vLLM, probe /v1/models, keep the forward while the screen is open."""
+        port = self.services.config.container.port
+        self.tunnel_note = f"opening an SSH tunnel to port {port}…"
+        self._dirty = True
+        try:
+            await watch.open_tunnel()
+        except RemoteError as exc:
+            self.tunnel_note = f"the log says ready, but the tunnel failed: {exc}"
+            self._dirty = True
+            return
+        self.tunnel_note = f"probing {watch.tunnel_url}/v1/models…"
+        self._dirty = True
+        for attempt in range(PROBE_ATTEMPTS):
+            try:
+                self.served_models = tuple(await watch.probe())
+                self.tunnel_note = None
+                break
+            except RemoteError as exc:
+                self.tunnel_note = (f"/v1/models did not answer through the tunnel"
+                                    f"{' yet' if attempt + 1 < PROBE_ATTEMPTS else ''}: {exc}")
+                self._dirty = True
+                if attempt + 1 < PROBE_ATTEMPTS:
+                    import asyncio
+
+                    await asyncio.sleep(1.0)
+        self._dirty = True
+
+        def changed(sentence: str) -> None:
+            self.tunnel_note = sentence
+            self._dirty = True
+
+        await watch.keep_tunnel(changed)
+
+    # --- panel --------------------------------------------------------------------------
+
+    def panel_info(self) -> PanelInfo:
+        """What the panel shows now."""
+        watch = self.watch
+        recorder_problem = self.recorder.error if self.recorder is not None else None
+        return PanelInfo(
+            state=watch.reader.state if watch is not None else PanelInfo().state,
+            now=self.services.clock(), status=watch.status if watch is not None else None,
+            problem=self.problem, compile_eta_s=self.compile_eta_s, history_known=self.history_known,
+            tunnel_url=watch.tunnel_url if watch is not None else None,
+            tunnel_note=self.tunnel_note or recorder_problem, served_models=self.served_models)
+
+    def _refresh_panel(self) -> None:
+        self._ticks += 1
+        if not self._dirty:
+            state = self.watch.reader.state if self.watch is not None else None
+            running = state is not None and bool(state.timeline) and state.phase not in (Phase.READY, Phase.FAILED)
+            if not running or self._ticks % int(1 / PANEL_REFRESH_S):
+                return                      # once a second while a phase runs (its duration grows)
+        self._dirty = False
+        info = self.panel_info()
+        self.query_one("#startup-panel", StartupPanel).show(info)
+        watch = self.watch
+        if watch is None:
+            return
+        if self.recorder is not None:
+            self.recorder.record(info.state)
+        if info.state.ready and not self._tunnel_started:
+            self._tunnel_started = True
+            self._tunnel(watch)
+
+    def _update_log_title(self) -> None:
+        view = self.query_one("#log", LogView)
+        buf = view.buffer
+        parts = [f"{buf.total:,} lines"]
+        if buf.dropped:
+            parts.append(f"{buf.dropped:,} oldest not shown (cap {buf.max_lines:,})")
+        parts.append("following" if view.follow else "paused (f follows)")
+        if buf.filter_text:
+            parts.append(f"filter: {buf.filter_text} ({len(buf.rows):,} shown)")
+        if view.search_text:
+            parts.append(f"search: {view.search_text}")
+        if not buf.folded:
+            parts.append("unfolded")
+        view.border_title = "Log · " + " · ".join(parts)
+
+    # --- log actions --------------------------------------------------------------------
+
+    def action_toggle_follow(self) -> None:
+        """Follow new lines, or stop scrolling to read."""
+        view = self.query_one("#log", LogView)
+        view.set_follow(not view.follow)
+        self._update_log_title()
+
+    def _open_input(self, search: bool) -> None:
+        self._search_mode = search
+        box = self.query_one("#log-filter", Input)
+        box.placeholder = ("search: highlight this text, Enter/n jumps to the next match (Esc clears)" if search
+                           else "filter: lines containing this text (Esc clears)")
+        view = self.query_one("#log", LogView)
+        box.value = view.search_text if search else view.buffer.filter_text
+        box.display = True
+        box.focus()
+
+    def action_filter(self) -> None:
+        """Show only lines containing a text."""
+        self._open_input(search=False)
+
+    def action_search(self) -> None:
+        """Highlight a text in every line and jump between matches."""
+        self._open_input(search=True)
+
+    def action_next_match(self) -> None:
+        """Scroll to the next line with the search text."""
+        view = self.query_one("#log", LogView)
+        if not view.next_match():
+            self.app.notify("No match" if view.search_text else "Search first (ctrl+f).", severity="warning")
+        self._update_log_title()
+
+    @on(Input.Changed, "#log-filter")
+    def _input_changed(self, event: Input.Changed) -> None:
+        view = self.query_one("#log", LogView)
+        if self._search_mode:
+            view.set_search(event.value)
+        else:
+            view.set_filter(event.value)
+        self._update_log_title()
+
+    @on(Input.Submitted, "#log-filter")
+    def _input_submitted(self, event: Input.Submitted) -> None:
+        view = self.query_one("#log", LogView)
+        if self._search_mode and event.value:
+            view.next_match()
+        if not event.value:
+            event.input.display = False
+        view.focus()
+        self._update_log_title()
+
+    def action_toggle_fold(self) -> None:
+        """Collapse or expand runs of continuation lines (tracebacks, array dumps)."""
+        view = self.query_one("#log", LogView)
+        view.set_folded(not view.buffer.folded)
+        self._update_log_title()
+
+    # --- node actions -------------------------------------------------------------------
+
+    def action_next_worker(self) -> None:
+        """Watch the next worker of a multi-host node."""
+        count = self._workers_count()
+        if count <= 1:
+            self.app.notify(f"{self.node.name} is a single-host node: worker 0 is the only one.")
+            return
+        self.worker = (self.worker + 1) % count
+        self.app.notify(f"Watching worker {self.worker} of {count}.")
+        self._start()
+
+    def action_reconnect(self) -> None:
+        """Start the watch again (after an error or a refused host key)."""
+        self._start()
+
+    def action_rollback(self) -> None:
+        """Open the rollback view of this node."""
+        self.app.open_feature("rollback", self.node)  # type: ignore[attr-defined]
+
+    def action_swap(self) -> None:
+        """Open the hot-swap form of this node."""
+        self.app.open_feature("swap", self.node)  # type: ignore[attr-defined]
+
+    def action_back(self) -> None:
+        """Close the filter box if open, else go back (the tunnel closes with the screen)."""
+        box = self.query_one("#log-filter", Input)
+        if box.display:
+            box.value = ""
+            box.display = False
+            self.query_one("#log", LogView).focus()
+            return
+        self.app.pop_screen()
+
+    def on_unmount(self) -> None:
+        self.workers.cancel_group(self, "startup-tunnel")
+        self.workers.cancel_group(self, "startup-watch")
+        if self.watch is not None:
+            self.watch.stop()               # the worker's finally closes the tunnel and connections

@@ -1,0 +1,311 @@
+"""The live log pane: a capped line buffer with level colours, filter, search highlight and folding.
+
+:class:`LogBuffer` is the model (no Textual): it keeps at most ``max_lines`` lines (older ones
+are counted in :attr:`LogBuffer.dropped`, never silently lost from the count) and the list of
+rows to show, updated incrementally as lines arrive:
+
+- **filter**: only lines containing the text (case-insensitive);
+- **fold**: consecutive continuation lines (a traceback's frames, a multi-line jax array
+  repr) collapse into one ``… N more lines`` row under their head line.
+
+A line is a *continuation* when its message (after vLLM's ``(Proc pid=N) LEVEL MM-DD
+HH:MM:SS [file:line]`` envelope, or uvicorn's ``LEVEL:``) is empty or starts with blank space.
+
+:class:`LogView` renders the rows with the Line API (only visible rows are rendered).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import deque
+from typing import NamedTuple
+
+from rich.style import Style
+from rich.text import Text
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+#: The envelope before a vLLM message: optional process prefix, then ``LEVEL MM-DD HH:MM:SS
+#: [file:line]`` (vLLM V0/V1, tpu-inference) or uvicorn's ``LEVEL:   ``.
+_ENVELOPE = re.compile(
+    r"(?:\([^()]{1,60}? pid=\d+[^()]{0,40}\) ?)?"
+    r"(?:(DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: \[[^\]]{0,80}\])? ?"
+    r"|(DEBUG|INFO|WARNING|ERROR|CRITICAL):(?=\s))?")
+_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")
+#: Cut lines to this many characters for display (the reader already saw the whole line).
+MAX_SHOWN_CHARS = 2000
+
+
+class Entry(NamedTuple):
+    """One log line.
+
+    Attributes:
+        seq: 0-based number of the line since the view started (never reused).
+        text: the line as shown (control characters removed, tabs expanded).
+        level: ``E`` (ERROR/CRITICAL), ``W``, ``I``, ``D`` or ``""`` (no envelope).
+        cont: the line continues the previous message.
+    """
+
+    seq: int
+    text: str
+    level: str
+    cont: bool
+
+
+def classify(line: str) -> tuple[str, bool]:
+    """``(level letter, is continuation)`` of one log line (see the module docstring)."""
+    match = _ENVELOPE.match(line)
+    level = ""
+    rest = line
+    if match is not None and match.end():
+        word = match[1] or match[2]
+        level = "E" if word in ("ERROR", "CRITICAL") else word[0] if word else ""
+        rest = line[match.end():]
+        if match[2]:
+            rest = rest.lstrip()
+    return level, (not rest.strip()) or rest[0] in " \t"
+
+
+class LogBuffer:
+    """Capped lines plus the rows to show (see the module docstring).
+
+    Args:
+        max_lines: lines kept; the oldest go first.
+
+    Attributes:
+        rows: ``(seq, n)`` per shown row: ``n == 0`` is the line ``seq``; ``n > 0`` is a fold
+            row standing for ``n`` continuation lines starting at ``seq``.
+        dropped: lines pushed out by the cap so far.
+        total: lines appended so far.
+    """
+
+    def __init__(self, max_lines: int = 5000) -> None:
+        self.max_lines = max_lines
+        self.entries: deque[Entry] = deque(maxlen=max_lines)
+        self.rows: list[tuple[int, int]] = []
+        self.dropped = 0
+        self.total = 0
+        self.folded = True
+        self.filter_text = ""
+        self.max_width = 0
+        self._run = 0                    # continuation lines at the end of ``rows`` (fold mode)
+        self._run_first = 0
+        self._last_level = ""
+
+    def entry(self, seq: int) -> Entry:
+        """The entry numbered ``seq`` (must still be kept)."""
+        return self.entries[seq - self.entries[0].seq]
+
+    def append(self, lines: list[str]) -> None:
+        """Add lines (each without its newline) and update :attr:`rows`."""
+        needle = self.filter_text.lower()
+        for raw in lines:
+            text = raw if raw.isprintable() else _CONTROL.sub("", raw.expandtabs())
+            if len(text) > MAX_SHOWN_CHARS:
+                text = text[:MAX_SHOWN_CHARS] + "…"
+            level, cont = classify(text)
+            if cont and not level:
+                level = self._last_level      # a bare traceback line: its message's level
+            elif not cont:
+                self._last_level = level
+            entry = Entry(self.total, text, level, cont)
+            self.total += 1
+            if len(self.entries) == self.max_lines:
+                self.dropped += 1
+            self.entries.append(entry)
+            if len(text) > self.max_width:
+                self.max_width = min(len(text), MAX_SHOWN_CHARS + 1)
+            if needle:
+                if needle in text.lower():
+                    self.rows.append((entry.seq, 0))
+            else:
+                self._add_row(entry)
+        self._prune()
+
+    def _add_row(self, entry: Entry) -> None:
+        if not (self.folded and entry.cont):
+            self._run = 0
+            self.rows.append((entry.seq, 0))
+            return
+        self._run += 1
+        if self._run == 1:
+            self._run_first = entry.seq
+            self.rows.append((entry.seq, 0))
+        else:
+            self.rows[-1] = (self._run_first, self._run)
+
+    def _prune(self) -> None:
+        if not self.entries or not self.rows or self.rows[0][0] >= self.entries[0].seq:
+            return
+        first = self.entries[0].seq
+        cut = bisect.bisect_left(self.rows, (first, 0))
+        if cut and self.rows[cut - 1][1] and self.rows[cut - 1][0] + self.rows[cut - 1][1] > first:
+            seq, n = self.rows[cut - 1]      # a fold row partly dropped: keep its kept part
+            self.rows[cut - 1] = (first, seq + n - first)
+            cut -= 1
+        del self.rows[:cut]
+
+    def rebuild(self) -> None:
+        """Recompute :attr:`rows` after the filter or the fold mode changed."""
+        self.rows = []
+        self._run = 0
+        needle = self.filter_text.lower()
+        for entry in self.entries:
+            if needle:
+                if needle in entry.text.lower():
+                    self.rows.append((entry.seq, 0))
+            else:
+                self._add_row(entry)
+
+    def row_text(self, index: int) -> tuple[str, str, bool]:
+        """``(text, level, is fold row)`` of shown row ``index``."""
+        seq, n = self.rows[index]
+        if n:
+            return f"    … {n} more lines (z: unfold)", "", True
+        entry = self.entry(seq)
+        return entry.text, entry.level, False
+
+    def clear(self) -> None:
+        """Forget every line (counts restart)."""
+        self.entries.clear()
+        self.rows = []
+        self.dropped = self.total = self.max_width = self._run = 0
+
+
+class LogView(ScrollView, can_focus=True):
+    """Line-API view of a :class:`LogBuffer`: ERROR red, WARNING yellow, DEBUG dim, matches highlighted.
+
+    Args:
+        max_lines: the buffer's line cap.
+    """
+
+    COMPONENT_CLASSES = {"log-view--error", "log-view--warning", "log-view--debug", "log-view--match",
+                         "log-view--fold"}
+    DEFAULT_CSS = """
+    LogView { background: $surface; color: $text; overflow: scroll; }
+    LogView:focus { background-tint: $foreground 5%; }
+    LogView > .log-view--error { color: $error; }
+    LogView > .log-view--warning { color: $warning; }
+    LogView > .log-view--debug { color: $text-muted; }
+    LogView > .log-view--match { background: $accent 60%; color: $text; text-style: bold; }
+    LogView > .log-view--fold { color: $text-muted; text-style: italic; }
+    """
+
+    def __init__(self, max_lines: int = 5000, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.buffer = LogBuffer(max_lines)
+        self.follow = True
+        self.search_text = ""
+        self._cache: LRUCache[tuple[int, int], Strip] = LRUCache(1024)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._cache.clear()
+
+    # --- input -------------------------------------------------------------------------
+
+    def write_lines(self, lines: list[str]) -> None:
+        """Append lines; scrolls to the end when following."""
+        self.buffer.append(lines)
+        self._resize()
+
+    def _resize(self) -> None:
+        self.virtual_size = Size(self.buffer.max_width, len(self.buffer.rows))
+        if self.follow:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self.refresh()
+
+    def set_follow(self, follow: bool) -> None:
+        """Follow new lines (scroll to the end) or stay put."""
+        self.follow = follow
+        if follow:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    def set_filter(self, text: str) -> None:
+        """Show only lines containing ``text`` (case-insensitive); ``""`` shows every line."""
+        self.buffer.filter_text = text
+        self.buffer.rebuild()
+        self._cache.clear()
+        self._resize()
+
+    def set_search(self, text: str) -> None:
+        """Highlight ``text`` (case-insensitive) wherever it appears."""
+        self.search_text = text
+        self._cache.clear()
+        self.refresh()
+
+    def set_folded(self, folded: bool) -> None:
+        """Collapse (or expand) runs of continuation lines."""
+        self.buffer.folded = folded
+        self.buffer.rebuild()
+        self._cache.clear()
+        self._resize()
+
+    def next_match(self) -> bool:
+        """Scroll to the next shown row (after the top one) containing the search text; wraps."""
+        needle = self.search_text.lower()
+        rows = self.buffer.rows
+        if not needle or not rows:
+            return False
+        start = int(self.scroll_offset.y)
+        for step in range(1, len(rows) + 1):
+            index = (start + step) % len(rows)
+            if needle in self.buffer.row_text(index)[0].lower():
+                self.set_follow(False)
+                self.scroll_to(y=index, animate=False, immediate=True)
+                return True
+        return False
+
+    def clear(self) -> None:
+        """Forget every line."""
+        self.buffer.clear()
+        self._cache.clear()
+        self._resize()
+
+    # --- rendering ---------------------------------------------------------------------
+
+    def shown_lines(self) -> list[str]:
+        """Text of every shown row (tests, copy)."""
+        return [self.buffer.row_text(i)[0] for i in range(len(self.buffer.rows))]
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        width = self.size.width
+        rich_style = self.rich_style
+        if index >= len(self.buffer.rows):
+            return Strip.blank(width, rich_style)
+        seq, n = self.buffer.rows[index]
+        key = (seq, n)
+        strip = self._cache.get(key)
+        if strip is None:
+            strip = self._render_row(index, rich_style)
+            self._cache[key] = strip
+        return strip.crop_extend(scroll_x, scroll_x + width, rich_style).apply_offsets(scroll_x, index)
+
+    def _render_row(self, index: int, base: Style) -> Strip:
+        text, level, fold = self.buffer.row_text(index)
+        line = Text(text, no_wrap=True, end="")
+        line.stylize(base)
+        if fold:
+            line.stylize(self.get_component_rich_style("log-view--fold"))
+        elif level in ("E", "W", "D"):
+            name = {"E": "log-view--error", "W": "log-view--warning", "D": "log-view--debug"}[level]
+            line.stylize(self.get_component_rich_style(name))
+        for needle in {self.search_text.lower(), self.buffer.filter_text.lower()}:
+            if needle:
+                _highlight(line, needle, self.get_component_rich_style("log-view--match"))
+        return Strip(line.render(self.app.console), line.cell_len)
+
+
+def _highlight(line: Text, needle: str, style: Style) -> None:
+    """Stylize every case-insensitive occurrence of ``needle`` (lower case) in ``line``."""
+    lowered = line.plain.lower()
+    start = lowered.find(needle)
+    while start >= 0:
+        line.stylize(style, start, start + len(needle))
+        start = lowered.find(needle, start + len(needle))
+

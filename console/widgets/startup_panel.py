@@ -1,0 +1,256 @@
+"""The startup panel: status line, ready/failed banner, HBM bars, KV cache, compile progress, phases.
+
+Everything shown comes from a :class:`PanelInfo` (the reader's ``StartupState`` plus what the
+screen knows: tail status, tunnel, history ETA, the time now), so the panel can be fed from a
+corpus log in tests exactly as from a live tail. Figures are printed as the log states them:
+GiB with two decimals, tokens with thousands separators, concurrency as ``35.15x``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Label, Static
+
+from console import format as fmt
+from console.widgets.hbm_bars import HbmBars
+from remote.startup import Phase, StartupState
+from remote.tail import TailStatus
+
+_STATUS_STYLES = {"connecting": ("…", "yellow"), "connected": ("●", "green"), "reconnecting": ("↻", "yellow"),
+                  "waiting": ("…", "cyan"), "exited": ("■", "magenta"), "error": ("✘", "bold red")}
+
+
+@dataclass(frozen=True)
+class PanelInfo:
+    """What the panel shows.
+
+    Attributes:
+        state: the reader's state.
+        now: the current UTC time (elapsed and running durations are measured to it).
+        status: the tail's status, or ``None`` before the first one.
+        problem: a sentence that overrides the status line (could not connect, host key refused).
+        compile_eta_s: median compile seconds of past boots with the same compile key, or
+            ``None`` (``history_known`` says whether the history could be asked at all).
+        history_known: the history was consulted (``False``: spec or store unavailable).
+        tunnel_url: ``http://127.0.0.1:PORT`` of the SSH forward to vLLM, once open.
+        tunnel_note: a sentence about the tunnel (opening, failed, re-opened).
+        served_models: model ids ``/v1/models`` answered through the tunnel.
+    """
+
+    state: StartupState = field(default_factory=StartupState)
+    now: datetime | None = None
+    status: TailStatus | None = None
+    problem: str | None = None
+    compile_eta_s: float | None = None
+    history_known: bool = False
+    tunnel_url: str | None = None
+    tunnel_note: str | None = None
+    served_models: tuple[str, ...] | None = None
+
+
+def status_text(info: PanelInfo) -> Text:
+    """The status line: connected / reconnecting (attempt n) / waiting / exited (code) / error."""
+    if info.problem:
+        return Text.assemble(("✘ ", "bold red"), (info.problem, "red"))
+    status = info.status
+    if status is None:
+        return Text("… connecting", style="yellow")
+    glyph, style = _STATUS_STYLES.get(status.kind, ("?", ""))
+    return Text.assemble((f"{glyph} {status.kind}", f"bold {style}".strip()), f": {status.message}")
+
+
+def banner(info: PanelInfo) -> RenderableType | None:
+    """The ready banner (with the tunnel URL) or the failure banner (kind, evidence, why, what to try)."""
+    state = info.state
+    failure = state.failure
+    if state.ready:
+        lines = [Text("✔ READY", style="bold green")]
+        if info.tunnel_url:
+            lines.append(Text.assemble("Local URL ", (info.tunnel_url, "bold underline"),
+                                       " (SSH tunnel to the node's vLLM port)"))
+            lines.append(Text(f"curl {info.tunnel_url}/v1/models", style="dim"))
+        if info.served_models is not None:
+            lines.append(Text(f"/v1/models answers: {', '.join(info.served_models) or 'no models'}",
+                              style="green"))
+        if info.tunnel_note:
+            lines.append(Text(info.tunnel_note, style="yellow"))
+        if state.server_url:
+            lines.append(Text(f"the log says: serving on {state.server_url}", style="dim"))
+        return Group(*lines)
+    if failure is not None and failure.fatal:
+        return Group(
+            Text(f"✘ FAILED: {failure.kind.value}", style="bold red"),
+            Text.assemble(("Evidence ", "bold"), (failure.evidence_line.strip()[:300], "red")),
+            Text.assemble(("Why ", "bold"), failure.explanation),
+            Text.assemble(("Try ", "bold"), failure.hint),
+        )
+    return None
+
+
+def kv_text(state: StartupState) -> RenderableType:
+    """KV cache tokens and the maximum concurrency at the tokens per request the log states."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    if state.kv_cache_tokens is not None:
+        grid.add_row("KV cache", f"{state.kv_cache_tokens:,} tokens")
+    elif state.device_blocks is not None:
+        grid.add_row("KV cache", f"{state.device_blocks:,} {state.device_blocks_label or ''} blocks".replace("  ", " "))
+    else:
+        grid.add_row("KV cache", Text("not sized yet", style="dim"))
+    if state.max_concurrency is not None:
+        per = state.max_concurrency_tokens_per_request
+        at = f" at {per:,} tokens per request" if per else ""
+        grid.add_row("Max concurrency", f"{state.max_concurrency:.2f}x{at}")
+    if state.max_model_len is not None:
+        grid.add_row("max-model-len", f"{state.max_model_len:,} tokens")
+    if state.num_gpu_blocks_override is not None:
+        grid.add_row("Blocks", Text(f"{state.num_gpu_blocks_computed} fit, override asks "
+                                    f"{state.num_gpu_blocks_override}", style="yellow"))
+    return grid
+
+
+def _end_time(state: StartupState, now: datetime | None) -> datetime | None:
+    if state.ready or (state.failure is not None and state.failure.fatal):
+        return state.last_line_at or now
+    return now
+
+
+def compile_text(info: PanelInfo) -> RenderableType:
+    """Steps done, the step in flight, elapsed, s/step and the ETA (or why there is none)."""
+    state = info.state
+    comp = state.compile
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    if comp.steps_started == 0 and comp.steps_finished == 0 and state.compile_seconds is None:
+        grid.add_row("Compile", Text("not started", style="dim"))
+        return grid
+    grid.add_row("Steps", f"{comp.steps_finished} done" + (f" of {comp.steps_started} started"
+                                                             if comp.steps_started > comp.steps_finished else ""))
+    if comp.in_flight and not state.ready:
+        grid.add_row("In flight", Text(comp.in_flight, overflow="ellipsis"))
+    end = _end_time(state, info.now)
+    elapsed = (end - comp.started_at).total_seconds() if end and comp.started_at else None
+    if state.compile_seconds is not None:
+        grid.add_row("Compiled", f"in {state.compile_seconds:.2f} s" + (
+            f" (engine init {state.engine_init_seconds:.2f} s)" if state.engine_init_seconds else ""))
+    elif elapsed is not None:
+        grid.add_row("Elapsed", fmt.duration(elapsed))
+    if comp.steps_finished:
+        rate = comp.step_seconds_total / comp.steps_finished
+        last = f" (last {comp.last_step_seconds:.2f} s)" if comp.last_step_seconds is not None else ""
+        grid.add_row("Rate", f"{rate:.2f} s/step{last}")
+    if state.compile_seconds is None and not state.ready:
+        grid.add_row("ETA", _eta(info, elapsed))
+    return grid
+
+
+def _eta(info: PanelInfo, elapsed: float | None) -> Text:
+    if info.compile_eta_s is None:
+        why = "no history yet" if info.history_known else "no history for this setup"
+        return Text(why, style="dim")
+    median = fmt.duration(info.compile_eta_s)
+    if elapsed is None:
+        return Text(f"~{median} (median of past boots)")
+    left = info.compile_eta_s - elapsed
+    if left >= 0:
+        return Text(f"~{fmt.duration(left)} left (median of past boots {median})")
+    return Text(f"over the median of past boots ({median}) by {fmt.duration(-left)}", style="yellow")
+
+
+def timeline_table(info: PanelInfo) -> RenderableType:
+    """Phases entered, with start time and duration (the current one runs to ``now``)."""
+    state = info.state
+    if not state.timeline:
+        return Text("no phase yet", style="dim")
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(justify="right", no_wrap=True)
+    marks = state.timeline
+    for i, mark in enumerate(marks):
+        start = mark.started_at.strftime("%H:%M:%S") if mark.started_at else "-"
+        if mark.phase in (Phase.READY, Phase.FAILED):
+            style = "bold green" if mark.phase is Phase.READY else "bold red"
+            grid.add_row(Text(mark.phase.value, style=style), start, "")
+            continue
+        following = marks[i + 1].started_at if i + 1 < len(marks) else None
+        if i + 1 < len(marks):
+            took = fmt.duration((following - mark.started_at).total_seconds()) \
+                if following and mark.started_at else "-"
+            grid.add_row(mark.phase.value, start, took)
+        else:
+            running = (fmt.duration((info.now - mark.started_at).total_seconds())
+                       if info.now and mark.started_at else "…")
+            grid.add_row(Text(mark.phase.value, style="bold yellow"), start, Text(f"{running} ▸", style="yellow"))
+    return grid
+
+
+def facts_text(state: StartupState) -> Text:
+    """One line of setup facts the log stated (model, TPU type, chips, vLLM version)."""
+    parts = [p for p in (state.model, state.tpu_type,
+                         f"{state.num_chips} chip{'s' if state.num_chips != 1 else ''}" if state.num_chips else None,
+                         f"vLLM {state.vllm_version}" if state.vllm_version else None,
+                         f"{state.lines_read:,} lines") if p]
+    if state.restarts:
+        parts.append(f"restarted {state.restarts}x")
+    return Text(" · ".join(parts), style="dim")
+
+
+class StartupPanel(VerticalScroll):
+    """The left pane of the startup view; :meth:`show` renders a :class:`PanelInfo`."""
+
+    DEFAULT_CSS = """
+    StartupPanel { height: 1fr; padding: 0 1; }
+    StartupPanel > .panel-title { color: $text-accent; text-style: bold; margin-top: 1; }
+    StartupPanel > #panel-banner { padding: 0 1; margin-top: 1; height: auto; }
+    StartupPanel > #panel-banner.ready { border: round $success; }
+    StartupPanel > #panel-banner.failed { border: round $error; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.info = PanelInfo()
+
+    def compose(self) -> ComposeResult:
+        yield Static(status_text(self.info), id="panel-status")
+        yield Static("", id="panel-facts")
+        yield Static("", id="panel-banner")
+        yield Label("HBM per chip", classes="panel-title")
+        yield HbmBars(id="panel-hbm")
+        yield Label("KV cache", classes="panel-title")
+        yield Static("", id="panel-kv")
+        yield Label("XLA compile", classes="panel-title")
+        yield Static("", id="panel-compile")
+        yield Label("Phases", classes="panel-title")
+        yield Static("", id="panel-timeline")
+
+    def on_mount(self) -> None:
+        self.show(self.info)
+
+    def show(self, info: PanelInfo) -> None:
+        """Render ``info`` into every section."""
+        self.info = info
+        if not self.is_mounted:
+            return
+        state = info.state
+        self.query_one("#panel-status", Static).update(status_text(info))
+        self.query_one("#panel-facts", Static).update(facts_text(state))
+        shown = banner(info)
+        box = self.query_one("#panel-banner", Static)
+        box.display = shown is not None
+        box.set_class(state.ready, "ready")
+        box.set_class(not state.ready and shown is not None, "failed")
+        box.update(shown if shown is not None else "")
+        self.query_one("#panel-hbm", HbmBars).show(state.hbm_snapshots)
+        self.query_one("#panel-kv", Static).update(kv_text(state))
+        self.query_one("#panel-compile", Static).update(compile_text(info))
+        self.query_one("#panel-timeline", Static).update(timeline_table(info))

@@ -1,0 +1,361 @@
+"""The startup view: the panel and the log pane fed by corpus logs, and the whole screen against the sandbox."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.app import App, ComposeResult
+from textual.widgets import Static
+
+from console.app import TpuConsoleApp
+from console.screens.startup import HostKeyModal, StartupScreen
+from console.widgets.log_view import LogView
+from console.widgets.startup_panel import PanelInfo, StartupPanel
+from remote.tail import TailStatus
+from remote.vllm_log import StartupReader
+from tests.ui.conftest import text_of
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm-logs"
+READY = "10-tpujax-v6e1-full-boot-ready"
+KV_OOM = "33-tpujax-v0291-tpu-kv-label-kv-alloc-oom"
+MAXLEN = "05-tpujax-pr223-maxlen-too-large-v5e8"
+
+
+def read_lines(path: Path) -> list[str]:
+    """The log's lines as an SSH tail delivers them (no newline, no trailing CR)."""
+    return [line.rstrip("\r") for line in path.read_text(encoding="utf-8", errors="replace").split("\n")]
+
+
+def expected(name: str, folder: Path = FIXTURES) -> dict[str, Any]:
+    return json.loads((folder / f"{name}.json").read_text())["expected"]
+
+
+class PanelApp(App[None]):
+    """Hosts the startup panel and a log view, fed like the startup screen feeds them."""
+
+    def compose(self) -> ComposeResult:
+        yield StartupPanel(id="panel")
+        yield LogView(5000, id="log")
+
+    def feed(self, lines: list[str], **info: Any) -> PanelInfo:
+        reader = StartupReader()
+        for line in lines:
+            reader.feed_line(line)
+        reader.close()
+        self.query_one("#log", LogView).write_lines(lines)
+        state = reader.state
+        panel_info = PanelInfo(state=state, now=(state.last_line_at + timedelta(seconds=5))
+                               if state.last_line_at else None, **info)
+        self.query_one("#panel", StartupPanel).show(panel_info)
+        return panel_info
+
+
+def panel_text(app: App[Any], section: str) -> str:
+    return text_of(app.screen.query_one(f"#panel-{section}", Static), width=68)
+
+
+async def test_ready_log_shows_every_figure() -> None:
+    want = expected(READY)
+    app = PanelApp()
+    async with app.run_test(size=(160, 60)) as pilot:
+        app.feed(read_lines(FIXTURES / f"{READY}.log"),
+                 status=TailStatus("connected", container_id="c0ffee", message="following container vllm (c0ffee)"),
+                 tunnel_url="http://127.0.0.1:18000", served_models=("google/gemma-4-E2B-it",))
+        await pilot.pause()
+        hbm = panel_text(app, "hbm")
+        for snap, stage in zip(want["hbm_snapshots"], ("worker init", "model loaded", "KV cache"), strict=True):
+            row = next(line for line in hbm.splitlines() if line.startswith(stage))
+            assert f"{snap['used'][0]:.2f} / {snap['limit'][0]:.2f} GiB" in row and "chip 0" in row
+        assert "8.97 / 31.24 GiB" in hbm and "28.76 / 31.24 GiB" in hbm
+        kv = panel_text(app, "kv")
+        assert f"{want['kv_cache_tokens']:,} tokens" in kv and "1,151,744 tokens" in kv
+        assert "35.15x at 32,768 tokens per request" in kv
+        compile_ = panel_text(app, "compile")
+        assert f"{want['compile_steps_finished']} done" in compile_
+        assert "Compiled in 402.27 s (engine init 457.25 s)" in compile_
+        assert "ETA" not in compile_
+        banner = panel_text(app, "banner")
+        assert "✔ READY" in banner and "Local URL http://127.0.0.1:18000" in banner
+        assert "curl http://127.0.0.1:18000/v1/models" in banner
+        assert "/v1/models answers: google/gemma-4-E2B-it" in banner
+        assert "serving on http://0.0.0.0:8000" in banner
+        timeline = panel_text(app, "timeline")
+        assert timeline.splitlines()[0].split() == ["starting", "22:25:53", "1m27s"]
+        assert timeline.splitlines()[-1].split()[0] == "ready"
+        assert "● connected: following container vllm (c0ffee)" in panel_text(app, "status")
+        facts = " ".join(panel_text(app, "facts").split())
+        assert "google/gemma-4-E2B-it · v6e-1 · 1 chip · vLLM 0.26.1rc1.dev256+gf5bb701fa" in facts
+
+
+async def test_kv_alloc_oom_log_shows_the_failure_banner() -> None:
+    want = expected(KV_OOM)
+    app = PanelApp()
+    async with app.run_test(size=(160, 60)) as pilot:
+        app.feed(read_lines(FIXTURES / f"{KV_OOM}.log"))
+        await pilot.pause()
+        hbm = panel_text(app, "hbm")
+        assert "11.31 / 15.75 GiB" in hbm and "KV cache" not in hbm       # the KV allocation never happened
+        kv = panel_text(app, "kv")
+        assert f"{want['kv_cache_tokens']:,} tokens" in kv
+        assert "2.00x at 8,192 tokens per request" in kv
+        assert "38 fit, override asks 64" in kv
+        assert f"{want['compile_steps_finished']} done" in panel_text(app, "compile")
+        banner = " ".join(panel_text(app, "banner").split())
+        assert f"✘ FAILED: {want['failure']}" in banner
+        assert "RESOURCE_EXHAUSTED: E0100: RuntimeBufferAllocationFailure" in banner
+        assert "--num-gpu-blocks-override 64 asks for more blocks than fit" in banner
+        assert "Drop --num-gpu-blocks-override (the engine computed 38 blocks fit)" in banner
+        assert panel_text(app, "timeline").splitlines()[-1].split()[:2] == ["failed", "03:53:19"]
+
+
+async def test_max_model_len_log_shows_the_largest_length_that_fits() -> None:
+    want = expected(MAXLEN)["failure_detail"]
+    app = PanelApp()
+    async with app.run_test(size=(160, 60)) as pilot:
+        app.feed(read_lines(FIXTURES / f"{MAXLEN}.log"))
+        await pilot.pause()
+        banner = " ".join(panel_text(app, "banner").split())
+        assert "✘ FAILED: max_model_len_too_large" in banner
+        assert f"max-model-len {want['max_seq_len']} tokens does not fit" in banner
+        assert f"({want['kv_cache_available_gib']:.2f} GiB left for it)" in banner
+        assert f"Use --max-model-len {want['estimated_max_model_len']}" in banner
+        assert "no HBM figures in the log yet" in panel_text(app, "hbm")
+        assert "not sized yet" in panel_text(app, "kv")
+        assert "not started" in panel_text(app, "compile")
+
+
+async def test_every_corpus_log_renders_its_kv_figure(corpus_dir: Path) -> None:
+    app = PanelApp()
+    logs = sorted((corpus_dir / "vllm-logs").glob("*.log"))
+    assert len(logs) >= 20
+    async with app.run_test(size=(160, 60)) as pilot:
+        for log in logs:
+            want = expected(log.stem, log.parent)
+            app.query_one("#log", LogView).clear()
+            app.feed(read_lines(log))
+            await pilot.pause()
+            if want.get("kv_cache_tokens") is not None:
+                assert f"{want['kv_cache_tokens']:,} tokens" in panel_text(app, "kv"), log.name
+            banner = panel_text(app, "banner")
+            if want.get("ready"):
+                assert "✔ READY" in banner, log.name
+            elif want.get("failure") and want["failure"] != "context_length_exceeded":
+                assert f"✘ FAILED: {want['failure']}" in banner, log.name
+
+
+async def test_log_pane_colours_folds_filters_and_caps() -> None:
+    app = PanelApp()
+    async with app.run_test(size=(160, 60)) as pilot:
+        view = app.query_one("#log", LogView)
+        lines = read_lines(FIXTURES / f"{KV_OOM}.log")
+        view.write_lines(lines)
+        await pilot.pause()
+        shown = view.shown_lines()
+        folds = [line for line in shown if "more lines (z: unfold)" in line]
+        assert folds, "the traceback frames should fold"
+        hidden = sum(int(line.split("… ")[1].split()[0]) for line in folds)
+        assert len(shown) - len(folds) + hidden == len(lines)     # every line is shown or counted
+        exception = next(line for line in shown if "ValueError: RESOURCE_EXHAUSTED" in line)
+        index = shown.index(exception)
+        assert view.buffer.row_text(index)[1] == "E"               # ERROR lines get the error colour
+        view.set_folded(False)
+        assert view.shown_lines() == [line for line in lines]
+        view.set_filter("resource_exhausted")
+        assert view.shown_lines() and all("RESOURCE_EXHAUSTED" in line for line in view.shown_lines())
+        view.set_filter("")
+        small = LogView(100)
+        await app.mount(small)
+        small.write_lines([f"INFO 01-01 00:00:00 [x.py:1] line {i}" for i in range(250)])
+        assert small.buffer.dropped == 150 and len(small.shown_lines()) == 100
+        assert small.shown_lines()[0].endswith("line 150")
+
+
+# --- the whole screen against the sandbox (TPU API, SSH VM, simulated vLLM, OpenAI server) ---------
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Any:
+    from remote.sandbox.runner import Sandbox
+
+    box = Sandbox(tmp_path / "sandbox", boot_s=4.0, fast_boot_s=1.0)
+    box.start()
+    yield box
+    box.stop()
+
+
+@pytest.fixture
+def sandbox_services(sandbox: Any, tmp_path: Path) -> Any:
+    from console.config import load_config
+    from console.services import build_services
+
+    services = build_services(load_config(sandbox.config_path), db_path=tmp_path / "history.db", sandbox=sandbox)
+    yield services
+    services.close()
+
+
+def _node(sandbox: Any, name: str) -> Any:
+    return next(n for n in sandbox.nodes if n.name == name)
+
+
+async def _plan(vm: Any) -> Any:
+    return vm.docker.find("vllm").plan
+
+
+async def _reboot(vm: Any, argv: list[str], boot_s: float) -> Any:
+    """Replace the node's container with a fresh one booting in ``boot_s``; returns its plan."""
+    vm.boot_s = boot_s
+    vm.docker.remove(vm.docker.find("vllm"))
+    await vm.boot_container(argv)
+    return vm.docker.find("vllm").plan
+
+
+async def _until(pilot: Any, predicate: Any, timeout_s: float = 30.0) -> None:
+    for _ in range(int(timeout_s / 0.05)):
+        if predicate():
+            return
+        await pilot.pause(0.05)
+    screen = pilot.app.screen
+    raise AssertionError(f"timed out waiting for the startup view: {getattr(screen, 'panel_info', lambda: screen)()}")
+
+
+class StartupApp(TpuConsoleApp):
+    """The console opened straight on a node's startup view (no fleet polling underneath)."""
+
+    CSS_PATH = str(Path(__file__).resolve().parents[2] / "console" / "app.tcss")
+
+    def __init__(self, services: Any, node: Any) -> None:
+        super().__init__(services)
+        self.node = node
+
+    def on_mount(self, event: Any) -> None:
+        event.prevent_default()                               # not the fleet screen underneath
+        self.push_screen(StartupScreen(self.node))
+
+
+async def _open(pilot: Any) -> StartupScreen:
+    await _until(pilot, lambda: isinstance(pilot.app.screen, StartupScreen) and pilot.app.screen.query("#log"))
+    return pilot.app.screen  # type: ignore[return-value]
+
+
+async def test_booting_node_ends_ready_with_a_usable_tunnel(sandbox: Any, sandbox_services: Any) -> None:
+    import httpx
+
+    vm = sandbox.vms["vllm-flex-b"]
+    plan = sandbox.call(_plan(vm))
+    app = StartupApp(sandbox_services, _node(sandbox, "vllm-flex-b"))
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        await _until(pilot, lambda: screen.served_models is not None)
+        await pilot.pause(PANEL_WAIT_S)
+        url = screen.watch.tunnel_url
+        assert url is not None and url.startswith("http://127.0.0.1:")
+        banner = panel_text(app, "banner")
+        assert "✔ READY" in banner and f"Local URL {url}" in banner
+        assert f"/v1/models answers: {plan.served_model_name or plan.model}" in banner
+        async with httpx.AsyncClient() as client:           # the operator's curl, through the tunnel
+            answer = await client.get(f"{url}/v1/models")
+        assert answer.status_code == 200 and answer.json()["data"][0]["id"] == (plan.served_model_name or plan.model)
+        assert f"{plan.kv_cache_tokens:,} tokens" in panel_text(app, "kv")
+        assert f"{plan.max_concurrency:.2f}x at {plan.max_model_len:,} tokens per request" in panel_text(app, "kv")
+        assert f"{plan.compile_steps} done" in panel_text(app, "compile")
+        assert f"{plan.hbm_after_kv_gib:.2f} / {plan.hbm_limit_gib:.2f} GiB" in panel_text(app, "hbm")
+        view = screen.query_one("#log", LogView)
+        assert view.buffer.total == len(plan.lines)
+        launch = sandbox_services.store.list_launches(node="vllm-flex-b")[0]
+        assert (launch.outcome, launch.origin, launch.kv_cache_tokens) == ("ready", "observed", plan.kv_cache_tokens)
+        assert launch.max_concurrency == plan.max_concurrency and launch.compile_seconds == plan.compile_seconds
+        assert launch.hbm[-1]["used_gib"] == [plan.hbm_after_kv_gib] * plan.chips
+        assert launch.ready_at is not None and set(launch.phase_durations) >= {"loading_weights", "compiling"}
+        assert launch.container_id == screen.watch.container_id
+
+
+PANEL_WAIT_S = 0.4
+
+
+async def test_dropped_connection_mid_boot_loses_no_line(sandbox: Any, sandbox_services: Any) -> None:
+    from remote.sandbox.runner import serve_args_for
+
+    vm = sandbox.vms["vllm-flex-b"]
+    node = _node(sandbox, "vllm-flex-b")
+    plan = sandbox.call(_reboot(vm, serve_args_for(node.accelerator_type, node.chips), boot_s=5.0))
+    app = StartupApp(sandbox_services, node)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        view = screen.query_one("#log", LogView)
+        await _until(pilot, lambda: view.buffer.total > 20)
+        assert not screen.watch.reader.state.ready
+        sandbox._loop.call_soon_threadsafe(vm.drop_connections)
+        await _until(pilot, lambda: screen.served_models is not None)
+        await pilot.pause(PANEL_WAIT_S)
+        assert [e.text for e in view.buffer.entries] == [line for _, line in plan.lines]
+        assert any("--since" in command for command in vm.commands)     # it resumed, not restarted
+        assert "✔ READY" in panel_text(app, "banner")
+
+
+async def test_unknown_host_key_asks_and_records_it_once_accepted(sandbox: Any, sandbox_services: Any) -> None:
+    import asyncssh
+
+
+    sandbox.known_hosts_path.write_text("")
+    fingerprint = asyncssh.import_public_key(sandbox.vms["vllm-v5e-a"].host_public_key).get_fingerprint("sha256")
+    app = StartupApp(sandbox_services, _node(sandbox, "vllm-v5e-a"))
+    async with app.run_test(size=(200, 50)) as pilot:
+        await _until(pilot, lambda: isinstance(app.screen, HostKeyModal) and app.screen.query("#refuse"))
+        assert fingerprint in text_of(app.screen.query_one("#host-key-text", Static))
+        await pilot.press("n")                                # refuse: no connection, one sentence
+        screen = await _open(pilot)
+        await _until(pilot, lambda: screen.problem is not None)
+        await pilot.pause(PANEL_WAIT_S)
+        status = " ".join(panel_text(app, "status").split())
+        assert f"presented the unknown host key {fingerprint}" in status and "was not accepted" in status
+        assert sandbox.known_hosts_path.read_text() == ""
+        await pilot.press("r")                                # reconnect, accept this time
+        await _until(pilot, lambda: isinstance(app.screen, HostKeyModal) and app.screen.query("#refuse"))
+        await pilot.press("a")
+        await _until(pilot, lambda: screen.watch is not None and screen.watch.status is not None
+                     and screen.watch.status.kind == "connected")
+        assert sandbox.known_hosts_path.read_text().split()[1:] == \
+            sandbox.vms["vllm-v5e-a"].host_public_key.split()[:2]
+
+
+async def test_changed_host_key_is_refused_with_the_reason(sandbox: Any, sandbox_services: Any) -> None:
+    import asyncssh
+
+    node = _node(sandbox, "vllm-v5e-a")
+    other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+    sandbox.known_hosts_path.write_text(f"tpu.{node.node_id}-0 {other}\n")
+    app = StartupApp(sandbox_services, node)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        await _until(pilot, lambda: screen.problem is not None)
+        await pilot.pause(PANEL_WAIT_S)
+        status = " ".join(panel_text(app, "status").split())
+        assert "differs from the one recorded" in status and "line 1" in status
+        assert screen.watch is None or screen.watch.lines_received == 0
+
+
+async def test_bindings_have_ids_and_reach_the_palette(sandbox: Any, sandbox_services: Any) -> None:
+    app = StartupApp(sandbox_services, _node(sandbox, "vllm-v5e-a"))
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        ids = {b.id for b in screen.BINDINGS}                 # type: ignore[union-attr]
+        assert {"log_follow", "log_filter", "log_fold", "worker", "rollback", "swap", "back"} <= ids
+        titles = [c.title for c in app.get_system_commands(screen)]
+        assert "Follow (f)" in titles and "Roll back (R)" in titles
+        view = screen.query_one("#log", LogView)
+        await pilot.press("f")
+        assert view.follow is False and "paused" in view.border_title
+        await pilot.press("W")                                # single-host: stays on worker 0
+        assert screen.worker == 0
+        await pilot.press("slash")
+        screen.query_one("#log-filter").value = "zzz-no-match"
+        await pilot.press("enter")
+        assert view.shown_lines() == [] and "filter: zzz-no-match (0 shown)" in view.border_title
+        await pilot.press("escape")                           # clears the filter, stays on the screen
+        assert app.screen is screen and view.buffer.filter_text == ""
+        await pilot.press("escape")
+        assert app.screen is not screen
