@@ -189,52 +189,64 @@ async def stream_chat(
         The record; on an HTTP error status or a transport failure ``success`` is false
         and ``error`` holds the server's message (or the transport error).
     """
-    body = {**payload, "stream": True, "stream_options": {"include_usage": True}}
-    record = RequestRecord(start_s=time.perf_counter())
+    body = json.dumps({**payload, "stream": True, "stream_options": {"include_usage": True}}).encode()
+    request = client.build_request("POST", "/v1/chat/completions", content=body,
+                                   headers={"Content-Type": "application/json"})
+    record = RequestRecord(start_s=time.perf_counter())   # request built: time the exchange only
     last_token = last_event = record.start_s
     parts: list[str] = []
     try:
-        async with client.stream("POST", "/v1/chat/completions", json=body) as response:
-            if response.status_code != 200:
-                await response.aread()
-                record.status_code = response.status_code
-                record.error = f"HTTP {response.status_code}: {error_message(response)}"
-                return record
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue  # blank separators, ": ping" comments, event names
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                now = time.perf_counter()
-                event = json.loads(data)
-                if "choices" not in event and (message := message_of(event)):
-                    record.error = f"error during the stream: {message}"
-                    return record
-                for choice in event.get("choices") or ():
-                    delta = choice.get("delta") or {}
-                    if not _has_token(delta):
-                        continue
-                    if record.token_chunks == 0:
-                        record.ttft_s = now - record.start_s
-                    else:
-                        record.itl_s.append(now - last_token)
-                    record.token_chunks += 1
-                    last_token = now
-                    parts.append(delta.get("content") or "")
-                    if on_token is not None:
-                        on_token(1)
-                if usage := event.get("usage"):
-                    record.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-                    record.output_tokens = int(usage.get("completion_tokens") or 0)
-                last_event = now
+        response = await client.send(request, stream=True)
     except httpx.HTTPError as exc:
         record.status_code = 0
         record.error = str(transport_error(exc, str(client.base_url)))
         return record
-    except (ValueError, TypeError, AttributeError) as exc:
-        record.error = f"unreadable stream event: {exc}"
+    try:
+        if response.status_code != 200:
+            await response.aread()
+            record.status_code = response.status_code
+            record.error = f"HTTP {response.status_code}: {error_message(response)}"
+            return record
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue  # blank separators, ": ping" comments, event names
+            data = line[5:].strip()
+            if data == "[DONE]":
+                continue  # read on to the end of the body so the connection is kept alive
+            now = time.perf_counter()
+            try:
+                event = json.loads(data)
+            except ValueError:
+                record.error = f"unreadable stream event: {data[:200]}"
+                return record
+            if not isinstance(event, dict):
+                continue
+            if "choices" not in event and (message := message_of(event)):
+                record.error = f"error during the stream: {message}"
+                return record
+            for choice in event.get("choices") or ():
+                delta = choice.get("delta") if isinstance(choice, dict) else None
+                if not isinstance(delta, dict) or not _has_token(delta):
+                    continue
+                if record.token_chunks == 0:
+                    record.ttft_s = now - record.start_s
+                else:
+                    record.itl_s.append(now - last_token)
+                record.token_chunks += 1
+                last_token = now
+                parts.append(delta.get("content") or "")
+                if on_token is not None:
+                    on_token(1)
+            if isinstance(usage := event.get("usage"), dict):
+                record.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+                record.output_tokens = int(usage.get("completion_tokens") or 0)
+            last_event = now
+    except httpx.HTTPError as exc:
+        record.status_code = 0
+        record.error = str(transport_error(exc, str(client.base_url)))
         return record
+    finally:
+        await response.aclose()
     record.latency_s = last_event - record.start_s
     record.text = "".join(parts)
     record.output_tokens = record.output_tokens or record.token_chunks
