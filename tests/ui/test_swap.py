@@ -173,6 +173,17 @@ async def test_swap_rollback_whole_flow_against_the_sandbox(sandbox: Sandbox) ->
         assert restored.image.startswith("vllm/vllm-tpu@sha256:")   # pinned to the image that ran
         assert _docker_verbs(vm) == ["pull", "rm -f", "run"] * 3
 
+    # 4. after a restart (no session memory), rollback finds the previous spec in the history
+    services.close()
+    app = TpuConsoleApp(_services(sandbox))
+    async with app.run_test(size=(200, 50)) as pilot:
+        pilot.app.open_feature("rollback", node)
+        back = await _loaded(pilot, RollbackScreen)
+        assert back.problem is None and "from the history" in back.note
+        assert _field(back, "gpu-memory-utilization").value == "0.95"     # what the rollback replaced
+        assert back.plan is not None and "--gpu-memory-utilization: 0.90 → 0.95" in text_of(
+            back.query_one("#swap-diff", Static))
+
     requests = list(sandbox.tpu_api.requests)
     # Only reads: GETs, and the startup view's getGuestAttributes (a read that the REST API spells POST).
     assert requests and [r for r in requests if r[0] != "GET" and ":getGuestAttributes" not in r[1]] == []
