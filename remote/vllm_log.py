@@ -19,7 +19,6 @@ message head names a format (see ``_HEADS``).
 
 from __future__ import annotations
 
-import codecs
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,9 +30,9 @@ from remote.startup import (CompileProgress, Failure, FailureKind, HbmSnapshot, 
                             PhaseMark, StartupState, frozen_map)
 from remote.vllm_log_handlers import HANDLERS, BootState, Root
 
+HANDLERS_BYTES = {key.encode(): handler for key, handler in HANDLERS.items()}
+
 _READ_BLOCK = 1 << 20
-_DIGITS = pat.DIGITS
-_GLYPHS = pat.BANNER_GLYPHS
 #: Failure kinds whose ``failure_detail`` is the figures, not the text (as in the sidecars).
 _NUMERIC_DETAIL = frozenset({FailureKind.MAX_MODEL_LEN_TOO_LARGE,
                              FailureKind.CONTEXT_LENGTH_EXCEEDED,
@@ -54,8 +53,7 @@ class StartupReader(BootState):
 
     def __init__(self, *, year: int | None = None) -> None:
         super().__init__(year or datetime.now(timezone.utc).year)
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._pend: list[str] = []
+        self._pend: list[bytes] = []
         self._pend_len = 0
         self._pend_cut = False
         self._cr_held = False
@@ -67,16 +65,13 @@ class StartupReader(BootState):
     def feed(self, data: str | bytes | bytearray | memoryview) -> None:
         """Read a chunk of the stream; chunk borders may fall anywhere (even inside UTF-8).
 
-        Lines end as in Python's universal newlines (LF, CRLF, a lone CR - e.g. a tqdm
-        redraw - and the other ``str.splitlines`` breaks); ANSI escape sequences are
-        removed; invalid UTF-8 becomes U+FFFD. A trailing partial line waits for the next chunk or :meth:`close`.
+        Lines end at LF, CRLF or a lone CR (Python's universal newlines; a tqdm redraw is a
+        line); ANSI escape sequences are removed; invalid UTF-8 becomes U+FFFD. A trailing
+        partial line waits for the next chunk or :meth:`close`.
         """
         if isinstance(data, str):
-            text = self._decoder.decode(b"", final=True) + data
-            self._decoder.reset()
-        else:
-            text = self._decoder.decode(bytes(data))
-        self._feed_text(text, final=False)
+            data = data.encode("utf-8", "surrogatepass")
+        self._feed_bytes(bytes(data), final=False)
 
     def feed_line(self, line: str, ts: datetime | None = None) -> None:
         """Read one complete line (without its newline), e.g. from an SSH tail.
@@ -85,7 +80,7 @@ class StartupReader(BootState):
             line: the line; a trailing CR/LF is dropped, embedded line breaks split it.
             ts: arrival or log time to use for this line instead of any stamp in it.
         """
-        pieces = line.splitlines() or [""]
+        pieces = line.encode("utf-8", "surrogatepass").splitlines() or [b""]
         pieces = [self._clean(p[:pat.MAX_LINE_CHARS]) for p in pieces]
         self.explicit_ts = ts
         try:
@@ -94,12 +89,11 @@ class StartupReader(BootState):
             self.explicit_ts = None
 
     def close(self) -> None:
-        """Flush a trailing partial line (and any half-read UTF-8 sequence). Idempotent."""
-        self._feed_text(self._decoder.decode(b"", final=True), final=True)
-        self._decoder.reset()
+        """Flush a trailing partial line. Idempotent."""
+        self._feed_bytes(b"", final=True)
         changed = False
         if self._pend_len or self._pend_cut:
-            line = "".join(self._pend)
+            line = b"".join(self._pend)
             self._pend, self._pend_len, self._pend_cut = [], 0, False
             self._process([self._clean(line)])
             changed = True
@@ -123,125 +117,122 @@ class StartupReader(BootState):
             self._snapshot_version = self._version
         return self._snapshot
 
-    # ---- line assembly ------------------------------------------------------------
+    # ---- line assembly (bytes: splitting never needs a decode) ---------------------
     @staticmethod
-    def _clean(line: str) -> str:
-        return pat.ANSI.sub("", line) if "\x1b" in line else line
+    def _clean(line: bytes) -> bytes:
+        return pat.ANSI_BYTES.sub(b"", line) if b"\x1b" in line else line
 
-    def _feed_text(self, text: str, final: bool) -> None:
+    def _feed_bytes(self, data: bytes, final: bool) -> None:
         if self._cr_held:  # a CR that ended the last chunk may be half of a CRLF
-            text = "\r" + text
+            data = b"\r" + data
             self._cr_held = False
-        if not final and text.endswith("\r"):
-            text = text[:-1]
+        if not final and data.endswith(b"\r"):
+            data = data[:-1]
             self._cr_held = True
-        if not text:
+        if not data:
             return
         if self._pend_len or self._pend_cut:
-            brk = pat.LINE_BREAK.search(text)
+            brk = pat.LINE_BREAK_BYTES.search(data)
             if brk is None:
-                self._hold(text)
+                self._hold(data)
                 return
-            head = "".join(self._pend)
+            head = b"".join(self._pend)
             # a held line at the cap drops the rest of itself
-            text = head + (text[brk.start():] if self._pend_cut else text)
+            data = head + (data[brk.start():] if self._pend_cut else data)
             self._pend, self._pend_len, self._pend_cut = [], 0, False
-        lines = text.splitlines()
-        tail = "" if text[-1] in pat.LINE_BREAK_CHARS else lines.pop()
+        lines = data.splitlines()
+        tail = b"" if data[-1] in (10, 13) else lines.pop()
         if lines:
             if max(map(len, lines)) > pat.MAX_LINE_CHARS:
                 lines = [ln[:pat.MAX_LINE_CHARS] for ln in lines]
-            if "\x1b" in text:
+            if b"\x1b" in data:
                 clean = self._clean
-                lines = [clean(ln) if "\x1b" in ln else ln for ln in lines]
+                lines = [clean(ln) if b"\x1b" in ln else ln for ln in lines]
         self._hold(tail)
         self._process(lines)
 
-    def _hold(self, text: str) -> None:
-        if self._pend_cut or not text:
+    def _hold(self, data: bytes) -> None:
+        if self._pend_cut or not data:
             return
         room = pat.MAX_LINE_CHARS - self._pend_len
-        if len(text) >= room:
-            text = text[:room]
+        if len(data) >= room:
+            data = data[:room]
             self._pend_cut = True
-        self._pend.append(text)
-        self._pend_len += len(text)
+        self._pend.append(data)
+        self._pend_len += len(data)
 
     # ---- the hot loop ---------------------------------------------------------------
-    def _process(self, lines: list[str]) -> None:
+    def _process(self, lines: list[bytes]) -> None:
+        """Dispatch each line on the first 4 bytes of its message; decode only those used."""
         if not lines:
             return
         first = self._first_stamp(lines)
         n = self.lines_read
-        heads = HANDLERS
-        digits, glyphs = _DIGITS, _GLYPHS
+        heads = HANDLERS_BYTES
         acc = self.accum is not None
-        for line in lines:
+        for raw in lines:
             n += 1
             if acc:
                 self.lines_read = n
-                taken = self.take_accum(line)
+                taken = self.take_accum(raw.decode("utf-8", "replace"))
                 acc = self.accum is not None
                 if taken:
                     continue
-            p = line.find("] ", 0, 200)
-            if p > 1 and line[p - 1] in digits:
-                q = line.rfind(".py:", 0, p)
+            p = raw.find(b"] ", 0, 200)
+            if p > 1 and 47 < raw[p - 1] < 58:  # "...file.py:123] message"
+                q = raw.rfind(b".py:", 0, p)
                 if q < 0 or p - q > 12:
-                    self.lines_read = n
-                    self.bare_line(line)
-                    acc = self.accum is not None
-                    continue
+                    p = -1
             else:
+                p = -1
+            if p < 0:
                 self.lines_read = n
-                self.bare_line(line)
+                self.bare_line(raw.decode("utf-8", "replace"))
                 acc = self.accum is not None
                 continue
             p += 2
-            head = line[p:p + 4]
+            head = raw[p:p + 4]
             h = heads.get(head)
+            if h is None:
+                c = head[:1]
+                if c == b" ":
+                    if head == b"    ":  # array/padding continuations, source lines
+                        continue
+                elif c.isdigit() or not c:
+                    continue
+                elif not (b"rror" in raw or b"xception" in raw or c == b"\xe2"):
+                    continue
+            self.lines_read = n
+            line = raw.decode("utf-8", "replace")
+            msg = line[p:] if len(line) == len(raw) else line[line.find("] ", 0, 200) + 2:]
             if h is not None:
-                self.lines_read = n
-                h(self, line[p:], line)
-                acc = self.accum is not None
-                continue
-            c = head[:1]
-            if c == " ":
-                if head != "    ":  # 4+ spaces: array/padding continuations, source lines
-                    self.lines_read = n
-                    self.dispatch(line[p:].lstrip(), line, envelope=True)
-                    acc = self.accum is not None
-                continue
-            if c in digits:
-                continue
-            if "rror" in line or "xception" in line:
-                self.lines_read = n
-                self.on_exception(line[p:], line)
-                acc = self.accum is not None
-            elif c in glyphs:
-                self.lines_read = n
-                self.on_banner(line[p:], line)
+                h(self, msg, line)
+            else:
+                self.dispatch(msg.lstrip(), line, envelope=True)
+            acc = self.accum is not None
         self.lines_read = n
         self._note_stamps(lines, first)
         self._version += 1
 
-    def _first_stamp(self, lines: list[str]) -> tuple[int, datetime] | None:
+    def _first_stamp(self, lines: list[bytes]) -> tuple[int, datetime] | None:
         """Line number and time of the batch's first stamped line, while still needed."""
         if len(self.timeline) != 1 or self.timeline[0].started_at is not None:
             return None
-        for i, line in enumerate(lines):
-            at = self.explicit_ts or self.stamp(line, mutate=False)
+        for i, raw in enumerate(lines):
+            at = self.explicit_ts or self.stamp(raw[:240].decode("utf-8", "replace"),
+                                                mutate=False)
             if at is not None:
                 return self.lines_read + 1 + i, at
         return None
 
-    def _note_stamps(self, lines: list[str], first: tuple[int, datetime] | None) -> None:
+    def _note_stamps(self, lines: list[bytes], first: tuple[int, datetime] | None) -> None:
         if self.explicit_ts is not None:
             self.last_at = self.explicit_ts
         else:
-            for line in reversed(lines):
+            for raw in reversed(lines):
+                line = raw[:240].decode("utf-8", "replace")
                 if self.has_stamp(line):
-                    self.last_at = pat.kept(line)
+                    self.last_at = line
                     break
         if first is not None:
             line_no, at = first

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 
-#: Longest line kept, characters; the rest of a longer line is dropped.
+#: Longest line kept, bytes (UTF-8); the rest of a longer line is dropped.
 MAX_LINE_CHARS = 65536
 #: Longest text kept from a line in the state (evidence, shapes), characters.
 MAX_KEPT_CHARS = 500
@@ -21,11 +21,11 @@ BANNER_GLYPHS = "█▄▀"
 
 #: ANSI escape sequences (CSI and OSC), e.g. uvicorn's coloured ``INFO``; never spans lines.
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+ANSI_BYTES = re.compile(ANSI.pattern.encode())
 
 
-#: Line breaks of ``str.splitlines`` (universal newlines plus the Unicode separators).
-LINE_BREAK_CHARS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-LINE_BREAK = re.compile("[" + LINE_BREAK_CHARS + "]")
+#: Line breaks of ``bytes.splitlines`` (universal newlines: LF, CR, CRLF).
+LINE_BREAK_BYTES = re.compile(rb"[\r\n]")
 
 #: ``docker logs --timestamps`` prefix: RFC 3339 with nanoseconds, then one space.
 DOCKER_TS = re.compile(
