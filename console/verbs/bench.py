@@ -10,14 +10,18 @@ Usage::
 NODE (``NAME``, ``ZONE/NAME`` or ``PROJECT/ZONE/NAME``) is found with the TPU API and
 reached through an SSH forward of the config's ``container.port``; its price comes from
 the config's ``[prices]`` by chip generation and provisioning model. With ``--url`` give
-``--price-per-chip-hour`` and ``--chips`` for a $/Mtok figure.
+``--price-per-chip-hour`` and ``--chips`` for a $/Mtok figure. An unknown SSH host key is
+asked about on the terminal (refused when stdin is not a tty). A NODE run is recorded in
+the history (``--db``, else the config's) against the node's current launch, like the
+console's benchmark screen does (both use :mod:`console.bench_flow`).
 
 ``--json`` prints ``{"kind": ..., "base_url": ..., "results": [...]}`` (one result per
 concurrency level for throughput, keys of ``remote.bench.to_json``; throughput entries
 gain ``usd_per_mtok`` when a price is known).
 
 Exit codes: 0 the benchmark ran (whatever the figures), 1 the server (or node) could not
-be reached or every request failed, 2 bad input.
+be reached, the node is not READY, or every request failed, 2 bad input (including an
+unknown or ambiguous NODE).
 """
 
 from __future__ import annotations
@@ -26,41 +30,24 @@ import argparse
 import sys
 from typing import Any
 
+from console.bench_flow import KINDS, parse_depths, parse_streams
 from console.verbs.common import config_or_exit
 
-KINDS = ("smoke", "throughput", "longctx")
 
-
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
-
-
-def _depth_list(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated fractions, got {text!r}") from None
-    if not values or not all(0.0 <= v <= 1.0 for v in values):
-        raise argparse.ArgumentTypeError(f"depths must be fractions within 0.0-1.0, got {text!r}")
-    return values
+def _arg(parse: Any) -> Any:
+    """An argparse ``type`` from a :mod:`console.bench_flow` parser (its reason on bad input)."""
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return convert
 
 
 def _positive(kind: type) -> Any:
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-        return value
-    return parse
+    from console.bench_flow import parse_positive
+
+    return _arg(lambda text: parse_positive(text, kind))
 
 
 def add_parser(subparsers: Any) -> None:
@@ -72,7 +59,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--url", help="vLLM server URL instead of a node, e.g. http://127.0.0.1:8000")
     p.add_argument("--kind", choices=KINDS, required=True, help="which benchmark")
     p.add_argument("--model", help="model name (default: the first of /v1/models)")
-    p.add_argument("--streams", type=_int_list, default=[1], metavar="1,16,64",
+    p.add_argument("--streams", type=_arg(parse_streams), default=(1,), metavar="1,16,64",
                    help="concurrency levels for throughput (default 1)")
     p.add_argument("--prompt-tokens", type=_positive(int), default=512, metavar="N",
                    help="prompt length in tokens, estimated (default 512)")
@@ -82,7 +69,7 @@ def add_parser(subparsers: Any) -> None:
     load.add_argument("--requests", type=_positive(int), metavar="N",
                       help="requests per level (default 4 per stream, at least 8)")
     load.add_argument("--duration", type=_positive(float), metavar="S", help="seconds per level")
-    p.add_argument("--depths", type=_depth_list, default=[0.1, 0.5, 0.9], metavar="0.1,0.5,0.9",
+    p.add_argument("--depths", type=_arg(parse_depths), default=(0.1, 0.5, 0.9), metavar="0.1,0.5,0.9",
                    help="passphrase depths for longctx (default 0.1,0.5,0.9)")
     p.add_argument("--context-tokens", type=_positive(int), default=16000, metavar="N",
                    help="long-context filler length in tokens (default 16000)")
@@ -128,51 +115,73 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc), 2)
 
 
+
 async def _run(args: argparse.Namespace, config: Any) -> int:
+    from console.bench_flow import BenchParams, Pricing, find_node, open_tunnel, pricing_for
     from remote.errors import RemoteError
 
+    params = BenchParams(kind=args.kind, streams=tuple(args.streams), prompt_tokens=args.prompt_tokens,
+                         output_tokens=args.output_tokens, requests=args.requests, duration_s=args.duration,
+                         depths=tuple(args.depths), context_tokens=args.context_tokens,
+                         over_limit=args.over_limit, model=args.model)
     try:
         if args.url is not None:
-            return await _bench(args, args.url, price=args.price_per_chip_hour, chips=args.chips)
-        from remote.bench.cost import lookup_price
-        from remote.bench.tunnel import node_endpoint
+            pricing = Pricing(args.price_per_chip_hour, args.chips)
+            return await _bench(args, params, args.url, pricing)
+        from console.verbs.watch import terminal_host_key_prompt
 
-        async with node_endpoint(args.node, projects=config.projects, api_endpoint=config.api_endpoint,
-                                 request_timeout_s=config.request_timeout_s, ssh=config.ssh,
-                                 vllm_port=config.container.port) as endpoint:
-            node = endpoint.node
-            price = args.price_per_chip_hour or lookup_price(
-                config.prices, node.accelerator_type, args.provisioning_model or node.provisioning_model)
-            return await _bench(args, endpoint.base_url, price=price, chips=args.chips or node.chips,
-                                label=f"node {node.name} ({node.accelerator_type}, {node.provisioning_model})")
+        node = await find_node(args.node, config)
+        pricing = pricing_for(node, config.prices, provisioning_model=args.provisioning_model)
+        if args.price_per_chip_hour is not None or args.chips is not None:
+            pricing = Pricing(args.price_per_chip_hour or pricing.price_per_chip_hour_usd, args.chips or node.chips,
+                              pricing.generation, pricing.provisioning_model)
+
+        async def ask(target: Any, fingerprint: str) -> bool:
+            return await terminal_host_key_prompt(target)(fingerprint)
+
+        async with open_tunnel(node, config.ssh, config.container.port, accept_new_host_key=ask) as tunnel:
+            return await _bench(args, params, tunnel.base_url, pricing, node=node, conn=tunnel.conn, config=config)
+    except NodeLookupError as exc:      # unknown or ambiguous NODE: bad input; not READY: unreachable
+        return _fail(str(exc), 1 if isinstance(exc, NodeNotReady) else 2)
     except RemoteError as exc:
         return _fail(str(exc), 1)
 
 
-async def _bench(args: argparse.Namespace, url: str, *, price: float | None, chips: int | None,
-                 label: str | None = None) -> int:
-    from remote.bench import run_longctx, run_smoke, run_sweep
+async def _bench(args: argparse.Namespace, params: Any, url: str, pricing: Any, *, node: Any = None,
+                 conn: Any = None, config: Any = None) -> int:
+    from console.bench_flow import every_request_failed, run_benchmark
 
     progress = None if args.json or not sys.stderr.isatty() else _progress_line
-    if args.kind == "smoke":
-        results: list[Any] = [await run_smoke(url, model=args.model)]
-        failed = not results[0].ok
-    elif args.kind == "throughput":
-        results = await run_sweep(url, concurrencies=args.streams, prompt_tokens=args.prompt_tokens,
-                                  output_tokens=args.output_tokens, requests=args.requests,
-                                  duration_s=args.duration, model=args.model, on_progress=progress)
-        failed = all(r.metrics.completed == 0 for r in results)
-    else:
-        result = await run_longctx(url, context_tokens=args.context_tokens, depths=args.depths,
-                                   model=args.model, on_progress=progress, over_limit=args.over_limit)
-        results = [result]
-        failed = all(p.error is not None for p in result.probes)
+    results = await run_benchmark(url, params, on_progress=progress)
     if progress is not None:
         _clear_progress()
-    _report(args.kind, results, price=price, chips=chips, label=label, as_json=args.json)
+    label = f"node {node.name} ({node.accelerator_type}, {node.provisioning_model})" if node is not None else None
+    _report(args.kind, results, pricing=pricing, label=label, as_json=args.json)
+    if node is not None:
+        await _record(args, config, node, conn, params, results, pricing)
+    failed = every_request_failed(results)
     if failed:
         print("tpu-console: every request failed (see the errors above)", file=sys.stderr)
     return 1 if failed else 0
+
+
+async def _record(args: argparse.Namespace, config: Any, node: Any, conn: Any, params: Any,
+                  results: list[Any], pricing: Any) -> None:
+    """Add the results to the history, attached to the node's current launch (warn on failure)."""
+    import sqlite3
+
+    from console.bench_flow import current_launch_id, record_result
+    from console.config import default_db_path
+    from store.history import HistoryStore, StoreError
+
+    path = getattr(args, "db", None) or config.db_path or default_db_path()
+    try:
+        with HistoryStore(path) as store:
+            launch_id = await current_launch_id(store, node, conn, config.container.name)
+            for result in results:
+                record_result(store, launch_id, node, params, result, pricing)
+    except (StoreError, sqlite3.Error, OSError) as exc:
+        print(f"tpu-console: the results were not recorded in the history ({path}): {exc}", file=sys.stderr)
 
 
 # --- output ---------------------------------------------------------------------------------
@@ -192,110 +201,18 @@ def _clear_progress() -> None:
     sys.stderr.flush()
 
 
-def _cost(price: float | None, chips: int | None, tok_s: float) -> float | None:
-    from remote.bench import usd_per_mtok
-
-    if price is None or not chips or tok_s <= 0:
-        return None
-    return usd_per_mtok(price, chips, tok_s)
-
-
-def _report(kind: str, results: list[Any], *, price: float | None, chips: int | None,
-            label: str | None, as_json: bool) -> None:
+def _report(kind: str, results: list[Any], *, pricing: Any, label: str | None, as_json: bool) -> None:
     import json
 
-    from remote.bench import to_json
+    from console.bench_flow import result_json
 
     if as_json:
-        items = []
-        for r in results:
-            item = to_json(r)
-            if kind == "throughput":
-                item["price_per_chip_hour_usd"], item["chips"] = price, chips
-                item["usd_per_mtok"] = _cost(price, chips, r.metrics.output_throughput)
-            items.append(item)
         print(json.dumps({"kind": kind, "base_url": results[0].base_url, "node": label,
-                          "results": items}, indent=2))
+                          "results": [result_json(r, pricing) for r in results]}, indent=2))
         return
     from rich.console import Console
 
+    from console.bench_tables import result_view
+
     console = Console(width=None if sys.stdout.isatty() else 200, highlight=False)
-    head = f"{results[0].model} at {label or results[0].base_url}"
-    {"smoke": _smoke, "throughput": _throughput, "longctx": _longctx}[kind](
-        console, head, results, price=price, chips=chips)
-
-
-def _smoke(console: Any, head: str, results: list[Any], **_: Any) -> None:
-    r = results[0]
-    console.print(f"Smoke: {head}", markup=False)
-    if r.ok:
-        console.print(f"  answer in {r.latency_s:.2f} s ({r.prompt_tokens} prompt + "
-                      f"{r.completion_tokens} output tokens): {r.answer.strip()}", markup=False)
-    else:
-        console.print(f"  FAILED: {r.error}", markup=False)
-    t = r.tool
-    if t.called:
-        call = f"{t.name}({json_args(t.arguments)})"
-        console.print(f"  tool call: {call} {'right' if t.arguments_ok else 'WRONG'}; final answer "
-                      f"{t.final_answer.strip()!r} {'right' if t.final_ok else f'WRONG (expected {t.expected})'}",
-                      markup=False)
-    if t.error:
-        console.print(f"  tool check: {t.error}", markup=False)
-    console.print(f"  tool calling: {'PASS' if t.passed else 'FAIL'}", markup=False)
-
-
-def json_args(arguments: dict[str, Any] | None) -> str:
-    """``{"a": 1, "b": 2}`` -> ``a=1, b=2``."""
-    return ", ".join(f"{k}={v}" for k, v in (arguments or {}).items())
-
-
-def _ms(stats: Any) -> str:
-    return f"{stats.mean_ms:,.1f} / {stats.median_ms:,.1f} / {stats.p99_ms:,.1f}"
-
-
-def _throughput(console: Any, head: str, results: list[Any], *, price: float | None,
-                chips: int | None) -> None:
-    from rich.table import Table
-
-    first = results[0]
-    table = Table(title=f"Throughput: {head}; prompt ~{first.prompt_tokens_target} tokens, "
-                        f"output {first.output_tokens_target} tokens", title_justify="left")
-    for column in ("STREAMS", "OK", "FAILED", "SECONDS", "PROMPT TOK", "REQ/S", "OUT TOK/S", "TOTAL TOK/S",
-                   "TTFT ms mean/med/p99", "TPOT ms mean/med/p99", "ITL ms mean/med/p99", "$/Mtok"):
-        table.add_column(column, justify="right", no_wrap=True)
-    for r in results:
-        m = r.metrics
-        cost = _cost(price, chips, m.output_throughput)
-        table.add_row(str(r.concurrency), str(m.completed), str(m.failed), f"{m.duration_s:.1f}",
-                      f"{r.mean_prompt_tokens:,.0f}", f"{m.request_throughput:.2f}",
-                      f"{m.output_throughput:,.1f}", f"{m.total_token_throughput:,.1f}",
-                      _ms(m.ttft), _ms(m.tpot), _ms(m.itl), "-" if cost is None else f"{cost:.3f}")
-    console.print(table)
-    if price is None:
-        console.print("$/Mtok: no price (give --price-per-chip-hour and --chips)", markup=False)
-    else:
-        console.print(f"$/Mtok at ${price:.2f} per chip-hour x {chips} chips", markup=False)
-    for r in results:
-        for message, count in r.errors:
-            console.print(f"{r.concurrency} streams: {count} failed: {message}", markup=False)
-
-
-def _longctx(console: Any, head: str, results: list[Any], **_: Any) -> None:
-    from rich.table import Table
-
-    r = results[0]
-    limit = f", max-model-len {r.max_model_len:,}" if r.max_model_len else ""
-    table = Table(title=f"Long-context recall: {head}; ~{r.context_tokens:,} tokens{limit}",
-                  title_justify="left")
-    for column in ("DEPTH", "PROMPT TOK", "FOUND", "SECONDS", "PROMPT TOK/S", "ANSWER / SERVER MESSAGE"):
-        table.add_column(column, justify="left" if column.startswith("ANSWER") else "right",
-                         overflow="fold")
-    for p in r.probes:
-        if p.error is not None:
-            status = f"HTTP {p.status_code}: " if p.status_code else ""
-            table.add_row(f"{p.depth:.2f}", f"~{p.context_tokens_target:,}", "refused", "-", "-",
-                          f"{status}{p.error}")
-        else:
-            table.add_row(f"{p.depth:.2f}", f"{p.prompt_tokens:,}", "yes" if p.found else "NO",
-                          f"{p.seconds:.2f}", f"{p.prompt_tokens_per_s:,.0f}", p.answer)
-    console.print(table)
+    console.print(result_view(kind, f"{results[0].model} at {label or results[0].base_url}", results, pricing))
