@@ -115,14 +115,14 @@ def figure_diff(a: Launch, b: Launch, benches_a: Sequence[BenchmarkRecord],
             va = getattr(ra, attr) if ra else None
             vb = getattr(rb, attr) if rb else None
             if va is not None or vb is not None:
-                rows.append(FigureDelta(f"{label} @{level} streams", va, vb, higher))
+                rows.append(FigureDelta(f"{label} @{level} stream{'' if level == 1 else 's'}", va, vb, higher))
     return rows
 
 
 def _value(v: float | None, figure: str) -> str:
     if v is None:
         return "-"
-    digits = 0 if "tokens" in figure or "(s)" in figure else 3 if "$" in figure else 2 if "GiB" in figure else 1
+    digits = 0 if "tokens" in figure else 3 if "$" in figure else 2 if "GiB" in figure else 1
     return number(v, digits)
 
 
@@ -131,7 +131,7 @@ _VERDICT_STYLES = {"better": "green", "worse": "bold red", "same": "dim"}
 
 def flag_table(changes: Sequence[FlagChange]) -> Table:
     """The flag diff as a Rich table (setting, A, B, change)."""
-    table = Table(title="Flags and image", title_justify="left", title_style="bold", expand=True)
+    table = Table(title="Flags and image", title_justify="left", title_style="bold")
     table.add_column("setting", style="bold", no_wrap=True)
     table.add_column("A", overflow="fold")
     table.add_column("B", overflow="fold")
@@ -147,7 +147,7 @@ def flag_table(changes: Sequence[FlagChange]) -> Table:
 
 def figure_table(rows: Sequence[FigureDelta]) -> Table:
     """The figure diff as a Rich table (figure, A, B, Δ, Δ %, verdict)."""
-    table = Table(title="Figures", title_justify="left", title_style="bold", expand=True)
+    table = Table(title="Figures", title_justify="left", title_style="bold")
     table.add_column("figure", style="bold", no_wrap=True)
     for name in ("A", "B", "Δ (B−A)", "Δ %"):
         table.add_column(name, justify="right", no_wrap=True)

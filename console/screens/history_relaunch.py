@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from console import swap_flow
+from console.screens.history_detail import masked_secrets
 from console.screens.swap import SwapScreen
 from remote.container import MASK, ContainerSpec
 from remote.models import Node
@@ -32,8 +33,9 @@ class RelaunchScreen(SwapScreen):
         super().__init__(node)
         self.launch = launch
         swap_flow.spec_from_launch(launch, None)  # a sentence now rather than after connecting
-        self.note = (f"Relaunching launch {launch.id} from the history ({launch.requested_at[:16].replace('T', ' ')})."
-                     " Secrets were masked in the history: type any still shown as ***.")
+        self.note = f"Relaunching launch {launch.id} from the history ({launch.requested_at[:16].replace('T', ' ')})."
+        if masked_secrets(launch):
+            self.note += " Secrets were masked in the history: type any still shown as ***."
 
     async def _target_spec(self, current: swap_flow.RunningSpec) -> ContainerSpec | None:
         return swap_flow.spec_from_launch(self.launch, current.running)

@@ -104,7 +104,7 @@ def render_plot(launches: Sequence[Launch], benches: Mapping[int, Sequence[Bench
     """
     chosen, levels, points = series(launches, benches, metric)
     title = Text.assemble((f"{metric.label} by concurrency", "bold"),
-                          ("  · throughput benchmarks · p: next figure", "dim"))
+                          (" · throughput benchmarks · p: next figure", "dim"))
     if not chosen:
         return Group(title, Text("No throughput benchmark among these launches.", style="dim"))
     levels = levels[:max_concurrencies]
