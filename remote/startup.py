@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Any
 
 
 class Phase(StrEnum):
@@ -281,3 +282,96 @@ class StartupState:
     def phase_started_at(self) -> datetime | None:
         """When the current phase began, if stamped."""
         return self.timeline[-1].started_at if self.timeline else None
+
+
+#: Failure kinds whose ``failure_detail`` is the figures, not the text (as in the sidecars).
+_NUMERIC_DETAIL = frozenset({FailureKind.MAX_MODEL_LEN_TOO_LARGE,
+                             FailureKind.CONTEXT_LENGTH_EXCEEDED,
+                             FailureKind.HBM_BUDGET_EXCEEDED})
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def summary_json(state: StartupState) -> dict[str, Any]:
+    """The ``tpu-console log-summary --json`` object.
+
+    Keys follow the corpus sidecars' ``expected`` keys (``hbm_used_gib``, ``kv_cache_tokens``,
+    ``failure``, ``failure_detail`` ...) plus the phase timeline and extras; anything the
+    log did not state is ``None``. Sizes GiB, durations s, times ISO 8601 UTC.
+    """
+    model = state.hbm_model_loaded
+    after_kv = state.hbm_after_kv
+    failure = state.failure
+    detail: Any = None
+    if failure is not None:
+        if failure.kind in _NUMERIC_DETAIL and failure.numbers:
+            detail = dict(failure.numbers)
+        else:
+            detail = failure.message
+            if failure.fatal and state.container_status and state.container_status != "Exited (0)":
+                name = f"{state.container_name} " if state.container_name else ""
+                detail = f"{detail}; container {name}{state.container_status}"
+    blocks_key = "num_tpu_blocks" if state.device_blocks_label == "TPU" else "gpu_blocks"
+    comp = state.compile
+    return {
+        "phase": state.phase.value,
+        "phase_timeline": [{"phase": m.phase.value, "started_at": _iso(m.started_at),
+                            "line": m.line_no} for m in state.timeline],
+        "ready": state.ready,
+        "server_url": state.server_url,
+        "failure": failure.kind.value if failure else None,
+        "failure_detail": detail,
+        "failure_fatal": failure.fatal if failure else None,
+        "failure_evidence": failure.evidence_line if failure else None,
+        "failure_explanation": failure.explanation if failure else None,
+        "failure_hint": failure.hint if failure else None,
+        "failure_at": _iso(failure.at) if failure else None,
+        "hbm_used_gib": list(model.used_gib) if model else None,
+        "hbm_limit_gib": list(model.limit_gib) if model else None,
+        "hbm_after_kv_used_gib": list(after_kv.used_gib) if after_kv else None,
+        "hbm_snapshots": [{"label": s.label, "stage": s.stage, "used": list(s.used_gib),
+                           "limit": list(s.limit_gib), "unit_suffix": s.unit_suffix,
+                           "at": _iso(s.at)} for s in state.hbm_snapshots],
+        "memory_statistics": (dict(state.memory_statistics)
+                              if state.memory_statistics is not None else None),
+        "kv_cache_tokens": state.kv_cache_tokens,
+        "kv_cache_label": state.kv_cache_label,
+        "kv_cache_shape": state.kv_cache_shape,
+        "max_concurrency": state.max_concurrency,
+        "max_concurrency_tokens_per_request": state.max_concurrency_tokens_per_request,
+        blocks_key: state.device_blocks,
+        "cpu_blocks": state.cpu_blocks,
+        "num_gpu_blocks_computed": state.num_gpu_blocks_computed,
+        "num_gpu_blocks_override": state.num_gpu_blocks_override,
+        "compile_seconds": state.compile_seconds,
+        "engine_init_seconds": state.engine_init_seconds,
+        "compile_steps_finished": comp.steps_finished,
+        "compile_steps_started": comp.steps_started,
+        "compile_in_progress": comp.in_flight,
+        "compile_last_step_seconds": comp.last_step_seconds,
+        "compile_step_seconds_total": comp.step_seconds_total,
+        "compile_started_at": _iso(comp.started_at),
+        "compile_deferred_steps": comp.deferred_steps,
+        "warmup_passes": comp.warmup_passes,
+        "warmup_seconds_total": comp.warmup_seconds_total,
+        "num_chips": state.num_chips,
+        "tpu_type": state.tpu_type,
+        "platform": state.platform,
+        "vllm_version_in_log": state.vllm_version,
+        "model": state.model,
+        "gpu_memory_utilization": state.gpu_memory_utilization,
+        "max_model_len": state.max_model_len,
+        "container_status": state.container_status,
+        "engine_core_failed": state.engine_core_failed,
+        "model_weights_gb": state.model_weights_gb,
+        "cuda_graph_capture_seconds": state.cuda_graph_capture_seconds,
+        "cuda_graph_memory_gib": state.cuda_graph_memory_gib,
+        "restarts": state.restarts,
+        "previous_failure": state.previous_failure.kind.value if state.previous_failure else None,
+        "lines_read": state.lines_read,
+        "last_line_at": _iso(state.last_line_at),
+    }

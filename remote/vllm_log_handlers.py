@@ -7,42 +7,24 @@ State is scalars and a few short, capped lists: nothing grows with the log.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from remote import diagnosis as dx
 from remote import vllm_log_patterns as pat
-from remote.startup import FailureKind, Failure, HbmSnapshot, Phase, PhaseMark
+from remote.startup import Failure, HbmSnapshot, Phase, PhaseMark
+from remote.vllm_log_compile import CompileHandlers
+from remote.vllm_log_failures import FailureHandlers, Root
 
 _MAX_MARKS = 64
 _MAX_SNAPSHOTS = 32
-_MAX_ACCUM_LINES = 8
 _STAGES = (("Init worker", "worker_init"), ("Init model", "model_loaded"),
            ("Init kv-cache", "kv_cache"), ("before applying quantization", "before_quantization"),
            ("after applying quantization", "after_quantization"))
-_KV_DONE = ("Try ", "initializing the engine")
+class BootState(FailureHandlers, CompileHandlers):
+    """Mutable state of the current boot plus the handlers that update it.
 
-
-def _kv_text_done(text: str) -> bool:
-    """A (possibly hand-wrapped) KV-fit error message has reached its end."""
-    return any(k in text for k in _KV_DONE) or pat.KF2_ESTIMATE.search(text) is not None
-
-
-@dataclass
-class Root:
-    """A failure signal: root cause (priority 2 specific, 1 generic) or envelope (0)."""
-
-    priority: int
-    kind: FailureKind
-    fatal: bool
-    message: str
-    evidence_line: str
-    at: datetime | None
-    numbers: dict[str, float | int] = field(default_factory=dict)
-
-
-class BootState:
-    """Mutable state of the current boot plus the handlers that update it."""
+    Each ``on_*`` handler takes ``(msg, line)``: the message after the envelope and the
+    whole line (for its time stamp); ``HANDLERS`` maps message heads to them.
+    """
 
     def __init__(self, year: int) -> None:
         self.year = year
@@ -159,24 +141,6 @@ class BootState:
             del self.timeline[1]
         self.timeline.append(PhaseMark(phase, self.at(line), self.lines_read))
 
-    def signal_fatal(self, message: str, line: str) -> None:
-        """A failure envelope (engine failed, container exited) without its root cause."""
-        if self.fatal is None:
-            self.fatal = Root(0, FailureKind.ENGINE_CORE_EXCEPTION, True, pat.kept(message),
-                              pat.kept(line.strip()), self.at(line))
-        if self.phase is not Phase.FAILED:
-            self._mark(Phase.FAILED, line)
-
-    def set_root(self, priority: int, kind: FailureKind, fatal: bool, message: str, line: str,
-                 numbers: dict[str, float | int]) -> None:
-        """Keep the best root cause: fatal over not, then the first of the highest priority."""
-        r = self.root
-        if r is None or not r.fatal or (fatal and priority > r.priority):
-            self.root = Root(priority, kind, fatal, pat.kept(message), pat.kept(line.strip()),
-                             self.at(line), numbers)
-        if fatal:
-            self.signal_fatal(message, line)
-
     def boot_marker(self, line: str) -> None:
         """A vLLM banner / version line: a second one after progress means a restart."""
         if self.boot_marked and (self.progress is not Phase.STARTING or self.ready
@@ -221,109 +185,6 @@ class BootState:
                 self.on_container(msg, line)
             elif "vllm serve" in msg:
                 self.on_args(msg, line)
-
-    def take_accum(self, line: str) -> bool:
-        """Feed a continuation line to a multi-line message; ``False`` if it is not one."""
-        end = pat.envelope_end(line)
-        msg = (line[end:] if end >= 0 else pat.strip_proc_prefix(line)).strip()
-        kind, text, left, evidence = self.accum
-        if (not msg or msg.startswith(("Traceback", 'File "', "During handling"))
-                or pat.EXCEPTION_LINE.match(msg)):
-            self.finish_accum()
-            return False
-        text = f"{text} {msg}"
-        left -= 1
-        self.accum = [kind, text, left, evidence]
-        done = (not text.endswith(":")) if kind == "colon" else _kv_text_done(text)
-        if done or left <= 0:
-            self.finish_accum()
-        return True
-
-    def finish_accum(self) -> None:
-        """End a multi-line message and diagnose it."""
-        _, text, _, evidence = self.accum
-        self.accum = None
-        m = pat.EXCEPTION_LINE.match(text)
-        self.diagnose(m[1] if m else None, text, evidence)
-
-    # ---- failures -----------------------------------------------------------------
-    def on_exception(self, msg: str, line: str) -> None:
-        """An ``XxxError: ...`` line, or a line mentioning an error."""
-        m = pat.EXCEPTION_LINE.match(msg)
-        if m is None:
-            if ("RESOURCE_EXHAUSTED" in msg or "max seq len" in msg or "context length" in msg
-                    or "MemoryStats" in msg or "out of memory" in msg):
-                self.diagnose(None, msg, line)
-            return
-        if any(p in msg for p in dx.ENVELOPE_PHRASES):
-            self.signal_fatal(msg, line)
-            return
-        if msg.endswith(":"):
-            self.accum = ["colon", msg, 3, line]
-        elif "max seq len" in msg and not _kv_text_done(msg):
-            self.accum = ["kv", msg, _MAX_ACCUM_LINES, line]
-        else:
-            self.diagnose(m[1], msg, line)
-
-    def on_plain_failure(self, msg: str, line: str) -> None:
-        """Prefix-less failure sentences (V0 ``The model's max seq len ...``, ``This model's
-        maximum context length ...``)."""
-        if "max seq len" in msg and not _kv_text_done(msg):
-            self.accum = ["kv", msg, _MAX_ACCUM_LINES, line]
-        elif "max seq len" in msg or "context length" in msg:
-            self.diagnose(None, msg, line)
-
-    def diagnose(self, exc_type: str | None, message: str, line: str) -> None:
-        """Classify a root-cause message (specific texts first, then generic exceptions)."""
-        spec = dx.match_specific(message)
-        was_in_tb = self.in_tb or self.tb_ctx is not None
-        self.in_tb = False
-        if spec is not None:
-            kind = dx.resolve_oom(self.tb_ctx, self.progress) if spec.is_hbm_oom else spec.kind
-            if self.kv_tokens is None and "kv_cache_capacity_tokens" in spec.numbers:
-                self.kv_tokens = int(spec.numbers["kv_cache_capacity_tokens"])
-            self.set_root(2, kind, spec.fatal, message, line, dict(spec.numbers))
-            return
-        if exc_type is None:
-            return
-        if self.fatal is None and (self.ready or not was_in_tb
-                                   or exc_type.endswith(("ImportError", "ModuleNotFoundError"))):
-            return
-        compiling = self.c_name is not None or self.progress is Phase.COMPILING
-        kind = dx.classify_exception(exc_type, self.progress, self.tb_ctx, compiling)
-        self.set_root(1, kind, True, message, line, {})
-
-    def on_traceback(self, msg: str, line: str) -> None:
-        if msg.startswith("Traceback (most recent call last)"):
-            self.in_tb = True
-            self.tb_ctx = None
-
-    def on_frame(self, msg: str, line: str) -> None:
-        m = pat.FRAME_FUNC.match(msg)
-        if m:
-            self.in_tb = True
-            ctx = dx.frame_context(m[1])
-            if ctx is not None:
-                self.tb_ctx = ctx
-
-    def on_engine(self, msg: str, line: str) -> None:
-        if msg.startswith("EngineCore failed to start"):
-            self.engine_core_failed = True
-            self.signal_fatal(msg, line)
-        elif msg.startswith("EngineCore hit an exception"):
-            self.in_tb, self.tb_ctx = True, None
-            self.signal_fatal(msg.split(": Traceback", 1)[0], line)
-        elif "fatal error" in msg or "initialization failed" in msg:
-            self.signal_fatal(msg, line)
-
-    def on_container(self, msg: str, line: str) -> None:
-        m = pat.CONTAINER_EXIT.search(msg)
-        if m is None:
-            return
-        self.container_name = m[1] if m[1] and "\t" in msg else None
-        self.container_status = m[2]
-        if int(m[3]) != 0:
-            self.signal_fatal(f"container exited with code {m[3]}", line)
 
     # ---- HBM and KV cache ---------------------------------------------------------
     def on_hbm(self, msg: str, line: str) -> None:
@@ -423,98 +284,6 @@ class BootState:
 
     def on_kv_phase(self, msg: str, line: str) -> None:
         self.enter(Phase.ALLOCATING_KV_CACHE, line)
-
-    # ---- compilation --------------------------------------------------------------
-    def _compiling(self, line: str) -> None:
-        if self.progress is not Phase.COMPILING:
-            self.enter(Phase.COMPILING, line)
-        if self.c_started_at is None:
-            self.c_started_at = self.at(line)
-
-    def on_precompile(self, msg: str, line: str) -> None:
-        i = msg.find(" --> ")
-        if i > 0:
-            self.xla_group = False
-            self.c_started += 1
-            self.c_name, self.c_shape = msg[11:i], msg[i + 5:i + 205]
-        if self.progress is not Phase.COMPILING or self.c_started_at is None:
-            self._compiling(line)
-
-    def on_compile(self, msg: str, line: str) -> None:
-        if msg.startswith("Compilation"):
-            i = msg.rfind(" finished in ")
-            if i < 0:
-                m = pat.XLA_GROUP_DONE.match(msg)
-                if m:
-                    self.group_total = (self.group_total or 0.0) + float(m[1])
-                return
-            i += 13
-            typo = msg.startswith("in ", i)
-            if typo:
-                i += 3
-            try:
-                secs = float(msg[i:msg.find(" ", i)])
-            except ValueError:
-                return
-            if typo or (self.xla_group and not msg.startswith("Compilation of ")):
-                self.group_total = (self.group_total or 0.0) + secs
-                self.xla_group = False
-                self.c_name = self.c_shape = None
-                return
-            self.c_finished += 1
-            self.c_last = secs
-            self.c_total += secs
-            self.c_name = self.c_shape = None
-            if self.progress is not Phase.COMPILING or self.c_started_at is None:
-                self._compiling(line)
-        elif msg.startswith("Compiling"):
-            m = pat.COMPILING_GROUP.match(msg)
-            if m:
-                self.group_name, self.xla_group = m[1], False
-            self._compiling(line)
-
-    def on_xla_step(self, msg: str, line: str) -> None:
-        head = line[:40]
-        if ("(VllmWorker TP" in head and "(VllmWorker TP0 " not in head) or \
-                "(RayWorkerWrapper" in head:
-            return
-        m = pat.XLA_STEP.match(msg)
-        if m:
-            self.c_started += 1
-            self.c_name, self.c_shape = self.group_name, m[1][:200]
-            self.xla_group = True
-            self._compiling(line)
-
-    def on_aot(self, msg: str, line: str) -> None:
-        if msg.startswith("AOT lower skipped"):
-            self.c_deferred += 1
-            self.c_name = self.c_shape = None
-
-    def on_warmup(self, msg: str, line: str) -> None:
-        if msg.startswith("Warm-up call pass"):
-            m = pat.WARMUP_PASS.search(msg)
-            if m:
-                self.c_warm += 1
-                self.c_warm_total += float(m[1])
-
-    def on_init_engine(self, msg: str, line: str) -> None:
-        m = pat.INIT_ENGINE.match(msg)
-        if m:
-            self.engine_init = float(m[1])
-            if m[2]:
-                self.compile_total = float(m[2])
-            self.c_name = self.c_shape = None
-            self.enter(Phase.WARMING_UP, line)
-
-    def on_torch(self, msg: str, line: str) -> None:
-        m = pat.TORCH_COMPILE_TOTAL.match(msg)
-        if m:
-            self.group_total = (self.group_total or 0.0) + float(m[1])
-            self._compiling(line)
-
-    def on_dynamo(self, msg: str, line: str) -> None:
-        if msg.startswith("Dynamo bytecode"):
-            self._compiling(line)
 
     # ---- loading, serving, identity -----------------------------------------------
     def on_loading(self, msg: str, line: str) -> None:
