@@ -23,6 +23,8 @@ from console.widgets.hbm_bars import HbmBars
 from remote.startup import Phase, StartupState
 from remote.tail import TailStatus
 
+#: The step in flight is cut to this many characters (jax array reprs run to kilobytes).
+IN_FLIGHT_CHARS = 110
 _STATUS_STYLES = {"connecting": ("…", "yellow"), "connected": ("●", "green"), "reconnecting": ("↻", "yellow"),
                   "waiting": ("…", "cyan"), "exited": ("■", "magenta"), "error": ("✘", "bold red")}
 
@@ -135,8 +137,10 @@ def compile_text(info: PanelInfo) -> RenderableType:
         return grid
     grid.add_row("Steps", f"{comp.steps_finished} done" + (f" of {comp.steps_started} started"
                                                              if comp.steps_started > comp.steps_finished else ""))
+    failed = state.failure is not None and state.failure.fatal
     if comp.in_flight and not state.ready:
-        grid.add_row("In flight", Text(comp.in_flight, overflow="ellipsis"))
+        shown = comp.in_flight if len(comp.in_flight) <= IN_FLIGHT_CHARS else comp.in_flight[:IN_FLIGHT_CHARS] + "…"
+        grid.add_row("Failed in" if failed else "In flight", shown)
     end = _end_time(state, info.now)
     elapsed = (end - comp.started_at).total_seconds() if end and comp.started_at else None
     if state.compile_seconds is not None:
@@ -148,7 +152,7 @@ def compile_text(info: PanelInfo) -> RenderableType:
         rate = comp.step_seconds_total / comp.steps_finished
         last = f" (last {comp.last_step_seconds:.2f} s)" if comp.last_step_seconds is not None else ""
         grid.add_row("Rate", f"{rate:.2f} s/step{last}")
-    if state.compile_seconds is None and not state.ready:
+    if state.compile_seconds is None and not state.ready and not failed:
         grid.add_row("ETA", _eta(info, elapsed))
     return grid
 
