@@ -35,7 +35,9 @@ def parse_streams(text: str) -> tuple[int, ...]:
         values = tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError:
         raise ValueError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
+    if not values:
+        raise ValueError("give one or more concurrency levels, e.g. 1,16,64")
+    if min(values) < 1:
         raise ValueError(f"expected positive integers, got {text!r}")
     return values
 
@@ -50,7 +52,9 @@ def parse_depths(text: str) -> tuple[float, ...]:
         values = tuple(float(v) for v in text.split(",") if v.strip())
     except ValueError:
         raise ValueError(f"expected comma-separated fractions, got {text!r}") from None
-    if not values or not all(0.0 <= v <= 1.0 for v in values):
+    if not values:
+        raise ValueError("give one or more depths, e.g. 0.1,0.5,0.9")
+    if not all(0.0 <= v <= 1.0 for v in values):
         raise ValueError(f"depths must be fractions within 0.0-1.0, got {text!r}")
     return values
 
@@ -61,6 +65,8 @@ def parse_positive(text: str, kind: type = int) -> Any:
     Raises:
         ValueError: not a number, or not above zero.
     """
+    if not text.strip():
+        raise ValueError("required")
     try:
         value = kind(text)
     except ValueError:

@@ -44,11 +44,15 @@ FIELDS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
     "context_tokens": ("Context tokens", "16000", lambda t: parse_positive(t, int)),
 }
 #: placeholder of an empty optional field
-EMPTY = {"requests": "4 per stream, min 8", "duration_s": "or a duration"}
+EMPTY = {"requests": "4 per stream", "duration_s": "or a duration"}
 ROWS = {"throughput": ("streams", "prompt_tokens", "output_tokens", "requests", "duration_s"),
         "longctx": ("depths", "context_tokens")}
 #: Seconds between progress redraws while a benchmark runs.
 PROGRESS_INTERVAL_S = 0.1
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 class ConfirmModal(ModalScreen[bool]):
@@ -104,7 +108,6 @@ class BenchScreen(Screen[None]):
         self._worker: Worker[None] | None = None
         self._params: BenchParams | None = None
         self._progress: Any = None
-        self._drawn: Any = None
         self._level = 0
         self._started = 0.0
 
@@ -230,10 +233,11 @@ class BenchScreen(Screen[None]):
         if params is None:
             return
         self._params, self.results, self.recorded = params, [], []
-        self._progress = self._drawn = None
+        self._progress = None
         self._level, self._started = 0, time.monotonic()
         self.query_one("#results-body", Static).update(Text("Running…", style="dim"))
         self.query_one("#bench-progress-row").display = True
+        self.query_one("#bench-bar", ProgressBar).update(total=None, progress=0)
         self._ticker.resume()
         self._worker = self._run(params)
 
@@ -277,13 +281,19 @@ class BenchScreen(Screen[None]):
 
     def _summary(self, word: str) -> str:
         elapsed = time.monotonic() - self._started
-        kept = f"{len(self.results)} result{'s' if len(self.results) != 1 else ''}"
-        saved = (f"recorded in the history ({len(self.recorded)} rows)" if self.recorded
-                 else "not recorded (no history)")
+        kept = _count(len(self.results), "result")
+        if not self.results:
+            saved = "nothing to record"
+        elif self.recorded:
+            saved = f"recorded in the history ({_count(len(self.recorded), 'row')})"
+        else:
+            saved = "not recorded in the history"
         return f"{word} after {elapsed:.1f} s: {kept}, {saved}."
 
     def _finish(self, status: Text) -> None:
         self._ticker.pause()
+        if self._progress is None and self.results:        # smoke reports no progress: one step, done
+            self.query_one("#bench-bar", ProgressBar).update(total=1, progress=1)
         self._draw_progress()
         self._status(status)
         if not self.results:
@@ -320,17 +330,18 @@ class BenchScreen(Screen[None]):
             return
         line = Text(f"{params.kind}", style="bold")
         line.append(f" · elapsed {time.monotonic() - self._started:.1f} s")
-        if p is not None and p is not self._drawn:
-            bar = self.query_one("#bench-bar", ProgressBar)
-            bar.update(total=p.requests_total, progress=p.requests_done)
         if p is not None:
+            bar = self.query_one("#bench-bar", ProgressBar)
+            if p.requests_total:
+                bar.update(total=p.requests_total, progress=p.requests_done)
+            elif params.duration_s:          # a duration-bound level: time is the progress
+                bar.update(total=params.duration_s, progress=min(p.elapsed_s, params.duration_s))
             if p.concurrency is not None:
                 levels = len(params.streams)
-                line.append(f" · {p.concurrency} streams (level {min(self._level, levels)} of {levels})")
+                line.append(f" · {_count(p.concurrency, 'stream')} (level {min(self._level, levels)} of {levels})")
             total = f"/{p.requests_total}" if p.requests_total else ""
             line.append(f" · {p.requests_done}{total} requests · {p.output_tokens:,} output tokens · "
                         f"{p.output_tokens_per_s:,.1f} tok/s")
-        self._drawn = p
         self.query_one("#bench-progress", Static).update(line)
 
     # --- results -----------------------------------------------------------------------------

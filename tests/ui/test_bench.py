@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -14,6 +16,7 @@ import pytest
 from textual.widgets import Checkbox, DataTable, Input, Select, Static
 
 from console.app import TpuConsoleApp
+from console.cli import main
 from console.config import load_config
 from console.screens.bench import BenchScreen, ConfirmModal
 from console.services import Services
@@ -165,9 +168,9 @@ async def test_longctx_over_max_model_len_shows_the_servers_400(sandbox: Any, sb
     assert "│ 0.50 │ ~33,792 │ refused │ - │ - │ HTTP 400: This model's maximum context length" in text
     assert "HTTP 400: This model's maximum context length is 32768 tokens. However, you requested" in text
     assert "max-model-len 32,768" in text
-    with HistoryStore(sb_services.db_path) as store:
-        (launch_less,) = store._rows("SELECT kind, launch_id FROM benchmarks")
-    assert launch_less == {"kind": "longctx", "launch_id": None}     # no launch in this fresh history
+    with sqlite3.connect(sb_services.db_path) as db:                 # no launch in this fresh history
+        assert db.execute("SELECT kind, launch_id, usd_per_mtok FROM benchmarks").fetchall() == [
+            ("longctx", None, None)]
 
 
 async def test_unknown_host_key_is_asked_once_with_its_fingerprint(sandbox: Any, sb_services: Services) -> None:
@@ -249,11 +252,28 @@ async def test_escape_asks_before_cancelling_and_keeps_finished_levels(sandbox: 
         while screen.running and time.monotonic() < deadline:
             await pilot.pause(0.05)
         status = text_of(screen.query_one("#bench-status", Static))
-        assert status.startswith("Cancelled after") and "1 result, recorded in the history (1 rows)" in status
+        assert status.startswith("Cancelled after") and "1 result, recorded in the history (1 row)" in status
         assert [r.concurrency for r in screen.results] == [2]
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, BenchScreen)
+
+
+def test_verb_on_a_node_shares_the_flow_and_records(sandbox: Any, tmp_path: Path, capsys: Any) -> None:
+    db_path = tmp_path / "verb.db"
+    container_id = next(iter(sandbox.vms[NODE].docker.containers.values())).id
+    with HistoryStore(db_path) as store:
+        launch = store.start_launch(node=NODE, container_id=container_id, accelerator_type="v5litepod-4")
+    code = main(["--config", str(sandbox.config_path), "--db", str(db_path), "bench", NODE, "--kind", "throughput",
+                 "--streams", "2", "--prompt-tokens", "32", "--output-tokens", "8", "--requests", "2", "--json"])
+    assert code == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert (result["concurrency"], result["completed"], result["total_output_tokens"]) == (2, 2, 16)
+    assert result["usd_per_mtok"] == pytest.approx(usd_per_mtok(1.20, 4, result["output_throughput"]))
+    with HistoryStore(db_path) as store:
+        (row,) = store.benchmarks_for(launch)
+    assert (row.kind, row.concurrency, row.price_per_hour_usd) == ("throughput", 2, pytest.approx(4.80))
+    assert row.usd_per_mtok == pytest.approx(result["usd_per_mtok"])
 
 
 # --- without the sandbox: the form -------------------------------------------------------------------
