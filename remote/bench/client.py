@@ -39,8 +39,11 @@ def normalize_base_url(url: str) -> str:
 
 def make_client(base_url: str, timeout_s: float, *, connections: int = 100) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` for ``base_url`` with a read timeout of ``timeout_s`` seconds."""
+    url = normalize_base_url(base_url)
     return httpx.AsyncClient(
-        base_url=normalize_base_url(base_url),
+        base_url=url,
+        # plain http:// never uses TLS: skip loading the CA bundle (~50-80 ms per client)
+        verify=not url.startswith("http://"),
         timeout=httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s)),
         limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
     )

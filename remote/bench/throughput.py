@@ -19,7 +19,7 @@ import httpx
 from remote.bench.client import client_scope, resolve_model, stream_chat
 from remote.bench.metrics import RequestRecord, ServingMetrics, calculate_metrics
 from remote.bench.progress import ProgressCallback, ProgressTracker
-from remote.bench.prompts import synthetic_prompt
+from remote.bench.prompts import PromptFactory
 
 #: Default read timeout per request in seconds (a long prefill at high concurrency is slow).
 REQUEST_TIMEOUT_S = 600.0
@@ -80,44 +80,60 @@ def _error_summary(records: Sequence[RequestRecord]) -> tuple[tuple[str, int], .
     return tuple(sorted(counts.items(), key=lambda kv: -kv[1])[:5])
 
 
-async def warm_up(client: httpx.AsyncClient, connections: int) -> None:
-    """Open ``connections`` keep-alive connections (concurrent ``GET /v1/models``) before timing.
+async def _warm_up(client: httpx.AsyncClient) -> None:
+    """One ``GET /v1/models`` so the worker's connection exists before timing starts.
 
-    Like ``vllm bench serve``'s initial test request, this keeps connection set-up (and,
-    through an SSH forward, channel set-up) out of the first requests' TTFT. Failures are
-    left for the timed requests to report.
+    Like ``vllm bench serve``'s initial test request, this keeps TCP (and, through an SSH
+    forward, channel) set-up out of the first requests' TTFT; a failure is left for the
+    timed requests to report.
     """
-    async def one() -> None:
-        try:
-            await client.get("/v1/models")
-        except httpx.HTTPError:
-            pass
-    await asyncio.gather(*(one() for _ in range(connections)))
+    try:
+        await client.get("/v1/models")
+    except httpx.HTTPError:
+        pass
 
 
 async def _run_level(client: httpx.AsyncClient, model: str, *, concurrency: int, prompt_tokens: int,
                      output_tokens: int, requests: int | None, duration_s: float | None,
                      on_progress: ProgressCallback | None) -> tuple[list[RequestRecord], float]:
+    """Run one level. Each worker (stream) has its own single-connection client: httpx's pool
+    checks every pooled connection on each request, which at 32-64 connections costs the
+    event loop more than the streams themselves and inflates TTFT."""
     workers = concurrency if requests is None else min(concurrency, requests)
-    await warm_up(client, workers)
+    base_url, timeout = str(client.base_url), client.timeout
+    clients = [httpx.AsyncClient(base_url=base_url, timeout=timeout, verify=not base_url.startswith("http://"),
+                                 limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+               for _ in range(workers)]
+    try:
+        await asyncio.gather(*(_warm_up(c) for c in clients))
+        return await _timed(clients, model, concurrency=concurrency, prompt_tokens=prompt_tokens,
+                            output_tokens=output_tokens, requests=requests, duration_s=duration_s,
+                            on_progress=on_progress)
+    finally:
+        await asyncio.gather(*(c.aclose() for c in clients))
+
+
+async def _timed(clients: list[httpx.AsyncClient], model: str, *, concurrency: int, prompt_tokens: int,
+                 output_tokens: int, requests: int | None, duration_s: float | None,
+                 on_progress: ProgressCallback | None) -> tuple[list[RequestRecord], float]:
     tracker = ProgressTracker("throughput", on_progress, requests_total=requests, concurrency=concurrency)
     records: list[RequestRecord] = []
+    prompts = PromptFactory(prompt_tokens, seed=concurrency)
     next_index = 0
     start = time.perf_counter()
     deadline = None if duration_s is None else start + duration_s
 
-    async def worker() -> None:
+    async def worker(client: httpx.AsyncClient) -> None:
         nonlocal next_index
         while True:
             if requests is not None and next_index >= requests:
                 return
             if deadline is not None and time.perf_counter() >= deadline:
                 return
-            index = next_index
             next_index += 1
             payload = {
                 "model": model,
-                "messages": [{"role": "user", "content": synthetic_prompt(prompt_tokens, seed=index)}],
+                "messages": [{"role": "user", "content": prompts.make()}],
                 "max_tokens": output_tokens,
                 "ignore_eos": True,
                 "temperature": 0.0,
@@ -126,7 +142,7 @@ async def _run_level(client: httpx.AsyncClient, model: str, *, concurrency: int,
             records.append(record)
             tracker.request_done(record.token_chunks, record.output_tokens if record.success else 0)
 
-    await asyncio.gather(*(worker() for _ in range(workers)))
+    await asyncio.gather(*(worker(c) for c in clients))
     return records, time.perf_counter() - start
 
 
