@@ -28,31 +28,16 @@ from textual.widgets import Checkbox, Footer, Header, Input, Label, OptionList, 
 from textual.widgets.option_list import Option
 
 from console import swap_flow
+from console.screens import swap_preview as preview
 from console.screens.confirm import ConfirmScreen
 from console.screens.swap_form import SwapForm, secrets_of
+from console.screens.swap_run import SwapRunMixin
 from remote.container import ContainerSpec
 from remote.lint import Finding
 from remote.models import Node
 from remote.swap import SwapPlan, SwapResult, plan_swap
 
-SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-STEP_LABEL = {"pull": "pull the image (the old container keeps serving)", "rm": "remove the old container",
-              "run": "run the new container"}
-
-
-def finding_text(finding: Finding) -> Text:
-    """One lint finding: severity in its colour, the sentence, and the fix it offers."""
-    text = Text()
-    text.append(f"{finding.severity.upper():7} ", style=SEVERITY_STYLE.get(finding.severity, ""))
-    text.append(f"{finding.rule_id}: ", style="bold")
-    text.append(finding.message)
-    if finding.fix:
-        fix = ", ".join(f"{k}={'(unset)' if v is None else v}" for k, v in finding.fix.items())
-        text.append(f"  [f: {fix}]", style="dim")
-    return text
-
-
-class SwapScreen(Screen[None]):
+class SwapScreen(SwapRunMixin, Screen[None]):
     """Edit, lint, preview and swap the vLLM container of ``node``.
 
     Args:
@@ -89,6 +74,7 @@ class SwapScreen(Screen[None]):
         self._conn: Any = None
         self.note = ""
         self._label = node.name
+        self._refocus: Any = None
         self._facts: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._pending = False
 
@@ -106,7 +92,8 @@ class SwapScreen(Screen[None]):
                 yield OptionList(id="swap-lint")
                 yield Label("Changes", classes="section-title")
                 yield Static("", id="swap-diff")
-                yield Label("Commands (ctrl+s to swap)", classes="section-title")
+                verb = "roll back" if self.MODE == "rollback" else "swap"
+                yield Label(f"Commands (ctrl+s to {verb})", classes="section-title")
                 yield Static("", id="swap-commands")
                 yield Label("Progress", classes="section-title", id="swap-steps-title")
                 yield Static("", id="swap-steps")
@@ -135,21 +122,8 @@ class SwapScreen(Screen[None]):
         return self.app.services  # type: ignore[attr-defined]
 
     def _show_node(self) -> None:
-        node = self.node
-        text = Text()
-        text.append(f"{node.name}", style="bold")
-        text.append(f"  {node.accelerator_type} · {node.provisioning_model} · {node.project}/{node.zone}")
-        left = node.time_left_s(self.services.clock())
-        if left is not None:
-            text.append(f" · {int(left // 60)} min left", style="yellow")
-        if self.running is not None:
-            cid = f" {self.running_id[:12]}" if self.running_id else ""
-            text.append(f"\nrunning: {self.running.name}{cid} · {self.running.image}", style="dim")
-            if self.running.image_digest:
-                text.append(f" ({self.running.image_digest})", style="dim")
-        elif self.base is not None:
-            text.append("\nno container runs: starting from the config's [container] template", style="yellow")
-        self.query_one("#swap-node", Static).update(text)
+        self.query_one("#swap-node", Static).update(preview.node_text(
+            self.node, self.services.clock(), self.running, self.running_id, self.base is not None))
 
     def _status(self, message: str) -> None:
         self.query_one("#swap-status", Static).update(Text(message, style="dim"))
@@ -210,7 +184,9 @@ class SwapScreen(Screen[None]):
         form = self.query_one("#swap-form", SwapForm)
         form.disabled = False
         self._fill(spec)
-        self.query_one("#f-max-model-len", Input).focus()
+        first = self.query_one("#f-max-model-len", Input)
+        first.focus()
+        self.call_after_refresh(first.select_all)     # typing replaces the value, as tab into a field does
 
     def _fill(self, spec: ContainerSpec) -> None:
         self.query_one("#swap-form", SwapForm).fill(spec)
@@ -251,30 +227,14 @@ class SwapScreen(Screen[None]):
         self.findings = swap_flow.lint_spec(self.node, spec, self.running, self._history_facts(spec),
                                             self.services.clock())
         if self.findings:
-            lint_list.add_options([Option(finding_text(f), id=str(i)) for i, f in enumerate(self.findings)])
+            lint_list.add_options([Option(preview.finding_text(f), id=str(i)) for i, f in enumerate(self.findings)])
         else:
             lint_list.add_option(Option(Text("No findings.", style="green"), disabled=True))
         self._render_plan(self.plan)
 
     def _render_plan(self, plan: SwapPlan) -> None:
-        diff = Text()
-        for field, before, after in plan.changes:
-            if diff:
-                diff.append("\n")
-            diff.append(f"{field}: ", style="bold")
-            diff.append("-" if before is None else before, style="red")
-            diff.append(" → ")
-            diff.append("(removed)" if after is None else after, style="green")
-        if not plan.changes:
-            diff.append("No changes: the same spec runs again." if plan.old else "")
-        self.query_one("#swap-diff", Static).update(diff)
-        commands = Text()
-        for i, command in enumerate(plan.commands, 1):
-            if i > 1:
-                commands.append("\n")
-            commands.append(f"{i}. ", style="bold")
-            commands.append(command)
-        self.query_one("#swap-commands", Static).update(commands)
+        self.query_one("#swap-diff", Static).update(preview.diff_text(plan))
+        self.query_one("#swap-commands", Static).update(preview.numbered(plan.commands))
 
     def _history_facts(self, spec: ContainerSpec) -> dict[str, Any]:
         key = (spec.model, tuple(spec.serve_args()))
@@ -337,117 +297,11 @@ class SwapScreen(Screen[None]):
         plan = self.plan
         errors = [f for f in self.findings if f.severity == "error"]
         verb = "Roll back" if self.MODE == "rollback" else "Swap"
-        message = (f"The container {plan.new.name} on {self.node.name} is replaced; the node stays. "
-                   "The image is pulled first while the old container keeps serving.")
-        if plan.changes:
-            message += "\nChanges: " + "; ".join(
-                f"{field} {'-' if before is None else before} → {'(removed)' if after is None else after}"
-                for field, before, after in plan.changes) + "."
-        if errors:
-            message += (f"\nThe lint found {len(errors)} error(s): "
-                        + "; ".join(f.rule_id for f in errors) + f". Type {self.node.name} to go ahead anyway.")
+        message = preview.confirm_message(plan, self.node, errors)
         self.app.push_screen(
             ConfirmScreen(f"{verb}: replace the container on {self.node.name}?", message, plan.commands,
                           confirm_label=verb, require_text=self.node.name if errors else None),
             lambda ok: self._execute(plan) if ok else None)
-
-    @work(group="swap-run", exclusive=True, exit_on_error=False)
-    async def _execute(self, plan: SwapPlan) -> None:
-        from remote.errors import RemoteError
-        from remote.swap import execute_swap, ssh_runner
-
-        self.busy = True
-        self.query_one("#swap-form", SwapForm).disabled = True
-        self._show_problem(None)
-        states: dict[str, str] = {}
-        self._render_steps(plan, states)
-        launch: dict[str, int | None] = {}
-        try:
-            conn = await self._connect()
-        except RemoteError as exc:
-            self._fail(f"{getattr(exc, 'title', 'SSH failed')}: {exc}\nNothing was changed.")
-            return
-
-        def on_step(step: Any, res: Any) -> None:
-            gone = res is not None and step.kind == "rm" and "no such container" in res.stderr.lower()
-            states[step.kind] = "running" if res is None else "ok" if res.exit_status == 0 or gone else "failed"
-            if res is None and step.kind == "run":
-                launch["id"] = self._record(lambda s: swap_flow.record_start(
-                    s, self.node, plan.new, self.running_id, replaced_spec=plan.old))
-            self._render_steps(plan, states)
-
-        result = await execute_swap(ssh_runner(conn, label=self._label), plan, on_step=on_step)
-        self.result = result
-        if result.ok:
-            await self._succeeded(conn, plan, result, launch.get("id"))
-        else:
-            self._record(lambda s: swap_flow.record_outcome(s, launch.get("id"), ok=False,
-                                                            failure_detail=result.error))
-            self._failed(plan, result)
-
-    def _render_steps(self, plan: SwapPlan, states: dict[str, str]) -> None:
-        marks = {"running": ("… ", "yellow"), "ok": ("✓ ", "green"), "failed": ("✗ ", "bold red")}
-        text = Text()
-        for step in plan.steps:
-            mark, style = marks.get(states.get(step.kind, ""), ("· ", "dim"))
-            if text:
-                text.append("\n")
-            text.append(mark, style=style)
-            text.append(f"{STEP_LABEL[step.kind]}: ", style="bold")
-            text.append(step.display, style="dim")
-        for wid in ("#swap-steps-title", "#swap-steps"):
-            self.query_one(wid).display = True
-        self.query_one("#swap-steps", Static).update(text)
-
-    def _record(self, write: Any) -> Any:
-        store = self._store()
-        if store is None:
-            return None
-        try:
-            return write(store)
-        except Exception as exc:  # noqa: BLE001 - the swap itself must not fail on the history
-            self.app.notify(f"The launch was not recorded in the history: {exc}", severity="warning")
-            return None
-
-    async def _succeeded(self, conn: Any, plan: SwapPlan, result: SwapResult, launch_id: int | None) -> None:
-        from remote.docker import docker_image_inspect
-        from remote.errors import RemoteError
-
-        if plan.old is not None:
-            self.services.previous_specs[self.node.key] = plan.old
-        digest = None
-        try:
-            image = await docker_image_inspect(conn, plan.new.image, label=self._label)
-            digest = ((image or {}).get("RepoDigests") or [None])[0]
-        except RemoteError:
-            pass
-        self._record(lambda s: swap_flow.record_outcome(s, launch_id, ok=True, container_id=result.container_id,
-                                                        image_digest=digest))
-        self.busy = False
-        self.app.notify(f"Container {plan.new.name} ({(result.container_id or '')[:12]}) is starting on "
-                        f"{self.node.name}.", title="Swapped")
-        self.app.pop_screen()
-        self.app.open_feature("startup", self.node)  # type: ignore[attr-defined]
-
-    def _failed(self, plan: SwapPlan, result: SwapResult) -> None:
-        kind = result.failed_step.kind if result.failed_step else "swap"
-        if result.old_container_removed:
-            if plan.old is not None:
-                self.services.previous_specs[self.node.key] = plan.old
-            self.running, self.running_id = None, None
-            after = ("The old container was removed; its spec is kept: ctrl+z rolls back to it."
-                     if plan.old is not None else "")
-        else:
-            after = "The old container was not touched; it is still serving."
-        self._fail(f"docker {kind} failed: {result.error}\n{after}")
-        self._show_node()
-        self.recompute()
-
-    def _fail(self, message: str) -> None:
-        self.busy = False
-        self.query_one("#swap-form", SwapForm).disabled = False
-        self._show_problem(message)
-        self.app.notify(message.splitlines()[0], title="Swap failed", severity="error", timeout=10)
 
     # --- navigation ---------------------------------------------------------------------
 
@@ -476,11 +330,7 @@ class RollbackScreen(SwapScreen):
     """
 
     MODE = "rollback"
-    BINDINGS = [
-        Binding("ctrl+s", "swap_confirm", "Roll back…", id="swap_confirm"),
-        Binding("f", "apply_fix", "Apply fix", id="swap_fix"),
-        Binding("escape", "back", "Back", id="swap_back"),
-    ]
+    BINDINGS = [Binding("ctrl+s", "swap_confirm", "Roll back…", id="swap_confirm")]
 
     async def _target_spec(self, current: swap_flow.RunningSpec) -> ContainerSpec | None:
         previous = self.services.previous_specs.get(self.node.key)
@@ -493,7 +343,7 @@ class RollbackScreen(SwapScreen):
                 self.app.notify(f"History unreadable: {exc}", severity="warning")
             if found is not None:
                 previous, launch = found
-                source = f"launch {launch.id} from the history ({launch.requested_at[:16]})"
+                source = f"launch {launch.id} from the history ({launch.requested_at[:16].replace('T', ' ')} UTC)"
         if previous is None:
             self._show_problem(f"Nothing to roll back to on {self.node.name}: no swap was made on it in this "
                                "session and the history has no earlier launch of it with a container spec.")
@@ -501,5 +351,6 @@ class RollbackScreen(SwapScreen):
         self.note = f"Rolling back to {source}."
         return previous.pinned()
 
-    def action_rollback(self) -> None:
-        """Already the rollback view."""
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """No "Rollback" key here: this is the rollback view."""
+        return action != "rollback"
