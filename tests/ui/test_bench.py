@@ -226,6 +226,18 @@ async def test_unreachable_node_is_one_sentence(sandbox: Any, sb_services: Servi
     assert screen.results == []
 
 
+async def test_no_vllm_behind_the_forward_is_one_sentence(sandbox: Any, sb_services: Services) -> None:
+    config = sb_services.config
+    sb_services.config = replace(config, container=replace(config.container, port=8999))  # nothing listens
+    app = TpuConsoleApp(sb_services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open_bench(pilot)
+        await _fill(pilot, screen, "smoke")
+        status = await _run_to_end(pilot, screen)
+    assert status.startswith("vLLM server unreachable: Could not reach the vLLM server at http://127.0.0.1:")
+    assert len(status.strip().splitlines()) == 1 and screen.results == []
+
+
 async def test_escape_asks_before_cancelling_and_keeps_finished_levels(sandbox: Any, sb_services: Services) -> None:
     app = TpuConsoleApp(sb_services)
     async with app.run_test(size=(200, 50)) as pilot:
