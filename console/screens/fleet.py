@@ -3,7 +3,7 @@
 Keys (ids in brackets, remappable through ``[keys]`` in the config):
 ``r`` refresh [refresh], ``/`` filter [filter], ``escape`` clear filter,
 ``j`` raw JSON [raw_json], ``enter``/``w`` startup watch [watch], ``s`` hot swap [swap],
-``b`` benchmark [bench], ``H`` history [history].
+``R`` roll back [rollback], ``b`` benchmark [bench], ``H`` history [history].
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ class FleetScreen(Screen[None]):
         Binding("j", "toggle_raw", "Raw JSON", id="raw_json"),
         Binding("w", "watch", "Startup", id="watch"),
         Binding("s", "swap", "Swap", id="swap"),
+        Binding("R", "rollback", "Roll back", id="rollback"),
         Binding("b", "bench", "Bench", id="bench"),
         Binding("H", "history", "History", id="history"),
     ]
@@ -335,6 +336,11 @@ class FleetScreen(Screen[None]):
         """Open the hot-swap form of the selected node."""
         if (node := self._need_node("swap its container")) is not None:
             self.app.open_feature("swap", node)  # type: ignore[attr-defined]
+
+    def action_rollback(self) -> None:
+        """Open the rollback preview of the selected node (re-runs the container a swap replaced)."""
+        if (node := self._need_node("roll back its container")) is not None:
+            self.app.open_feature("rollback", node)  # type: ignore[attr-defined]
 
     def action_bench(self) -> None:
         """Open the benchmark form of the selected node."""

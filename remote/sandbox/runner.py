@@ -83,7 +83,9 @@ class Sandbox:
 
     def __init__(self, state_dir: Path | None = None, *, boot_s: float = 25.0, fast_boot_s: float = 2.0,
                  latency_s: float = 0.0, clock: Callable[[], datetime] = utc_now, boot: bool = True) -> None:
+        self._explicit_dir = state_dir is not None
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
+        self._lock_file: Any = None
         self.boot_s = boot_s
         self.fast_boot_s = fast_boot_s
         self.latency_s = latency_s
@@ -109,7 +111,7 @@ class Sandbox:
         from remote.sandbox.fleet_data import default_world
         from remote.sandbox.tpu_server import SandboxTpuApi
 
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._take_state_dir()
         self.world = default_world(self.clock())
         self.projects = list(self.world.projects)
         self.tpu_api = SandboxTpuApi(self.world, latency_s=self.latency_s)
@@ -119,6 +121,27 @@ class Sandbox:
         self._thread.start()
         self.call(self._start_vms())
         self._write_config()
+
+    def _take_state_dir(self) -> None:
+        """Lock the state dir; a second sandbox at the default dir moves to a temporary one."""
+        import fcntl
+        import tempfile
+
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        lock = open(self.state_dir / ".lock", "w")  # noqa: SIM115 - held until stop()
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            if self._explicit_dir:
+                raise RuntimeError(f"another sandbox is using {self.state_dir}") from None
+            self.state_dir = Path(tempfile.mkdtemp(prefix="tpu-console-sandbox-"))
+            self.config_path = self.state_dir / "config.toml"
+            self.db_path = self.state_dir / "history.db"
+            self.key_path = self.state_dir / "id_ed25519"
+            self.known_hosts_path = self.state_dir / "known_hosts"
+            return self._take_state_dir()
+        self._lock_file = lock
 
     def call(self, coro: Any, timeout_s: float = 60.0) -> Any:
         """Run ``coro`` on the sandbox loop from another thread and return its result."""
@@ -140,6 +163,9 @@ class Sandbox:
         if self.tpu_api is not None:
             self.tpu_api.stop()
             self.tpu_api = None
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
 
     def __enter__(self) -> Sandbox:
         self.start()
