@@ -200,9 +200,9 @@ async def find_node(spec: str, config: Any) -> Node:
     """The READY node ``spec`` (``NAME``, ``ZONE/NAME`` or ``PROJECT/ZONE/NAME``) names.
 
     Raises:
-        NodeLookupError: no match, several, or not READY. CredentialsError, TpuApiError.
+        NodeLookupError: no match or several. NodeNotReady: not READY. CredentialsError, TpuApiError.
     """
-    from remote.bench.tunnel import NodeLookupError, pick_node
+    from remote.bench.tunnel import NodeLookupError, pick_node   # NodeNotReady is a NodeLookupError
     from remote.tpu_api import FleetSource
 
     source = FleetSource(config.projects, api_endpoint=config.api_endpoint, timeout_s=config.request_timeout_s)
@@ -216,7 +216,7 @@ async def find_node(spec: str, config: Any) -> Node:
         if not snapshot.problems:
             raise
         failed = "; ".join(f"{p.project}: {p.message}" for p in snapshot.problems)
-        raise NodeLookupError(f"{exc.message} Some projects did not list: {failed}", title=exc.title) from None
+        raise type(exc)(f"{exc.message} Some projects did not list: {failed}", title=exc.title) from None
 
 
 @asynccontextmanager

@@ -143,10 +143,7 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
         async with open_tunnel(node, config.ssh, config.container.port, accept_new_host_key=ask) as tunnel:
             return await _bench(args, params, tunnel.base_url, pricing, node=node, conn=tunnel.conn, config=config)
     except NodeLookupError as exc:      # unknown or ambiguous NODE: bad input; not READY: unreachable
-        # (find_node re-raises a plain NodeLookupError when some projects did not list; the
-        # title still says "Node not ready")
-        not_ready = isinstance(exc, NodeNotReady) or exc.title == NodeNotReady.title
-        return _fail(str(exc), 1 if not_ready else 2)
+        return _fail(str(exc), 1 if isinstance(exc, NodeNotReady) else 2)
     except RemoteError as exc:
         return _fail(str(exc), 1)
 
