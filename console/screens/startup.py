@@ -36,6 +36,8 @@ from remote.tail import TailStatus
 
 #: Lines the log pane keeps (older lines are counted, not shown).
 LOG_LINES_SHOWN = 5000
+#: Lines per tail batch: the reader reads a batch in one go, so this bounds that pause (~10 ms).
+TAIL_BATCH_LINES = 500
 #: Seconds between panel refreshes (the panel also ticks once a second for running durations).
 PANEL_REFRESH_S = 0.25
 #: /v1/models probes after the log says ready (one second apart) before giving up.
@@ -95,12 +97,11 @@ class StartupScreen(Screen[None]):
     ]
 
     class LinesArrived(Message):
-        """A batch of log lines (already read by the startup reader)."""
+        """Log lines are waiting in the screen's pending list (one message in flight at a time)."""
 
-        def __init__(self, watch: StartupWatch, lines: list[str]) -> None:
+        def __init__(self, watch: StartupWatch) -> None:
             super().__init__()
             self.watch = watch
-            self.lines = lines
 
     class StatusChanged(Message):
         """The tail's status changed."""
@@ -126,6 +127,8 @@ class StartupScreen(Screen[None]):
         self._dirty = True
         self._ticks = 0
         self._search_mode = False
+        self._pending: list[str] = []
+        self._skipped = 0
 
     # --- layout --------------------------------------------------------------------------
 
@@ -160,6 +163,7 @@ class StartupScreen(Screen[None]):
         self.served_models = None
         self._tunnel_started = False
         self._container_id = None
+        self._pending, self._skipped = [], 0
         self.query_one("#log", LogView).clear()
         self.sub_title = (f"{self.node.name} · worker {self.worker} of {self._workers_count()} · "
                           f"container {self.services.config.container.name}")
@@ -184,8 +188,9 @@ class StartupScreen(Screen[None]):
         watch = StartupWatch(
             target, container=config.container.name, container_port=config.container.port,
             accept_new_host_key=ask,
-            on_lines=lambda batch: self.post_message(self.LinesArrived(watch, [text for _, text in batch])),
-            on_status=lambda status: self.post_message(self.StatusChanged(watch, status)))
+            on_lines=lambda batch: self._queue_lines(watch, batch),
+            on_status=lambda status: self.post_message(self.StatusChanged(watch, status)),
+            tail_options={"max_batch_lines": TAIL_BATCH_LINES})
         self.watch = watch
         try:
             await watch.connect()
@@ -209,11 +214,30 @@ class StartupScreen(Screen[None]):
             self.log.error(f"worker {event.worker.name} failed", error)
             self._set_problem(f"{type(error).__name__}: {error}", title="Unexpected error")
 
+    def _queue_lines(self, watch: StartupWatch, batch: list[Any]) -> None:
+        """Tail callback (the reader has read ``batch``): queue the text for the log pane.
+
+        Only one :class:`LinesArrived` is in flight; lines beyond the pane's cap are counted,
+        not kept, so a burst the screen cannot draw in time costs no memory and no key latency.
+        """
+        if watch is not self.watch:
+            return
+        notify = not self._pending and not self._skipped
+        self._pending.extend(text for _, text in batch)
+        over = len(self._pending) - LOG_LINES_SHOWN
+        if over > 0:
+            del self._pending[:over]
+            self._skipped += over
+        if notify:
+            self.post_message(self.LinesArrived(watch))
+
     @on(LinesArrived)
     def _lines(self, message: LinesArrived) -> None:
+        lines, skipped = self._pending, self._skipped
+        self._pending, self._skipped = [], 0
         if message.watch is not self.watch:
             return
-        self.query_one("#log", LogView).write_lines(message.lines)
+        self.query_one("#log", LogView).write_lines(lines, skipped)
         self._update_log_title()
         self._dirty = True
 

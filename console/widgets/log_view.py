@@ -125,6 +125,11 @@ class LogBuffer:
                 self._add_row(entry)
         self._prune()
 
+    def skip(self, count: int) -> None:
+        """Count ``count`` lines that arrived but were never shown (a burst larger than the cap)."""
+        self.total += count
+        self.dropped += count
+
     def _add_row(self, entry: Entry) -> None:
         if not (self.folded and entry.cont):
             self._run = 0
@@ -207,8 +212,10 @@ class LogView(ScrollView, can_focus=True):
 
     # --- input -------------------------------------------------------------------------
 
-    def write_lines(self, lines: list[str]) -> None:
-        """Append lines; scrolls to the end when following."""
+    def write_lines(self, lines: list[str], skipped: int = 0) -> None:
+        """Append lines (after ``skipped`` older ones that are only counted); scrolls to the end when following."""
+        if skipped:
+            self.buffer.skip(skipped)
         self.buffer.append(lines)
         self._resize()
 

@@ -8,6 +8,7 @@ GiB with two decimals, tokens with thousands separators, concurrency as ``35.15x
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -199,11 +200,13 @@ def timeline_table(info: PanelInfo) -> RenderableType:
 
 
 def facts_text(state: StartupState) -> Text:
-    """One line of setup facts the log stated (model, TPU type, chips, vLLM version)."""
+    """One line of setup facts the log stated (model, TPU type, chips, vLLM version).
+
+    The line count is in the log pane's title: here it would re-render the panel per batch.
+    """
     parts = [p for p in (state.model, state.tpu_type,
                          f"{state.num_chips} chip{'s' if state.num_chips != 1 else ''}" if state.num_chips else None,
-                         f"vLLM {state.vllm_version}" if state.vllm_version else None,
-                         f"{state.lines_read:,} lines") if p]
+                         f"vLLM {state.vllm_version}" if state.vllm_version else None) if p]
     if state.restarts:
         parts.append(f"restarted {state.restarts}x")
     return Text(" · ".join(parts), style="dim")
@@ -223,6 +226,7 @@ class StartupPanel(VerticalScroll):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.info = PanelInfo()
+        self._keys: dict[str, object] = {}
 
     def compose(self) -> ComposeResult:
         yield Static(status_text(self.info), id="panel-status")
@@ -241,20 +245,39 @@ class StartupPanel(VerticalScroll):
         self.show(self.info)
 
     def show(self, info: PanelInfo) -> None:
-        """Render ``info`` into every section."""
+        """Render ``info`` into the sections whose inputs changed.
+
+        Updating a section re-lays out the screen, so a section is only rendered again when
+        what it shows changed (a burst of metrics lines changes none of them).
+        """
         self.info = info
         if not self.is_mounted:
             return
         state = info.state
-        self.query_one("#panel-status", Static).update(status_text(info))
-        self.query_one("#panel-facts", Static).update(facts_text(state))
-        shown = banner(info)
-        box = self.query_one("#panel-banner", Static)
-        box.display = shown is not None
-        box.set_class(state.ready, "ready")
-        box.set_class(not state.ready and shown is not None, "failed")
-        box.update(shown if shown is not None else "")
+        comp = state.compile
+        running_s = int(info.now.timestamp()) if info.now and state.phase not in (Phase.READY, Phase.FAILED) else 0
+        self._section("status", (info.problem, info.status), lambda: status_text(info))
+        self._section("facts", (state.model, state.tpu_type, state.num_chips, state.vllm_version, state.restarts),
+                      lambda: facts_text(state))
+        failure = state.failure if state.failure is not None and state.failure.fatal else None
+        key = (state.ready, failure, info.tunnel_url, info.tunnel_note, info.served_models, state.server_url)
+        if self._keys.get("banner") != key:
+            self._keys["banner"] = key
+            shown = banner(info)
+            box = self.query_one("#panel-banner", Static)
+            box.display = shown is not None
+            box.set_class(state.ready, "ready")
+            box.set_class(not state.ready and shown is not None, "failed")
+            box.update(shown if shown is not None else "")
         self.query_one("#panel-hbm", HbmBars).show(state.hbm_snapshots)
-        self.query_one("#panel-kv", Static).update(kv_text(state))
-        self.query_one("#panel-compile", Static).update(compile_text(info))
-        self.query_one("#panel-timeline", Static).update(timeline_table(info))
+        self._section("kv", (state.kv_cache_tokens, state.device_blocks, state.max_concurrency,
+                             state.max_concurrency_tokens_per_request, state.max_model_len,
+                             state.num_gpu_blocks_override), lambda: kv_text(state))
+        self._section("compile", (comp, state.compile_seconds, state.engine_init_seconds, state.ready, failure,
+                                  info.compile_eta_s, info.history_known, running_s), lambda: compile_text(info))
+        self._section("timeline", (state.timeline, running_s), lambda: timeline_table(info))
+
+    def _section(self, name: str, key: object, render: Callable[[], RenderableType]) -> None:
+        if self._keys.get(name) != key:
+            self._keys[name] = key
+            self.query_one(f"#panel-{name}", Static).update(render())

@@ -1,0 +1,195 @@
+"""Key-press latency and memory of the startup view while the log bursts at 20,000 lines/s.
+
+A sandbox VM (in a child process, so its CPU is not charged to the console) runs a container
+whose log starts with a burst of vLLM metrics lines (default 20,000 lines/s for 10 s), then a
+normal startup log. The console (the real ``TpuConsoleApp``, headless) opens the startup view
+of that node: real asyncssh client, ``LogTail``, ``StartupReader``, log pane and panel.
+
+During the burst a key (``f``, follow toggle) is sent every 100 ms as a terminal key event;
+the bench records when its action ran and when the screen had refreshed after it.
+
+Prints: key round trip (key event -> action, and -> screen refreshed) p50/p99/max in ms
+against the 100 ms target, lines shown vs lines written, RSS before/after/peak, CPU.
+
+Run: ``.venv/bin/python benches/bench_startup_ui.py [--rate 20000] [--seconds 10]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SERVE_ARGV = ["Qwen/Qwen3-8B", "--max-model-len", "8192", "--tensor-parallel-size", "4"]
+KEY_EVERY_S = 0.1
+
+
+async def serve(rate: int, seconds: float, client_public_key: str) -> None:
+    """Child process: one VM with a bursting container, started on "go", stopped when stdin closes."""
+    from remote.sandbox.vm import SandboxVm
+
+    vm = SandboxVm(node_name="bench-node", accelerator_type="v5litepod-4", authorized_client_key=client_public_key,
+                   boot_s=3.0, burst_lines_per_s=rate, burst_s=seconds)
+    port = await vm.start()
+    print(json.dumps({"port": port, "host_key": vm.host_public_key}), flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    await vm.boot_container(SERVE_ARGV)
+    plan = vm.docker.find("vllm").plan
+    print(json.dumps({"lines": len(plan.lines)}), flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await vm.stop()
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
+
+
+async def client(rate: int, seconds: float) -> None:
+    import asyncssh
+    from textual import events
+
+    from console.app import TpuConsoleApp
+    from console.config import Config, ContainerConfig, SshConfig
+    from console.screens.startup import StartupScreen
+    from console.services import Services
+    from console.widgets.log_view import LogView
+    from remote.models import Node, WorkerEndpoint
+
+    work = Path(tempfile.mkdtemp(prefix="bench_startup_ui_"))
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    (work / "id").write_bytes(key.export_private_key())
+    os.chmod(work / "id", 0o600)
+    child = subprocess.Popen([sys.executable, __file__, "--serve", "--rate", str(rate), "--seconds", str(seconds),
+                              "--key", key.export_public_key().decode().strip()],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdin is not None
+    hello = json.loads(child.stdout.readline())
+    node = Node(project="bench", zone="us-west4-a", name="bench-node", state="READY", accelerator_type="v5litepod-4",
+                node_id="77", workers=(WorkerEndpoint(0, "127.0.0.1", None),))
+    (work / "known_hosts").write_text(f"tpu.77-0 {hello['host_key']}\n")
+    config = Config(ssh=SshConfig(user="bench", private_key=work / "id", known_hosts=work / "known_hosts",
+                                  hosts={"bench-node": f"127.0.0.1:{hello['port']}"}, connect_timeout_s=5),
+                    container=ContainerConfig(name="vllm", port=8000))
+
+    class NoFleet:
+        async def list_fleet(self) -> None:
+            raise RuntimeError("not used")
+
+    services = Services(config=config, fleet=NoFleet(), db_path=work / "history.db")
+
+    class BenchApp(TpuConsoleApp):
+        CSS_PATH = str(ROOT / "console" / "app.tcss")
+
+        def on_mount(self, event: events.Mount) -> None:
+            event.prevent_default()
+            self.push_screen(StartupScreen(node))
+
+    to_action: list[float] = []
+    to_refresh: list[float] = []
+    sent: dict[str, float] = {}
+    app = BenchApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        for _ in range(200):
+            await asyncio.sleep(0.05)
+            screen = app.screen
+            if isinstance(screen, StartupScreen) and screen.watch is not None and screen.watch.status is not None:
+                break
+        screen = app.screen
+        assert isinstance(screen, StartupScreen), "the startup view did not open"
+        original = screen.action_toggle_follow
+
+        def timed_toggle() -> None:
+            start = sent.pop("t", None)
+            original()
+            if start is not None:
+                to_action.append(time.perf_counter() - start)
+                app.call_after_refresh(lambda: to_refresh.append(time.perf_counter() - start))
+
+        screen.action_toggle_follow = timed_toggle  # type: ignore[method-assign]
+        await asyncio.sleep(0.5)
+        rss_before = rss_mib()
+        cpu_before = time.process_time()
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        total_lines = json.loads(await asyncio.get_running_loop().run_in_executor(None, child.stdout.readline))["lines"]
+        started = time.monotonic()
+        burst_lines = int(rate * seconds)
+        rss_samples = []
+        while screen.watch.lines_received < burst_lines and time.monotonic() - started < seconds * 6:
+            sent["t"] = time.perf_counter()
+            app.post_message(events.Key("f", None))
+            await asyncio.sleep(KEY_EVERY_S)
+            rss_samples.append(rss_mib())
+        burst_wall = time.monotonic() - started
+        while not screen.watch.reader.state.ready and time.monotonic() - started < seconds * 6 + 30:
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.5)
+        cpu = time.process_time() - cpu_before
+        rss_after = rss_mib()
+        view = screen.query_one("#log", LogView)
+        received = screen.watch.lines_received
+        ready = screen.watch.reader.state.ready
+        shown_total = view.buffer.total
+        kept = len(view.buffer.entries)
+    child.stdin.close()
+    child.wait(timeout=10)
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    print(f"machine: {os.cpu_count()} cores, load average {' '.join(load)} (shared; wall figures scale with it)")
+    print(f"burst: {rate:,} lines/s for {seconds:g} s = {burst_lines:,} lines, then a startup log "
+          f"({total_lines:,} lines in all)")
+    print(f"received {received:,} lines (log pane counted {shown_total:,}, keeps the last {kept:,}); "
+          f"burst read in {burst_wall:.1f} s wall; ready={ready}")
+    print(f"key 'f' during the burst: {len(to_action)} presses answered of {len(to_action) + len(sent)} sent")
+    print(f"  key event -> action ran:       p50 {pct(to_action, .5) * 1000:.1f} ms, p99 "
+          f"{pct(to_action, .99) * 1000:.1f} ms, max {max(to_action or [0]) * 1000:.1f} ms")
+    print(f"  key event -> screen refreshed: p50 {pct(to_refresh, .5) * 1000:.1f} ms, p99 "
+          f"{pct(to_refresh, .99) * 1000:.1f} ms, max {max(to_refresh or [0]) * 1000:.1f} ms (target < 100 ms)")
+    print(f"RSS: before the burst {rss_before:.1f} MiB, during max {max(rss_samples or [0]):.1f} MiB, "
+          f"after ready {rss_after:.1f} MiB, peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MiB")
+    print(f"CPU (console process): {cpu:.1f} s for {received:,} lines = {cpu / max(received, 1) * 1e6:.0f} us/line "
+          f"(SSH, tail, reader, log pane, panel, rendering)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=int, default=20000, help="burst lines per second (default 20000)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="burst duration (default 10)")
+    parser.add_argument("--profile", action="store_true", help="print where the console's CPU went (cProfile)")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--key", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(serve(args.rate, args.seconds, args.key))
+    elif args.profile:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        asyncio.run(client(args.rate, args.seconds))
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+    else:
+        asyncio.run(client(args.rate, args.seconds))
+
+
+if __name__ == "__main__":
+    main()
