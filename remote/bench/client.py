@@ -78,13 +78,15 @@ def transport_error(exc: httpx.HTTPError, base_url: str) -> VllmHttpError:
         why = "the connection timed out"
     elif isinstance(exc, httpx.ConnectError):
         why = "the connection was refused" if _refused(exc) else f"the connection failed ({exc})"
+    elif isinstance(exc, httpx.RemoteProtocolError):
+        why = "it hung up without answering"
     elif isinstance(exc, httpx.TimeoutException):
         why = "it did not answer in time"
     else:
-        why = f"{type(exc).__name__}: {exc}"
+        why = f"{type(exc).__name__}: {str(exc).rstrip('.')}"
     return VllmHttpError(
         f"Could not reach the vLLM server at {base_url}: {why}. "
-        "Check that the server is up and the port (or SSH tunnel) is open.",
+        "Is it up, with the port (or SSH tunnel) open?",
         title="vLLM server unreachable",
     )
 

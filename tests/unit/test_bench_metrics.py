@@ -157,3 +157,37 @@ def test_progress_tracker_replaces_chunk_counts_with_server_counts():
 def test_default_requests():
     assert default_requests(1) == 8
     assert default_requests(64) == 256
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ({"object": "error", "message": "This model's maximum context length is 8 tokens.", "code": 400},
+     "This model's maximum context length is 8 tokens."),                       # vLLM up to 0.9
+    ({"error": {"message": "The model `x` does not exist.", "code": 404}}, "The model `x` does not exist."),
+    ({"detail": "Not Found"}, '{"detail": "Not Found"}'),                       # not vLLM: shown raw
+])
+def test_error_message_reads_both_vllm_error_shapes(body, expected):
+    import httpx
+
+    from remote.bench.client import error_message
+
+    assert error_message(httpx.Response(400, json=body)) == expected
+    assert error_message(httpx.Response(502, text="Bad gateway\n")) == "Bad gateway"
+
+
+def test_normalize_base_url():
+    from remote.bench.client import normalize_base_url
+    from remote.errors import VllmHttpError
+
+    assert normalize_base_url(" http://h:8000/v1/ ") == "http://h:8000"
+    with pytest.raises(VllmHttpError, match="not an http"):
+        normalize_base_url("h:8000")
+
+
+def test_prompt_factory_prompts_are_unique_and_sized():
+    from remote.bench.prompts import PromptFactory
+
+    factory = PromptFactory(2000, seed=5)
+    prompts = [factory.make() for _ in range(20)]
+    assert len({p.splitlines()[0] for p in prompts}) == 20
+    assert len({p.splitlines()[1][:40] for p in prompts}) > 10          # rotated filler, not one text
+    assert all(abs(len(p) - 2000 * CHARS_PER_TOKEN) <= 12 for p in prompts)   # at most a word over
