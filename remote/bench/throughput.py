@@ -96,12 +96,14 @@ async def _warm_up(client: httpx.AsyncClient) -> None:
 async def _run_level(client: httpx.AsyncClient, model: str, *, concurrency: int, prompt_tokens: int,
                      output_tokens: int, requests: int | None, duration_s: float | None,
                      on_progress: ProgressCallback | None) -> tuple[list[RequestRecord], float]:
-    """Run one level. Each worker (stream) has its own single-connection client: httpx's pool
-    checks every pooled connection on each request, which at 32-64 connections costs the
-    event loop more than the streams themselves and inflates TTFT."""
+    """Run one level. Each worker (stream) has its own single-connection client (same base URL,
+    timeout and headers as ``client``): httpx's pool checks every pooled connection on each
+    request, which at 32-64 connections costs the event loop more than the streams themselves
+    and inflated TTFT several-fold in the sandbox comparison."""
     workers = concurrency if requests is None else min(concurrency, requests)
     base_url, timeout = str(client.base_url), client.timeout
-    clients = [httpx.AsyncClient(base_url=base_url, timeout=timeout, verify=not base_url.startswith("http://"),
+    clients = [httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=client.headers,
+                                 verify=not base_url.startswith("http://"),
                                  limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
                for _ in range(workers)]
     try:
@@ -171,7 +173,8 @@ async def run_throughput(
         model: model name; default the first of ``/v1/models``.
         on_progress: called with a :class:`BenchProgress` as tokens and requests arrive.
         timeout_s: read timeout per request in seconds.
-        client: an existing ``httpx.AsyncClient`` (its ``base_url`` is used as is).
+        client: an existing ``httpx.AsyncClient``: used for ``/v1/models``; the streams use
+            its base URL, timeout and headers with one connection each.
 
     Returns:
         The figures; failed requests are counted in ``metrics.failed``, not raised.
