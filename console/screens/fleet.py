@@ -73,6 +73,7 @@ class FleetScreen(Screen[None]):
         self.filter_words: list[str] = []
         self.show_raw = False
         self._refreshing = False
+        self._last_error: str | None = None
         self._selected_key: str | None = None
         self._by_key: dict[str, Node | QueuedResource] = {}
 
@@ -118,11 +119,18 @@ class FleetScreen(Screen[None]):
         try:
             snapshot = await services.fleet.list_fleet()
         except Exception as exc:  # noqa: BLE001 - shown as a sentence, never a traceback
-            self.app.notify(str(exc), title="Fleet refresh failed", severity="error", timeout=10)
+            message = str(exc)
+            if message != self._last_error:  # one toast per new problem, not one per refresh
+                self.app.notify(message, title="Fleet refresh failed", severity="error", timeout=10)
+            self._last_error = message
             self.sub_title = "refresh failed"
+            problems = self.query_one("#problems", Static)
+            problems.update(Text.assemble(("⚠ ", "bold red"), ("refresh failed: ", "bold"), message))
+            problems.display = True
             return
         finally:
             self._refreshing = False
+        self._last_error = None
         self.show_snapshot(snapshot)
 
     def show_snapshot(self, snapshot: FleetSnapshot) -> None:

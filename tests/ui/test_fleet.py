@@ -120,3 +120,27 @@ async def test_help_lists_bindings_with_ids(services: Services) -> None:
             assert needle in text
         await pilot.press("escape")
         assert isinstance(app.screen, FleetScreen)
+
+
+async def test_refresh_failure_is_a_sentence_on_screen(services: Services) -> None:
+    from remote.errors import CredentialsError
+
+    class NoCredentials:
+        async def list_fleet(self):  # type: ignore[no-untyped-def]
+            raise CredentialsError("no Application Default Credentials found; run "
+                                   "`gcloud auth application-default login`")
+
+        def close(self) -> None:
+            pass
+
+    services.fleet.close()
+    services.fleet = NoCredentials()
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(160, 40)) as pilot:
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if app.screen.sub_title == "refresh failed":
+                break
+        text = text_of(app.screen.query_one("#problems", Static))
+        assert "refresh failed: No Google credentials: no Application Default Credentials found" in text
+        assert "Traceback" not in text
