@@ -23,7 +23,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from console.screens.history_compare import CompareScreen
-from console.screens.history_detail import LAUNCH_COLUMNS, launch_cells, launch_detail, masked_secrets
+from console.screens.history_detail import LAUNCH_COLUMNS, TableCell, launch_cells, launch_detail, masked_secrets
 from console.screens.history_export import ExportScreen, default_export_name, write_export
 from console.screens.history_query import HistoryReader, LaunchFilter, parse_filter, query_launches
 from console.widgets.bench_plot import METRICS, BenchPlot
@@ -31,6 +31,8 @@ from store.records import BenchmarkRecord, Launch
 
 #: Seconds of typing quiet before the filter is applied.
 FILTER_DEBOUNCE_S = 0.15
+#: Widest a launch table column gets (cells), longer values end in an ellipsis.
+MAX_COLUMN_WIDTH = {"model": 40, "node": 28, "failure": 28, "accelerator": 16}
 
 
 class HistoryScreen(Screen[None]):
@@ -82,9 +84,8 @@ class HistoryScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._set_columns([])
         table = self.query_one("#launches", DataTable)
-        for key, title in LAUNCH_COLUMNS:
-            table.add_column(title, key=key)
         self.sub_title = "history"
         self._reader = HistoryReader(self.app.services.db_path)  # type: ignore[attr-defined]
         table.focus()
@@ -115,6 +116,14 @@ class HistoryScreen(Screen[None]):
             return
         self.launch_filter, self.problem = flt, None
         self._show_launches(launches)
+        self.call_after_refresh(self._load_benches, launches)
+
+    @work(group="history-benches", exclusive=True, exit_on_error=False)
+    async def _load_benches(self, launches: list[Launch]) -> None:
+        """The benchmarks of the rows shown (detail panel and plot), once the table is drawn."""
+        assert self._reader is not None
+        if launches is not self.launches:
+            return  # another load replaced these rows meanwhile
         missing = [x.id for x in launches if x.id not in self.benches]
         try:
             found = await self._reader.call(lambda store: store.benchmarks_by_launch(missing)) if missing else {}
@@ -122,6 +131,8 @@ class HistoryScreen(Screen[None]):
             self._say(f"Benchmarks not loaded: {exc}", severity="warning")
             return
         self.benches.update({i: found.get(i, []) for i in missing})
+        if launches is not self.launches:
+            return  # kept for later; the rows shown now have their own load
         self.benches_loaded = True
         self._render_detail()
         self._render_plot()
@@ -135,10 +146,11 @@ class HistoryScreen(Screen[None]):
         self.benches_loaded = False
         table = self.query_one("#launches", DataTable)
         keep = self._selected_id
-        table.clear()
         marked = self.marked.id if self.marked else None
-        for launch in launches:
-            table.add_row(*launch_cells(launch, marked=launch.id == marked), key=str(launch.id))
+        rows = [(str(x.id), launch_cells(x, marked=x.id == marked)) for x in launches]
+        self._set_columns([cells for _, cells in rows])
+        for key, cells in rows:
+            table.add_row(*(TableCell(text, style) for text, style in cells), key=key)
         if keep is not None and str(keep) in table.rows:
             table.move_cursor(row=table.get_row_index(str(keep)), animate=False)
         self._selected_id = self._row_id(table)
@@ -146,6 +158,14 @@ class HistoryScreen(Screen[None]):
         self._render_detail()
         self._render_plot()
         self.loads += 1
+
+    def _set_columns(self, rows: list[list[tuple[str, str]]]) -> None:
+        """Clear the table and add its columns, each as wide as its widest value (capped)."""
+        table = self.query_one("#launches", DataTable)
+        table.clear(columns=True)
+        for index, (key, title) in enumerate(LAUNCH_COLUMNS):
+            width = max([len(title), *(len(cells[index][0]) for cells in rows)])
+            table.add_column(title, key=key, width=min(width, MAX_COLUMN_WIDTH.get(key, width)))
 
     def _render_status(self) -> None:
         n, flt = len(self.launches), self.launch_filter
@@ -207,16 +227,18 @@ class HistoryScreen(Screen[None]):
     def _filter_changed(self, event: Input.Changed) -> None:
         if self._debounce is not None:
             self._debounce.stop()
-        self._debounce = self.set_timer(FILTER_DEBOUNCE_S, lambda: self._apply_filter(event.value))
+        self._debounce = self.set_timer(FILTER_DEBOUNCE_S, lambda: self.apply_filter(event.value))
 
     @on(Input.Submitted, "#history-filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
         if self._debounce is not None:
             self._debounce.stop()
-        if self._apply_filter(event.value):
+        if self.apply_filter(event.value):
             self.query_one("#launches", DataTable).focus()
 
-    def _apply_filter(self, line: str) -> bool:
+    def apply_filter(self, line: str) -> bool:
+        """Parse ``line`` and load its launches (in a worker); ``False`` with the reason shown
+        in the status line when it does not parse (the rows stay)."""
         try:
             flt = parse_filter(line)
         except ValueError as exc:
@@ -251,7 +273,7 @@ class HistoryScreen(Screen[None]):
         for item in (previous, self.marked):
             if item is not None and str(item.id) in table.rows:
                 cells = launch_cells(item, marked=self.marked is not None and item.id == self.marked.id)
-                table.update_cell(str(item.id), "id", cells[0])
+                table.update_cell(str(item.id), "id", TableCell(*cells[0]))
         self._render_status()
 
     def action_compare(self) -> None:
@@ -303,7 +325,7 @@ class HistoryScreen(Screen[None]):
     @work(group="history-relaunch", exclusive=True, exit_on_error=False)
     async def _relaunch(self, launch: Launch) -> None:
         try:
-            from console.screens.history_relaunch import RelaunchScreen
+            from console.screens.history_relaunch import RelaunchScreen, find_node
         except ModuleNotFoundError:
             self._say("The swap view is not part of this build yet.", severity="warning")
             return
@@ -312,10 +334,7 @@ class HistoryScreen(Screen[None]):
         except Exception as exc:  # noqa: BLE001
             self._say(f"The fleet cannot be listed, so the node is unknown: {exc}", severity="error")
             return
-        node = next((n for n in snapshot.nodes if n.key == (launch.project, launch.zone, launch.node)), None)
-        if node is None and (launch.project is None or launch.zone is None):
-            same = [n for n in snapshot.nodes if n.name == launch.node]
-            node = same[0] if len(same) == 1 else None
+        node = find_node(snapshot.nodes, launch)
         if node is None:
             where = "/".join(p for p in (launch.project, launch.zone) if p)
             self._say(f"Node {launch.node}{f' ({where})' if where else ''} is no longer in the fleet, "

@@ -33,8 +33,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: Rows shown unless ``limit:N`` asks for more.
-DEFAULT_LIMIT = 200
+#: Rows shown unless ``limit:N`` asks for more (several screenfuls; each row costs table time).
+DEFAULT_LIMIT = 100
+#: With several free words, how many rows per wanted row the store is asked for.
+OVERFETCH = 3
 #: Upper bound of ``limit:N``.
 MAX_LIMIT = 100_000
 _KEYS = {"node": "node", "model": "model", "accelerator": "accelerator_type", "acc": "accelerator_type",
@@ -116,13 +118,13 @@ def _haystack(launch: Launch) -> str:
 def query_launches(store: HistoryStore, flt: LaunchFilter) -> list[Launch]:
     """The launches matching ``flt``, newest first, at most ``flt.limit``.
 
-    With several free words, the store is asked for up to five times the limit by the
-    longest word and the others are checked here, so a very common longest word can
-    return fewer rows than exist; the status line says when the limit was reached.
+    With several free words, the store is asked for :data:`OVERFETCH` times the limit by
+    the longest word and the others are checked here: when the longest word is common and
+    the others rare, older matches can be missed (``limit:N`` looks further back).
     """
     words = sorted(flt.words, key=len, reverse=True)
     rest = words[1:]
-    fetch = min(flt.limit * 5, MAX_LIMIT) if rest else flt.limit
+    fetch = min(flt.limit * OVERFETCH, MAX_LIMIT) if rest else flt.limit
     launches = store.list_launches(limit=fetch, node=flt.node, model=flt.model,
                                    accelerator_type=flt.accelerator_type, outcome=flt.outcome,
                                    text=words[0] if words else None)

@@ -8,6 +8,7 @@ taken from the running container when it has the same variable; otherwise it sta
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from console import swap_flow
@@ -16,6 +17,17 @@ from console.screens.swap import SwapScreen
 from remote.container import MASK, ContainerSpec
 from remote.models import Node
 from store.records import Launch
+
+
+def find_node(nodes: Iterable[Node], launch: Launch) -> Node | None:
+    """The fleet node ``launch`` ran on: same project, zone and name; for a launch recorded
+    without project or zone, the one node of that name. ``None`` when it is gone."""
+    nodes = list(nodes)
+    node = next((n for n in nodes if n.key == (launch.project, launch.zone, launch.node)), None)
+    if node is None and (launch.project is None or launch.zone is None):
+        same = [n for n in nodes if n.name == launch.node]
+        node = same[0] if len(same) == 1 else None
+    return node
 
 
 class RelaunchScreen(SwapScreen):

@@ -274,7 +274,7 @@ async def test_export_writes_the_filtered_rows_as_json_and_csv(seeded: Services,
         assert [b["kind"] for b in data[2]["benchmarks"]] == ["smoke", "throughput", "throughput"]
         assert data[0]["container_spec"]["env"]["HF_TOKEN"] == "***"
         assert HF_TOKEN not in target.read_text()
-        assert any(f"3 launches as JSON" in n and str(target) in n for n in _notes(pilot.app))
+        assert any("3 launches as JSON" in n and str(target) in n for n in _notes(pilot.app))
 
         await _export(pilot, screen, str(tmp_path / "v5e.csv"))
         await _until(pilot, lambda: (tmp_path / "v5e.csv").exists(), "the CSV file")
