@@ -165,8 +165,13 @@ class Launch:
 
     @property
     def time_to_ready_s(self) -> float | None:
-        """Seconds from request (else container start) to ready, or ``None``."""
-        return _seconds_between(self.requested_at or self.started_at, self.ready_at)
+        """Seconds from the earlier of request and container start to ready, or ``None``.
+
+        An observed launch is recorded when the console first sees it, after its container
+        started; its container start is then the better origin.
+        """
+        starts = [t for t in (self.requested_at, self.started_at) if t]
+        return _seconds_between(min(starts) if starts else None, self.ready_at)
 
     def to_json(self) -> dict[str, Any]:
         """The launch as a JSON-ready dict (the ``history --json`` object, without benchmarks).
