@@ -171,8 +171,9 @@ class HistoryScreen(Screen[None]):
         n, flt = len(self.launches), self.launch_filter
         text = Text()
         if n == 0:
-            text.append("No launch recorded" + (" matches this filter." if flt.describe() else " yet: swaps and "
-                        "startup watches record theirs here."), style="yellow")
+            text.append("No launch matches this filter: / edits it, an empty filter shows every launch."
+                        if flt.describe() else "No launch recorded yet: swaps and startup watches record theirs here.",
+                        style="yellow")
         else:
             text.append(f"{n} launch{'es' if n != 1 else ''}", style="bold")
             text.append(" · newest first")

@@ -304,6 +304,32 @@ async def test_bindings_have_ids_and_reach_the_command_palette(seeded: Services)
         assert "Relaunch (L)" in titles and "Compare (c)" in titles and "Export (e)" in titles
 
 
+async def test_an_unreadable_database_is_a_sentence(services: Services) -> None:
+    services.db_path.write_bytes(b"not a database, just bytes" * 100)
+    async with TpuConsoleApp(services).run_test(size=(200, 50)) as pilot:
+        pilot.app.open_feature("history", None)
+        await _until(pilot, lambda: isinstance(pilot.app.screen, HistoryScreen) and pilot.app.screen.problem,
+                     "the problem")
+        status = text_of(pilot.app.screen.query_one("#history-status", Static))
+        assert status.startswith("The history cannot be read: ") and "history.db" in status
+        assert _ids(pilot.app.screen) == []
+
+
+def test_plot_bars_and_newest_run_per_concurrency() -> None:
+    from console.widgets.bench_plot import METRICS, bar, series
+    from store.records import BenchmarkRecord, Launch
+
+    assert bar(1.0, 4) == "████" and bar(0.5, 4) == "██  " and bar(0.0, 3) == "   "
+    assert bar(0.53, 4) == "██▏ "  # 0.53 * 32 eighths = 17 -> two cells and one eighth
+    launch = Launch(id=7, node="n", requested_at="2026-11-30T00:00:00Z")
+    runs = [BenchmarkRecord(id=i, launch_id=7, kind="throughput", started_at=f"2026-11-30T0{i}:00:00Z",
+                            concurrency=16, output_tokens_per_s=tok) for i, tok in ((1, 900.0), (2, 1100.0))]
+    smoke = BenchmarkRecord(id=3, launch_id=7, kind="smoke", started_at="2026-11-30T03:00:00Z", concurrency=16,
+                            output_tokens_per_s=5.0)
+    chosen, levels, points = series([launch], {7: [*runs, smoke]}, METRICS[0])
+    assert [x.id for x in chosen] == [7] and levels == [16] and points == {(7, 16): 1100.0}
+
+
 def test_parse_filter_terms() -> None:
     flt = parse_filter('node:vllm-v5e-a outcome:FAILED acc:v6e-8 model:"Qwen/Qwen3-8B" fp8 Tool')
     assert (flt.node, flt.outcome, flt.accelerator_type, flt.model, flt.words) == \
