@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -15,7 +16,7 @@ def bindings_table(title: str, bindings: list[Binding]) -> Table:
     table = Table(title=title, title_justify="left", expand=True, show_edge=False)
     table.add_column("key", style="bold cyan", no_wrap=True)
     table.add_column("action")
-    table.add_column("id (for [keys] in the config)", style="dim")
+    table.add_column(Text("id (for [keys] in the config)"), style="dim")
     for b in bindings:
         key = b.key_display or b.key
         table.add_row(key, b.description or b.action, b.id or "-")
@@ -51,8 +52,8 @@ class HelpScreen(ModalScreen[None]):
             yield Static(bindings_table(f"{type(self.under).__name__.removesuffix('Screen')} keys",
                                         _bindings_of(self.under)))
             yield Static(bindings_table("Everywhere", _bindings_of(self.app)))
-            yield Static("ctrl+p opens the command palette: every action above is there too.\n"
-                         "Remap keys in the config:  [keys]  refresh = \"ctrl+r\"", classes="dim")
+            yield Static(Text("ctrl+p opens the command palette: every action above is there too.\n"
+                              "Remap keys in the config:  [keys]  refresh = \"ctrl+r\""), classes="dim")
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         """Close the help screen."""

@@ -185,8 +185,8 @@ class SwapScreen(SwapRunMixin, Screen[None]):
         form.disabled = False
         self._fill(spec)
         first = self.query_one("#f-max-model-len", Input)
-        first.focus()
-        self.call_after_refresh(first.select_all)     # typing replaces the value, as tab into a field does
+        first.focus()   # Input selects its value on focus, so typing replaces it; selecting again
+                        # after a refresh raced fast typing (keys typed before it were lost).
 
     def _fill(self, spec: ContainerSpec) -> None:
         self.query_one("#swap-form", SwapForm).fill(spec)

@@ -390,3 +390,16 @@ async def test_lint_errors_require_typing_the_node_name(tmp_path: Path) -> None:
         await pilot.press("escape")
         await pilot.pause()
         assert pilot.app.screen is screen and not screen.busy
+
+
+async def test_typing_right_after_the_form_opens_keeps_every_key(tmp_path: Path) -> None:
+    """The first field is focused with its value selected: keys typed at once replace it, none lost."""
+    app = FormApp(tmp_path)
+    async with app.run_test(size=(180, 50)) as pilot:
+        screen = await _loaded(pilot, SwapScreen)
+        assert _field(screen, "max-model-len").has_focus
+        await pilot.press(*"131072")          # no pause between the form opening and the keys
+        for _ in range(20):
+            await pilot.pause()
+        assert _field(screen, "max-model-len").value == "131072"
+        assert screen.spec is not None and screen.spec.flag("max-model-len") == "131072"
