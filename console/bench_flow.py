@@ -196,29 +196,6 @@ class Tunnel:
     conn: Any
 
 
-async def find_node(spec: str, config: Any) -> Node:
-    """The READY node ``spec`` (``NAME``, ``ZONE/NAME`` or ``PROJECT/ZONE/NAME``) names.
-
-    Raises:
-        NodeLookupError: no match or several. NodeNotReady: not READY. CredentialsError, TpuApiError.
-    """
-    from remote.bench.tunnel import NodeLookupError, pick_node   # NodeNotReady is a NodeLookupError
-    from remote.tpu_api import FleetSource
-
-    source = FleetSource(config.projects, api_endpoint=config.api_endpoint, timeout_s=config.request_timeout_s)
-    try:
-        snapshot = await source.list_fleet()
-    finally:
-        source.close()
-    try:
-        return pick_node(snapshot.nodes, spec)
-    except NodeLookupError as exc:
-        if not snapshot.problems:
-            raise
-        failed = "; ".join(f"{p.project}: {p.message}" for p in snapshot.problems)
-        raise type(exc)(f"{exc.message} Some projects did not list: {failed}", title=exc.title) from None
-
-
 @asynccontextmanager
 async def open_tunnel(node: Node, ssh: Any, vllm_port: int, *,
                       accept_new_host_key: HostKeyQuestion | None = None) -> AsyncIterator[Tunnel]:

@@ -117,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, config: Any) -> int:
-    from console.bench_flow import BenchParams, Pricing, find_node, open_tunnel, pricing_for
-    from remote.bench.tunnel import NodeLookupError, NodeNotReady
+    from console.bench_flow import BenchParams, Pricing, open_tunnel, pricing_for
+    from console.node_lookup import NodeLookupError, NodeNotReady, find_node, fleet_source_for
     from remote.errors import RemoteError
 
     params = BenchParams(kind=args.kind, streams=tuple(args.streams), prompt_tokens=args.prompt_tokens,
@@ -131,7 +131,8 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
             return await _bench(args, params, args.url, pricing)
         from console.verbs.watch import terminal_host_key_prompt
 
-        node = await find_node(args.node, config)
+        with fleet_source_for(config) as source:
+            node = await find_node(source, args.node, require_ready=True)
         pricing = pricing_for(node, config.prices, provisioning_model=args.provisioning_model)
         if args.price_per_chip_hour is not None or args.chips is not None:
             pricing = Pricing(args.price_per_chip_hour or pricing.price_per_chip_hour_usd, args.chips or node.chips,

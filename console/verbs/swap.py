@@ -27,7 +27,7 @@ def add_parser(subparsers: Any) -> None:
         "swap", help="replace a node's vLLM container with new flags (the node stays)",
         description="Edit the vLLM container's flags, lint, show the commands, confirm, "
                     "then docker pull, rm -f and run on the node. Never touches the node itself.")
-    parser.add_argument("node", metavar="NODE", help="TPU node name")
+    parser.add_argument("node", metavar="NODE", help="TPU node name (NAME, ZONE/NAME or PROJECT/ZONE/NAME)")
     parser.add_argument("--project", metavar="P", help="project of the node (when the name is ambiguous)")
     parser.add_argument("--zone", metavar="Z", help="zone of the node (when the name is ambiguous)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set_",
@@ -120,36 +120,20 @@ class _SwapFlow:
                 self.store.close()
 
     async def _resolve_node(self) -> Any:
-        from console.config import ProjectConfig
+        """The node (:func:`console.node_lookup.find_node`), or the exit code after saying why not."""
+        from console import node_lookup
         from remote.errors import RemoteError
-        from remote.tpu_api import FleetSource
 
-        projects = list(self.config.projects)
-        if self.args.project:
-            projects = [p for p in projects if p.id == self.args.project] or [ProjectConfig(self.args.project)]
-        if not projects:
-            _say("tpu-console: no projects to look in: pass --project P or add [[projects]] to the config", err=True)
-            return 2
-        source = FleetSource(projects, api_endpoint=self.config.api_endpoint, timeout_s=self.config.request_timeout_s)
         try:
-            snapshot = await source.list_fleet()
+            with node_lookup.fleet_source_for(self.config, project=self.args.project, zone=self.args.zone) as source:
+                return await node_lookup.find_node(source, self.args.node, project=self.args.project,
+                                                   zone=self.args.zone)
+        except node_lookup.NodeLookupError as exc:     # bad input, unless projects that did not list may hold it
+            _say(f"tpu-console: {exc}", err=True)
+            return 1 if getattr(exc, "problems", ()) else 2
         except RemoteError as exc:
             _say(f"tpu-console: {exc}", err=True)
             return 1
-        finally:
-            source.close()
-        found = [n for n in snapshot.nodes if n.name == self.args.node
-                 and (not self.args.zone or n.zone == self.args.zone)]
-        if len(found) == 1:
-            return found[0]
-        if found:
-            where = ", ".join(f"{n.project}/{n.zone}" for n in found)
-            _say(f"tpu-console: node {self.args.node} exists in {where}: pass --project and --zone", err=True)
-            return 2
-        problems = "".join(f"\n  ({p.project} {p.zone or ''}: {p.message})" for p in snapshot.problems)
-        _say(f"tpu-console: no node named {self.args.node!r} in {', '.join(p.id for p in projects)}"
-             + (f" (zone {self.args.zone})" if self.args.zone else "") + problems, err=True)
-        return 1 if snapshot.problems else 2
 
     async def _on_node(self, node: Any) -> int:
         from remote.ssh import connect, target_for

@@ -34,7 +34,7 @@ def add_parser(subparsers: Any) -> None:
         "watch", help="follow a node's vLLM startup until ready or failed",
         description="Follow the vLLM container's startup log on a TPU node over SSH until it is ready "
                     "or fails. Exit 0 ready, 1 failed, 2 could not connect or bad input.")
-    parser.add_argument("node", metavar="NODE", help="TPU node name")
+    parser.add_argument("node", metavar="NODE", help="TPU node name (NAME, ZONE/NAME or PROJECT/ZONE/NAME)")
     parser.add_argument("--project", metavar="P", help="project of the node (default: every configured project)")
     parser.add_argument("--zone", metavar="Z", help="zone of the node")
     parser.add_argument("--worker", type=int, default=0, metavar="N", help="worker of a multi-host slice (default 0)")
@@ -77,43 +77,24 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
 
 async def find_node(config: Any, name: str, *, project: str | None, zone: str | None,
                     worker: int = 0) -> tuple[Any, str | None] | str:
-    """Find ``name`` in the fleet: ``(node, ssh-ed25519 guest attribute or None)``, or why not (a sentence)."""
-    from console.config import ProjectConfig
-    from remote.errors import RemoteError
-    from remote.tpu_api import FleetSource
+    """Find ``name`` in the fleet: ``(node, ssh-ed25519 guest attribute or None)``, or why not (a sentence).
 
-    if project:
-        known = {p.id: p for p in config.projects}
-        projects = [known.get(project) or ProjectConfig(project, (zone,) if zone else ())]
-    else:
-        projects = list(config.projects)
-    if not projects:
-        return f"no projects to search: pass --project P or add [[projects]] to {config.path or 'the config file'}"
-    source = FleetSource(projects, api_endpoint=config.api_endpoint, timeout_s=config.request_timeout_s)
+    The lookup is :func:`console.node_lookup.find_node`; ``name`` may be ``NAME``, ``ZONE/NAME``
+    or ``PROJECT/ZONE/NAME``.
+    """
+    from console import node_lookup
+    from remote.errors import RemoteError
+
     try:
-        try:
-            snapshot = await source.list_fleet()
-        except RemoteError as exc:
-            return str(exc)
-        matches = [n for n in snapshot.nodes if n.name == name and (zone is None or n.zone == zone)
-                   and (project is None or n.project == project)]
-        if not matches:
-            problems = "; ".join(f"{p.project}{'/' + p.zone if p.zone else ''}: {p.message}"
-                                 for p in snapshot.problems)
-            searched = ", ".join(p.id for p in projects)
-            return f"no node named {name!r} in {searched}" + (f" (not listed: {problems})" if problems else "")
-        if len(matches) > 1:
-            listing = "\n".join(f"  --project {n.project} --zone {n.zone}   ({n.state}, {n.accelerator_type})"
-                                for n in matches)
-            return f"{len(matches)} nodes are named {name!r}; add --project and --zone to pick one:\n{listing}"
-        node = matches[0]
-        try:
-            attributes = await source.get_guest_attributes(node, worker)
-        except RemoteError:
-            attributes = {}
-        return node, attributes.get("ssh-ed25519")
-    finally:
-        source.close()
+        with node_lookup.fleet_source_for(config, project=project, zone=zone) as source:
+            node = await node_lookup.find_node(source, name, project=project, zone=zone)
+            try:
+                attributes = await source.get_guest_attributes(node, worker)
+            except RemoteError:
+                attributes = {}
+    except RemoteError as exc:
+        return str(exc)
+    return node, attributes.get("ssh-ed25519")
 
 
 def terminal_host_key_prompt(target: Any, stdin: TextIO | None = None,

@@ -435,7 +435,7 @@ def test_watch_unknown_and_ambiguous_names(sandbox, capsys) -> None:
     from console.cli import main
 
     assert main(["--config", str(sandbox.config_path), "watch", "no-such-node"]) == 2
-    assert "no node named 'no-such-node'" in capsys.readouterr().err
+    assert "No node 'no-such-node' in " in capsys.readouterr().err
     world = sandbox.tpu_api.world
     source_project = next(p for p, proj in world.projects.items()
                           if any(n.endswith("/vllm-v5e-a") for n in proj.nodes))
@@ -447,8 +447,8 @@ def test_watch_unknown_and_ambiguous_names(sandbox, capsys) -> None:
     world.add_node(other, twin)
     assert main(["--config", str(sandbox.config_path), "watch", "vllm-v5e-a"]) == 2
     err = capsys.readouterr().err
-    assert "2 nodes are named 'vllm-v5e-a'; add --project and --zone" in err
-    assert f"--project {other} --zone {zone}" in err and f"--project {source_project} --zone us-west4-a" in err
+    assert "2 nodes are named 'vllm-v5e-a'" in err and "name one as PROJECT/ZONE/NAME" in err
+    assert f"{other}/{zone}/vllm-v5e-a (READY" in err and f"{source_project}/us-west4-a/vllm-v5e-a (READY" in err
 
 
 async def test_terminal_prompt_records_the_key_only_on_yes(make_vm, client_key, tmp_path) -> None:

@@ -1,0 +1,92 @@
+"""console.node_lookup: one node by NAME, ZONE/NAME or PROJECT/ZONE/NAME (plus --project/--zone)."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.node_lookup import (
+    NodeAmbiguous, NodeLookupError, NodeNotFound, NodeNotReady, find_node, pick_node, split_node_spec,
+)
+from remote.models import FleetProblem, FleetSnapshot, Node
+
+
+def _node(project: str, zone: str, name: str, state: str = "READY") -> Node:
+    return Node(project=project, zone=zone, name=name, state=state, accelerator_type="v5litepod-4")
+
+
+A = _node("prod", "us-west4-a", "vllm-a")
+A_TWIN = _node("staging", "us-east5-b", "vllm-a")
+NEW = _node("prod", "us-west4-a", "vllm-new", state="CREATING")
+FLEET = FleetSnapshot(nodes=(A, NEW, A_TWIN))
+
+
+def test_split_node_spec() -> None:
+    assert split_node_spec("n") == (None, None, "n")
+    assert split_node_spec("z/n") == (None, "z", "n")
+    assert split_node_spec("p/z/n") == ("p", "z", "n")
+    for bad in ("", "a//b", "p/z/n/x", "/n"):
+        with pytest.raises(NodeLookupError, match="is not NAME, ZONE/NAME or PROJECT/ZONE/NAME"):
+            split_node_spec(bad)
+
+
+def test_spec_or_flags_pick_one_of_two_namesakes() -> None:
+    assert pick_node(FLEET, "staging/us-east5-b/vllm-a") is A_TWIN
+    assert pick_node(FLEET, "us-west4-a/vllm-a") is A
+    assert pick_node(FLEET, "vllm-a", project="staging") is A_TWIN
+    assert pick_node(FLEET, "vllm-a", zone="us-west4-a") is A
+    with pytest.raises(NodeNotFound):                     # the spec and the flag disagree
+        pick_node(FLEET, "us-west4-a/vllm-a", project="staging")
+
+
+def test_ambiguous_lists_every_match() -> None:
+    with pytest.raises(NodeAmbiguous) as err:
+        pick_node(FLEET, "vllm-a")
+    assert err.value.matches == (A, A_TWIN)
+    assert err.value.title == "Ambiguous node"
+    assert err.value.message == ("2 nodes are named 'vllm-a' (prod/us-west4-a/vllm-a (READY, v5litepod-4), "
+                                 "staging/us-east5-b/vllm-a (READY, v5litepod-4)); name one as PROJECT/ZONE/NAME.")
+
+
+def test_not_found_names_the_search_and_the_projects_that_did_not_list() -> None:
+    with pytest.raises(NodeNotFound) as err:
+        pick_node(FLEET, "vllm-b", zone="us-west4-a", searched=["prod", "staging"])
+    assert err.value.message == "No node 'vllm-b' in prod, staging (zone us-west4-a); nodes there: vllm-a, vllm-new."
+    assert err.value.problems == ()
+    problem = FleetProblem("denied", None, 403, "Permission denied")
+    with pytest.raises(NodeNotFound) as err:
+        pick_node(FleetSnapshot(problems=(problem,)), "vllm-b")
+    assert err.value.message == ("No node 'vllm-b' in the configured projects; nodes there: none. "
+                                 "Some projects did not list: denied: Permission denied")
+    assert err.value.problems == (problem,)
+
+
+def test_many_names_are_counted_not_listed() -> None:
+    many = FleetSnapshot(nodes=tuple(_node("p", "z", f"n{i:02}") for i in range(11)))
+    with pytest.raises(NodeNotFound, match=r"nodes there: n00, .*, n07 and 3 more\.$"):
+        pick_node(many, "x")
+
+
+def test_not_ready_only_when_required() -> None:
+    assert pick_node(FLEET, "vllm-new") is NEW
+    with pytest.raises(NodeNotReady) as err:
+        pick_node(FLEET, "vllm-new", require_ready=True)
+    assert (err.value.message, err.value.node) == ("Node vllm-new is CREATING, not READY.", NEW)
+
+
+async def test_find_node_lists_once_and_names_the_searched_projects() -> None:
+    class Project:
+        def __init__(self, id: str) -> None:
+            self.id = id
+
+    class Source:
+        projects = [Project("prod"), Project("empty")]
+        calls = 0
+
+        async def list_fleet(self) -> FleetSnapshot:
+            Source.calls += 1
+            return FleetSnapshot(nodes=(A, NEW))
+
+    assert await find_node(Source(), "vllm-a") is A
+    with pytest.raises(NodeNotFound, match=r"^No such node: No node 'gone' in prod, empty;"):
+        await find_node(Source(), "gone")
+    assert Source.calls == 2
