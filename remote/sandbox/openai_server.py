@@ -21,7 +21,7 @@ by ``(8 / params_b) ** 0.7`` within [0.25, 4]); with ``c`` streams decoding, tot
 base x chips x c ** 0.8 and per stream = total / c, re-evaluated at every chunk. Prefill
 runs one prompt at a time at ``PREFILL_TOK_S_PER_CHIP`` x chips (same model scaling), so
 TTFT = queueing + prompt / prefill rate + ``TTFT_OVERHEAD_S`` + one decode step. Chunks
-carry several tokens when a stream runs faster than one chunk per ``CHUNK_INTERVAL_S``.
+carry several tokens when a stream runs faster than one chunk per ``CHUNK_INTERVAL_S`` (10 ms, so ITL stays close to TPOT as with vLLM's per-token streaming).
 
 Replies (first rule that applies):
 1. last message has role ``tool``: "The result is N." with the first number in it;
@@ -61,7 +61,7 @@ DECODE_TOK_S_PER_CHIP = {"v5e": 60.0, "v6e": 150.0, "v5p": 120.0}
 PREFILL_TOK_S_PER_CHIP = {"v5e": 16_000.0, "v6e": 40_000.0, "v5p": 32_000.0}
 CONCURRENCY_EXPONENT = 0.8
 TTFT_OVERHEAD_S = 0.015
-CHUNK_INTERVAL_S = 0.04
+CHUNK_INTERVAL_S = 0.01
 DEFAULT_FILLER_TOKENS = 16
 PASSPHRASE = re.compile(r"The passphrase is ([A-Za-z0-9_-]+)\.")
 _FILLER = "Simulated tokens from the tpu-console sandbox, standing in for a vLLM TPU server. "
