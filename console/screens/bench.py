@@ -22,7 +22,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen, Screen
+from textual.screen import Screen
 from textual.widgets import Button, Checkbox, Footer, Header, Input, Label, ProgressBar, Select, Static
 from textual.worker import Worker
 
@@ -31,6 +31,7 @@ from console.bench_flow import (
     pricing_for, record_result, run_benchmark,
 )
 from console.bench_tables import result_view
+from console.screens.confirm import ConfirmScreen, host_key_question
 from remote.models import Node
 
 #: form field -> (label, default text, parser of the text; raises ValueError with the reason)
@@ -53,41 +54,6 @@ PROGRESS_INTERVAL_S = 0.1
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-class ConfirmModal(ModalScreen[bool]):
-    """A yes/no question; ``y`` / ``n`` / ``escape`` (no)."""
-
-    DEFAULT_CSS = """
-    ConfirmModal { align: center middle; }
-    ConfirmModal > Vertical { width: 84; height: auto; background: $surface; border: thick $warning;
-                              padding: 1 2; }
-    ConfirmModal .question { text-style: bold; margin-bottom: 1; }
-    ConfirmModal Horizontal { height: auto; margin-top: 1; }
-    ConfirmModal Button { margin-right: 2; }
-    """
-    BINDINGS = [Binding("y", "answer(True)", "Yes", id="confirm_yes"),
-                Binding("n,escape", "answer(False)", "No", id="confirm_no")]
-
-    def __init__(self, question: str, detail: str, *, yes: str = "Yes", no: str = "No") -> None:
-        super().__init__()
-        self.question, self.detail, self.yes, self.no = question, detail, yes, no
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static(self.question, classes="question", markup=False)
-            yield Static(self.detail, markup=False)
-            with Horizontal():
-                yield Button(f"{self.yes} (y)", id="yes", variant="warning")
-                yield Button(f"{self.no} (n)", id="no")
-
-    @on(Button.Pressed)
-    def _pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "yes")
-
-    def action_answer(self, yes: bool) -> None:
-        """Close with ``yes``."""
-        self.dismiss(yes)
 
 
 class BenchScreen(Screen[None]):
@@ -300,11 +266,7 @@ class BenchScreen(Screen[None]):
             self.query_one("#results-body", Static).update(Text("No results.", style="dim"))
 
     async def _ask_host_key(self, target: Any, fingerprint: str) -> bool:
-        detail = (f"{target.label} presented a host key that {target.known_hosts} does not know "
-                  f"(alias {target.known_hosts_name}).\n\nFingerprint: {fingerprint}\n\n"
-                  "Accept it once to record it there and connect; refuse to stop.")
-        return bool(await self.app.push_screen_wait(
-            ConfirmModal("Unknown SSH host key", detail, yes="Accept and connect", no="Refuse")))
+        return bool(await self.app.push_screen_wait(host_key_question(target, fingerprint)))
 
     def _on_progress(self, progress: Any) -> None:
         last = self._progress
@@ -366,7 +328,7 @@ class BenchScreen(Screen[None]):
             if yes and self._worker is not None:
                 self._worker.cancel()
 
-        self.app.push_screen(ConfirmModal(
+        self.app.push_screen(ConfirmScreen(
             "Cancel the running benchmark?",
             "Levels already finished stay on screen and in the history; the level in flight is dropped.",
-            yes="Cancel it", no="Keep running"), answered)
+            confirm_label="Cancel it", cancel_label="Keep running"), answered)

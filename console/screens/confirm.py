@@ -4,11 +4,13 @@
 as given (callers pass masked command lines) and never interpreted as markup. With
 ``require_text`` the confirm button stays disabled until the operator types that text
 (used when the lint found errors: the operator types the node name to go ahead).
+:func:`host_key_question` builds the one question every screen asks about an unknown SSH host key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rich.text import Text
 from textual import on
@@ -26,7 +28,8 @@ class ConfirmScreen(ModalScreen[bool]):
         title: one line, e.g. ``Replace the container on vllm-v5e-a?``.
         message: what happens, in a sentence or two.
         commands: command lines to show, numbered, in order (already masked).
-        confirm_label: the confirm button's label (``Swap``, ``Roll back``, ``Trust``).
+        confirm_label: the confirm button's label (``Swap``, ``Roll back``, ``Accept``).
+        cancel_label: the cancel button's label (``Cancel``, ``Refuse``, ``Keep running``).
         require_text: text the operator must type before confirming, or ``None``.
     """
 
@@ -74,12 +77,14 @@ class ConfirmScreen(ModalScreen[bool]):
     ]
 
     def __init__(self, title: str, message: str, commands: Sequence[str] = (), *,
-                 confirm_label: str = "Confirm", require_text: str | None = None) -> None:
+                 confirm_label: str = "Confirm", cancel_label: str = "Cancel",
+                 require_text: str | None = None) -> None:
         super().__init__()
         self.title_text = title
         self.message = message
         self.commands = list(commands)
         self.confirm_label = confirm_label
+        self.cancel_label = cancel_label
         self.require_text = require_text
 
     def compose(self) -> ComposeResult:
@@ -97,7 +102,7 @@ class ConfirmScreen(ModalScreen[bool]):
             if self.require_text:
                 yield Input(placeholder=f"type {self.require_text} to go ahead", id="confirm-typed")
             with Horizontal(id="confirm-buttons"):
-                yield Button("Cancel (n)", id="confirm-no")
+                yield Button(f"{self.cancel_label} (n)", id="confirm-no")
                 yield Button(f"{self.confirm_label} (y)", id="confirm-yes", variant="error",
                              disabled=self.require_text is not None)
 
@@ -140,3 +145,21 @@ class ConfirmScreen(ModalScreen[bool]):
     def action_cancel(self) -> None:
         """Close without doing anything."""
         self.dismiss(False)
+
+
+def host_key_question(target: Any, fingerprint: str) -> ConfirmScreen:
+    """The modal asking whether to trust a host key seen for the first time.
+
+    Args:
+        target: the ``remote.ssh.SshTarget`` connected to (its label, known-hosts alias and file).
+        fingerprint: the key's ``SHA256:...`` fingerprint.
+
+    Returns:
+        A :class:`ConfirmScreen`: ``True`` accepts the key once (it is recorded in the known-hosts
+        file), ``False`` refuses and does not connect.
+    """
+    return ConfirmScreen(
+        "Unknown host key",
+        f"{target.label} presented an unknown host key {fingerprint} (host key alias {target.known_hosts_name}). "
+        f"Accept it once to record it in {target.known_hosts} and connect; refusing does not connect.",
+        confirm_label="Accept", cancel_label="Refuse")

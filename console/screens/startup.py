@@ -22,11 +22,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Footer, Header, Input, Static
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input, Static
 from textual.worker import Worker, WorkerState
 
 from console.launch_recorder import LaunchRecorder
+from console.screens.confirm import host_key_question
 from console.startup_watch import StartupWatch, resolve_target
 from console.widgets.log_view import LogView
 from console.widgets.startup_panel import PanelInfo, StartupPanel
@@ -42,41 +43,6 @@ TAIL_BATCH_LINES = 500
 PANEL_REFRESH_S = 0.25
 #: /v1/models probes after the log says ready (one second apart) before giving up.
 PROBE_ATTEMPTS = 5
-
-
-class HostKeyModal(ModalScreen[bool]):
-    """Asks whether to trust a host key seen for the first time (accept once = record it)."""
-
-    BINDINGS = [
-        Binding("a", "answer(True)", "Accept", id="host_key_accept"),
-        Binding("escape,n", "answer(False)", "Refuse", id="host_key_refuse"),
-    ]
-
-    def __init__(self, target: Any, fingerprint: str) -> None:
-        super().__init__()
-        self.target = target
-        self.fingerprint = fingerprint
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="host-key-box"):
-            yield Static(f"[b]Unknown host key[/b]\n\nThe authenticity of {self.target.label} (host key alias "
-                         f"{self.target.known_hosts_name}) can't be established.\n\nIts host key fingerprint is\n"
-                         f"[b]{self.fingerprint}[/b]\n\nAccept it and record it in {self.target.known_hosts}? "
-                         "Refusing does not connect.", id="host-key-text", markup=True)
-            with Horizontal(id="host-key-buttons"):
-                yield Button("Accept (a)", id="accept", variant="warning")
-                yield Button("Refuse (n)", id="refuse", variant="primary")
-
-    def on_mount(self) -> None:
-        self.query_one("#refuse", Button).focus()
-
-    @on(Button.Pressed)
-    def _pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "accept")
-
-    def action_answer(self, accept: bool) -> None:
-        """Close with the operator's answer."""
-        self.dismiss(accept)
 
 
 class StartupScreen(Screen[None]):
@@ -183,7 +149,7 @@ class StartupScreen(Screen[None]):
             return
 
         async def ask(fingerprint: str) -> bool:
-            return bool(await self.app.push_screen_wait(HostKeyModal(target, fingerprint)))
+            return bool(await self.app.push_screen_wait(host_key_question(target, fingerprint)))
 
         watch = StartupWatch(
             target, container=config.container.name, container_port=config.container.port,

@@ -29,7 +29,7 @@ from textual.widgets.option_list import Option
 
 from console import swap_flow
 from console.screens import swap_preview as preview
-from console.screens.confirm import ConfirmScreen
+from console.screens.confirm import ConfirmScreen, host_key_question
 from console.screens.swap_form import SwapForm, secrets_of
 from console.screens.swap_run import SwapRunMixin
 from remote.container import ContainerSpec
@@ -145,10 +145,7 @@ class SwapScreen(SwapRunMixin, Screen[None]):
         target = target_for(self.node, self.services.config.ssh)
 
         async def trust(fingerprint: str) -> bool:
-            return bool(await self.app.push_screen_wait(ConfirmScreen(
-                "Unknown host key", f"{target.label} presents the unknown host key {fingerprint}. Trust it once "
-                f"and record it in {target.known_hosts}? (Refusing cancels the connection.)",
-                confirm_label="Trust")))
+            return bool(await self.app.push_screen_wait(host_key_question(target, fingerprint)))
 
         self._conn = await connect(target, accept_new_host_key=trust)
         self._label = target.label

@@ -18,7 +18,8 @@ from textual.widgets import Checkbox, DataTable, Input, Select, Static
 from console.app import TpuConsoleApp
 from console.cli import main
 from console.config import load_config
-from console.screens.bench import BenchScreen, ConfirmModal
+from console.screens.bench import BenchScreen
+from console.screens.confirm import ConfirmScreen
 from console.services import Services
 from remote.bench import usd_per_mtok
 from remote.models import Node
@@ -189,11 +190,11 @@ async def test_unknown_host_key_is_asked_once_with_its_fingerprint(sandbox: Any,
             await pilot.press("ctrl+r")
             for _ in range(100):
                 await pilot.pause(0.05)
-                if isinstance(app.screen, ConfirmModal):
+                if isinstance(app.screen, ConfirmScreen):
                     break
             modal = app.screen
-            assert isinstance(modal, ConfirmModal)
-            assert fingerprint in modal.detail and alias in modal.detail
+            assert isinstance(modal, ConfirmScreen)
+            assert fingerprint in modal.message and alias in modal.message
             await pilot.press("y")
             deadline = time.monotonic() + 30
             while screen.running and time.monotonic() < deadline:
@@ -249,7 +250,7 @@ async def test_escape_asks_before_cancelling_and_keeps_finished_levels(sandbox: 
         await pilot.press("ctrl+r")
         await pilot.press("escape")                 # asks first; "n" keeps it running
         await pilot.pause(0.05)
-        assert isinstance(app.screen, ConfirmModal)
+        assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("n")
         await pilot.pause(0.05)
         assert isinstance(app.screen, BenchScreen) and screen.running

@@ -12,7 +12,8 @@ from textual.app import App, ComposeResult
 from textual.widgets import Static
 
 from console.app import TpuConsoleApp
-from console.screens.startup import HostKeyModal, StartupScreen
+from console.screens.confirm import ConfirmScreen
+from console.screens.startup import StartupScreen
 from console.widgets.log_view import LogView
 from console.widgets.startup_panel import PanelInfo, StartupPanel
 from remote.tail import TailStatus
@@ -304,8 +305,9 @@ async def test_unknown_host_key_asks_and_records_it_once_accepted(sandbox: Any, 
     fingerprint = asyncssh.import_public_key(sandbox.vms["vllm-v5e-a"].host_public_key).get_fingerprint("sha256")
     app = StartupApp(sandbox_services, _node(sandbox, "vllm-v5e-a"))
     async with app.run_test(size=(200, 50)) as pilot:
-        await _until(pilot, lambda: isinstance(app.screen, HostKeyModal) and app.screen.query("#refuse"))
-        assert fingerprint in text_of(app.screen.query_one("#host-key-text", Static))
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen.query("#confirm-no"))
+        message = text_of(app.screen.query_one("#confirm-message", Static), width=400)
+        assert fingerprint in message and str(sandbox.known_hosts_path) in message
         await pilot.press("n")                                # refuse: no connection, one sentence
         screen = await _open(pilot)
         await _until(pilot, lambda: screen.problem is not None)
@@ -314,8 +316,8 @@ async def test_unknown_host_key_asks_and_records_it_once_accepted(sandbox: Any, 
         assert f"presented the unknown host key {fingerprint}" in status and "was not accepted" in status
         assert sandbox.known_hosts_path.read_text() == ""
         await pilot.press("r")                                # reconnect, accept this time
-        await _until(pilot, lambda: isinstance(app.screen, HostKeyModal) and app.screen.query("#refuse"))
-        await pilot.press("a")
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen.query("#confirm-no"))
+        await pilot.press("y")
         await _until(pilot, lambda: screen.watch is not None and screen.watch.status is not None
                      and screen.watch.status.kind == "connected")
         assert sandbox.known_hosts_path.read_text().split()[1:] == \
