@@ -20,15 +20,16 @@ from typing import Any
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, Static
+from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
 from console.launch_recorder import LaunchRecorder
 from console.screens.confirm import host_key_question
 from console.startup_watch import StartupWatch, resolve_target
+from console.widgets.log_pane import LogPane
 from console.widgets.log_view import LogView
 from console.widgets.startup_panel import PanelInfo, StartupPanel
 from remote.errors import RemoteError
@@ -92,7 +93,6 @@ class StartupScreen(Screen[None]):
         self._container_id: str | None = None
         self._dirty = True
         self._ticks = 0
-        self._search_mode = False
         self._pending: list[str] = []
         self._skipped = 0
 
@@ -102,13 +102,10 @@ class StartupScreen(Screen[None]):
         yield Header()
         with Horizontal(id="startup-body"):
             yield StartupPanel(id="startup-panel")
-            with Vertical(id="log-pane"):
-                yield Input(placeholder="filter: lines containing this text (Esc clears)", id="log-filter")
-                yield LogView(LOG_LINES_SHOWN, id="log")
+            yield LogPane(LOG_LINES_SHOWN, id="log-pane")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#log-filter", Input).display = False
         self.query_one("#log", LogView).focus()
         self.set_interval(PANEL_REFRESH_S, self._refresh_panel)
         self._start()
@@ -327,77 +324,31 @@ class StartupScreen(Screen[None]):
             self._tunnel(watch)
 
     def _update_log_title(self) -> None:
-        view = self.query_one("#log", LogView)
-        buf = view.buffer
-        parts = [f"{buf.total:,} lines"]
-        if buf.dropped:
-            parts.append(f"{buf.dropped:,} oldest not shown (cap {buf.max_lines:,})")
-        parts.append("following" if view.follow else "paused (f follows)")
-        if buf.filter_text:
-            parts.append(f"filter: {buf.filter_text} ({len(buf.rows):,} shown)")
-        if view.search_text:
-            parts.append(f"search: {view.search_text}")
-        if not buf.folded:
-            parts.append("unfolded")
-        view.border_title = "Log · " + " · ".join(parts)
+        self.query_one(LogPane).update_title()
 
     # --- log actions --------------------------------------------------------------------
 
     def action_toggle_follow(self) -> None:
         """Follow new lines, or stop scrolling to read."""
-        view = self.query_one("#log", LogView)
-        view.set_follow(not view.follow)
-        self._update_log_title()
-
-    def _open_input(self, search: bool) -> None:
-        self._search_mode = search
-        box = self.query_one("#log-filter", Input)
-        box.placeholder = ("search: highlight this text, Enter/n jumps to the next match (Esc clears)" if search
-                           else "filter: lines containing this text (Esc clears)")
-        view = self.query_one("#log", LogView)
-        box.value = view.search_text if search else view.buffer.filter_text
-        box.display = True
-        box.focus()
+        self.query_one(LogPane).toggle_follow()
 
     def action_filter(self) -> None:
         """Show only lines containing a text."""
-        self._open_input(search=False)
+        self.query_one(LogPane).open_input(search=False)
 
     def action_search(self) -> None:
         """Highlight a text in every line and jump between matches."""
-        self._open_input(search=True)
+        self.query_one(LogPane).open_input(search=True)
 
     def action_next_match(self) -> None:
         """Scroll to the next line with the search text."""
-        view = self.query_one("#log", LogView)
-        if not view.next_match():
-            self.app.notify("No match" if view.search_text else "Search first (ctrl+f).", severity="warning")
-        self._update_log_title()
-
-    @on(Input.Changed, "#log-filter")
-    def _input_changed(self, event: Input.Changed) -> None:
-        view = self.query_one("#log", LogView)
-        if self._search_mode:
-            view.set_search(event.value)
-        else:
-            view.set_filter(event.value)
-        self._update_log_title()
-
-    @on(Input.Submitted, "#log-filter")
-    def _input_submitted(self, event: Input.Submitted) -> None:
-        view = self.query_one("#log", LogView)
-        if self._search_mode and event.value:
-            view.next_match()
-        if not event.value:
-            event.input.display = False
-        view.focus()
-        self._update_log_title()
+        pane = self.query_one(LogPane)
+        if not pane.next_match():
+            self.app.notify("No match" if pane.view.search_text else "Search first (ctrl+f).", severity="warning")
 
     def action_toggle_fold(self) -> None:
         """Collapse or expand runs of continuation lines (tracebacks, array dumps)."""
-        view = self.query_one("#log", LogView)
-        view.set_folded(not view.buffer.folded)
-        self._update_log_title()
+        self.query_one(LogPane).toggle_fold()
 
     # --- node actions -------------------------------------------------------------------
 
@@ -425,13 +376,8 @@ class StartupScreen(Screen[None]):
 
     def action_back(self) -> None:
         """Close the filter box if open, else go back (the tunnel closes with the screen)."""
-        box = self.query_one("#log-filter", Input)
-        if box.display:
-            box.value = ""
-            box.display = False
-            self.query_one("#log", LogView).focus()
-            return
-        self.app.pop_screen()
+        if not self.query_one(LogPane).close_input():
+            self.app.pop_screen()
 
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "startup-tunnel")

@@ -1,0 +1,43 @@
+"""The log pane alone: filter and search through its box, the border title, closing the box."""
+
+from __future__ import annotations
+
+from textual.app import App, ComposeResult
+
+from console.widgets.log_pane import SEARCH_PLACEHOLDER, LogPane
+
+LINES = [f"INFO 01-02 03:04:{i % 60:02} [core.py:1] step {i}" for i in range(200)] + [
+    "ERROR 01-02 03:05:00 [core.py:9] RuntimeError: out of HBM"]
+
+
+class PaneApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield LogPane(100, id="log-pane")
+
+    def on_mount(self) -> None:
+        pane = self.query_one(LogPane)
+        pane.view.write_lines(LINES)
+        pane.update_title()
+
+
+async def test_filter_search_and_close() -> None:
+    app = PaneApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        pane = app.query_one(LogPane)
+        view, box = pane.view, pane.box
+        assert not box.display
+        assert view.border_title == "Log · 201 lines · 101 oldest not shown (cap 100) · following"
+        pane.open_input(search=False)
+        await pilot.press(*"hbm")
+        assert box.has_focus and view.shown_lines() == [LINES[-1]]
+        assert view.border_title.endswith("· filter: hbm (1 shown)")
+        await pilot.press(*["backspace"] * 3, "enter")       # an empty box closes on Enter
+        assert not box.display and view.has_focus and len(view.shown_lines()) == 100
+        pane.open_input(search=True)
+        assert box.placeholder == SEARCH_PLACEHOLDER and box.value == ""
+        await pilot.press(*"step 150", "enter")              # Enter jumps to the match and stops following
+        assert view.search_text == "step 150" and not view.follow and box.display
+        assert view.border_title.endswith("paused (f follows) · search: step 150")
+        assert pane.close_input() is True and not box.display and view.has_focus
+        await pilot.pause()
+        assert view.buffer.filter_text == "" and pane.close_input() is False
