@@ -112,8 +112,24 @@ async def docker_inspect(
         DockerError: docker failed otherwise, or printed something that is not the JSON array.
         DockerMissing, SudoPasswordRequired, SshTimeout, SshUnreachable.
     """
-    result = await docker(conn, ["inspect", "--type", "container", container], sudo=sudo,
-                          timeout_s=30.0, label=label)
+    return await _inspect(conn, ["inspect", "--type", "container", container], sudo=sudo, label=label)
+
+
+async def docker_image_inspect(
+    conn: asyncssh.SSHClientConnection, image: str, *, sudo: bool = True, label: str = "the node",
+) -> dict[str, Any] | None:
+    """``docker image inspect <image>`` parsed (``Id``, ``RepoTags``, ``RepoDigests``), or ``None``.
+
+    Raises:
+        DockerError, DockerMissing, SudoPasswordRequired, SshTimeout, SshUnreachable: as :func:`docker_inspect`.
+    """
+    return await _inspect(conn, ["image", "inspect", image], sudo=sudo, label=label)
+
+
+async def _inspect(conn: asyncssh.SSHClientConnection, args: list[str], *, sudo: bool,
+                   label: str) -> dict[str, Any] | None:
+    """Run a ``docker ... inspect`` and return the first object of its JSON array (``None``: no such object)."""
+    result = await docker(conn, args, sudo=sudo, timeout_s=30.0, label=label)
     if result.exit_status != 0:
         if _NOT_FOUND.search(result.stderr):
             return None
@@ -124,22 +140,6 @@ async def docker_inspect(
         raise DockerError(f"`{result.command}` on {label} printed something that is not JSON: "
                           f"{result.stdout[:120]!r}") from None
     return items[0] if isinstance(items, list) and items and isinstance(items[0], dict) else None
-
-
-async def docker_image_inspect(
-    conn: asyncssh.SSHClientConnection, image: str, *, sudo: bool = True, label: str = "the node",
-) -> dict[str, Any] | None:
-    """``docker image inspect <image>`` parsed (``Id``, ``RepoTags``, ``RepoDigests``), or ``None``."""
-    result = await docker(conn, ["image", "inspect", image], sudo=sudo, timeout_s=30.0, label=label)
-    if result.exit_status != 0:
-        if _NOT_FOUND.search(result.stderr):
-            return None
-        raise DockerError(f"`{result.command}` failed on {label}: {_last_line(result)}")
-    try:
-        items = json.loads(result.stdout)
-    except ValueError:
-        raise DockerError(f"`{result.command}` on {label} printed non-JSON output.") from None
-    return items[0] if isinstance(items, list) and items else None
 
 
 async def docker_ps(

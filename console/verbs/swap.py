@@ -23,13 +23,13 @@ from typing import Any
 
 def add_parser(subparsers: Any) -> None:
     """Register the ``swap`` verb."""
+    from console.verbs.common import add_node_arguments
+
     parser = subparsers.add_parser(
         "swap", help="replace a node's vLLM container with new flags (the node stays)",
         description="Edit the vLLM container's flags, lint, show the commands, confirm, "
                     "then docker pull, rm -f and run on the node. Never touches the node itself.")
-    parser.add_argument("node", metavar="NODE", help="TPU node name (NAME, ZONE/NAME or PROJECT/ZONE/NAME)")
-    parser.add_argument("--project", metavar="P", help="project of the node (when the name is ambiguous)")
-    parser.add_argument("--zone", metavar="Z", help="zone of the node (when the name is ambiguous)")
+    add_node_arguments(parser)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set_",
                         help="set a flag (max-model-len=131072), env.NAME=V, volume:/path=/host, image=...")
     parser.add_argument("--unset", action="append", default=[], metavar="KEY", help="remove a flag or setting")

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
-from console.verbs.common import config_or_exit
+from console.verbs.common import add_node_arguments, config_or_exit
 
 #: Seconds to keep reading after a fatal failure line (the traceback's remaining lines).
 FAILURE_GRACE_S = 3.0
@@ -34,9 +34,7 @@ def add_parser(subparsers: Any) -> None:
         "watch", help="follow a node's vLLM startup until ready or failed",
         description="Follow the vLLM container's startup log on a TPU node over SSH until it is ready "
                     "or fails. Exit 0 ready, 1 failed, 2 could not connect or bad input.")
-    parser.add_argument("node", metavar="NODE", help="TPU node name (NAME, ZONE/NAME or PROJECT/ZONE/NAME)")
-    parser.add_argument("--project", metavar="P", help="project of the node (default: every configured project)")
-    parser.add_argument("--zone", metavar="Z", help="zone of the node")
+    add_node_arguments(parser)
     parser.add_argument("--worker", type=int, default=0, metavar="N", help="worker of a multi-host slice (default 0)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON (log-summary --json keys)")
     parser.set_defaults(run=run)
