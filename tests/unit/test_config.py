@@ -114,3 +114,16 @@ def test_cli_reports_config_error_without_traceback(tmp_path: Path, capsys: pyte
     assert main(["--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("tpu-console: config error:") and "key 'bogus'" in err and "Traceback" not in err
+
+
+def test_readme_config_example_loads(tmp_path: Path) -> None:
+    """The configuration reference in the README is a valid config."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Configuration.*?```toml\n(.*?)```", readme, re.S)
+    assert block is not None
+    cfg = load_config(write(tmp_path, block.group(1)))
+    assert [p.id for p in cfg.projects] == ["inference-prod", "research-sandbox"]
+    assert cfg.ssh.known_hosts.name == "google_compute_known_hosts"
+    assert cfg.keys == {"refresh": "ctrl+r"}
