@@ -20,6 +20,7 @@ import os
 import socket
 import sqlite3
 import statistics
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import fields
@@ -104,11 +105,8 @@ class HistoryStore:
         self._db = Database(conn, execute_plugins=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            self._db.enable_wal()
             conn.execute("PRAGMA foreign_keys = ON")
-            with self._write():
-                self._check_not_newer()
-                migrations.apply(self._db)
+            self._open_retrying(busy_timeout_ms / 1000)
             self.mark_interrupted()
         except sqlite3.DatabaseError as exc:
             conn.close()
@@ -116,6 +114,27 @@ class HistoryStore:
         except StoreError:
             conn.close()
             raise
+
+    def _open_retrying(self, timeout_s: float) -> None:
+        """Switch to WAL and migrate, retrying while another process does the same.
+
+        SQLite answers "database is locked" at once, without its busy handler, when two
+        connections change the journal mode of one file together; retry until ``timeout_s``.
+        """
+        deadline = time.monotonic() + timeout_s
+        delay_s = 0.01
+        while True:
+            try:
+                self._db.enable_wal()
+                with self._write():
+                    self._check_not_newer()
+                    migrations.apply(self._db)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay_s)
+                delay_s = min(delay_s * 2, 0.2)
 
     # --- plumbing ---------------------------------------------------------------------
 
