@@ -544,8 +544,9 @@ class _Handler(BaseHTTPRequestHandler):
             prompt_text, prompt_tokens = app._prompt(path, request)
             max_tokens = app._check(request, prompt_tokens)
         except _ApiError as error:
-            self._json(error.code, error.body())
+            # Recorded before the answer leaves, so a client that got it also finds it in the stats.
             app._record(ServedRequest(path, stream, error.code, 0, 0, arrival, None, (), None))
+            self._json(error.code, error.body())
             return
         chat = path == "/v1/chat/completions"
         reply = _reply(request if chat else {}, prompt_text, max_tokens)
@@ -587,6 +588,14 @@ class _Handler(BaseHTTPRequestHandler):
 
         times: list[float] = []
         finish: str | None = reply.finish
+        recorded: list[bool] = []
+
+        def record(how: str | None) -> None:
+            recorded.append(True)
+            app._record(ServedRequest(
+                "/v1/chat/completions" if chat else "/v1/completions", stream, 200, prompt_tokens, sent[0],
+                arrival, times[0] - arrival if times else None, tuple(times), how))
+
         try:
             if stream:
                 self.send_response(200)
@@ -597,6 +606,9 @@ class _Handler(BaseHTTPRequestHandler):
             app._decode(reply.pieces, app._admit(prompt_tokens), emit, times)
             usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + len(reply.pieces),
                      "completion_tokens": len(reply.pieces), "prompt_tokens_details": None}
+            # Every token is out (or, unstreamed, about to go in one body): record before the
+            # last bytes leave, so a client that has its answer also finds it in the stats.
+            record(finish)
             if stream:
                 if (request.get("stream_options") or {}).get("include_usage"):
                     self._chunk({**head, "choices": [], "usage": usage})
@@ -613,8 +625,6 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(200, {**head, "choices": [{**choice(0, len(reply.pieces)), "prompt_logprobs": None}],
                                  "usage": usage})
         except OSError:
-            finish = "abort"
             self.close_connection = True
-        app._record(ServedRequest(
-            "/v1/chat/completions" if chat else "/v1/completions", stream, 200, prompt_tokens, sent[0], arrival,
-            times[0] - arrival if times else None, tuple(times), finish))
+            if not recorded:
+                record("abort")
