@@ -66,7 +66,15 @@ class TpuConsoleApp(App[None]):
                 raise
             self.notify(f"The {name} view is not part of this build yet.", severity="warning")
             return
-        self.push_screen(getattr(module, class_name)(node))
+        screen = getattr(module, class_name)(node)
+        top = self.screen
+        if type(top) is type(screen) and getattr(top, "node", None) is not None and node is not None \
+                and top.node.key == node.key:
+            # The same view of the same node is on top (e.g. the startup view a swap or rollback
+            # was opened from): replace it, so Escape goes back to where the operator came from.
+            self.switch_screen(screen)
+            return
+        self.push_screen(screen)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """The command palette: app commands plus every binding of the current screen."""

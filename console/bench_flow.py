@@ -232,9 +232,9 @@ async def open_tunnel(node: Node, ssh: Any, vllm_port: int, *,
 async def current_launch_id(store: Any, node: Node, conn: Any, container: str) -> int | None:
     """The history launch the benchmark measures, or ``None``.
 
-    The launch with the running container's id (``docker inspect`` over ``conn``), else the
-    newest launch of the node, else ``None``. A failing ``docker inspect`` only loses the
-    first choice.
+    The launch with the running container's id (``docker inspect`` over ``conn``); a running
+    container the history has not seen becomes a new ``observed`` launch; without a container
+    id, the newest launch of the node, else ``None``.
     """
     if store is None:
         return None
@@ -253,6 +253,18 @@ async def current_launch_id(store: Any, node: Node, conn: Any, container: str) -
         launch = store.find_launch_by_container(node.name, container_id)
         if launch is not None:
             return int(launch.id)
+        # A container the history has not seen (started elsewhere): record it as an observed
+        # launch, so the benchmark is listed with what it measured.
+        from console.launch_recorder import LaunchRecorder
+        from remote.container import ContainerSpec
+
+        try:
+            spec = ContainerSpec.from_inspect(inspect or {})
+        except (ValueError, KeyError, TypeError):
+            spec = None
+        observed = LaunchRecorder(store, node).observe_container(container_id, spec)
+        if observed is not None:
+            return observed
     newest = store.list_launches(node=node.name, limit=1)
     return int(newest[0].id) if newest else None
 

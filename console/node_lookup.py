@@ -20,9 +20,15 @@ MAX_NAMES_SHOWN = 8
 
 
 class NodeLookupError(RemoteError):
-    """The node named is not in the fleet, is ambiguous, is not READY, or there is nothing to search."""
+    """The node named is not in the fleet, is ambiguous, is not READY, or there is nothing to search.
+
+    ``str()`` is the message alone: it is already a whole sentence naming the node.
+    """
 
     title = "No such node"
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class NodeNotFound(NodeLookupError):

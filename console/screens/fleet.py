@@ -207,6 +207,9 @@ class FleetScreen(Screen[None]):
                 shown_qrs = table.row_count
             if cursor_key is not None and cursor_key in table.rows:
                 table.move_cursor(row=table.get_row_index(cursor_key), animate=False)
+        shown = [k.value for table in (nodes_table, qrs_table) for k in table.rows]
+        if self._selected_key not in shown:   # the filter hid the selection: follow the cursor
+            self._selected_key = shown[0] if shown else None
         suffix = f" (filter: {' '.join(self.filter_words)})" if self.filter_words else ""
         self.query_one("#nodes-title", Label).update(
             f"Nodes {shown_nodes}/{len(self.snapshot.nodes)}{suffix}")
@@ -218,6 +221,9 @@ class FleetScreen(Screen[None]):
         """Once a second: update countdowns and ages from the cached snapshot (no API call)."""
         if self.snapshot is None:
             return
+        selected = self.selected
+        if selected is not None and selected.termination_time is not None and not self.show_raw:
+            self._render_detail()           # its time_left_s counts down with the table
         nodes_table = self.query_one("#nodes", DataTable)
         now = self._now()
         for n in self.snapshot.nodes:

@@ -36,12 +36,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"tpu-console: log-summary: cannot read {args.file}: {reason}", file=sys.stderr)
         return 2
     summary = summary_json(state)
+    if not _recognised(state):
+        source = "standard input" if args.file == "-" else args.file
+        print(f"tpu-console: log-summary: no vLLM startup line recognised in {source} "
+              f"({state.lines_read} lines read); is it a vLLM server log?", file=sys.stderr)
     if args.json:
         json.dump(summary, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
         _print_panel(args.file, summary)
     return 0
+
+
+def _recognised(state: Any) -> bool:
+    """Whether the reader found anything of vLLM's in the log (a version, a figure, a phase...)."""
+    return any((state.vllm_version, state.hbm_snapshots, state.kv_cache_tokens, state.server_url, state.ready,
+                state.failure, state.compile.steps_finished, state.model, len(state.timeline) > 1,
+                state.engine_init_seconds))
 
 
 def _fmt_gib(values: list[float] | None) -> str:

@@ -114,7 +114,7 @@ def _print_tables(snapshot: Any, now: datetime) -> None:
 
     console = Console(width=None if sys.stdout.isatty() else 250, highlight=False)
     nodes = Table(title=f"TPU nodes ({len(snapshot.nodes)})", title_justify="left")
-    for column in ("PROJECT", "ZONE", "NAME", "STATE", "TYPE", "MODEL", "LEFT", "EXTERNAL IP",
+    for column in ("PROJECT", "ZONE", "NAME", "STATE", "TYPE", "PROVISIONING", "LEFT", "EXTERNAL IP",
                    "INTERNAL IP", "HEALTH", "RUNTIME", "QUEUED RESOURCE", "AGE"):
         nodes.add_column(column, no_wrap=column != "HEALTH", min_width=len(column))
     for n in snapshot.nodes:
@@ -126,7 +126,7 @@ def _print_tables(snapshot: Any, now: datetime) -> None:
                       n.runtime_version or "-", n.queued_resource or "-", _age(n.create_time, now))
     console.print(nodes)
     qrs = Table(title=f"Queued resources ({len(snapshot.queued_resources)})", title_justify="left")
-    for column in ("PROJECT", "ZONE", "NAME", "STATE", "MODEL", "TYPE", "MAX RUN", "LEFT", "AGE", "FAILURE"):
+    for column in ("PROJECT", "ZONE", "NAME", "STATE", "PROVISIONING", "TYPE", "MAX RUN", "LEFT", "AGE", "FAILURE"):
         qrs.add_column(column, no_wrap=column != "FAILURE", min_width=len(column),
                        max_width=70 if column == "FAILURE" else None)
     for q in snapshot.queued_resources:

@@ -128,9 +128,9 @@ class _SwapFlow:
             with node_lookup.fleet_source_for(self.config, project=self.args.project, zone=self.args.zone) as source:
                 return await node_lookup.find_node(source, self.args.node, project=self.args.project,
                                                    zone=self.args.zone)
-        except node_lookup.NodeLookupError as exc:     # bad input, unless projects that did not list may hold it
+        except node_lookup.NodeLookupError as exc:     # the name did not resolve: bad input, as in watch/bench
             _say(f"tpu-console: {exc}", err=True)
-            return 1 if getattr(exc, "problems", ()) else 2
+            return 2
         except RemoteError as exc:
             _say(f"tpu-console: {exc}", err=True)
             return 1

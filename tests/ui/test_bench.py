@@ -169,9 +169,12 @@ async def test_longctx_over_max_model_len_shows_the_servers_400(sandbox: Any, sb
     assert "│ 0.50 │ ~33,792 │ refused │ - │ - │ HTTP 400: This model's maximum context length" in text
     assert "HTTP 400: This model's maximum context length is 32768 tokens. However, you requested" in text
     assert "max-model-len 32,768" in text
-    with sqlite3.connect(sb_services.db_path) as db:                 # no launch in this fresh history
+    with sqlite3.connect(sb_services.db_path) as db:
+        # A fresh history: the running container becomes an observed launch the result attaches to.
+        launches = db.execute("SELECT id, node, origin, container_id FROM launches").fetchall()
+        assert len(launches) == 1 and launches[0][1:3] == ("vllm-v5e-a", "observed") and launches[0][3]
         assert db.execute("SELECT kind, launch_id, usd_per_mtok FROM benchmarks").fetchall() == [
-            ("longctx", None, None)]
+            ("longctx", launches[0][0], None)]
 
 
 async def test_unknown_host_key_is_asked_once_with_its_fingerprint(sandbox: Any, sb_services: Services) -> None:

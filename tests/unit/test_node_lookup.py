@@ -87,6 +87,6 @@ async def test_find_node_lists_once_and_names_the_searched_projects() -> None:
             return FleetSnapshot(nodes=(A, NEW))
 
     assert await find_node(Source(), "vllm-a") is A
-    with pytest.raises(NodeNotFound, match=r"^No such node: No node 'gone' in prod, empty;"):
+    with pytest.raises(NodeNotFound, match=r"^No node 'gone' in prod, empty;"):
         await find_node(Source(), "gone")
     assert Source.calls == 2
