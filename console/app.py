@@ -29,6 +29,36 @@ FEATURES: dict[str, tuple[str, str]] = {
 }
 
 
+def binding_ids() -> set[str]:
+    """Every binding id of the app and of its screens and modals (what ``[keys]`` may name)."""
+    from textual.screen import Screen as _Screen
+
+    for module_name, _ in FEATURES.values():     # load every view, and the modals they use
+        try:
+            importlib.import_module(module_name)
+        except ImportError:
+            continue
+    classes: list[type] = [TpuConsoleApp]
+    pending: list[type] = [_Screen]
+    while pending:
+        for sub in pending.pop().__subclasses__():
+            pending.append(sub)
+            if sub.__module__.startswith("console."):
+                classes.append(sub)
+    ids: set[str] = set()
+    for cls in classes:
+        for binding in cls.__dict__.get("BINDINGS", []):
+            if isinstance(binding, Binding) and binding.id:
+                ids.add(binding.id)
+    return ids
+
+
+def unknown_key_ids(keys: dict[str, str]) -> list[str]:
+    """The ids in a ``[keys]`` table that no binding has, sorted."""
+    known = binding_ids()
+    return sorted(k for k in keys if k not in known)
+
+
 class TpuConsoleApp(App[None]):
     """tpu-console: fleet, startup watch, hot swap, history and benchmarks."""
 

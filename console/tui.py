@@ -33,8 +33,15 @@ def run_tui(args: argparse.Namespace) -> int:
                   "Add a [[projects]] table with an id, or try the sandbox: tpu-console --demo",
                   file=sys.stderr)
             return 2
-        from console.app import TpuConsoleApp
+        from console.app import TpuConsoleApp, unknown_key_ids
         from console.services import build_services
+
+        unknown = unknown_key_ids(config.keys)
+        if unknown:
+            print(f"tpu-console: config error: {config.path}: [keys] names no binding id "
+                  f"{', '.join(repr(k) for k in unknown)} (press ? in the console to see every id)",
+                  file=sys.stderr)
+            return 2
 
         db_path = Path(args.db) if args.db else (sandbox.db_path if sandbox is not None else None)
         services = build_services(config, db_path=db_path, sandbox=sandbox)

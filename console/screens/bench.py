@@ -45,7 +45,7 @@ FIELDS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
     "context_tokens": ("Context tokens", "16000", lambda t: parse_positive(t, int)),
 }
 #: placeholder of an empty optional field
-EMPTY = {"requests": "4 per stream", "duration_s": "or a duration"}
+EMPTY = {"requests": "4 per stream, at least 8", "duration_s": "or a duration"}
 ROWS = {"throughput": ("streams", "prompt_tokens", "output_tokens", "requests", "duration_s"),
         "longctx": ("depths", "context_tokens")}
 #: Seconds between progress redraws while a benchmark runs.

@@ -127,3 +127,14 @@ def test_readme_config_example_loads(tmp_path: Path) -> None:
     assert [p.id for p in cfg.projects] == ["inference-prod", "research-sandbox"]
     assert cfg.ssh.known_hosts.name == "google_compute_known_hosts"
     assert cfg.keys == {"refresh": "ctrl+r"}
+
+
+def test_unknown_binding_id_in_keys_stops_the_console(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from console.app import binding_ids
+    from console.cli import main
+
+    assert {"refresh", "watch", "swap_confirm", "log_follow", "confirm_yes", "bench_run"} <= binding_ids()
+    path = write(tmp_path, "[[projects]]\nid = \"p\"\n[keys]\nrefresh = \"ctrl+r\"\nbogus_id = \"x\"\n")
+    assert main(["--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: [keys] names no binding id 'bogus_id'" in err and "Traceback" not in err
