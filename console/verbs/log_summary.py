@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(summary, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
-        _print_panel(args.file, summary)
+        print_summary_panel(f"log-summary {args.file}", summary)
     return 0
 
 
@@ -55,12 +55,18 @@ def _recognised(state: Any) -> bool:
                 state.engine_init_seconds))
 
 
-def _fmt_gib(values: list[float] | None) -> str:
-    if not values:
+def _used_of_limit(used: list[float] | None, limit: list[float] | None) -> str:
+    """Per-chip HBM: ``6.38 / 31.25 GiB per chip (8 chips)``, or one pair per chip when they differ."""
+    if not used:
         return "-"
-    if len(set(values)) == 1 and len(values) > 1:
-        return f"{values[0]:.2f} GiB x {len(values)} chips"
-    return ", ".join(f"{v:.2f}" for v in values) + " GiB"
+    limit = limit if limit and len(limit) == len(used) else [None] * len(used)  # type: ignore[list-item]
+    pairs = sorted(set(zip(used, limit)))
+    if len(pairs) == 1:
+        u, lim = pairs[0]
+        of = f" / {lim:.2f}" if lim is not None else ""
+        chips = f" ({len(used)} chips)" if len(used) > 1 else ""
+        return f"{u:.2f}{of} GiB per chip{chips}"
+    return ", ".join(f"{u:.2f}" + (f"/{lim:.2f}" if lim is not None else "") for u, lim in zip(used, limit)) + " GiB"
 
 
 def _rows(s: dict[str, Any]) -> list[tuple[str, str]]:
@@ -71,9 +77,8 @@ def _rows(s: dict[str, Any]) -> list[tuple[str, str]]:
             ("Server", num(s["server_url"])),
             ("vLLM", num(s["vllm_version_in_log"])), ("Model", num(s["model"])),
             ("TPU", f"{num(s['tpu_type'])}, chips {num(s['num_chips'])}"),
-            ("HBM used / limit", f"{_fmt_gib(s['hbm_used_gib'])} / "
-                                 f"{_fmt_gib(s['hbm_limit_gib'])} per chip"),
-            ("HBM after KV cache", _fmt_gib(s["hbm_after_kv_used_gib"]))]
+            ("HBM used / limit", _used_of_limit(s["hbm_used_gib"], s["hbm_limit_gib"])),
+            ("HBM after KV cache", _used_of_limit(s["hbm_after_kv_used_gib"], s["hbm_limit_gib"]))]
     stats = s["memory_statistics"]
     if stats:
         rows.append(("Memory statistics", ", ".join(
@@ -103,7 +108,11 @@ def _rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def _print_panel(name: str, summary: dict[str, Any]) -> None:
+def print_summary_panel(title: str, summary: dict[str, Any]) -> None:
+    """Print a startup summary (``summary_json`` keys) as the readable panel, to stdout.
+
+    Shared by ``log-summary`` and ``watch``.
+    """
     from rich.console import Console
     from rich.panel import Panel
     from rich.table import Table
@@ -113,4 +122,4 @@ def _print_panel(name: str, summary: dict[str, Any]) -> None:
     table.add_column(overflow="fold")
     for key, value in _rows(summary):
         table.add_row(key, value)
-    Console().print(Panel(table, title=f"log-summary {name}", expand=False))
+    Console().print(Panel(table, title=title, expand=False))

@@ -69,7 +69,12 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
                                        container_port=config.container.port,
                                        accept_new_host_key=terminal_host_key_prompt(target), progress=sys.stderr)
     if summary is not None:
-        print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
+        if args.json:
+            print(json.dumps(summary, indent=2))
+        else:
+            from console.verbs.log_summary import print_summary_panel
+
+            print_summary_panel(f"watch {node.project}/{node.zone}/{node.name}", summary)
     return code
 
 
@@ -202,14 +207,3 @@ async def _probe(watch: Any, port: int, say: Callable[[str], None]) -> None:
         say(f"confirmed: /v1/models on port {port} serves {', '.join(models) or 'no models'}")
     except RemoteError as exc:
         say(f"warning: the log says ready but /v1/models did not answer through the tunnel: {exc}")
-
-
-def format_summary(summary: dict[str, Any]) -> str:
-    """Plain ``key: value`` lines for the fields the log stated (lists and dicts as JSON)."""
-    lines = []
-    for key, value in summary.items():
-        if value is None or value == [] or value == {}:
-            continue
-        shown = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
-        lines.append(f"{key}: {shown}")
-    return "\n".join(lines)

@@ -410,7 +410,8 @@ def test_watch_reports_a_failed_boot_with_exit_1(sandbox, capsys) -> None:
     code = main(["--config", str(sandbox.config_path), "watch", "vllm-v5e-a"])
     captured = capsys.readouterr()
     assert code == 1, captured.err
-    assert f"failure: {plan.failure_kind}" in captured.out.splitlines()
+    assert "watch inference-prod/us-west4-a/vllm-v5e-a" in captured.out           # the summary panel
+    assert re.search(rf"Failure\s+{plan.failure_kind}", captured.out)
     assert f"failed: {plan.failure_kind}" in captured.err
 
 

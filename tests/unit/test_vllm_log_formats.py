@@ -285,7 +285,7 @@ def test_cli_json_from_stdin_and_panel(tmp_path, capsys, monkeypatch) -> None:
                    + "GPU KV cache size: 1,151,744 tokens\n", encoding="utf-8")
     assert main(["log-summary", str(log)]) == 0
     panel = capsys.readouterr().out
-    assert "8.97 GiB / 31.24 GiB per chip" in panel and "1,151,744 tokens" in panel
+    assert "8.97 / 31.24 GiB per chip" in panel and "1,151,744 tokens" in panel
     import io
     import sys
 
