@@ -114,22 +114,32 @@ def timed(fn: Callable[[], Any], repeat: int = 7) -> tuple[float, float]:
     return statistics.median(runs), max(runs)
 
 
+def ensure_db(db: Path | None, launches: int, benchmarks: int) -> tuple[Path, Any]:
+    """The benchmark database: ``db`` if it already holds launches, else generated there.
+
+    Returns:
+        ``(path, tmp)`` where ``tmp`` is the TemporaryDirectory to keep alive (``None`` for ``db``).
+    """
+    tmp = None
+    if db is None:
+        tmp = tempfile.TemporaryDirectory()
+        db = Path(tmp.name) / "history.db"
+    if not db.exists() or sqlite3.connect(db).execute(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'launches'").fetchone()[0] == 0:
+        t0 = time.perf_counter()
+        generate(db, launches, benchmarks)
+        print(f"generated {launches:,} launches, {benchmarks:,} benchmarks in "
+              f"{time.perf_counter() - t0:.1f} s ({db.stat().st_size / 2**20:.0f} MiB)")
+    return db, tmp
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--launches", type=int, default=100_000)
     parser.add_argument("--benchmarks", type=int, default=500_000)
     parser.add_argument("--db", type=Path)
     opts = parser.parse_args()
-    tmp = None
-    if opts.db is None:
-        tmp = tempfile.TemporaryDirectory()
-        opts.db = Path(tmp.name) / "history.db"
-    if not opts.db.exists() or sqlite3.connect(opts.db).execute(
-            "SELECT count(*) FROM sqlite_master WHERE name = 'launches'").fetchone()[0] == 0:
-        t0 = time.perf_counter()
-        generate(opts.db, opts.launches, opts.benchmarks)
-        print(f"generated {opts.launches:,} launches, {opts.benchmarks:,} benchmarks in "
-              f"{time.perf_counter() - t0:.1f} s ({opts.db.stat().st_size / 2**20:.0f} MiB)")
+    opts.db, tmp = ensure_db(opts.db, opts.launches, opts.benchmarks)
 
     def pane_open() -> None:
         store = HistoryStore(opts.db)

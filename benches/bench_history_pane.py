@@ -25,7 +25,6 @@ import os
 import sqlite3
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benches.bench_history import generate  # noqa: E402
+from benches.bench_history import ensure_db  # noqa: E402
 from console.app import TpuConsoleApp  # noqa: E402
 from console.config import Config  # noqa: E402
 from console.screens.history import HistoryScreen  # noqa: E402
@@ -129,16 +128,7 @@ def main() -> int:
     parser.add_argument("--db", type=Path)
     parser.add_argument("--runs", type=int, default=7)
     opts = parser.parse_args()
-    tmp = None
-    if opts.db is None:
-        tmp = tempfile.TemporaryDirectory()
-        opts.db = Path(tmp.name) / "history.db"
-    if not opts.db.exists() or sqlite3.connect(opts.db).execute(
-            "SELECT count(*) FROM sqlite_master WHERE name = 'launches'").fetchone()[0] == 0:
-        t0 = time.perf_counter()
-        generate(opts.db, opts.launches, opts.benchmarks)
-        print(f"generated {opts.launches:,} launches, {opts.benchmarks:,} benchmarks in "
-              f"{time.perf_counter() - t0:.1f} s ({opts.db.stat().st_size / 2**20:.0f} MiB)")
+    opts.db, tmp = ensure_db(opts.db, opts.launches, opts.benchmarks)
     conn = sqlite3.connect(opts.db)
     counts = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("launches", "benchmarks")]
     conn.close()
