@@ -36,8 +36,8 @@ if str(ROOT) not in sys.path:
 from benches.bench_history import ensure_db  # noqa: E402
 from console.app import TpuConsoleApp  # noqa: E402
 from console.config import Config  # noqa: E402
-from console.screens.history import HistoryScreen  # noqa: E402
-from console.screens.history_query import DEFAULT_LIMIT  # noqa: E402
+from console.screens.history.screen import HistoryScreen  # noqa: E402
+from console.flows.history_query import DEFAULT_LIMIT  # noqa: E402
 from console.services import Services  # noqa: E402
 from remote.models import FleetSnapshot  # noqa: E402
 

@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from console.cli import main as cli_main  # noqa: E402
-from remote.vllm_log_patterns import GREP_PATTERNS  # noqa: E402
+from remote.vllm_log.patterns import GREP_PATTERNS  # noqa: E402
 
 BOOT_LOG = ROOT.parent / "shared" / "corpus" / "vllm-logs" / "10-tpujax-v6e1-full-boot-ready.log"
 TARGET_MB_S = 40.0

@@ -36,7 +36,7 @@ KEY_EVERY_S = 0.1
 
 async def serve(rate: int, seconds: float, client_public_key: str) -> None:
     """Child process: one VM with a bursting container, started on "go", stopped when stdin closes."""
-    from remote.sandbox.vm import SandboxVm
+    from sandbox.vm import SandboxVm
 
     vm = SandboxVm(node_name="bench-node", accelerator_type="v5litepod-4", authorized_client_key=client_public_key,
                    boot_s=3.0, burst_lines_per_s=rate, burst_s=seconds)

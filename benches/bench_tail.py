@@ -2,8 +2,8 @@
 
 A sandbox VM (in a child process, so the server's CPU is not charged to the client) runs a
 container whose log starts with a burst of vLLM metrics lines (default 20,000 lines/s for
-10 s) followed by a normal startup log. The client follows it with ``remote.tail.LogTail``
-over the real asyncssh client and feeds every line to ``remote.vllm_log.StartupReader``.
+10 s) followed by a normal startup log. The client follows it with ``remote.container.tail.LogTail``
+over the real asyncssh client and feeds every line to ``remote.vllm_log.reader.StartupReader``.
 
 Prints: lines received and parsed per second, delivery lag (line timestamp -> on_lines),
 the worst event-loop stall (how late a 10 ms timer fired: a UI would answer keys that late),
@@ -34,7 +34,7 @@ SERVE_ARGV = ["Qwen/Qwen3-8B", "--max-model-len", "8192", "--tensor-parallel-siz
 
 async def serve(rate: int, seconds: float, client_public_key: str) -> None:
     """Child process: run one VM with a bursting container until stdin closes."""
-    from remote.sandbox.vm import SandboxVm
+    from sandbox.vm import SandboxVm
 
     vm = SandboxVm(node_name="bench", accelerator_type="v5litepod-4", authorized_client_key=client_public_key,
                    boot_s=2.0, burst_lines_per_s=rate, burst_s=seconds)
@@ -57,8 +57,8 @@ async def client(rate: int, seconds: float, consumer_us: float = 0.0) -> None:
     import asyncssh
 
     from remote.ssh import SshTarget, connect
-    from remote.tail import LogTail
-    from remote.vllm_log import StartupReader
+    from remote.container.tail import LogTail
+    from remote.vllm_log.reader import StartupReader
 
     key = asyncssh.generate_private_key("ssh-ed25519")
     child = subprocess.Popen([sys.executable, __file__, "--serve", "--rate", str(rate), "--seconds", str(seconds),

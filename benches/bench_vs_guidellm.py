@@ -46,8 +46,8 @@ GUIDELLM_TIMEOUT_S = 150
 
 def _serve(conn: Any) -> None:
     """Child process: a ready sandbox server; answers "reset", "stats", "stop" over ``conn``."""
-    from remote.sandbox import openai_server
-    from remote.sandbox.openai_server import SandboxOpenAIServer
+    from sandbox import openai_server
+    from sandbox.openai_server import SandboxOpenAIServer
 
     openai_server._Handler.disable_nagle_algorithm = True   # as uvicorn does (TCP_NODELAY)
     server = SandboxOpenAIServer()

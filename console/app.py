@@ -22,10 +22,10 @@ from console.services import Services
 #: feature name -> (module, screen class). Each screen takes ``(node)``.
 FEATURES: dict[str, tuple[str, str]] = {
     "startup": ("console.screens.startup", "StartupScreen"),
-    "swap": ("console.screens.swap", "SwapScreen"),
+    "swap": ("console.screens.swap.screen", "SwapScreen"),
     "bench": ("console.screens.bench", "BenchScreen"),
-    "history": ("console.screens.history", "HistoryScreen"),
-    "rollback": ("console.screens.swap", "RollbackScreen"),
+    "history": ("console.screens.history.screen", "HistoryScreen"),
+    "rollback": ("console.screens.swap.screen", "RollbackScreen"),
 }
 
 

@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = getattr(args, "run", None)
     if run is not None and args.demo and args.config is None and args.verb != "sandbox":
         # `tpu-console --demo VERB`: use the config of the last sandbox started (`tpu-console sandbox`).
-        from remote.sandbox.runner import default_state_dir
+        from sandbox.runner import default_state_dir
 
         args.config = str(default_state_dir() / "config.toml")
     if run is None:

@@ -17,7 +17,7 @@ from remote.models import FleetSnapshot, utc_now
 
 
 class FleetLister(Protocol):
-    """Anything that lists the fleet (``remote.tpu_api.FleetSource`` in production)."""
+    """Anything that lists the fleet (``remote.tpu.api.FleetSource`` in production)."""
 
     async def list_fleet(self) -> FleetSnapshot:
         """One snapshot of every configured project."""
@@ -74,7 +74,7 @@ def build_services(config: Config, *, db_path: Path | None = None, sandbox: Any 
         db_path: ``--db`` override; else ``config.db_path``; else the XDG data path.
         sandbox: the running sandbox, kept alive with the services.
     """
-    from remote.tpu_api import FleetSource
+    from remote.tpu.api import FleetSource
 
     fleet = FleetSource(config.projects, api_endpoint=config.api_endpoint, timeout_s=config.request_timeout_s)
     return Services(

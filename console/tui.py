@@ -14,7 +14,7 @@ def run_tui(args: argparse.Namespace) -> int:
     sandbox = None
     config_path = args.config
     if args.demo:
-        from remote.sandbox.runner import Sandbox
+        from sandbox.runner import Sandbox
 
         print("Starting the sandbox (loopback TPU API, SSH nodes, vLLM)…", file=sys.stderr)
         sandbox = Sandbox()

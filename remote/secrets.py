@@ -1,7 +1,7 @@
 """Secrets: which names hold them, and scrubbing them out of text, arguments and specs.
 
 Used by the history store before anything is written and by every display of a
-command (``remote.container``), so one set of rules decides what is a secret.
+command (``remote.container.spec``), so one set of rules decides what is a secret.
 
 The history keeps container specs, ``vllm serve`` arguments and failure text. Those
 carry Hugging Face tokens, API keys and passwords, which must never be written. Every

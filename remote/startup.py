@@ -1,6 +1,6 @@
 """What a vLLM server's startup log says: frozen snapshots, no I/O, no styling.
 
-``remote.vllm_log.StartupReader`` builds a :class:`StartupState` from log lines;
+``remote.vllm_log.reader.StartupReader`` builds a :class:`StartupState` from log lines;
 the startup view and ``tpu-console log-summary`` only read it. Sizes are GiB
 (``_gib``) as vLLM prints them (tpu-inference prints GiB even where the suffix
 says ``Gb``); durations are seconds (``_s``/``_seconds``); times are

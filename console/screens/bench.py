@@ -6,7 +6,7 @@ Keys (ids in brackets, remappable through ``[keys]`` in the config):
 The run connects to worker 0 of the node over SSH (an unknown host key is shown in a
 modal with its fingerprint and recorded once accepted), forwards the config's
 ``container.port`` to a local port and runs :mod:`remote.bench` against it in a worker,
-through :mod:`console.bench_flow` like the ``bench`` verb. Progress callbacks only store
+through :mod:`console.flows.bench` like the ``bench`` verb. Progress callbacks only store
 the latest snapshot; a 10 Hz timer draws it.
 """
 
@@ -26,11 +26,11 @@ from textual.screen import Screen
 from textual.widgets import Button, Checkbox, Footer, Header, Input, Label, ProgressBar, Select, Static
 from textual.worker import Worker
 
-from console.bench_flow import (
+from console.flows.bench import (
     KINDS, BenchParams, Pricing, current_launch_id, open_tunnel, parse_depths, parse_positive, parse_streams,
     pricing_for, record_result, run_benchmark,
 )
-from console.bench_tables import result_view
+from console.render.bench_tables import result_view
 from console.screens.confirm import ConfirmScreen, host_key_question
 from remote.models import Node
 

@@ -22,7 +22,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Label, Static
 
-from console import format as fmt
+from console.render import format as fmt
 from remote.models import FleetSnapshot, Node, QueuedResource
 
 NODE_COLUMNS = ("NAME", "STATE", "HEALTH", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "PROJECT", "ZONE",

@@ -2,7 +2,7 @@
 
 Connects to one worker of the node with the config's SSH settings (an unknown host key asks
 the operator in a modal), follows ``docker logs -f --timestamps`` of ``config.container.name``
-and feeds every line to the startup reader (:class:`console.startup_watch.StartupWatch`, shared
+and feeds every line to the startup reader (:class:`console.flows.startup_watch.StartupWatch`, shared
 with ``tpu-console watch``). Once the log says ready, an SSH local port forward to
 ``config.container.port`` is opened and ``/v1/models`` probed through it; the local URL stays
 usable while the screen is open. What the view learns goes into the history as it learns it.
@@ -26,15 +26,15 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
-from console.launch_recorder import LaunchRecorder
+from console.flows.launch_recorder import LaunchRecorder
 from console.screens.confirm import host_key_question
-from console.startup_watch import StartupWatch, resolve_target
+from console.flows.startup_watch import StartupWatch, resolve_target
 from console.widgets.log_pane import LogPane
 from console.widgets.log_view import LogView
 from console.widgets.startup_panel import PanelInfo, StartupPanel
 from remote.errors import RemoteError
 from remote.startup import Phase
-from remote.tail import TailStatus
+from remote.container.tail import TailStatus
 
 #: Lines the log pane keeps (older lines are counted, not shown).
 LOG_LINES_SHOWN = 5000
@@ -232,7 +232,7 @@ class StartupScreen(Screen[None]):
     @work(group="startup-observe", exit_on_error=False)
     async def _observe(self, watch: StartupWatch, container_id: str) -> None:
         """Inspect the new container, find or start its launch, and look up the compile ETA."""
-        from remote.container import ContainerSpec
+        from remote.container.spec import ContainerSpec
         from store.records import compile_key
 
         spec = None

@@ -13,7 +13,7 @@ the config's ``[prices]`` by chip generation and provisioning model. With ``--ur
 ``--price-per-chip-hour`` and ``--chips`` for a $/Mtok figure. An unknown SSH host key is
 asked about on the terminal (refused when stdin is not a tty). A NODE run is recorded in
 the history (``--db``, else the config's) against the node's current launch, like the
-console's benchmark screen does (both use :mod:`console.bench_flow`).
+console's benchmark screen does (both use :mod:`console.flows.bench`).
 
 ``--json`` prints ``{"kind": ..., "base_url": ..., "results": [...]}`` (one result per
 concurrency level for throughput, keys of ``remote.bench.to_json``; throughput entries
@@ -30,12 +30,12 @@ import argparse
 import sys
 from typing import Any
 
-from console.bench_flow import KINDS, parse_depths, parse_streams
+from console.flows.bench import KINDS, parse_depths, parse_streams
 from console.verbs.common import config_or_exit
 
 
 def _arg(parse: Any) -> Any:
-    """An argparse ``type`` from a :mod:`console.bench_flow` parser (its reason on bad input)."""
+    """An argparse ``type`` from a :mod:`console.flows.bench` parser (its reason on bad input)."""
     def convert(text: str) -> Any:
         try:
             return parse(text)
@@ -45,7 +45,7 @@ def _arg(parse: Any) -> Any:
 
 
 def _positive(kind: type) -> Any:
-    from console.bench_flow import parse_positive
+    from console.flows.bench import parse_positive
 
     return _arg(lambda text: parse_positive(text, kind))
 
@@ -117,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, config: Any) -> int:
-    from console.bench_flow import BenchParams, Pricing, open_tunnel, pricing_for
-    from console.node_lookup import NodeLookupError, NodeNotReady, find_node, fleet_source_for
+    from console.flows.bench import BenchParams, Pricing, open_tunnel, pricing_for
+    from console.flows.node_lookup import NodeLookupError, NodeNotReady, find_node, fleet_source_for
     from remote.errors import RemoteError
 
     params = BenchParams(kind=args.kind, streams=tuple(args.streams), prompt_tokens=args.prompt_tokens,
@@ -151,7 +151,7 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
 
 async def _bench(args: argparse.Namespace, params: Any, url: str, pricing: Any, *, node: Any = None,
                  conn: Any = None, config: Any = None) -> int:
-    from console.bench_flow import every_request_failed, run_benchmark
+    from console.flows.bench import every_request_failed, run_benchmark
 
     progress = None if args.json or not sys.stderr.isatty() else _progress_line
     results = await run_benchmark(url, params, on_progress=progress)
@@ -172,7 +172,7 @@ async def _record(args: argparse.Namespace, config: Any, node: Any, conn: Any, p
     """Add the results to the history, attached to the node's current launch (warn on failure)."""
     import sqlite3
 
-    from console.bench_flow import current_launch_id, record_result
+    from console.flows.bench import current_launch_id, record_result
     from console.config import default_db_path
     from store.history import HistoryStore, StoreError
 
@@ -206,7 +206,7 @@ def _clear_progress() -> None:
 def _report(kind: str, results: list[Any], *, pricing: Any, label: str | None, as_json: bool) -> None:
     import json
 
-    from console.bench_flow import result_json
+    from console.flows.bench import result_json
 
     if as_json:
         print(json.dumps({"kind": kind, "base_url": results[0].base_url, "node": label,
@@ -214,7 +214,7 @@ def _report(kind: str, results: list[Any], *, pricing: Any, label: str | None, a
         return
     from rich.console import Console
 
-    from console.bench_tables import result_view
+    from console.render.bench_tables import result_view
 
     console = Console(width=None if sys.stdout.isatty() else 200, highlight=False)
     console.print(result_view(kind, f"{results[0].model} at {label or results[0].base_url}", results, pricing))

@@ -23,7 +23,7 @@ def config_or_exit(args: argparse.Namespace) -> Config | None:
 
 
 def add_node_arguments(parser: argparse.ArgumentParser) -> None:
-    """``NODE [--project P] [--zone Z]``, as :func:`console.node_lookup.find_node` takes them."""
+    """``NODE [--project P] [--zone Z]``, as :func:`console.flows.node_lookup.find_node` takes them."""
     parser.add_argument("node", metavar="NODE", help="TPU node name (NAME, ZONE/NAME or PROJECT/ZONE/NAME)")
     parser.add_argument("--project", metavar="P", help="project of the node (default: every configured project)")
     parser.add_argument("--zone", metavar="Z", help="zone of the node (default: every zone)")

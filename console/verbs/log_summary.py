@@ -2,7 +2,7 @@
 
 Reads the file (``-`` = standard input) with the same reader the startup view
 uses and prints a panel, or with ``--json`` one object whose keys match the
-corpus sidecars (see ``remote.vllm_log.summary_json``).
+corpus sidecars (see ``remote.vllm_log.reader.summary_json``).
 
 Exit codes: 0 the file was read (whatever the log says); 2 it could not be read.
 """
@@ -27,7 +27,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Read ``args.file`` and print the summary; returns the exit code (0 or 2)."""
-    from remote.vllm_log import read_log, summary_json
+    from remote.vllm_log.reader import read_log, summary_json
 
     try:
         state = read_log(args.file)

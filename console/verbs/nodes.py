@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from console.config import ProjectConfig
     from remote.errors import CredentialsError
     from remote.models import FleetProblem, FleetSnapshot, utc_now
-    from remote.tpu_api import FleetSource
+    from remote.tpu.api import FleetSource
 
     config = config_or_exit(args)
     if config is None:

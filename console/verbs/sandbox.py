@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Start the sandbox, print where it is, and wait for Ctrl-C. Exit 0."""
-    from remote.sandbox.runner import Sandbox
+    from sandbox.runner import Sandbox
 
     sandbox = Sandbox(args.state_dir, boot_s=args.boot_s)
     sandbox.start()

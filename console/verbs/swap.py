@@ -8,7 +8,7 @@ template when none runs), applies the edits, prints the lint findings, the diff 
 commands (secrets masked), then, once confirmed, pulls the image while the old container
 still serves, removes it and runs the new one. KEYs: a ``vllm serve`` flag
 (``max-model-len``), ``env.NAME``, ``volume:/container/path``, ``image``, ``model``...
-(see ``remote.container``). The launch is recorded in the history database.
+(see ``remote.container.spec``). The launch is recorded in the history database.
 
 Exit codes: 0 swapped (or ``--dry-run`` printed the plan), 1 refused, failed or unreachable,
 2 bad input (bad ``--set``/value, unknown node, bad config), all before anything runs.
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_or_exit(args)
     if config is None:
         return 2
-    from remote.container import ContainerSpec
+    from remote.container.spec import ContainerSpec
 
     try:
         changes = parse_changes(args.set_, args.unset)
@@ -120,8 +120,8 @@ class _SwapFlow:
                 self.store.close()
 
     async def _resolve_node(self) -> Any:
-        """The node (:func:`console.node_lookup.find_node`), or the exit code after saying why not."""
-        from console import node_lookup
+        """The node (:func:`console.flows.node_lookup.find_node`), or the exit code after saying why not."""
+        from console.flows import node_lookup
         from remote.errors import RemoteError
 
         try:
@@ -147,7 +147,7 @@ class _SwapFlow:
             return await self._swap(node, conn, target.label)
 
     async def _read_spec(self, conn: Any, label: str) -> tuple[Any, dict[str, Any] | None]:
-        from console.swap_flow import read_running
+        from console.flows.swap import read_running
 
         current = await read_running(conn, self.config.container, label=label)
         if current.inspect is None:
@@ -155,8 +155,8 @@ class _SwapFlow:
         return current.spec, current.inspect
 
     async def _swap(self, node: Any, conn: Any, label: str) -> int:
-        from console.swap_flow import lint_spec
-        from remote.swap import execute_swap, plan_swap, ssh_runner
+        from console.flows.swap import lint_spec
+        from remote.container.swap import execute_swap, plan_swap, ssh_runner
 
         try:
             old, inspect = await self._read_spec(conn, label)
@@ -188,9 +188,9 @@ class _SwapFlow:
             _say(f"  exit {res.exit_status}")
 
     async def _finish(self, node: Any, conn: Any, label: str, plan: Any, result: Any, launch: dict[str, Any]) -> int:
-        from remote.docker import docker_image_inspect
-        from remote.lint import lint
-        from remote.swap import execute_swap, rollback_plan, ssh_runner
+        from remote.container.docker import docker_image_inspect
+        from remote.container.lint import lint
+        from remote.container.swap import execute_swap, rollback_plan, ssh_runner
 
         if result.ok:
             image = await docker_image_inspect(conn, plan.new.image, label=label)
@@ -239,18 +239,18 @@ class _SwapFlow:
         return self.store or None
 
     def _history_facts(self, node: Any, spec: Any) -> dict[str, Any]:
-        """Lint inputs from past launches (``console.swap_flow.history_facts``)."""
-        from console.swap_flow import history_facts
+        """Lint inputs from past launches (``console.flows.swap.history_facts``)."""
+        from console.flows.swap import history_facts
 
         return history_facts(self._open_store(), node, spec)
 
     def _record_start(self, node: Any, spec: Any, inspect: Any) -> int | None:
-        from console.swap_flow import record_start
+        from console.flows.swap import record_start
 
         return record_start(self._open_store(), node, spec, (inspect or {}).get("Id"))
 
     def _record(self, launch: dict[str, Any], **fields: Any) -> None:
-        from console.swap_flow import record_outcome
+        from console.flows.swap import record_outcome
 
         if self.store is False:
             return

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, config: Any) -> int:
-    from console.startup_watch import choose_target
+    from console.flows.startup_watch import choose_target
     from remote.errors import RemoteError
 
     found = await find_node(config, args.node, project=args.project, zone=args.zone, worker=args.worker)
@@ -82,10 +82,10 @@ async def find_node(config: Any, name: str, *, project: str | None, zone: str | 
                     worker: int = 0) -> tuple[Any, str | None] | str:
     """Find ``name`` in the fleet: ``(node, ssh-ed25519 guest attribute or None)``, or why not (a sentence).
 
-    The lookup is :func:`console.node_lookup.find_node`; ``name`` may be ``NAME``, ``ZONE/NAME``
+    The lookup is :func:`console.flows.node_lookup.find_node`; ``name`` may be ``NAME``, ``ZONE/NAME``
     or ``PROJECT/ZONE/NAME``.
     """
-    from console import node_lookup
+    from console.flows import node_lookup
     from remote.errors import RemoteError
 
     try:
@@ -127,10 +127,10 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
     Returns:
         ``(exit code, summary_json or None)``: 0 ready, 1 failed or exited, 2 could not connect.
     """
-    from console.startup_watch import StartupWatch
+    from console.flows.startup_watch import StartupWatch
     from remote.errors import RemoteError
-    from remote.tail import TailStatus
-    from remote.vllm_log import summary_json
+    from remote.container.tail import TailStatus
+    from remote.vllm_log.reader import summary_json
 
     out = progress or sys.stderr
 

@@ -19,10 +19,10 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Label, Static
 
-from console import format as fmt
+from console.render import format as fmt
 from console.widgets.hbm_bars import HbmBars
 from remote.startup import Phase, StartupState
-from remote.tail import TailStatus
+from remote.container.tail import TailStatus
 
 #: The step in flight is cut to this many characters (jax array reprs run to kilobytes).
 IN_FLIGHT_CHARS = 110

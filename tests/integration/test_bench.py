@@ -11,8 +11,8 @@ import pytest
 from console.cli import main
 from remote.bench import run_longctx, run_smoke, run_sweep, run_throughput, to_json
 from remote.errors import VllmHttpError
-from remote.sandbox import openai_server
-from remote.sandbox.openai_server import SandboxOpenAIServer
+from sandbox import openai_server
+from sandbox.openai_server import SandboxOpenAIServer
 
 MAX_MODEL_LEN = 32768
 
@@ -201,7 +201,7 @@ def fleet(tmp_path_factory):
 
     import httpx
 
-    from remote.sandbox.runner import Sandbox
+    from sandbox.runner import Sandbox
 
     box = Sandbox(tmp_path_factory.mktemp("sandbox"), boot_s=1.0, fast_boot_s=0.3)
     box.start()

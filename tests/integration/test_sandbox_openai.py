@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from remote.sandbox.openai_server import SandboxOpenAIServer, count_tokens
+from sandbox.openai_server import SandboxOpenAIServer, count_tokens
 
 CHAT = "/v1/chat/completions"
 

@@ -1,4 +1,4 @@
-"""The real asyncssh client (remote.ssh, remote.docker, remote.tail) against the sandbox TPU VM."""
+"""The real asyncssh client (remote.ssh, remote.container.docker, remote.container.tail) against the sandbox TPU VM."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from remote.docker import DockerMissing, docker_inspect, docker_ps, docker_pull, docker_rm_f, docker_run
+from remote.container.docker import DockerMissing, docker_inspect, docker_ps, docker_pull, docker_rm_f, docker_run
 from remote.errors import VllmHttpError
-from remote.sandbox.engine import plan_startup
-from remote.sandbox.vm import SandboxVm
+from sandbox.engine import plan_startup
+from sandbox.vm import SandboxVm
 from remote.ssh import (HostKeyChanged, HostKeyUnknown, SshAuthRefused, SshTarget, SshTimeout, SshUnreachable,
                         connect, forward_port, probe_models)
-from remote.tail import LogTail, TailStatus
+from remote.container.tail import LogTail, TailStatus
 
 ACCEL = "v5litepod-8"
 READY_ARGV = ["Qwen/Qwen3-8B", "--max-model-len", "8192", "--tensor-parallel-size", "8"]
@@ -349,7 +349,7 @@ def test_plan_lines_have_shared_offsets() -> None:
 
 @pytest.fixture
 def sandbox(tmp_path):
-    from remote.sandbox.runner import Sandbox
+    from sandbox.runner import Sandbox
 
     box = Sandbox(tmp_path / "sandbox", boot_s=3.0, fast_boot_s=1.0)
     box.start()
@@ -358,7 +358,7 @@ def sandbox(tmp_path):
 
 
 def _phase_lines(lines: list[str]) -> list[tuple[str, int]]:
-    from remote.vllm_log import StartupReader, summary_json
+    from remote.vllm_log.reader import StartupReader, summary_json
 
     reader = StartupReader()
     for line in lines:

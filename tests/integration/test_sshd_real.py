@@ -1,4 +1,4 @@
-"""remote.ssh / remote.tail against a real OpenSSH sshd (Debian's openssh-server).
+"""remote.ssh / remote.container.tail against a real OpenSSH sshd (Debian's openssh-server).
 
 The test starts ``/usr/sbin/sshd -D`` on a loopback port with a temporary host key, config and
 authorized key. Its sessions get a PATH with a stand-in ``docker`` (a Python script serving
@@ -24,7 +24,7 @@ import asyncssh
 import pytest
 
 from remote.ssh import HostKeyChanged, HostKeyUnknown, SshAuthRefused, SshTarget, connect
-from remote.tail import LogTail, TailStatus
+from remote.container.tail import LogTail, TailStatus
 
 SSHD = Path("/usr/sbin/sshd")
 pytestmark = pytest.mark.skipif(not SSHD.exists(), reason="OpenSSH sshd not installed at /usr/sbin/sshd "

@@ -13,11 +13,11 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from remote.container import ContainerSpec
-from remote.docker import docker_image_inspect, docker_inspect
-from remote.sandbox.vm import SandboxVm
+from remote.container.spec import ContainerSpec
+from remote.container.docker import docker_image_inspect, docker_inspect
+from sandbox.vm import SandboxVm
 from remote.ssh import SshTarget, connect
-from remote.swap import execute_swap, plan_swap, rollback_plan, ssh_runner
+from remote.container.swap import execute_swap, plan_swap, rollback_plan, ssh_runner
 
 V5E_ARGS = ["Qwen/Qwen3-8B", "--max-model-len", "32768", "--gpu-memory-utilization", "0.90",
             "--tensor-parallel-size", "4", "--max-num-batched-tokens", "2048"]
@@ -122,8 +122,8 @@ def demo_node(tmp_path: Path):
     import threading
 
     from remote.models import utc_now
-    from remote.sandbox.fleet_data import default_world
-    from remote.sandbox.tpu_server import SandboxTpuApi
+    from sandbox.fleet_data import default_world
+    from sandbox.tpu_server import SandboxTpuApi
 
     api = SandboxTpuApi(default_world(utc_now()))
     endpoint = api.start()

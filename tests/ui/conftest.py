@@ -18,8 +18,8 @@ FROZEN_NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
 @pytest.fixture
 def tpu_endpoint() -> Iterator[str]:
     """The sandbox TPU REST API (demo fleet at :data:`FROZEN_NOW`) on a loopback port."""
-    from remote.sandbox.fleet_data import default_world
-    from remote.sandbox.tpu_server import SandboxTpuApi
+    from sandbox.fleet_data import default_world
+    from sandbox.tpu_server import SandboxTpuApi
 
     server = SandboxTpuApi(default_world(FROZEN_NOW))
     endpoint = server.start()
@@ -30,7 +30,7 @@ def tpu_endpoint() -> Iterator[str]:
 @pytest.fixture
 def services(tpu_endpoint: str, tmp_path: Path) -> Iterator[Services]:
     """Services over the real FleetSource against the sandbox, with a frozen clock."""
-    from remote.tpu_api import FleetSource
+    from remote.tpu.api import FleetSource
 
     projects = tuple(ProjectConfig(p) for p in ("inference-prod", "research-sandbox", "denied-project"))
     config = Config(projects=projects, api_endpoint=tpu_endpoint, refresh_interval_s=3600)

@@ -32,7 +32,7 @@ NODE = "vllm-v5e-a"         # v5litepod-4, on-demand; the sandbox serves Llama 3
 @pytest.fixture(scope="module")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The whole sandbox (TPU API, SSH VMs, vLLM stand-ins), the v5e node's vLLM ready."""
-    from remote.sandbox.runner import Sandbox
+    from sandbox.runner import Sandbox
 
     sb = Sandbox(tmp_path_factory.mktemp("sandbox"), boot_s=1.0, fast_boot_s=0.3)
     sb.start()

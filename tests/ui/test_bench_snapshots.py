@@ -8,7 +8,7 @@ from typing import Any
 from textual.widgets import Input, Select
 
 from console.app import TpuConsoleApp
-from console.bench_flow import pricing_for
+from console.flows.bench import pricing_for
 from console.screens.bench import BenchScreen
 from console.services import Services
 from remote.bench import LatencyStats, LongCtxProbe, LongCtxResult, ServingMetrics, ThroughputResult

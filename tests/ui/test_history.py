@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 from textual.widgets import DataTable, Input, Static
 
-from console import swap_flow
+from console.flows import swap as swap_flow
 from console.app import TpuConsoleApp
 from console.screens.fleet import FleetScreen
-from console.screens.history import HistoryScreen
-from console.screens.history_compare import CompareScreen, FlagChange
-from console.screens.history_export import ExportScreen
-from console.screens.history_query import parse_filter
+from console.screens.history.screen import HistoryScreen
+from console.screens.history.compare import CompareScreen, FlagChange
+from console.screens.history.export import ExportScreen
+from console.flows.history_query import parse_filter
 from console.services import Services
-from remote.container import ContainerSpec
+from remote.container.spec import ContainerSpec
 from tests.ui.conftest import text_of
 from tests.ui.history_seed import HF_TOKEN, LLAMA, seed_history
 
@@ -216,8 +216,8 @@ async def test_compare_without_a_mark_uses_the_launch_it_replaced(seeded: Servic
 
 
 async def test_relaunch_opens_the_swap_form_with_the_launch_spec(seeded: Services) -> None:
-    from console.screens.history_relaunch import RelaunchScreen
-    from console.screens.swap import SwapScreen
+    from console.screens.history.relaunch import RelaunchScreen
+    from console.screens.swap.screen import SwapScreen
 
     async with TpuConsoleApp(seeded).run_test(size=(200, 50)) as pilot:
         screen = await _open(pilot)

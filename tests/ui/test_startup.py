@@ -16,8 +16,8 @@ from console.screens.confirm import ConfirmScreen
 from console.screens.startup import StartupScreen
 from console.widgets.log_view import LogView
 from console.widgets.startup_panel import PanelInfo, StartupPanel
-from remote.tail import TailStatus
-from remote.vllm_log import StartupReader
+from remote.container.tail import TailStatus
+from remote.vllm_log.reader import StartupReader
 from tests.ui.conftest import text_of
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm-logs"
@@ -180,7 +180,7 @@ async def test_log_pane_colours_folds_filters_and_caps() -> None:
 
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Any:
-    from remote.sandbox.runner import Sandbox
+    from sandbox.runner import Sandbox
 
     box = Sandbox(tmp_path / "sandbox", boot_s=4.0, fast_boot_s=1.0)
     box.start()
@@ -278,7 +278,7 @@ PANEL_WAIT_S = 0.4
 
 
 async def test_dropped_connection_mid_boot_loses_no_line(sandbox: Any, sandbox_services: Any) -> None:
-    from remote.sandbox.runner import serve_args_for
+    from sandbox.runner import serve_args_for
 
     vm = sandbox.vms["vllm-flex-b"]
     node = _node(sandbox, "vllm-flex-b")

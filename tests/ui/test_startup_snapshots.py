@@ -14,8 +14,8 @@ from textual.containers import Horizontal
 
 from console.widgets.log_view import LogView
 from console.widgets.startup_panel import PanelInfo, StartupPanel
-from remote.tail import TailStatus
-from remote.vllm_log import StartupReader
+from remote.container.tail import TailStatus
+from remote.vllm_log.reader import StartupReader
 from tests.ui.test_startup import FIXTURES, KV_OOM, READY, read_lines
 
 

@@ -18,11 +18,11 @@ from console.app import TpuConsoleApp
 from console.config import Config, load_config
 from console.screens.confirm import ConfirmScreen
 from console.screens.fleet import FleetScreen
-from console.screens.swap import RollbackScreen, SwapScreen
+from console.screens.swap.screen import RollbackScreen, SwapScreen
 from console.services import Services, build_services
-from remote.container import ContainerSpec
+from remote.container.spec import ContainerSpec
 from remote.models import Node
-from remote.sandbox.runner import Sandbox
+from sandbox.runner import Sandbox
 from tests.ui.conftest import FROZEN_NOW, text_of
 
 NODE = "vllm-v5e-a"

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from console.screens.confirm import ConfirmScreen
-from console.screens.swap import SwapScreen
+from console.screens.swap.screen import SwapScreen
 from tests.ui.test_swap import FormApp
 
 

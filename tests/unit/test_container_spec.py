@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remote.container import ContainerSpec, diff, display_argv, is_secret_name, mask_argv
+from remote.container.spec import ContainerSpec, diff, display_argv, is_secret_name, mask_argv
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "docker-inspect-vllm-tpu.json"
 HF = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from remote.docker import docker_command, docker_missing, logs_follow_args
+from remote.container.docker import docker_command, docker_missing, logs_follow_args
 from remote.models import Node, WorkerEndpoint
-from remote.sandbox.docker_args import normalize_ref, parse_run_args, parse_since, render_template
-from remote.sandbox.vm import _refuse_unsupported, split_shell
+from sandbox.docker_args import normalize_ref, parse_run_args, parse_since, render_template
+from sandbox.vm import _refuse_unsupported, split_shell
 from remote.ssh import CommandResult, SshFailure, command_line, sudo_failure, target_for
-from remote.tail import _Position, parse_docker_timestamp
+from remote.container.tail import _Position, parse_docker_timestamp
 
 HOSTILE = ["; rm -rf /", "$(reboot)", "`id`", "it's \"quoted\"", "two\nlines", "a && b", "|", "*"]
 

@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from remote.container import ContainerSpec
-from remote.lint import DEFAULT_BOOT_S, HOST_XLA_CACHE_DIR, Finding, lint
+from remote.container.spec import ContainerSpec
+from remote.container.lint import DEFAULT_BOOT_S, HOST_XLA_CACHE_DIR, Finding, lint
 
 CACHE = "/root/.cache/vllm/xla_cache"
 DIGEST = "vllm/vllm-tpu@sha256:" + "c" * 64

@@ -1,10 +1,10 @@
-"""console.node_lookup: one node by NAME, ZONE/NAME or PROJECT/ZONE/NAME (plus --project/--zone)."""
+"""console.flows.node_lookup: one node by NAME, ZONE/NAME or PROJECT/ZONE/NAME (plus --project/--zone)."""
 
 from __future__ import annotations
 
 import pytest
 
-from console.node_lookup import (
+from console.flows.node_lookup import (
     NodeAmbiguous, NodeLookupError, NodeNotFound, NodeNotReady, find_node, pick_node, split_node_spec,
 )
 from remote.models import FleetProblem, FleetSnapshot, Node

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from remote.sandbox.engine import (
+from sandbox.engine import (
     EnginePlan,
     ServeArgs,
     model_spec,
@@ -312,7 +312,7 @@ READER_CASES = [
 
 @pytest.mark.parametrize(("argv", "accel"), READER_CASES)
 def test_the_log_reader_extracts_exactly_the_planned_figures(argv: list[str], accel: str) -> None:
-    vllm_log = pytest.importorskip("remote.vllm_log")
+    vllm_log = pytest.importorskip("remote.vllm_log.reader")
     plan = plan_startup(argv, accel, boot_s=0.5)
     reader = vllm_log.StartupReader(year=2026)
     for _, line in plan.lines:

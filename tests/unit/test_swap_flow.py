@@ -1,4 +1,4 @@
-"""console.swap_flow: launch records and rollback from the history (real SQLite file, no SSH)."""
+"""console.flows.swap: launch records and rollback from the history (real SQLite file, no SSH)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from console import swap_flow
-from remote.container import ContainerSpec
+from console.flows import swap as swap_flow
+from remote.container.spec import ContainerSpec
 from remote.models import Node
 from store.history import HistoryStore
 

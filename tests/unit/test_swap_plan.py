@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from remote.container import ContainerSpec
+from remote.container.spec import ContainerSpec
 from remote.errors import SshError
 from remote.ssh import CommandResult
-from remote.swap import execute_swap, plan_swap, rollback_plan
+from remote.container.swap import execute_swap, plan_swap, rollback_plan
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "docker-inspect-vllm-tpu.json"
 HF = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
@@ -131,7 +131,7 @@ def test_rollback_reruns_the_previous_spec_pinned(old, new):
 
 
 def test_swap_module_never_imports_the_tpu_api():
-    tree = ast.parse((Path(__file__).resolve().parents[2] / "remote" / "swap.py").read_text())
+    tree = ast.parse((Path(__file__).resolve().parents[2] / "remote" / "container" / "swap.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert not any("tpu_api" in (m or "") for m in imported)
+    assert not any((m or "").startswith("remote.tpu") for m in imported)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from google.cloud import tpu_v2
 
-from remote.tpu_json import (find_owner, merge_v2alpha1, message_to_json, node_from_json, node_provisioning_model,
+from remote.tpu.parse import (find_owner, merge_v2alpha1, message_to_json, node_from_json, node_provisioning_model,
                              parse_duration_s, parse_time, project_from_json, qr_provisioning_model,
                              queued_resource_from_json, split_name)
 

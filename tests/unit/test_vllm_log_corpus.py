@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
-from remote.vllm_log import read_log, summary_json
+from remote.vllm_log.reader import read_log, summary_json
 from tests.conftest import CORPUS
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm-logs"

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 from console.cli import main
 from remote.startup import FailureKind, Phase
-from remote.vllm_log import StartupReader, read_log, summary_json
+from remote.vllm_log.reader import StartupReader, read_log, summary_json
 
 E = "(EngineCore pid=7) INFO 03-04 05:06:07 [tpu_runner.py:1264] "
 A = "(APIServer pid=1) INFO 03-04 05:06:09 [api_utils.py:345] "

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from remote import vllm_log_patterns as pat
-from remote.vllm_log import StartupReader, read_log, summary_json
+from remote.vllm_log import patterns as pat
+from remote.vllm_log.reader import StartupReader, read_log, summary_json
 from tests.conftest import CORPUS
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm-logs"

@@ -1,0 +1,152 @@
+"""Record what a startup watch learns into the history, as it learns it.
+
+The startup view calls :meth:`LaunchRecorder.observe_container` when the tail finds a
+container and :meth:`LaunchRecorder.record` as the log moves on; only changed fields are
+written (one small transaction each). Secrets never go in: the serve arguments and the
+container spec come masked from :class:`remote.container.spec.ContainerSpec`, and the store
+scrubs every value again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from remote.models import utc_now
+from remote.startup import Phase, PhaseMark, StartupState
+
+
+def phase_durations(timeline: tuple[PhaseMark, ...]) -> dict[str, float]:
+    """Seconds spent in each phase (summed when tpu-inference revisits one), from the stamped marks.
+
+    A phase counts only when it and the next mark both carry a time; the current phase
+    (no next mark yet) is left out.
+    """
+    out: dict[str, float] = {}
+    for mark, following in zip(timeline, timeline[1:]):
+        if mark.started_at is None or following.started_at is None:
+            continue
+        seconds = (following.started_at - mark.started_at).total_seconds()
+        out[mark.phase.value] = round(out.get(mark.phase.value, 0.0) + max(0.0, seconds), 3)
+    return out
+
+
+def hbm_record(state: StartupState) -> list[dict[str, Any]]:
+    """The history's ``hbm`` list: one ``{stage, label, used_gib, limit_gib}`` per snapshot (GiB per chip)."""
+    return [{"stage": s.stage, "label": s.label, "used_gib": list(s.used_gib), "limit_gib": list(s.limit_gib)}
+            for s in state.hbm_snapshots]
+
+
+def _mark_time(state: StartupState, phase: Phase) -> datetime | None:
+    for mark in reversed(state.timeline):
+        if mark.phase is phase:
+            return mark.started_at
+    return None
+
+
+class LaunchRecorder:
+    """Writes one node's launches (one per container id) into a ``store.HistoryStore``.
+
+    Args:
+        store: the history store, or ``None`` (then nothing is recorded).
+        node: the node (``name``, ``project``, ``zone``, ``accelerator_type``, ``provisioning_model``).
+        clock: current UTC time, used when the log gives no time for ready/failed.
+
+    Attributes:
+        launch_id: the launch being written, once a container is known.
+        error: a sentence when the store refused a write (recording then stops), else ``None``.
+    """
+
+    def __init__(self, store: Any, node: Any, *, clock: Callable[[], datetime] = utc_now) -> None:
+        self.store = store
+        self.node = node
+        self.clock = clock
+        self.launch_id: int | None = None
+        self.container_id: str | None = None
+        self.error: str | None = None
+        self._written: dict[str, Any] = {}
+
+    def _guard(self, write: Callable[[], Any]) -> Any:
+        if self.store is None or self.error is not None:
+            return None
+        try:
+            return write()
+        except Exception as exc:  # noqa: BLE001 - a sentence for the status line, never a traceback
+            self.error = f"the history database refused a write, so this launch is not recorded: {exc}"
+            return None
+
+    def observe_container(self, container_id: str, spec: Any = None) -> int | None:
+        """Start following ``container_id``: its existing launch, or a new ``observed`` one.
+
+        Args:
+            container_id: full docker id.
+            spec: its :class:`~remote.container.spec.ContainerSpec` (from ``docker inspect``), or ``None``.
+
+        Returns:
+            The launch id, or ``None`` without a store.
+        """
+        if container_id == self.container_id:
+            return self.launch_id
+        self.container_id = container_id
+        self._written = {}
+        self.launch_id = None
+        store = self.store
+
+        def write() -> int:
+            found = store.find_launch_by_container(self.node.name, container_id)
+            if found is not None:
+                return int(found.id)
+            fields: dict[str, Any] = dict(
+                node=self.node.name, project=self.node.project, zone=self.node.zone,
+                accelerator_type=self.node.accelerator_type, provisioning_model=self.node.provisioning_model,
+                origin="observed", container_id=container_id)
+            if spec is not None:
+                fields.update(image=spec.image, image_digest=spec.image_digest, model=spec.model,
+                              served_model_name=spec.serve_flags.get("served-model-name"),
+                              container_spec=spec.to_dict(), serve_args=spec.serve_args())
+                if spec.flag("max-model-len"):
+                    fields["max_model_len"] = int(str(spec.flag("max-model-len")))
+            return int(store.start_launch(**fields))
+
+        self.launch_id = self._guard(write)
+        return self.launch_id
+
+    def fields_of(self, state: StartupState) -> dict[str, Any]:
+        """The launch fields ``state`` supports (``None`` values left out)."""
+        fields: dict[str, Any] = {
+            "hbm": hbm_record(state) or None,
+            "kv_cache_tokens": state.kv_cache_tokens,
+            "max_concurrency": state.max_concurrency,
+            "max_model_len": state.max_model_len,
+            "compile_seconds": state.compile_seconds,
+            "engine_init_seconds": state.engine_init_seconds,
+            "phase_durations": phase_durations(state.timeline) or None,
+            "started_at": state.timeline[0].started_at if state.timeline else None,
+        }
+        if state.ready:
+            fields["outcome"] = "ready"
+            fields["ready_at"] = _mark_time(state, Phase.READY) or state.last_line_at or self.clock()
+        elif state.failure is not None and state.failure.fatal:
+            fields["outcome"] = "failed"
+            fields["failed_at"] = state.failure.at or state.last_line_at or self.clock()
+            fields["failure_kind"] = state.failure.kind.value
+            fields["failure_detail"] = state.failure.message[:500]
+        return {k: v for k, v in fields.items() if v is not None}
+
+    def record(self, state: StartupState) -> dict[str, Any]:
+        """Write the fields that changed since the last call; returns what was written."""
+        if self.launch_id is None:
+            return {}
+        fields = self.fields_of(state)
+        changed = {k: v for k, v in fields.items() if self._written.get(k) != v}
+        if "ready_at" in self._written and "ready_at" in changed:
+            del changed["ready_at"]        # the first ready time stands
+        if not changed:
+            return {}
+        launch_id = self.launch_id
+        self._guard(lambda: self.store.update_launch(launch_id, **changed))
+        if self.error is None:
+            self._written.update(changed)
+            return changed
+        return {}

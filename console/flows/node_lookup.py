@@ -1,0 +1,174 @@
+"""Find one node of the fleet by name: the lookup the ``watch``, ``swap`` and ``bench`` verbs share.
+
+A node is named ``NAME``, ``ZONE/NAME`` or ``PROJECT/ZONE/NAME`` (``--project``/``--zone``
+narrow it the same way). No match, several matches and (when asked for) a node that is not
+READY each raise their own :class:`NodeLookupError` with a one-sentence message; a miss also
+names the projects that did not list, since the node may be in one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from remote.errors import RemoteError
+from remote.models import FleetProblem, FleetSnapshot, Node
+
+#: Node names listed in a "no such node" message at most (the rest are counted).
+MAX_NAMES_SHOWN = 8
+
+
+class NodeLookupError(RemoteError):
+    """The node named is not in the fleet, is ambiguous, is not READY, or there is nothing to search.
+
+    ``str()`` is the message alone: it is already a whole sentence naming the node.
+    """
+
+    title = "No such node"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class NodeNotFound(NodeLookupError):
+    """No node of the searched projects has that name.
+
+    Attributes:
+        problems: the projects (or zones) that did not list; the node may be in one of them.
+    """
+
+    title = "No such node"
+
+    def __init__(self, message: str, problems: Sequence[FleetProblem] = ()) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems)
+
+
+class NodeAmbiguous(NodeLookupError):
+    """Several nodes have that name (in different projects or zones).
+
+    Attributes:
+        matches: the nodes named so, sorted by ``(project, zone, name)``.
+    """
+
+    title = "Ambiguous node"
+
+    def __init__(self, message: str, matches: Sequence[Node]) -> None:
+        super().__init__(message)
+        self.matches = tuple(matches)
+
+
+class NodeNotReady(NodeLookupError):
+    """The node exists but is not READY (creating, preempted, stopped ...).
+
+    Attributes:
+        node: the node found.
+    """
+
+    title = "Node not ready"
+
+    def __init__(self, message: str, node: Node) -> None:
+        super().__init__(message)
+        self.node = node
+
+
+def split_node_spec(spec: str) -> tuple[str | None, str | None, str]:
+    """``"p/z/n"`` -> ``("p", "z", "n")``, ``"z/n"`` -> ``(None, "z", "n")``, ``"n"`` -> ``(None, None, "n")``.
+
+    Raises:
+        NodeLookupError: not ``NAME``, ``ZONE/NAME`` or ``PROJECT/ZONE/NAME``.
+    """
+    parts = spec.split("/")
+    if not 1 <= len(parts) <= 3 or not all(parts):
+        raise NodeLookupError(f"{spec!r} is not NAME, ZONE/NAME or PROJECT/ZONE/NAME.")
+    padded: list[str | None] = [None] * (3 - len(parts)) + list(parts)
+    return padded[0], padded[1], parts[-1]
+
+
+def pick_node(snapshot: FleetSnapshot, name: str, project: str | None = None, zone: str | None = None, *,
+              require_ready: bool = False, searched: Sequence[str] = ()) -> Node:
+    """The one node of ``snapshot`` that ``name`` (and ``project``/``zone``, when given) names.
+
+    Args:
+        snapshot: one fleet listing.
+        name: ``NAME``, ``ZONE/NAME`` or ``PROJECT/ZONE/NAME``.
+        project, zone: narrow the match further (``--project``, ``--zone``).
+        require_ready: refuse a node whose state is not ``READY``.
+        searched: the project ids listed, for the "no such node" message.
+
+    Raises:
+        NodeLookupError: ``name`` is not a node spec. NodeNotFound: no match.
+        NodeAmbiguous: several matches. NodeNotReady: ``require_ready`` and the node is not READY.
+    """
+    spec = split_node_spec(name)
+    matches = [n for n in snapshot.nodes
+               if all(want is None or have == want for have, want in zip(n.key, spec))
+               and project in (None, n.project) and zone in (None, n.zone)]
+    if not matches:
+        raise NodeNotFound(_not_found(snapshot, name, zone, searched), snapshot.problems)
+    if len(matches) > 1:
+        listing = ", ".join(f"{'/'.join(n.key)} ({n.state}, {n.accelerator_type})" for n in matches)
+        raise NodeAmbiguous(f"{len(matches)} nodes are named {name!r} ({listing}); name one as "
+                            "PROJECT/ZONE/NAME.", matches)
+    node = matches[0]
+    if require_ready and node.state != "READY":
+        raise NodeNotReady(f"Node {node.name} is {node.state}, not READY.", node)
+    return node
+
+
+def _not_found(snapshot: FleetSnapshot, name: str, zone: str | None, searched: Sequence[str]) -> str:
+    """``No node 'x' in p1, p2 (zone z); nodes there: a, b. Some projects did not list: ...``."""
+    where = ", ".join(searched) or "the configured projects"
+    names = sorted({n.name for n in snapshot.nodes})
+    shown = ", ".join(names[:MAX_NAMES_SHOWN]) + (f" and {len(names) - MAX_NAMES_SHOWN} more"
+                                                  if len(names) > MAX_NAMES_SHOWN else "")
+    message = (f"No node {name!r} in {where}" + (f" (zone {zone})" if zone else "")
+               + f"; nodes there: {shown or 'none'}.")
+    if snapshot.problems:
+        failed = "; ".join(f"{p.project}{'/' + p.zone if p.zone else ''}: {p.message}" for p in snapshot.problems)
+        message += f" Some projects did not list: {failed}"
+    return message
+
+
+async def find_node(fleet_source: Any, name: str, *, project: str | None = None, zone: str | None = None,
+                    require_ready: bool = False) -> Node:
+    """List the fleet once and :func:`pick_node` in it.
+
+    Args:
+        fleet_source: a ``remote.tpu.api.FleetSource`` (the caller closes it).
+        name, project, zone, require_ready: see :func:`pick_node`.
+
+    Raises:
+        NodeLookupError and its subclasses (see :func:`pick_node`). CredentialsError: no Google credentials.
+    """
+    snapshot = await fleet_source.list_fleet()
+    searched = [p.id for p in getattr(fleet_source, "projects", ())]
+    return pick_node(snapshot, name, project, zone, require_ready=require_ready, searched=searched)
+
+
+@contextmanager
+def fleet_source_for(config: Any, *, project: str | None = None, zone: str | None = None) -> Iterator[Any]:
+    """A ``FleetSource`` over the config's projects (only ``project`` when given), closed on exit.
+
+    A ``project`` missing from the config is listed anyway (in ``zone`` only, when given).
+
+    Raises:
+        NodeLookupError: no project to search (none configured and none given).
+    """
+    from console.config import ProjectConfig
+    from remote.tpu.api import FleetSource
+
+    if project:
+        known = {p.id: p for p in config.projects}
+        projects = [known.get(project) or ProjectConfig(project, (zone,) if zone else ())]
+    else:
+        projects = list(config.projects)
+    if not projects:
+        raise NodeLookupError(f"No projects to search: add [[projects]] to {config.path or 'the config file'} "
+                              "or name the node's project.", title="No projects")
+    source = FleetSource(projects, api_endpoint=config.api_endpoint, timeout_s=config.request_timeout_s)
+    try:
+        yield source
+    finally:
+        source.close()

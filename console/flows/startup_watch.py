@@ -1,0 +1,225 @@
+"""Follow one node's vLLM startup: the SSH connection, the log tail, the reader and the tunnel.
+
+Shared by the startup view (``console/screens/startup.py``) and ``tpu-console watch``: both
+connect the same way (an unknown host key goes to a callback), follow ``docker logs -f
+--timestamps`` with :class:`remote.container.tail.LogTail`, feed :class:`remote.vllm_log.reader.StartupReader`,
+and, once ready, reach ``/v1/models`` through an SSH local port forward. No Textual here:
+callers get plain callbacks. :class:`LaunchRecorder` writes what the watch learns into the
+history as it learns it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from remote.errors import RemoteError
+from remote.ssh import SshTarget, has_known_host, target_for
+from remote.container.tail import LogLine, LogTail, TailStatus
+from remote.vllm_log.reader import StartupReader
+
+#: Seconds between attempts to re-open a tunnel whose connection dropped (doubles up to 30 s).
+TUNNEL_RETRY_S = 1.0
+
+
+def choose_target(node: Any, ssh: Any, worker: int = 0, host_key_suffix: str | None = None) -> SshTarget:
+    """The :class:`SshTarget` for ``worker`` of ``node``, with gcloud's host-key alias.
+
+    The alias carries the host key suffix when the guest attributes gave one, unless the
+    known-hosts file only records the key under the plain alias (older gcloud, the sandbox).
+
+    Raises:
+        SshFailure: the worker does not exist or has no address.
+    """
+    target = target_for(node, ssh, worker=worker, host_key_suffix=host_key_suffix)
+    if host_key_suffix and not has_known_host(target.known_hosts, target.known_hosts_name):
+        plain = target_for(node, ssh, worker=worker)
+        if has_known_host(plain.known_hosts, plain.known_hosts_name):
+            return plain
+    return target
+
+
+async def resolve_target(node: Any, ssh: Any, worker: int = 0, fleet: Any = None) -> SshTarget:
+    """Like :func:`choose_target`, reading the host key suffix from ``fleet.get_guest_attributes``
+    when the fleet source has it (a failed call just means no suffix)."""
+    suffix = None
+    getter = getattr(fleet, "get_guest_attributes", None)
+    if getter is not None:
+        try:
+            suffix = (await getter(node, worker)).get("ssh-ed25519")
+        except RemoteError:
+            suffix = None
+    return choose_target(node, ssh, worker, suffix)
+
+
+class StartupWatch:
+    """One watch of one container on one worker.
+
+    Args:
+        target: where to connect.
+        container: container name (``config.container.name``).
+        container_port: vLLM's port on the node (the tunnel's remote end).
+        accept_new_host_key: asked with the fingerprint of an unknown host key (first connect).
+        on_lines: called with each batch after the reader has read it.
+        on_status: called when the tail's status changes.
+        connect: ``(target, accept_new_host_key=...) -> connection`` (``remote.ssh.connect``).
+        tail_options: extra :class:`~remote.container.tail.LogTail` keyword arguments.
+
+    Attributes:
+        reader: the startup reader (``reader.state`` is the current :class:`StartupState`).
+        status: the last :class:`TailStatus`, or ``None``.
+        lines_received: lines delivered so far.
+        tunnel_url: ``http://127.0.0.1:PORT`` once :meth:`open_tunnel` succeeded.
+    """
+
+    def __init__(self, target: SshTarget, *, container: str, container_port: int = 8000,
+                 accept_new_host_key: Callable[[str], Awaitable[bool]] | None = None,
+                 on_lines: Callable[[list[LogLine]], None] | None = None,
+                 on_status: Callable[[TailStatus], None] | None = None,
+                 connect: Callable[..., Awaitable[Any]] | None = None,
+                 tail_options: dict[str, Any] | None = None) -> None:
+        from remote.ssh import connect as ssh_connect
+
+        self.target = target
+        self.container = container
+        self.container_port = container_port
+        self.reader = StartupReader()
+        self.status: TailStatus | None = None
+        self.lines_received = 0
+        self.tunnel_url: str | None = None
+        self._accept = accept_new_host_key
+        self._on_lines = on_lines
+        self._on_status = on_status
+        self._connect = connect or ssh_connect
+        self._tail_options = tail_options or {}
+        self._first: Any = None
+        self._control: Any = None
+        self._listener: Any = None
+        self._tail: LogTail | None = None
+
+    async def connect(self) -> None:
+        """Open the first, verified connection (asking about an unknown host key).
+
+        Raises:
+            RemoteError: any SSH failure, as one sentence (``HostKeyUnknown``, ``HostKeyChanged``...).
+        """
+        self._first = await self._connect(self.target, accept_new_host_key=self._accept)
+
+    async def follow(self) -> None:
+        """Follow the container's log until :meth:`stop` or an error retrying cannot fix.
+
+        The connection from :meth:`connect` is used first; reconnects open new ones.
+        """
+        async def reconnect() -> Any:
+            if self._first is not None:
+                conn, self._first = self._first, None
+                return conn
+            return await self._connect(self.target)
+
+        self._tail = LogTail(reconnect, self.container, on_lines=self._lines, on_status=self._status,
+                             **self._tail_options)
+        await self._tail.run()
+
+    def _lines(self, batch: list[LogLine]) -> None:
+        feed = self.reader.feed_line
+        for ts, text in batch:
+            feed(text, ts)
+        self.lines_received += len(batch)
+        if self._on_lines is not None:
+            self._on_lines(batch)
+
+    def _status(self, status: TailStatus) -> None:
+        self.status = status
+        if self._on_status is not None:
+            self._on_status(status)
+
+    @property
+    def container_id(self) -> str | None:
+        """The followed container's id, once the tail knows it."""
+        return self._tail.container_id if self._tail is not None else None
+
+    def stop(self) -> None:
+        """Make :meth:`follow` return soon."""
+        if self._tail is not None:
+            self._tail.stop()
+
+    async def control(self) -> Any:
+        """A live connection for commands and forwards (re-opened when it dropped)."""
+        if self._control is None or self._control.is_closed():
+            self._control = await self._connect(self.target)
+        return self._control
+
+    async def inspect(self) -> dict[str, Any] | None:
+        """``docker inspect`` of the container (``None`` when there is none).
+
+        Raises:
+            RemoteError: SSH or docker failure.
+        """
+        from remote.container.docker import docker_inspect
+
+        return await docker_inspect(await self.control(), self.container, label=self.target.label)
+
+    async def open_tunnel(self, local_port: int = 0) -> str:
+        """Forward ``127.0.0.1:<local_port>`` to the container port on the node; returns the URL.
+
+        Raises:
+            RemoteError: cannot connect, the local port is taken, or the node refused.
+        """
+        from remote.ssh import forward_port
+
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        listener, port = await forward_port(await self.control(), self.container_port, local_port)
+        self._listener = listener
+        self.tunnel_url = f"http://127.0.0.1:{port}"
+        return self.tunnel_url
+
+    async def keep_tunnel(self, on_change: Callable[[str], None] | None = None) -> None:
+        """Keep the tunnel open: when its connection drops, re-open it on the same local port.
+
+        Runs until cancelled; ``on_change`` gets one sentence per drop and per re-open.
+        """
+        delay = TUNNEL_RETRY_S
+        while True:
+            control = self._control
+            if control is not None and not control.is_closed():
+                await control.wait_closed()
+                if on_change is not None:
+                    on_change(f"the tunnel's SSH connection dropped; re-opening {self.tunnel_url}")
+            port = int((self.tunnel_url or ":0").rsplit(":", 1)[1])
+            try:
+                await self.open_tunnel(port)
+            except RemoteError as exc:
+                if on_change is not None:
+                    on_change(f"cannot re-open the tunnel yet: {exc}")
+                await asyncio.sleep(delay)
+                delay = min(30.0, delay * 2)
+                continue
+            delay = TUNNEL_RETRY_S
+            if on_change is not None:
+                on_change(f"tunnel open again at {self.tunnel_url}")
+
+    async def probe(self, timeout_s: float = 5.0) -> list[str]:
+        """``/v1/models`` through the tunnel: the served model ids.
+
+        Raises:
+            VllmHttpError: no answer or not a model list. RuntimeError: no tunnel yet.
+        """
+        from remote.ssh import probe_models
+
+        if self.tunnel_url is None:
+            raise RuntimeError("open_tunnel() first")
+        return await probe_models(self.tunnel_url, timeout_s=timeout_s)
+
+    async def close(self) -> None:
+        """Stop the tail, close the tunnel and every connection still open (idempotent)."""
+        self.stop()
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        for conn in (self._first, self._control):
+            if conn is not None:
+                conn.close()
+        self._first = self._control = None

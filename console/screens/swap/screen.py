@@ -1,0 +1,355 @@
+"""Hot swap: edit the serving container's flags, lint, preview, confirm, replace it; and rollback.
+
+:class:`SwapScreen` connects to the node (an unknown host key asks first), reads the running
+container (the config's template when none runs) into an editable form and, as the operator
+types, shows the field's reason for an invalid value, the lint findings (``f`` or ``enter``
+on one applies its fix), the diff against the running spec and the exact commands (secrets
+masked). ``ctrl+s`` opens the confirm modal; once confirmed, the commands run in a worker:
+``docker pull`` while the old container keeps serving, ``docker rm -f``, ``docker run -d``.
+On success the replaced spec is kept for rollback, the launch is recorded in the history
+and the startup view follows the new container. On failure the command's stderr stays on
+screen and nothing is lost. :class:`RollbackScreen` is the same preview and confirm for the
+spec a swap replaced (this session's, else the history's).
+
+No step calls the TPU API: the node itself is never stopped, reset or deleted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Checkbox, Footer, Header, Input, Label, OptionList, Static, TextArea
+from textual.widgets.option_list import Option
+
+from console.flows import swap as swap_flow
+from console.render import swap_preview as preview
+from console.screens.confirm import ConfirmScreen, host_key_question
+from console.widgets.swap_form import SwapForm, secrets_of
+from console.screens.swap.run import SwapRunMixin
+from remote.container.spec import ContainerSpec
+from remote.container.lint import Finding
+from remote.models import Node
+from remote.container.swap import SwapPlan, SwapResult, plan_swap
+
+class SwapScreen(SwapRunMixin, Screen[None]):
+    """Edit, lint, preview and swap the vLLM container of ``node``.
+
+    Args:
+        node: the node whose container is replaced.
+        spec: a spec to edit instead of reading the node over SSH (tests, snapshots);
+            the node is still reached over SSH when the swap runs.
+        running: the running spec the diff is taken against (default: ``spec``).
+    """
+
+    CSS_PATH = Path(__file__).with_name("swap.tcss")  # absolute: the relaunch screen subclasses this one
+    MODE = "swap"
+    BINDINGS = [
+        Binding("ctrl+s", "swap_confirm", "Swap…", id="swap_confirm"),
+        Binding("f", "apply_fix", "Apply fix", id="swap_fix"),
+        Binding("ctrl+z", "rollback", "Rollback", id="swap_rollback"),
+        Binding("escape", "back", "Back", id="swap_back"),
+    ]
+
+    def __init__(self, node: Node, *, spec: ContainerSpec | None = None,
+                 running: ContainerSpec | None = None) -> None:
+        super().__init__()
+        self.node = node
+        self.injected = spec
+        self.base: ContainerSpec | None = None
+        self.running: ContainerSpec | None = running if running is not None else spec
+        self.running_id: str | None = None
+        self.secrets: dict[str, str] = {}
+        self.spec: ContainerSpec | None = None
+        self.plan: SwapPlan | None = None
+        self.findings: list[Finding] = []
+        self.problem: str | None = None
+        self.busy = False
+        self.result: SwapResult | None = None
+        self._conn: Any = None
+        self.note = ""
+        self._label = node.name
+        self._refocus: Any = None
+        self._facts: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._pending = False
+
+    # --- layout -------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="swap-node")
+        with Horizontal(id="swap-body"):
+            yield SwapForm(id="swap-form")
+            with VerticalScroll(id="swap-preview"):
+                yield Static("", id="swap-status")
+                yield Static("", id="swap-problem")
+                yield Label("Lint (f or enter applies the fix)", classes="section-title")
+                yield OptionList(id="swap-lint")
+                yield Label("Changes", classes="section-title")
+                yield Static("", id="swap-diff")
+                verb = "roll back" if self.MODE == "rollback" else "swap"
+                yield Label(f"Commands (ctrl+s to {verb})", classes="section-title")
+                yield Static("", id="swap-commands")
+                yield Label("Progress", classes="section-title", id="swap-steps-title")
+                yield Static("", id="swap-steps")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = f"{'Roll back' if self.MODE == 'rollback' else 'Swap'} the container on {self.node.name}"
+        self._show_node()
+        for wid in ("#swap-steps-title", "#swap-steps", "#swap-problem"):
+            self.query_one(wid).display = False
+        self.query_one("#swap-form", SwapForm).disabled = True
+        if self.injected is not None:
+            self._ready(self.injected)
+        else:
+            self._status(f"Connecting to {self.node.name}…")
+            self._load()
+
+    def on_unmount(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def services(self) -> Any:
+        """The app's :class:`~console.services.Services`."""
+        return self.app.services  # type: ignore[attr-defined]
+
+    def _show_node(self) -> None:
+        self.query_one("#swap-node", Static).update(preview.node_text(
+            self.node, self.services.clock(), self.running, self.running_id, self.base is not None))
+
+    def _status(self, message: str) -> None:
+        self.query_one("#swap-status", Static).update(Text(message, style="dim"))
+
+    def _show_problem(self, message: str | None) -> None:
+        self.problem = message
+        widget = self.query_one("#swap-problem", Static)
+        widget.update(Text(message or ""))
+        widget.display = bool(message)
+
+    # --- loading ------------------------------------------------------------------------
+
+    async def _connect(self) -> Any:
+        """The SSH connection to the node, opened (asking about an unknown host key) if needed."""
+        from remote.ssh import connect, target_for
+
+        if self._conn is not None and not self._conn.is_closed():
+            return self._conn
+        target = target_for(self.node, self.services.config.ssh)
+
+        async def trust(fingerprint: str) -> bool:
+            return bool(await self.app.push_screen_wait(host_key_question(target, fingerprint)))
+
+        self._conn = await connect(target, accept_new_host_key=trust)
+        self._label = target.label
+        return self._conn
+
+    @work(group="swap-load", exclusive=True, exit_on_error=False)
+    async def _load(self) -> None:
+        from remote.errors import RemoteError
+
+        try:
+            conn = await self._connect()
+            current = await swap_flow.read_running(conn, self.services.config.container, label=self._label)
+        except (RemoteError, ValueError) as exc:
+            title = getattr(exc, "title", "Cannot read the container")
+            self._status("")
+            self._show_problem(f"{title}: {exc}\nNothing was changed. Esc goes back.")
+            return
+        self.running = current.running
+        self.running_id = current.container_id
+        target = await self._target_spec(current)
+        if target is not None:
+            self._ready(target)
+
+    async def _target_spec(self, current: swap_flow.RunningSpec) -> ContainerSpec | None:
+        """The spec the form starts from: what runs now (rollback: the previous spec)."""
+        return current.spec
+
+    def _ready(self, spec: ContainerSpec) -> None:
+        self.base = spec
+        self.secrets = {**secrets_of(self.running), **secrets_of(spec)} if self.running else secrets_of(spec)
+        self._status(self.note)
+        self._show_node()
+        form = self.query_one("#swap-form", SwapForm)
+        form.disabled = False
+        self._fill(spec)
+        first = self.query_one("#f-max-model-len", Input)
+        first.focus()   # Input selects its value on focus, so typing replaces it; selecting again
+                        # after a refresh raced fast typing (keys typed before it were lost).
+
+    def _fill(self, spec: ContainerSpec) -> None:
+        self.query_one("#swap-form", SwapForm).fill(spec)
+        self.recompute()
+
+    # --- live validation, lint, diff, commands ------------------------------------------------
+
+    @on(Input.Changed)
+    @on(Checkbox.Changed)
+    @on(TextArea.Changed)
+    def _edited(self) -> None:
+        # Edits (and a refill's many Changed messages) are coalesced into one recompute per refresh.
+        if self.base is not None and not self._pending:
+            self._pending = True
+            self.call_after_refresh(self._flush)
+
+    def _flush(self) -> None:
+        self._pending = False
+        self.recompute()
+
+    def recompute(self) -> None:
+        """Read the form; show the reasons, or the lint, diff and commands of the new spec."""
+        if self.base is None:
+            return
+        spec, errors = self.query_one("#swap-form", SwapForm).read(self.base, self.secrets)
+        lint_list = self.query_one("#swap-lint", OptionList)
+        lint_list.clear_options()
+        self.spec, self.plan, self.findings = spec, None, []
+        if spec is None:
+            self._show_problem("Swap disabled until these are fixed:\n"
+                               + "\n".join(f"• {reason}" for reason in errors.values()))
+            self.query_one("#swap-diff", Static).update("")
+            self.query_one("#swap-commands", Static).update("")
+            return
+        if self.problem and self.problem.startswith("Swap disabled"):
+            self._show_problem(None)
+        self.plan = plan_swap(self.running, spec)
+        self.findings = swap_flow.lint_spec(self.node, spec, self.running, self._history_facts(spec),
+                                            self.services.clock())
+        if self.findings:
+            lint_list.add_options([Option(preview.finding_text(f), id=str(i)) for i, f in enumerate(self.findings)])
+        else:
+            lint_list.add_option(Option(Text("No findings.", style="green"), disabled=True))
+        self._render_plan(self.plan)
+
+    def _render_plan(self, plan: SwapPlan) -> None:
+        self.query_one("#swap-diff", Static).update(preview.diff_text(plan))
+        self.query_one("#swap-commands", Static).update(preview.numbered(plan.commands))
+
+    def _history_facts(self, spec: ContainerSpec) -> dict[str, Any]:
+        key = (spec.model, tuple(spec.serve_args()))
+        if key not in self._facts:
+            try:
+                self._facts[key] = swap_flow.history_facts(self._store(), self.node, spec)
+            except Exception as exc:  # noqa: BLE001 - lint still runs without history
+                self.app.notify(f"History not used for lint: {exc}", severity="warning")
+                self._facts[key] = {}
+        return self._facts[key]
+
+    def _store(self) -> Any:
+        try:
+            return self.services.store
+        except Exception as exc:  # noqa: BLE001 - a broken history never blocks a swap
+            self.app.notify(f"History unavailable: {exc}", severity="warning", timeout=8)
+            return None
+
+    # --- lint fixes ---------------------------------------------------------------------
+
+    @on(OptionList.OptionSelected, "#swap-lint")
+    def _finding_selected(self, event: OptionList.OptionSelected) -> None:
+        self._apply(event.option_index)
+
+    def action_apply_fix(self) -> None:
+        """Apply the fix of the highlighted lint finding (the first one with a fix if none)."""
+        lint_list = self.query_one("#swap-lint", OptionList)
+        index = lint_list.highlighted
+        if index is None:
+            index = next((i for i, f in enumerate(self.findings) if f.fix), None)
+        if index is not None:
+            self._apply(index)
+
+    def _apply(self, index: int) -> None:
+        if not 0 <= index < len(self.findings) or self.spec is None:
+            return
+        finding = self.findings[index]
+        if not finding.fix:
+            self.app.notify(f"{finding.rule_id} has no automatic fix.", severity="warning")
+            return
+        try:
+            fixed = self.spec.with_changes(finding.fix)
+        except ValueError as exc:
+            self.app.notify(str(exc), title="Fix not applied", severity="error")
+            return
+        self.secrets.update(secrets_of(self.spec))
+        self._fill(fixed)
+        self.app.notify(f"Applied: {', '.join(f'{k}={v}' for k, v in finding.fix.items())}", timeout=4)
+
+    # --- swap ---------------------------------------------------------------------------
+
+    def action_swap_confirm(self) -> None:
+        """Open the confirm modal with the exact commands; confirming runs the swap."""
+        if self.busy:
+            self.app.notify("A swap is already running.", severity="warning")
+            return
+        if self.plan is None:
+            self.app.notify(self.problem or "Nothing to swap yet.", title="Swap disabled", severity="error")
+            return
+        plan = self.plan
+        errors = [f for f in self.findings if f.severity == "error"]
+        verb = "Roll back" if self.MODE == "rollback" else "Swap"
+        message = preview.confirm_message(plan, self.node, errors)
+        self.app.push_screen(
+            ConfirmScreen(f"{verb}: replace the container on {self.node.name}?", message, plan.commands,
+                          confirm_label=verb, require_text=self.node.name if errors else None),
+            lambda ok: self._execute(plan) if ok else None)
+
+    # --- navigation ---------------------------------------------------------------------
+
+    def action_rollback(self) -> None:
+        """Replace this screen with the rollback preview for the same node."""
+        if self.busy:
+            return
+        self.app.pop_screen()
+        self.app.open_feature("rollback", self.node)  # type: ignore[attr-defined]
+
+    def action_back(self) -> None:
+        """Back to the previous screen (nothing runs without the confirm)."""
+        if self.busy:
+            self.app.notify("The swap is running; wait for it to finish.", severity="warning")
+            return
+        self.app.pop_screen()
+
+
+class RollbackScreen(SwapScreen):
+    """The swap preview and confirm for the spec the last swap on ``node`` replaced.
+
+    The spec comes from ``services.previous_specs`` (this session) or, after a restart, from
+    the history (the launch the running container replaced, else the newest other launch of
+    the node; masked secrets are taken from the running container). Says so when there is
+    nothing to roll back to.
+    """
+
+    MODE = "rollback"
+    BINDINGS = [Binding("ctrl+s", "swap_confirm", "Roll back…", id="swap_confirm")]
+
+    async def _target_spec(self, current: swap_flow.RunningSpec) -> ContainerSpec | None:
+        previous = self.services.previous_specs.get(self.node.key)
+        source = "the spec this session's last swap replaced"
+        if previous is None:
+            found = None
+            try:
+                found = swap_flow.previous_from_history(self._store(), self.node, current)
+            except Exception as exc:  # noqa: BLE001 - an unreadable history means nothing to roll back to
+                self.app.notify(f"History unreadable: {exc}", severity="warning")
+            if found is not None:
+                previous, launch = found
+                source = f"launch {launch.id} from the history ({launch.requested_at[:16].replace('T', ' ')} UTC)"
+        if previous is None:
+            self._show_problem(f"Nothing to roll back to on {self.node.name}: no swap was made on it in this "
+                               "session and the history has no earlier launch of it with a container spec.")
+            return None
+        self.note = f"Rolling back to {source}."
+        return previous.pinned()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """No "Rollback" key here: this is the rollback view."""
+        return action != "rollback"

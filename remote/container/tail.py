@@ -1,0 +1,387 @@
+"""Follow a container's log over SSH, surviving dropped connections and container replacement.
+
+:class:`LogTail` runs ``sudo -n docker logs -f --timestamps [--since TS] <container id> 2>&1``
+(vLLM logs to stderr, so both streams are merged on the node, in docker's order).
+
+- **Resume.** After a drop it reconnects with exponential backoff and resumes with
+  ``--since <last timestamp>``. Docker includes lines at exactly that timestamp, so the lines
+  already delivered at that timestamp are skipped (counted by text): no duplicates, no gaps.
+- **Replacement.** At each (re)connect and whenever ``logs -f`` ends, the container name is
+  inspected; a new container id is followed from its first line.
+- **Status.** ``connecting``, ``connected``, ``reconnecting`` (attempt n), ``waiting`` (no such
+  container), ``exited`` (exit code), ``error`` (cannot continue: host key, auth, sudo, docker).
+- **Batching.** Lines reach ``on_lines`` in batches every ``batch_interval_s`` (or sooner when
+  ``max_batch_lines`` are pending), so a UI is called ~10-20 times a second, not per line.
+  Memory is bounded: at most ``max_batch_lines`` pending lines plus one SSH packet (lines are
+  handled as packets arrive, so a slow consumer slows the sender through the SSH window and TCP).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import codecs
+import re
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+import asyncssh
+
+from remote.container.docker import docker_command, docker_inspect, logs_follow_args
+from remote.ssh import SshFailure
+
+#: One delivered line: (docker timestamp or None, text without the timestamp).
+LogLine = tuple[datetime | None, str]
+
+_TS = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
+_DOCKER_ERROR = re.compile(r"^(Error response from daemon: |Error: No such )")
+_MAX_LINE_CHARS = 1 << 20
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class TailStatus:
+    """Where the tail stands.
+
+    Attributes:
+        kind: ``connecting``, ``connected``, ``reconnecting``, ``waiting``, ``exited`` or ``error``.
+        attempt: consecutive failed attempts (``reconnecting``), else 0.
+        container_id: the followed container's id, when known.
+        exit_code: the container's exit code (``exited``), else ``None``.
+        message: one sentence for a status line.
+    """
+
+    kind: str
+    attempt: int = 0
+    container_id: str | None = None
+    exit_code: int | None = None
+    message: str = ""
+
+
+def parse_docker_timestamp(raw: str) -> int | None:
+    """Nanoseconds since the epoch for a docker ``--timestamps`` prefix, or ``None``.
+
+    Docker prints RFC 3339 with nanoseconds, e.g. ``2025-06-01T14:05:31.123456789Z``.
+    """
+    match = _TS.match(raw)
+    if not match:
+        return None
+    base, frac, zone = match.groups()
+    try:
+        seconds = calendar.timegm(datetime.strptime(base, "%Y-%m-%dT%H:%M:%S").timetuple())
+    except ValueError:
+        return None
+    if zone != "Z":
+        sign = 1 if zone[0] == "+" else -1
+        seconds -= sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
+    return seconds * 1_000_000_000 + int((frac or "0").ljust(9, "0"))
+
+
+class _Position:
+    """The resume point: the latest timestamp and the texts delivered at exactly that timestamp."""
+
+    def __init__(self) -> None:
+        self.last_ns: int | None = None
+        self.last_raw: str | None = None
+        self.seen: list[str] = []            # texts delivered at last_ns (bounded by one timestamp)
+        self.skip: Counter[str] = Counter()  # after a resume: repeats docker will send again
+        self._second: tuple[str, int, datetime] = ("", 0, _EPOCH)
+
+    def begin_resume(self) -> None:
+        """Docker's ``--since last_raw`` repeats the lines at ``last_raw``: skip those once."""
+        self.skip = Counter(self.seen)
+
+    def accept(self, line: str) -> LogLine | None:
+        """The line to deliver, or ``None`` when it duplicates one delivered before a resume."""
+        cut = line.find(" ")
+        raw, text = (line[:cut], line[cut + 1:]) if cut > 0 else (line, "")
+        stamp = self._stamp(raw)
+        if stamp is None:
+            return (None, line)
+        ns, when = stamp
+        last = self.last_ns
+        if last is None or ns > last:
+            self.last_ns, self.last_raw = ns, raw
+            self.seen = [text]
+            if self.skip:
+                self.skip = Counter()
+        elif ns == last:
+            if self.skip and self.skip[text] > 0:
+                self.skip[text] -= 1
+                return None
+            self.seen.append(text)
+        # ns < last: docker interleaves stdout/stderr; keep the line, do not move back
+        return (when, text)
+
+    def _stamp(self, raw: str) -> tuple[int, datetime] | None:
+        prefix, second_ns, second_dt = self._second
+        # Fast path: ``YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`` in the same second as the previous line.
+        if len(raw) == 30 and raw[29] == "Z" and raw[19] == "." and raw.startswith(prefix) and prefix:
+            try:
+                frac = int(raw[20:29])
+            except ValueError:
+                return None
+            return second_ns + frac, second_dt.replace(microsecond=frac // 1000)
+        ns = parse_docker_timestamp(raw)
+        if ns is None:
+            return None
+        whole = ns - ns % 1_000_000_000
+        second_dt = datetime.fromtimestamp(whole // 1_000_000_000, tz=timezone.utc)
+        if len(raw) == 30 and raw[29] == "Z" and raw[19] == ".":
+            self._second = (raw[:20], whole, second_dt)
+        return ns, second_dt.replace(microsecond=(ns % 1_000_000_000) // 1000)
+
+
+class _LogSession(asyncssh.SSHClientSession):  # type: ignore[type-arg]
+    """Splits the command's output into lines and hands each to ``on_line`` as packets arrive."""
+
+    def __init__(self, on_line: Callable[[str], None]) -> None:
+        self._on_line = on_line
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._partial = ""
+        #: An exception to re-raise after the channel closes (connection lost, or a callback bug).
+        self.failure: BaseException | None = None
+        self._channel: Any = None
+
+    def connection_made(self, chan: Any) -> None:
+        self._channel = chan
+
+    def data_received(self, data: bytes, datatype: Any) -> None:
+        if self.failure is not None:
+            return
+        try:
+            lines = (self._partial + self._decoder.decode(data)).split("\n")
+            self._partial = lines.pop()
+            if len(self._partial) > _MAX_LINE_CHARS:
+                lines.append(self._partial)
+                self._partial = ""
+            for line in lines:
+                self._on_line(line)
+        except Exception as exc:  # noqa: BLE001 - surfaced by _follow after the channel closes
+            self.failure = exc
+            self._channel.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None and self.failure is None:
+            self.failure = exc
+
+    def finish(self) -> None:
+        """Hand over a last line without a newline."""
+        rest = self._partial + self._decoder.decode(b"", final=True)
+        self._partial = ""
+        if rest and self.failure is None:
+            self._on_line(rest)
+
+
+class LogTail:
+    """Follow one container's log on one node.
+
+    Args:
+        connect: opens a new verified connection (e.g. ``lambda: remote.ssh.connect(target)``);
+            the tail closes each connection it gets.
+        container: container name (``vllm``).
+        on_lines: called with each batch of ``(timestamp, text)`` lines, in log order.
+        on_status: called when the status changes.
+        max_backoff_s: longest wait between reconnect attempts.
+        initial_backoff_s: first wait; doubles per failed attempt.
+        batch_interval_s: longest time a line waits before ``on_lines``.
+        max_batch_lines: a batch is delivered at once when this many lines are pending.
+        poll_interval_s: how often to look for a container when there is none or it exited.
+        max_attempts: give up (status ``error``) after this many consecutive failures;
+            ``None`` retries forever.
+        sudo: prefix docker with ``sudo -n``.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[asyncssh.SSHClientConnection]],
+        container: str,
+        *,
+        on_lines: Callable[[list[LogLine]], None],
+        on_status: Callable[[TailStatus], None],
+        max_backoff_s: float = 30.0,
+        initial_backoff_s: float = 1.0,
+        batch_interval_s: float = 0.075,
+        max_batch_lines: int = 2000,
+        poll_interval_s: float = 1.0,
+        max_attempts: int | None = None,
+        sudo: bool = True,
+    ) -> None:
+        self._connect = connect
+        self.container = container
+        self._on_lines = on_lines
+        self._on_status = on_status
+        self._max_backoff_s = max_backoff_s
+        self._initial_backoff_s = initial_backoff_s
+        self._batch_interval_s = batch_interval_s
+        self._max_batch_lines = max_batch_lines
+        self._poll_interval_s = poll_interval_s
+        self._max_attempts = max_attempts
+        self._sudo = sudo
+        self._pending: list[LogLine] = []
+        self._position = _Position()
+        self._container_id: str | None = None
+        self._drained_id: str | None = None
+        self._status: TailStatus | None = None
+        self._stopping = False
+        self._main: asyncio.Task[None] | None = None
+        #: Lines delivered so far (all containers).
+        self.lines_delivered = 0
+
+    @property
+    def status(self) -> TailStatus | None:
+        """The last status reported."""
+        return self._status
+
+    @property
+    def container_id(self) -> str | None:
+        """The id of the container being followed, once known."""
+        return self._container_id
+
+    def stop(self) -> None:
+        """Make :meth:`run` return soon (pending lines are still delivered)."""
+        self._stopping = True
+        if self._main is not None:
+            self._main.cancel()
+
+    async def run(self) -> None:
+        """Follow until :meth:`stop`, cancellation, or an error that retrying cannot fix."""
+        if self._stopping:
+            return
+        self._main = asyncio.ensure_future(self._follow_forever())
+        flusher = asyncio.ensure_future(self._flush_periodically())
+        try:
+            await self._main
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not self._stopping or (current is not None and current.cancelling()):
+                raise
+        finally:
+            flusher.cancel()
+            self._flush()
+
+    # --- internals ----------------------------------------------------------------------
+
+    def _report(self, kind: str, message: str, *, attempt: int = 0, exit_code: int | None = None) -> None:
+        status = TailStatus(kind, attempt, self._container_id, exit_code, message)
+        if status != self._status:
+            self._status = status
+            self._flush()
+            self._on_status(status)
+
+    def _deliver(self, item: LogLine) -> None:
+        self._pending.append(item)
+        if len(self._pending) >= self._max_batch_lines:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            batch, self._pending = self._pending, []
+            self.lines_delivered += len(batch)
+            self._on_lines(batch)
+
+    async def _flush_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self._batch_interval_s)
+            self._flush()
+
+    async def _follow_forever(self) -> None:
+        attempt = 0
+        self._report("connecting", f"connecting to follow container {self.container}")
+        while True:
+            connected = False
+            try:
+                conn = await self._connect()
+                async with conn:
+                    connected = True
+                    await self._session(conn)
+            except SshFailure as exc:
+                if not exc.retryable:
+                    self._report("error", exc.message)
+                    return
+                reason = exc.message
+            except (asyncssh.Error, OSError) as exc:
+                reason = f"connection lost ({getattr(exc, 'reason', '') or type(exc).__name__})"
+            if connected:
+                attempt = 0
+            attempt += 1
+            if self._max_attempts is not None and attempt > self._max_attempts:
+                self._report("error", f"gave up after {attempt - 1} attempts: {reason}", attempt=attempt - 1)
+                return
+            delay = min(self._max_backoff_s, self._initial_backoff_s * 2 ** (attempt - 1))
+            self._report("reconnecting", f"reconnecting (attempt {attempt}) in {delay:.1f} s: {reason}",
+                         attempt=attempt)
+            await asyncio.sleep(delay)
+
+    async def _session(self, conn: asyncssh.SSHClientConnection) -> None:
+        """Inspect, follow, repeat, on one connection; returns only by raising."""
+        while True:
+            info = await docker_inspect(conn, self.container, sudo=self._sudo)
+            if info is None:
+                self._report("waiting", f"waiting for container {self.container}")
+                await asyncio.sleep(self._poll_interval_s)
+                continue
+            container_id = str(info.get("Id", ""))
+            state = info.get("State") or {}
+            if container_id != self._container_id:
+                self._container_id = container_id
+                self._position = _Position()
+            exited = state.get("Status") in ("exited", "dead")
+            if exited and self._drained_id == container_id:
+                code = state.get("ExitCode")
+                self._report("exited", f"container {self.container} exited with code {code}",
+                             exit_code=code)
+                await asyncio.sleep(self._poll_interval_s)
+                continue
+            self._report("connected", f"following container {self.container} ({container_id[:12]})")
+            status = await self._follow(conn, container_id)
+            if exited and status == 0:
+                self._drained_id = container_id
+            elif status != 0:
+                await asyncio.sleep(self._poll_interval_s)
+
+    async def _follow(self, conn: asyncssh.SSHClientConnection, container_id: str) -> int:
+        """Stream ``docker logs -f`` until it ends; returns its exit status.
+
+        Lines are handled inside the SSH session's ``data_received`` (not through a stream
+        reader): asyncssh 2.24 re-opens the channel window while a paused stream still holds
+        data, so a reader slower than the node would buffer without limit. Handling each
+        packet as it arrives bounds memory by construction and lets TCP slow the sender.
+        """
+        position = self._position
+        position.begin_resume()
+        args = logs_follow_args(container_id, since=position.last_raw)
+        command = docker_command(args, sudo=self._sudo) + " 2>&1"
+        errors: list[str] = []
+        session = _LogSession(lambda line: self._accept(position, line, errors))
+        channel, _ = await conn.create_session(lambda: session, command, encoding=None)
+        try:
+            await channel.wait_closed()
+        finally:
+            channel.close()
+        session.finish()
+        if session.failure is not None:
+            raise session.failure
+        status = channel.get_exit_status()
+        status = -1 if status is None else status
+        if status != 0 and errors:
+            self._report("waiting", f"docker logs: {errors[-1]}")
+        else:
+            for line in errors:
+                self._deliver((None, line))
+        return status
+
+    def _accept(self, position: _Position, line: str, errors: list[str]) -> None:
+        if line.endswith("\r"):
+            line = line[:-1]
+        if not line:
+            return
+        if line[:1] == "E" and _DOCKER_ERROR.match(line):
+            errors.append(line)
+            return
+        item = position.accept(line)
+        if item is not None:
+            self._deliver(item)
+

@@ -1,0 +1,23 @@
+"""SSH to TPU VM workers the way ``gcloud compute tpus tpu-vm ssh`` does (asyncssh).
+
+The package's public face; import from here. Inside: :mod:`remote.ssh.connect`
+(targets, known hosts, the verified connection), :mod:`remote.ssh.commands` (remote
+commands, the port forward, the ``/v1/models`` probe) and :mod:`remote.ssh.errors`
+(the failure family, one sentence each).
+"""
+
+from __future__ import annotations
+
+from remote.ssh.commands import (CommandResult, command_line, forward_port, probe_models, run_command,
+                                 sudo_failure)
+from remote.ssh.connect import (SshTarget, append_known_host, connect, has_known_host, host_key_alias,
+                                target_for)
+from remote.ssh.errors import (HostKeyChanged, HostKeyUnknown, SshAuthRefused, SshFailure, SshTimeout,
+                               SshUnreachable, SudoPasswordRequired)
+
+__all__ = [
+    "CommandResult", "HostKeyChanged", "HostKeyUnknown", "SshAuthRefused", "SshFailure", "SshTarget",
+    "SshTimeout", "SshUnreachable", "SudoPasswordRequired", "append_known_host", "command_line", "connect",
+    "forward_port", "has_known_host", "host_key_alias", "probe_models", "run_command", "sudo_failure",
+    "target_for",
+]

@@ -1,0 +1,327 @@
+"""SSH to TPU VM workers the way ``gcloud compute tpus tpu-vm ssh`` does, with asyncssh.
+
+Conventions copied from gcloud (see ``research/gcp-tpu-api.md`` §4): the private key
+``~/.ssh/google_compute_engine``, the known-hosts file ``~/.ssh/google_compute_known_hosts``,
+the host-key alias ``tpu.<node_id>-<worker>[-<last 6 chars of the ed25519 host key>]``,
+the external IP (internal when there is none), no agent (``IdentitiesOnly=yes``), keepalives.
+
+Host keys are always verified. An unknown key is offered to a caller-supplied callback
+(trust on first use, like OpenSSH's ``StrictHostKeyChecking=ask``) before anything is
+authenticated; a changed key refuses to connect.
+
+Every failure is an :class:`SshFailure` (an :class:`~remote.errors.SshError`) whose message is
+one sentence an operator can act on; ``retryable`` says whether trying again may help.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from remote.models import Node
+from remote.ssh.errors import (HostKeyChanged, HostKeyUnknown, SshAuthRefused, SshFailure, SshTimeout,
+                               SshUnreachable, SudoPasswordRequired)
+from remote.ssh.commands import CommandResult, command_line, forward_port, probe_models, run_command, sudo_failure
+
+
+#: Seconds between keepalive requests, and how many may go unanswered (45 s to notice a dead peer).
+KEEPALIVE_INTERVAL_S = 15.0
+KEEPALIVE_COUNT_MAX = 3
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """Everything needed to open one SSH connection (plain values, no config objects).
+
+    Attributes:
+        host: address to connect to (IP or name).
+        port: TCP port (22 on real nodes).
+        user: remote user name.
+        private_key: private key file, or ``None`` when ``client_keys`` is used.
+        known_hosts: known-hosts file (read, and appended to when a new key is accepted).
+        host_key_alias: name the host key is recorded under (gcloud's ``tpu.<id>-<w>``), or
+            ``None`` to use ``host`` (``[host]:port`` when the port is not 22).
+        proxy_command: command whose stdin/stdout carry the connection (IAP), or ``None``.
+        connect_timeout_s: seconds before a connect attempt gives up.
+        client_keys: in-memory private keys (tests, sandbox); used instead of ``private_key``.
+        node_name: node name for messages, or ``None``.
+    """
+
+    host: str
+    port: int
+    user: str
+    private_key: Path | None
+    known_hosts: Path
+    host_key_alias: str | None
+    proxy_command: str | None = None
+    connect_timeout_s: float = 15.0
+    client_keys: tuple[Any, ...] = field(default=(), compare=False)
+    node_name: str | None = None
+
+    @property
+    def known_hosts_name(self) -> str:
+        """The name this target's host key is recorded under in the known-hosts file."""
+        if self.host_key_alias:
+            return self.host_key_alias
+        return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
+
+    @property
+    def label(self) -> str:
+        """Short description for messages: ``node vllm-a (10.0.0.2:22)``."""
+        where = f"{self.host}:{self.port}"
+        return f"node {self.node_name} ({where})" if self.node_name else where
+
+
+def host_key_alias(node_id: str | None, worker: int, host_key_suffix: str | None = None) -> str | None:
+    """gcloud's host-key alias ``tpu.<node_id>-<worker>[-<suffix>]``, or ``None`` without an id.
+
+    ``host_key_suffix`` is the last 6 characters of the worker's ``ssh-ed25519`` guest
+    attribute (gcloud adds it when the guest attributes are readable).
+    """
+    if not node_id:
+        return None
+    alias = f"tpu.{node_id}-{worker}"
+    suffix = (host_key_suffix or "").strip()[-6:]
+    return f"{alias}-{suffix}" if suffix else alias
+
+
+def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | None = None) -> SshTarget:
+    """Build the :class:`SshTarget` for ``worker`` of ``node``.
+
+    Args:
+        node: the node (its ``workers`` give the addresses, ``node_id`` the alias).
+        ssh: an object with the attributes of ``console.config.SshConfig`` (``user``,
+            ``private_key``, ``known_hosts``, ``proxy_command``, ``port``,
+            ``connect_timeout_s``, ``hosts``).
+        worker: worker index (0 for single-host nodes).
+        host_key_suffix: see :func:`host_key_alias`.
+
+    Raises:
+        SshFailure: the worker does not exist or has no address yet.
+    """
+    override = (getattr(ssh, "hosts", None) or {}).get(node.name)
+    port = int(getattr(ssh, "port", 22))
+    if override:
+        host, _, port_text = override.rpartition(":")
+        port = int(port_text)
+    else:
+        if worker < 0 or worker >= len(node.workers):
+            count = len(node.workers)
+            raise SshFailure(
+                f"Node {node.name} has {count} worker(s)"
+                + (f" (0..{count - 1})" if count else " listed (it may still be creating)")
+                + f"; worker {worker} does not exist.", title="No such worker")
+        endpoint = node.workers[worker]
+        host = endpoint.external_ip or endpoint.internal_ip or ""
+        if not host:
+            raise SshFailure(f"Worker {worker} of node {node.name} has no IP address yet "
+                             f"(state {node.state}).", title="No address")
+    proxy = (getattr(ssh, "proxy_command", "") or "").strip() or None
+    private_key = getattr(ssh, "private_key", None)
+    return SshTarget(
+        host=host, port=port, user=getattr(ssh, "user"),
+        private_key=Path(private_key).expanduser() if private_key else None,
+        known_hosts=Path(getattr(ssh, "known_hosts")).expanduser(),
+        host_key_alias=host_key_alias(node.node_id, worker, host_key_suffix),
+        proxy_command=proxy, connect_timeout_s=float(getattr(ssh, "connect_timeout_s", 15.0)),
+        node_name=node.name,
+    )
+
+
+# --- known hosts ------------------------------------------------------------------------
+
+
+def _known_host_entries(path: Path, name: str) -> list[tuple[int, list[asyncssh.SSHKey]]]:
+    """``(line number, host keys)`` for each line of ``path`` that matches ``name``.
+
+    Unparseable lines are ignored (OpenSSH skips them too); a missing file has no entries.
+    """
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise SshFailure(f"Cannot read the known-hosts file {path}: {exc.strerror}.",
+                         title="Known hosts unreadable") from None
+    entries = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        try:
+            matched = asyncssh.import_known_hosts(stripped + "\n").match(name, "", None)
+        except (ValueError, asyncssh.KeyImportError):
+            continue
+        if matched[0]:
+            entries.append((number, list(matched[0])))
+    return entries
+
+
+def has_known_host(path: Path, name: str) -> bool:
+    """True when the known-hosts file has a key recorded for ``name`` (alias or host)."""
+    return bool(_known_host_entries(path, name))
+
+
+def append_known_host(path: Path, name: str, key: asyncssh.SSHKey) -> str:
+    """Append ``<name> <key>`` to the known-hosts file (created 0600, parent 0700); returns the line."""
+    line = f"{name} {' '.join(key.export_public_key('openssh').decode().split()[:2])}"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    prefix = ""
+    if path.exists() and path.stat().st_size:
+        with path.open("rb") as handle:
+            handle.seek(-1, os.SEEK_END)
+            prefix = "" if handle.read(1) == b"\n" else "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
+        handle.write(f"{prefix}{line}\n")
+    return line
+
+
+class _Untrusted(Exception):
+    """Internal: the server presented ``key``, which is not trusted for the alias."""
+
+    def __init__(self, key: asyncssh.SSHKey) -> None:
+        super().__init__("untrusted host key")
+        self.key = key
+
+
+class _HostKeyRecorder(asyncssh.SSHClient):
+    """Remembers the host key the server presented when it was not already trusted."""
+
+    def __init__(self) -> None:
+        self.presented: asyncssh.SSHKey | None = None
+
+    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        self.presented = key
+        return False
+
+
+# --- connect ----------------------------------------------------------------------------
+
+
+def _proxy_argv(target: SshTarget) -> list[str] | None:
+    if not target.proxy_command:
+        return None
+    command = target.proxy_command.replace("%%", "\0").replace("%h", target.host)
+    command = command.replace("%p", str(target.port)).replace("\0", "%")
+    return shlex.split(command)
+
+
+async def _open(target: SshTarget, trusted: list[asyncssh.SSHKey]) -> asyncssh.SSHClientConnection:
+    """One connection attempt trusting only ``trusted``; translates every failure."""
+    recorder = _HostKeyRecorder()
+    try:
+        return await _attempt(target, trusted, recorder)
+    except asyncssh.HostKeyNotVerifiable:
+        if recorder.presented is not None:
+            raise _Untrusted(recorder.presented) from None
+        raise HostKeyChanged(f"{target.label} did not present a host key matching "
+                             f"{target.known_hosts_name} in {target.known_hosts}.") from None
+
+
+async def _attempt(target: SshTarget, trusted: list[asyncssh.SSHKey], recorder: _HostKeyRecorder) -> Any:
+    keys: Sequence[Any] = target.client_keys or ([str(target.private_key)] if target.private_key else [])
+    conn = await asyncssh.connect(
+        target.host, target.port, username=target.user, client_keys=list(keys),
+        known_hosts=(trusted, [], []), host_key_alias=target.known_hosts_name,
+        agent_path=None, client_factory=lambda: recorder, proxy_command=_proxy_argv(target),
+        keepalive_interval=KEEPALIVE_INTERVAL_S, keepalive_count_max=KEEPALIVE_COUNT_MAX,
+        connect_timeout=target.connect_timeout_s, config=[], preferred_auth="publickey",
+    )
+    return conn
+
+
+async def connect(
+    target: SshTarget,
+    *,
+    accept_new_host_key: Callable[[str], Awaitable[bool]] | None = None,
+) -> asyncssh.SSHClientConnection:
+    """Open a verified SSH connection to ``target``.
+
+    Args:
+        target: where and how to connect.
+        accept_new_host_key: called with the fingerprint (``SHA256:...``) of a host key that
+            the known-hosts file does not know yet; returning ``True`` records the key under
+            the target's alias and connects. ``None`` refuses unknown keys.
+
+    Returns:
+        An open ``asyncssh.SSHClientConnection`` (close it, or use ``async with``).
+
+    Raises:
+        HostKeyUnknown: the key is unknown and was not accepted.
+        HostKeyChanged: the key differs from the recorded one (possible MITM or node recreated).
+        SshAuthRefused: the node refused the key.
+        SshUnreachable: no route, connection refused, or dropped during the handshake.
+        SshTimeout: no answer within ``target.connect_timeout_s``.
+        SshFailure: anything else asyncssh reports, or an unusable private key.
+    """
+    if not target.client_keys and target.private_key and not target.private_key.exists():
+        raise SshFailure(
+            f"No private key at {target.private_key}: run `gcloud compute tpus tpu-vm ssh` once "
+            f"(it creates ~/.ssh/google_compute_engine) or point [ssh] private_key at your key.",
+            title="No SSH key")
+    name = target.known_hosts_name
+    entries = _known_host_entries(target.known_hosts, name)
+    trusted = [key for _, keys in entries for key in keys]
+    try:
+        return await _translate(target, _open(target, trusted))
+    except _Untrusted as untrusted:
+        presented = untrusted.key
+    fingerprint = presented.get_fingerprint("sha256")
+    if entries:
+        line = entries[0][0]
+        raise HostKeyChanged(
+            f"{target.label} presented host key {fingerprint}, which differs from the one recorded "
+            f"for {name} in {target.known_hosts} (line {line}): either someone is intercepting the "
+            f"connection or the node was recreated; if you know it was recreated, remove line {line} "
+            f"of {target.known_hosts} and connect again.")
+    if accept_new_host_key is None or not await accept_new_host_key(fingerprint):
+        raise HostKeyUnknown(
+            f"{target.label} presented the unknown host key {fingerprint} ({presented.get_algorithm()}) "
+            f"for {name}; it was not accepted, so the connection was refused.", fingerprint=fingerprint)
+    append_known_host(target.known_hosts, name, presented)
+    try:
+        conn = await _translate(target, _open(target, [presented]))
+    except _Untrusted as untrusted:
+        raise HostKeyChanged(
+            f"{target.label} presented {untrusted.key.get_fingerprint('sha256')} right after "
+            f"presenting {fingerprint}; refusing to connect.") from None
+    return conn
+
+
+
+async def _translate(target: SshTarget, opening: Awaitable[Any]) -> Any:
+    """Await ``opening``, turning library exceptions into one-sentence :class:`SshFailure` s."""
+    try:
+        return await opening
+    except asyncssh.PermissionDenied:
+        key = target.private_key or "the in-memory key"
+        raise SshAuthRefused(
+            f"{target.label} refused the SSH key {key} for user '{target.user}': the key is not "
+            f"authorized there; add its .pub to the node's ssh-keys metadata (running `gcloud compute "
+            f"tpus tpu-vm ssh {target.node_name or 'NODE'}` once does this), wait about a minute "
+            f"for it to propagate, then retry.") from None
+    except asyncssh.KeyExchangeFailed as exc:
+        raise HostKeyChanged(
+            f"{target.label} could not agree on a host key type with the key recorded for "
+            f"{target.known_hosts_name} in {target.known_hosts} ({exc.reason}); the node may have been "
+            f"recreated.") from None
+    except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
+        raise SshFailure(f"Cannot use the private key {target.private_key}: {exc}.",
+                         title="Unusable SSH key") from None
+    except (TimeoutError, asyncio.TimeoutError):
+        raise SshTimeout(f"{target.label} did not answer within {target.connect_timeout_s:g} s "
+                         f"(firewall on port {target.port}, or the node is down).") from None
+    except asyncssh.DisconnectError as exc:
+        raise SshUnreachable(f"{target.label} closed the connection during the SSH handshake "
+                             f"({exc.reason or type(exc).__name__}).") from None
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise SshUnreachable(f"Cannot reach {target.label}: {reason}.") from None

@@ -1,0 +1,428 @@
+"""The fleet from the Cloud TPU API: nodes and queued resources of many projects at once.
+
+Primary path: the google-cloud-tpu **v2** sync REST client (its async client has no working
+REST transport, research §2.1 / pitfall 3), run from asyncio on a dedicated thread pool so
+every project and every call runs concurrently. Lists use ``locations/-``; where the API
+refuses the wildcard (400/404), the zones come from ``list_locations`` and are listed one by
+one, concurrently. Every HTTP call carries ``timeout=``.
+
+Supplement: library 1.28 drops the flex-start fields, so :class:`V2alpha1Supplement` (the
+only code that touches v2alpha1) lists the same resources as raw v2alpha1 REST JSON with the
+same credentials; :func:`remote.tpu.parse.merge_v2alpha1` lays those fields over the v2 data.
+
+Failures never escape :meth:`FleetSource.list_fleet` (except :class:`CredentialsError`): a
+project that answers 403/404/429/5xx or times out becomes a :class:`FleetProblem`, and the
+other projects still list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+import google.auth
+import google.auth.exceptions
+import requests
+from google.api_core import exceptions as gexc
+from google.auth.credentials import AnonymousCredentials
+from google.auth.transport.requests import AuthorizedSession, Request
+from google.cloud import tpu_v2
+from requests.adapters import HTTPAdapter
+
+from remote.errors import CredentialsError, TpuApiError
+from remote.models import FleetProblem, FleetSnapshot, Node, QueuedResource, utc_now
+from remote.tpu.parse import (JsonDict, merge_v2alpha1, message_to_json, node_from_json, project_from_json,
+                             queued_resource_from_json)
+
+SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+DEFAULT_BASE_URL = "https://tpu.googleapis.com"
+T = TypeVar("T")
+Listing = tuple[list[JsonDict], list[str]]          # (items as REST JSON, unreachable zones)
+
+
+class ProjectConfig(Protocol):
+    """What the lister needs of a project (``console.config.ProjectConfig`` fits; remote never imports console)."""
+
+    id: str
+    zones: tuple[str, ...]
+
+
+def api_error(exc: BaseException, timeout_s: float) -> TpuApiError:
+    """Translate a google-api-core / google-auth / requests / OS exception into :class:`TpuApiError`.
+
+    ``code`` is the HTTP status (403, 404, 429, 5xx), 401 for a failed token refresh, or 0 for
+    a timeout or transport failure. ``message`` is the API's own ``error.message`` when it sent one.
+    """
+    if isinstance(exc, TpuApiError):
+        return exc
+    if isinstance(exc, gexc.GoogleAPICallError):
+        message, status = exc.message, ""
+        try:
+            body = exc.response.json()["error"]          # the API's words, without "GET url: "
+            message, status = body.get("message") or message, body.get("status", "")
+        except (AttributeError, ValueError, KeyError, TypeError):
+            pass
+        code = int(exc.code) if isinstance(exc.code, int) else 0     # HTTPStatus -> plain int
+        return TpuApiError(message, code=code, status=status, reason=exc.reason or "")
+    if isinstance(exc, gexc.RetryError):
+        return TpuApiError(f"gave up retrying: {exc.message}")
+    if isinstance(exc, requests.Timeout):
+        return TpuApiError(f"no answer within {timeout_s:g} s (timed out)")
+    if isinstance(exc, google.auth.exceptions.RefreshError):
+        return TpuApiError(f"credentials could not be refreshed: {exc}", code=401)
+    return TpuApiError(f"{type(exc).__name__}: {exc}")
+
+
+_CAUGHT = (gexc.GoogleAPIError, google.auth.exceptions.GoogleAuthError, requests.RequestException, OSError,
+           ValueError)
+
+
+class V2alpha1Supplement:
+    """Reads the v2alpha1 REST resources for the fields google-cloud-tpu 1.28 drops.
+
+    Only these fields are taken from it (see :func:`remote.tpu.parse.merge_v2alpha1`): queued
+    resource ``provisioningModel`` and ``runDuration``, node ``schedulingConfig.provisioningModel``,
+    ``terminationTimestamp`` and ``reservationName``. Uses ``AuthorizedSession`` (google-auth)
+    with the client's credentials; errors come back as google-api-core exceptions
+    (``from_http_response``), like the library's own.
+
+    Args:
+        session: an ``AuthorizedSession`` carrying the credentials.
+        base_url: e.g. ``https://tpu.googleapis.com`` or ``http://127.0.0.1:PORT``.
+        timeout_s: per-HTTP-call timeout.
+    """
+
+    def __init__(self, session: AuthorizedSession, base_url: str, timeout_s: float) -> None:
+        self.session = session
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+
+    def _get_json(self, path: str, params: dict[str, str] | None = None) -> JsonDict:
+        response = self.session.get(f"{self.base_url}/v2alpha1/{path}", params=params, timeout=self.timeout_s)
+        if response.status_code >= 400:
+            raise gexc.from_http_response(response)
+        return response.json()
+
+    def list(self, project: str, location: str, collection: str) -> Listing:
+        """All ``collection`` (``nodes``/``queuedResources``) items of one location, following pages."""
+        items: list[JsonDict] = []
+        unreachable: list[str] = []
+        token = ""
+        while True:
+            body = self._get_json(f"projects/{project}/locations/{location}/{collection}",
+                                  {"pageToken": token} if token else None)
+            items.extend(body.get(collection, []))
+            unreachable.extend(body.get("unreachable", []))
+            token = body.get("nextPageToken", "")
+            if not token:
+                return items, unreachable
+
+    def get(self, name: str) -> JsonDict:
+        """One resource by full name (``projects/P/locations/Z/nodes/N``)."""
+        return self._get_json(name)
+
+
+@dataclass
+class _Collected:
+    """One collection of one project: items, unreachable zones, per-zone problems or a project error."""
+
+    items: list[JsonDict] = field(default_factory=list)
+    unreachable: set[str] = field(default_factory=set)
+    zone_problems: list[FleetProblem] = field(default_factory=list)
+    error: TpuApiError | None = None
+
+
+class FleetSource:
+    """Lists TPU nodes and queued resources for configured projects, all concurrently.
+
+    Args:
+        projects: projects to list; a project with ``zones`` lists only those zones.
+        api_endpoint: TPU API endpoint override. ``http://...`` (sandbox) uses anonymous
+            credentials; otherwise Application Default Credentials.
+        timeout_s: timeout of every HTTP call, seconds.
+        credentials: google-auth credentials to use instead of the defaults.
+    """
+
+    def __init__(self, projects: Sequence[ProjectConfig], *, api_endpoint: str | None = None,
+                 timeout_s: float = 20.0, credentials: Any = None) -> None:
+        self.projects = tuple(projects)
+        self.api_endpoint = api_endpoint
+        self.timeout_s = timeout_s
+        self._credentials = credentials
+        workers = max(8, min(64, 4 * len(self.projects) + 4))
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tpu-api")
+        self._pool_size = workers
+        self._setup_lock = threading.Lock()
+        self._client: tpu_v2.TpuClient | None = None
+        self._alpha: V2alpha1Supplement | None = None
+        self._zones: dict[str, list[str]] = {}
+        self._zone_tasks: dict[str, asyncio.Future[list[str]]] = {}
+
+    # --- setup --------------------------------------------------------------------------------
+
+    def _setup(self) -> None:
+        """Build credentials, the v2 client and the supplement once (runs in a worker thread)."""
+        with self._setup_lock:
+            if self._client is not None:
+                return
+            endpoint = self.api_endpoint
+            creds = self._credentials
+            if creds is None and endpoint and endpoint.startswith("http://"):
+                creds = AnonymousCredentials()
+            if creds is None:
+                creds = _default_credentials()
+            options = {"api_endpoint": endpoint} if endpoint else None
+            client = tpu_v2.TpuClient(transport="rest", credentials=creds, client_options=options)
+            base = endpoint if endpoint and "://" in endpoint else (
+                f"https://{endpoint}" if endpoint else DEFAULT_BASE_URL)
+            session = AuthorizedSession(creds)
+            for s in (session, getattr(client.transport, "_session", None)):
+                if s is not None:   # one pooled connection per worker thread, no "pool full" warnings
+                    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=self._pool_size)
+                    s.mount("https://", adapter)
+                    s.mount("http://", adapter)
+            self._alpha = V2alpha1Supplement(session, base, self.timeout_s)
+            self._client = client
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on the pool; library errors come out as :class:`TpuApiError`."""
+        def call() -> T:
+            try:
+                return fn(*args)
+            except _CAUGHT as exc:
+                raise api_error(exc, self.timeout_s) from exc
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+
+    # --- one collection -----------------------------------------------------------------------
+
+    def _v2_list(self, project: str, location: str, collection: str) -> Listing:
+        assert self._client is not None
+        parent = f"projects/{project}/locations/{location}"
+        if collection == "nodes":
+            pages = self._client.list_nodes(parent=parent, timeout=self.timeout_s).pages
+        else:
+            pages = self._client.list_queued_resources(parent=parent, timeout=self.timeout_s).pages
+        items: list[JsonDict] = []
+        unreachable: list[str] = []
+        for page in pages:
+            items.extend(message_to_json(m) for m in (page.nodes if collection == "nodes" else page.queued_resources))
+            unreachable.extend(page.unreachable)
+        return items, unreachable
+
+    def _list_zones(self, project: str) -> list[str]:
+        assert self._client is not None
+        zones, token = [], ""
+        while True:
+            response = self._client.list_locations(
+                request={"name": f"projects/{project}", "page_token": token}, timeout=self.timeout_s)
+            zones.extend(loc.location_id or loc.name.rsplit("/", 1)[-1] for loc in response.locations)
+            token = response.next_page_token
+            if not token:
+                return zones
+
+    async def _zones_of(self, project: str) -> list[str]:
+        """The project's zones (``list_locations``), fetched once per source and shared by callers."""
+        if project in self._zones:
+            return self._zones[project]
+        task = self._zone_tasks.get(project)
+        if task is None or task.get_loop() is not asyncio.get_running_loop():
+            task = self._zone_tasks[project] = asyncio.ensure_future(self._run(self._list_zones, project))
+        try:
+            self._zones[project] = await task
+        finally:
+            self._zone_tasks.pop(project, None)
+        return self._zones[project]
+
+    async def _collect(self, project: ProjectConfig, lister: Callable[[str, str, str], Listing],
+                       collection: str) -> _Collected:
+        """List one collection: ``locations/-``, or configured zones, or zone by zone after a refusal."""
+        out = _Collected()
+        zones = list(project.zones)
+        if not zones:
+            try:
+                items, unreachable = await self._run(lister, project.id, "-", collection)
+                out.items, out.unreachable = items, set(unreachable)
+                return out
+            except TpuApiError as exc:
+                if exc.code not in (400, 404):
+                    out.error = exc
+                    return out
+            try:                      # the wildcard was refused: list zone by zone
+                zones = await self._zones_of(project.id)
+            except TpuApiError as exc:
+                out.error = exc
+                return out
+        results = await asyncio.gather(*(self._run(lister, project.id, z, collection) for z in zones),
+                                       return_exceptions=True)
+        for zone, result in zip(zones, results):
+            if isinstance(result, TpuApiError):
+                out.zone_problems.append(FleetProblem(project.id, zone, result.code, result.message))
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                out.items.extend(result[0])
+        return out
+
+    # --- one project --------------------------------------------------------------------------
+
+    async def _list_project(self, project: ProjectConfig) -> tuple[list[Node], list[QueuedResource],
+                                                                   list[FleetProblem]]:
+        """Nodes, queued resources and problems of one project (v2 and v2alpha1 concurrently)."""
+        assert self._alpha is not None
+        v2_nodes, v2_qrs, a_nodes, a_qrs = await asyncio.gather(
+            self._collect(project, self._v2_list, "nodes"),
+            self._collect(project, self._v2_list, "queuedResources"),
+            self._collect(project, self._alpha.list, "nodes"),
+            self._collect(project, self._alpha.list, "queuedResources"))
+        pid = project.id
+        problems: list[FleetProblem] = []
+        for result in (v2_nodes, v2_qrs):
+            if result.error is not None:
+                problems.append(FleetProblem(pid, None, result.error.code, result.error.message))
+            problems.extend(result.zone_problems)
+        for zone in sorted(v2_nodes.unreachable | v2_qrs.unreachable):
+            problems.append(FleetProblem(pid, zone, 503, "zone unreachable"))
+        for v2, alpha, what in ((v2_nodes, a_nodes, "nodes"), (v2_qrs, a_qrs, "queuedResources")):
+            v2_failed_zones = {p.zone for p in v2.zone_problems}
+            failed = alpha.error or next((p for p in alpha.zone_problems if p.zone not in v2_failed_zones), None)
+            if v2.error is None and failed is not None:
+                problems.append(FleetProblem(pid, None, failed.code, "flex-start fields unavailable "
+                                             f"(v2alpha1 {what} list failed): {failed.message}"))
+
+        nodes, qrs, unreadable = project_from_json(v2_nodes.items, a_nodes.items, v2_qrs.items, a_qrs.items)
+        problems.extend(FleetProblem(pid, None, 0, message) for message in unreadable)
+        return nodes, qrs, _dedupe(problems)
+
+    # --- public API ---------------------------------------------------------------------------
+
+    async def list_fleet(self) -> FleetSnapshot:
+        """Every node and queued resource of every project, all projects concurrently.
+
+        Returns:
+            A :class:`FleetSnapshot`, rows sorted by ``(project, zone, name)``; projects or zones
+            that did not answer are in ``problems`` (code: HTTP status, 503 for an unreachable
+            zone, 0 for a timeout).
+
+        Raises:
+            CredentialsError: there are no usable Google credentials (nothing else raises).
+        """
+        started = time.monotonic()
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._pool, self._setup)
+        except CredentialsError:
+            raise
+        except Exception as exc:           # e.g. a client option the library rejects: one line per project
+            problems = tuple(FleetProblem(p.id, None, 0, f"cannot create the TPU API client: {exc}")
+                             for p in self.projects)
+            return FleetSnapshot(problems=problems, fetched_at=utc_now(), elapsed_s=time.monotonic() - started)
+        results = await asyncio.gather(*(self._list_project(p) for p in self.projects), return_exceptions=True)
+        nodes: list[Node] = []
+        qrs: list[QueuedResource] = []
+        problems: list[FleetProblem] = []
+        for project, result in zip(self.projects, results):
+            if isinstance(result, BaseException):      # a bug, not an API answer: still no traceback
+                problems.append(FleetProblem(project.id, None, 0, f"listing failed: {result!r}"))
+                continue
+            nodes.extend(result[0])
+            qrs.extend(result[1])
+            problems.extend(result[2])
+        return FleetSnapshot(
+            nodes=tuple(sorted(nodes, key=lambda n: n.key)),
+            queued_resources=tuple(sorted(qrs, key=lambda q: q.key)),
+            problems=tuple(problems),
+            fetched_at=utc_now(),
+            elapsed_s=time.monotonic() - started,
+        )
+
+    async def _get_merged(self, v2_getter: Callable[..., Any], name: str) -> JsonDict:
+        """One resource via v2 (raises :class:`TpuApiError`) merged with v2alpha1 (best effort)."""
+        assert self._alpha is not None
+        v2, alpha = await asyncio.gather(
+            self._run(lambda: message_to_json(v2_getter(name=name, timeout=self.timeout_s))),
+            self._run(self._alpha.get, name), return_exceptions=True)
+        if isinstance(v2, BaseException):
+            raise v2
+        return merge_v2alpha1(v2, None if isinstance(alpha, BaseException) else alpha)
+
+    async def get_node(self, project: str, zone: str, name: str) -> Node:
+        """One node, fresh, with its flex-start fields (v2 + v2alpha1 node and owning queued resource).
+
+        Raises:
+            TpuApiError: the v2 call failed (404 when there is no such node).
+            CredentialsError: no usable credentials.
+        """
+        await asyncio.get_running_loop().run_in_executor(self._pool, self._setup)
+        assert self._client is not None
+        merged = await self._get_merged(self._client.get_node, f"projects/{project}/locations/{zone}/nodes/{name}")
+        owner = None
+        if merged.get("queuedResource"):
+            short = merged["queuedResource"].rsplit("/", 1)[-1]
+            try:
+                owner = queued_resource_from_json(await self._get_merged(
+                    self._client.get_queued_resource, f"projects/{project}/locations/{zone}/queuedResources/{short}"))
+            except TpuApiError:
+                pass            # the node still shows; only the owner-derived fields are missing
+        return node_from_json(merged, owner)
+
+    async def get_guest_attributes(self, node: Node, worker: int = 0) -> dict[str, str]:
+        """Guest attributes of one worker VM of ``node`` as ``{key: value}``.
+
+        Keys include ``ssh-ed25519`` (host key, base64 body) and ``hostname`` (GCE instance name).
+
+        Raises:
+            TpuApiError: the call failed. CredentialsError: no usable credentials.
+        """
+        await asyncio.get_running_loop().run_in_executor(self._pool, self._setup)
+        assert self._client is not None
+        request = tpu_v2.GetGuestAttributesRequest(
+            name=f"projects/{node.project}/locations/{node.zone}/nodes/{node.name}", worker_ids=[str(worker)])
+        response = await self._run(lambda: self._client.get_guest_attributes(request=request, timeout=self.timeout_s))
+        items: dict[str, str] = {}
+        for attributes in response.guest_attributes:
+            for item in attributes.query_value.items:
+                items[item.key] = item.value
+        return items
+
+    def close(self) -> None:
+        """Stop the worker threads and close HTTP sessions (idempotent)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._alpha is not None:
+            self._alpha.session.close()
+        if self._client is not None:
+            self._client.transport.close()
+
+
+def _dedupe(problems: list[FleetProblem]) -> list[FleetProblem]:
+    """Drop repeats of the same ``(project, zone, code)`` (nodes and queued resources often fail alike)."""
+    seen: set[tuple[str, str | None, int]] = set()
+    out = []
+    for problem in problems:
+        if (problem.project, problem.zone, problem.code) not in seen:
+            seen.add((problem.project, problem.zone, problem.code))
+            out.append(problem)
+    return out
+
+
+def _default_credentials() -> Any:
+    """Application Default Credentials, refreshed once (so concurrent calls don't all refresh).
+
+    Raises:
+        CredentialsError: none found, or they cannot be refreshed (expired login).
+    """
+    hint = "run `gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS)"
+    try:
+        creds, _ = google.auth.default(scopes=SCOPES)
+    except google.auth.exceptions.DefaultCredentialsError as exc:
+        raise CredentialsError(f"no Application Default Credentials found; {hint}. ({exc})") from None
+    try:
+        creds.refresh(Request())
+    except google.auth.exceptions.RefreshError as exc:
+        raise CredentialsError(f"Google credentials could not be refreshed; {hint}. ({exc})") from None
+    except (google.auth.exceptions.TransportError, OSError):
+        pass    # offline right now: each call will fail (and report) on its own
+    return creds

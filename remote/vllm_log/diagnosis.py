@@ -1,0 +1,260 @@
+"""Failure diagnosis for vLLM startup logs: which kind, why, and what to try.
+
+The reader (``remote.vllm_log.reader``) finds root-cause text and context; this module
+turns them into a :class:`~remote.startup.FailureKind`, a one-sentence
+explanation and a hint with concrete flag values when the log states enough.
+Texts recognised (source noted per pattern in ``remote.vllm_log.patterns``):
+XLA ``RESOURCE_EXHAUSTED`` HBM/VMEM OOMs (jax / libtpu), the V0/V1 KV-fit
+``max seq len`` errors, tpu-inference's HBM budget check and multi-host
+``MemoryStats`` error, and the OpenAI server's context-length 400.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from remote.vllm_log import patterns as pat
+from remote.startup import FailureKind as K
+from remote.startup import Phase
+
+#: Exception types that mean "the flags/config do not fit this model or slice".
+CONFIG_ERROR_TYPES = frozenset({
+    "ValueError", "ValidationError", "NotImplementedError", "ArgumentError",
+    "ArgumentTypeError",
+})
+#: Exceptions that only restate an earlier root cause.
+ENVELOPE_PHRASES = ("Engine core initialization failed", "EngineDeadError", "EngineCore failed")
+
+_FRAME_KV = re.compile(r"kv_cache|kv_caches|determine_available_memory|profile_run")
+_FRAME_COMPILE = re.compile(r"compile|warm_?up|capture_model|precompile")
+_FRAME_LOAD = re.compile(r"load|get_\w*model|quantiz|create_\w*model")
+
+
+def frame_context(func: str) -> str | None:
+    """Stage of a traceback frame's function: ``kv``, ``compile``, ``load`` or ``None``."""
+    if _FRAME_KV.search(func):
+        return "kv"
+    if _FRAME_COMPILE.search(func):
+        return "compile"
+    if _FRAME_LOAD.search(func):
+        return "load"
+    return None
+
+
+@dataclass(frozen=True)
+class Match:
+    """A recognised root-cause message.
+
+    Attributes:
+        kind: failure kind; for HBM OOMs it is provisional (``HBM_OOM_AFTER_COMPILE``) and
+            :func:`resolve_oom` refines it from context.
+        fatal: the server cannot come up.
+        numbers: figures stated in the message.
+        is_hbm_oom: kind still needs :func:`resolve_oom`.
+    """
+
+    kind: K
+    fatal: bool
+    numbers: Mapping[str, float | int]
+    is_hbm_oom: bool = False
+
+
+def match_specific(message: str) -> Match | None:
+    """Recognise a specific failure text in ``message`` (one line or joined lines)."""
+    if "MemoryStats is only supported for addressable" in message:
+        return Match(K.MULTIHOST_MEMORY_STATS_ERROR, True, {})
+    if "maximum context length" in message:
+        m = pat.CONTEXT_LENGTH.search(message)
+        if m:
+            nums: dict[str, float | int] = {"max_context_tokens": pat.to_int(m[1]),
+                                            "requested_tokens": pat.to_int(m[2])}
+            if m[3]:
+                nums["message_tokens"] = pat.to_int(m[3])
+                nums["completion_tokens"] = pat.to_int(m[4])
+            return Match(K.CONTEXT_LENGTH_EXCEEDED, False, nums)
+    if "max seq len" in message:
+        m = pat.KF2.search(message)
+        if m:
+            nums = {"max_seq_len": pat.to_int(m[1]), "kv_cache_needed_gib": float(m[2]),
+                    "kv_cache_available_gib": float(m[3])}
+            est = pat.KF2_ESTIMATE.search(message)
+            if est:
+                nums["estimated_max_model_len"] = pat.to_int(est[1])
+            return Match(K.MAX_MODEL_LEN_TOO_LARGE, True, nums)
+        m = pat.KF1.search(message)
+        if m:
+            return Match(K.MAX_MODEL_LEN_TOO_LARGE, True,
+                         {"max_seq_len": pat.to_int(m[1]),
+                          "kv_cache_capacity_tokens": pat.to_int(m[2])})
+    if "exceeds total_hbm_limit_cap_gb" in message:
+        m = pat.HBM_BUDGET.search(message)
+        if m:
+            nums = {"total_hbm_used_gb": float(m[1]), "total_hbm_limit_cap_gb": float(m[2]),
+                    "exceeded_by_gb": abs(float(m[3]))}
+            if m[4]:
+                nums["gpu_memory_utilization"] = float(m[4])
+            return Match(K.HBM_BUDGET_EXCEEDED, True, nums)
+    lowered = message.lower()
+    if "resource_exhausted" in lowered or "out of memory" in lowered:
+        if "vmem" in lowered or "smem" in lowered:
+            return Match(K.VMEM_OOM_COMPILE, True, {})
+        if ("hbm" in lowered or "allocat" in lowered or "out of memory" in lowered
+                or "error loading program" in lowered):
+            return Match(K.HBM_OOM_AFTER_COMPILE, True, _oom_numbers(message), is_hbm_oom=True)
+    return None
+
+
+def _oom_numbers(message: str) -> dict[str, float | int]:
+    nums: dict[str, float | int] = {}
+    req = pat.OOM_REQUIRED.search(message)
+    if req:
+        nums["required_gib"] = pat.xla_size_gib(req[1], req[2])
+    avail = pat.OOM_AVAILABLE.search(message)
+    if avail:
+        nums["available_gib"] = pat.xla_size_gib(avail[1], avail[2])
+    return nums
+
+
+def resolve_oom(tb_context: str | None, phase: Phase) -> K:
+    """HBM OOM kind from the innermost recognised traceback frame, else from the phase."""
+    if tb_context == "kv":
+        return K.HBM_OOM_KV_ALLOC
+    if tb_context == "load":
+        return K.HBM_OOM_LOAD
+    if tb_context == "compile":
+        return K.HBM_OOM_AFTER_COMPILE
+    if phase in (Phase.STARTING, Phase.LOADING_WEIGHTS):
+        return K.HBM_OOM_LOAD
+    if phase is Phase.ALLOCATING_KV_CACHE:
+        return K.HBM_OOM_KV_ALLOC
+    return K.HBM_OOM_AFTER_COMPILE
+
+
+def classify_exception(exc_type: str, phase: Phase, tb_context: str | None,
+                       compiling: bool) -> K:
+    """Kind of an exception with no specific text: precompile crash, config error or other."""
+    if compiling or tb_context == "compile":
+        return K.ENGINE_CRASH_DURING_PRECOMPILE
+    if exc_type.rsplit(".", 1)[-1] in CONFIG_ERROR_TYPES:
+        return K.CONFIG_ERROR
+    return K.ENGINE_CORE_EXCEPTION
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the log says about the setup, for hints (all optional)."""
+
+    gpu_memory_utilization: float | None = None
+    tpu_type: str | None = None
+    hbm_limit_gib: float | None = None
+    max_model_len: int | None = None
+    num_gpu_blocks_computed: int | None = None
+    num_gpu_blocks_override: int | None = None
+    in_flight: str | None = None
+    container: str | None = None
+
+
+def chip_generation(tpu_type: str | None) -> str | None:
+    """``v5litepod-16`` -> ``v5e``, ``v6e-8`` -> ``v6e``, ``v5p-8`` -> ``v5p``."""
+    if not tpu_type:
+        return None
+    name = tpu_type.split("-")[0].lower()
+    return "v5e" if name in ("v5litepod", "v5lite") else name
+
+
+def _lower_util(facts: Facts) -> str:
+    util = facts.gpu_memory_utilization
+    gen = chip_generation(facts.tpu_type)
+    where = f" on this {gen}" if gen else ""
+    if util is not None and util > 0.5:
+        return (f"--gpu-memory-utilization {util - 0.03:.2f} instead of {util:.2f}{where}")
+    return "a lower --gpu-memory-utilization (for example 0.92 instead of 0.95 on a v5e)"
+
+
+def _gib(value: float | int | None) -> str:
+    return f"{value:.2f} GiB" if value is not None else "?"
+
+
+def explain(kind: K, numbers: Mapping[str, float | int], facts: Facts) -> tuple[str, str]:
+    """One-sentence explanation and a hint for ``kind``.
+
+    Args:
+        kind: the diagnosed kind.
+        numbers: figures from the failure message (see :func:`match_specific`).
+        facts: setup facts the log stated elsewhere.
+
+    Returns:
+        ``(explanation, hint)``, both plain sentences.
+    """
+    n = numbers
+    if kind is K.HBM_OOM_LOAD:
+        need = (f" (needs {_gib(n.get('required_gib'))}, {_gib(n.get('available_gib'))} available)"
+                if "required_gib" in n else "")
+        return (f"HBM ran out while loading the weights{need}.",
+                "Spread the model over more chips (--tensor-parallel-size), use a smaller or "
+                "quantized checkpoint, or pick a TPU type with more HBM per chip.")
+    if kind is K.HBM_OOM_KV_ALLOC:
+        if facts.num_gpu_blocks_override is not None:
+            return ("HBM ran out allocating the KV cache: --num-gpu-blocks-override "
+                    f"{facts.num_gpu_blocks_override} asks for more blocks than fit.",
+                    f"Drop --num-gpu-blocks-override (the engine computed "
+                    f"{facts.num_gpu_blocks_computed} blocks fit), or free HBM with "
+                    f"{_lower_util(facts)}.")
+        return ("HBM ran out while allocating the KV cache.",
+                f"Try {_lower_util(facts)}, or a smaller --max-model-len / --max-num-seqs.")
+    if kind is K.HBM_OOM_AFTER_COMPILE:
+        return ("HBM ran out during XLA compilation or warm-up, after the weights and KV cache "
+                "were placed, so the compiled programs' temporaries do not fit.",
+                f"Leave more HBM for XLA: {_lower_util(facts)}; or lower "
+                "--max-num-batched-tokens / --max-num-seqs.")
+    if kind is K.HBM_BUDGET_EXCEEDED:
+        used, cap = n.get("total_hbm_used_gb"), n.get("total_hbm_limit_cap_gb")
+        util = n.get("gpu_memory_utilization") or facts.gpu_memory_utilization
+        target = ""
+        if used is not None and cap and util:
+            wanted = math.ceil((float(used) + 1.0) / (float(cap) / float(util)) * 100) / 100
+            if wanted <= 0.98:
+                target = f" to {wanted:.2f}"
+        return (f"After loading, the weights use {_gib(used)} of HBM, more than the "
+                f"{_gib(cap)} budget --gpu-memory-utilization allows, leaving nothing for "
+                "the KV cache.",
+                f"Raise --gpu-memory-utilization{target}, or use more chips "
+                "(--tensor-parallel-size) or a quantized checkpoint.")
+    if kind is K.VMEM_OOM_COMPILE:
+        return ("A TPU kernel ran out of on-chip VMEM/SMEM while compiling.",
+                "Lower --max-num-batched-tokens (and --max-num-seqs), or try another "
+                "--block-size; if it persists, report it with the kernel name.")
+    if kind is K.MAX_MODEL_LEN_TOO_LARGE:
+        fits = n.get("estimated_max_model_len") or n.get("kv_cache_capacity_tokens")
+        seq = n.get("max_seq_len")
+        avail = n.get("kv_cache_available_gib")
+        room = f" ({_gib(avail)} left for it)" if avail is not None else ""
+        return (f"One request of max-model-len {seq} tokens does not fit in the KV cache{room}.",
+                (f"Use --max-model-len {fits} (the largest the log says fits), or raise "
+                 "--gpu-memory-utilization / add chips." if fits else
+                 "Lower --max-model-len or raise --gpu-memory-utilization / add chips."))
+    if kind is K.CONTEXT_LENGTH_EXCEEDED:
+        limit = n.get("max_context_tokens")
+        return (f"A request asked for {n.get('requested_tokens')} tokens but the server's "
+                f"context is {limit} tokens (HTTP 400); the server itself is fine.",
+                "Send shorter prompts or a smaller max_tokens, or restart with a larger "
+                "--max-model-len if the KV cache allows it.")
+    if kind is K.MULTIHOST_MEMORY_STATS_ERROR:
+        return ("On a multi-host slice tpu-inference asked for memory stats of chips on other "
+                "hosts, which JAX refuses.",
+                "Use a vllm-tpu image with the multi-host memory-stats fix, or serve from a "
+                "single host (a slice whose chips are all local).")
+    if kind is K.CONFIG_ERROR:
+        return ("The engine rejected its configuration before loading the model.",
+                "Check the flags named in the message (parallelism, sharding, model options) "
+                "against this model and chip count.")
+    if kind is K.ENGINE_CRASH_DURING_PRECOMPILE:
+        step = f" ({facts.in_flight})" if facts.in_flight else ""
+        return (f"The engine crashed while precompiling{step}, not for lack of memory.",
+                "Likely a model/image incompatibility: try another vllm-tpu image tag or "
+                "MODEL_IMPL_TYPE, and report the traceback.")
+    return ("The engine core raised an exception; its root cause is not in these lines.",
+            "Read the full `docker logs` from the first 'Traceback' line to find the cause.")

@@ -1,0 +1,328 @@
+"""Incremental reader of vLLM startup logs (``docker logs [--timestamps] vllm``).
+
+Feed it bytes or text in any chunking, or one line at a time as lines arrive over
+SSH; it keeps a small startup state, never the lines, and hands out frozen
+:class:`~remote.startup.StartupState` snapshots. The same reader reads whole
+files (:func:`read_log`) for ``tpu-console log-summary``.
+
+Formats (ids from ``shared/corpus/vllm-logs/INDEX.md``): envelopes E1-E8
+(vLLM V0/V1 prefixes with and without ``[file:line]``, process prefixes, uvicorn,
+multi-line messages, foreign lines, CRLF/blank lines/stray bytes/ANSI colours);
+tpu-inference HBM lines H1-H6 (2025-07 ... 0.29); KV cache K1-K6 and the
+KV-fit errors KF1/KF2; compile progress C1-C6 (torch_xla V0/V1, tpu-inference
+2025-10 ... 0.29, GPU torch.compile); uvicorn readiness; XLA OOM texts.
+
+Hot path: each line costs one ``find`` for the envelope end and one dict lookup
+on the first four characters of its message; regexes run only on lines whose
+message head names a format (see ``_HEADS``).
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+from remote.vllm_log import diagnosis as dx
+from remote.vllm_log import patterns as pat
+from remote.startup import (CompileProgress, Failure, Phase, PhaseMark, StartupState,
+                            frozen_map, summary_json)
+from remote.vllm_log.state import HANDLERS, BootState, Root
+
+__all__ = ["StartupReader", "read_log", "summary_json"]
+
+HANDLERS_BYTES = {key.encode(): handler for key, handler in HANDLERS.items()}
+
+_READ_BLOCK = 1 << 20
+
+
+class StartupReader(BootState):
+    """Incremental reader. Keeps state, not lines (memory flat).
+
+    Args:
+        year: year for vLLM's ``MM-DD HH:MM:SS`` stamps, which carry none (default: the
+            current UTC year; a month jump back of more than six months adds one).
+            ``docker logs --timestamps`` stamps carry their own year and win.
+
+    Lines longer than :data:`~remote.vllm_log.patterns.MAX_LINE_CHARS` are cut to that
+    length. Never raises on content: undecodable bytes become U+FFFD.
+    """
+
+    def __init__(self, *, year: int | None = None) -> None:
+        super().__init__(year or datetime.now(timezone.utc).year)
+        self._pend: list[bytes] = []
+        self._pend_len = 0
+        self._pend_cut = False
+        self._cr_held = False
+        self._version = 0
+        self._snapshot: StartupState | None = None
+        self._snapshot_version = -1
+
+    # ---- input --------------------------------------------------------------------
+    def feed(self, data: str | bytes | bytearray | memoryview) -> None:
+        """Read a chunk of the stream; chunk borders may fall anywhere (even inside UTF-8).
+
+        Lines end at LF, CRLF or a lone CR (Python's universal newlines; a tqdm redraw is a
+        line); ANSI escape sequences are removed; invalid UTF-8 becomes U+FFFD. A trailing
+        partial line waits for the next chunk or :meth:`close`.
+        """
+        if isinstance(data, str):
+            data = data.encode("utf-8", "surrogatepass")
+        self._feed_bytes(bytes(data), final=False)
+
+    def feed_line(self, line: str, ts: datetime | None = None) -> None:
+        """Read one complete line (without its newline), e.g. from an SSH tail.
+
+        Args:
+            line: the line; a trailing CR/LF is dropped, embedded line breaks split it.
+            ts: arrival or log time to use for this line instead of any stamp in it.
+        """
+        pieces = line.encode("utf-8", "surrogatepass").splitlines() or [b""]
+        pieces = [self._clean(p[:pat.MAX_LINE_CHARS]) for p in pieces]
+        self.explicit_ts = ts
+        try:
+            self._process(pieces)
+        finally:
+            self.explicit_ts = None
+
+    def close(self) -> None:
+        """Flush a trailing partial line. Idempotent."""
+        self._feed_bytes(b"", final=True)
+        changed = False
+        if self._pend_len or self._pend_cut:
+            line = b"".join(self._pend)
+            self._pend, self._pend_len, self._pend_cut = [], 0, False
+            self._process([self._clean(line)])
+            changed = True
+        if self.accum is not None:
+            self.finish_accum()
+            changed = True
+        if changed:
+            self._version += 1
+
+    # ---- output -------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        """Bumps whenever the state changes (every complete line read); the UI polls it."""
+        return self._version
+
+    @property
+    def state(self) -> StartupState:
+        """Frozen snapshot of the current state (cached until the next change)."""
+        if self._snapshot is None or self._snapshot_version != self._version:
+            self._snapshot = self._build_state()
+            self._snapshot_version = self._version
+        return self._snapshot
+
+    # ---- line assembly (bytes: splitting never needs a decode) ---------------------
+    @staticmethod
+    def _clean(line: bytes) -> bytes:
+        return pat.ANSI_BYTES.sub(b"", line) if b"\x1b" in line else line
+
+    def _feed_bytes(self, data: bytes, final: bool) -> None:
+        if self._cr_held:  # a CR that ended the last chunk may be half of a CRLF
+            data = b"\r" + data
+            self._cr_held = False
+        if not final and data.endswith(b"\r"):
+            data = data[:-1]
+            self._cr_held = True
+        if not data:
+            return
+        if self._pend_len or self._pend_cut:
+            brk = pat.LINE_BREAK_BYTES.search(data)
+            if brk is None:
+                self._hold(data)
+                return
+            head = b"".join(self._pend)
+            # a held line at the cap drops the rest of itself
+            data = head + (data[brk.start():] if self._pend_cut else data)
+            self._pend, self._pend_len, self._pend_cut = [], 0, False
+        lines = data.splitlines()
+        tail = b"" if data[-1] in (10, 13) else lines.pop()
+        if lines:
+            if max(map(len, lines)) > pat.MAX_LINE_CHARS:
+                lines = [ln[:pat.MAX_LINE_CHARS] for ln in lines]
+            if b"\x1b" in data:
+                clean = self._clean
+                lines = [clean(ln) if b"\x1b" in ln else ln for ln in lines]
+        self._hold(tail)
+        self._process(lines)
+
+    def _hold(self, data: bytes) -> None:
+        if self._pend_cut or not data:
+            return
+        room = pat.MAX_LINE_CHARS - self._pend_len
+        if len(data) >= room:
+            data = data[:room]
+            self._pend_cut = True
+        self._pend.append(data)
+        self._pend_len += len(data)
+
+    # ---- the hot loop ---------------------------------------------------------------
+    def _process(self, lines: list[bytes]) -> None:
+        """Dispatch each line on the first 4 bytes of its message; decode only those used."""
+        if not lines:
+            return
+        first = self._first_stamp(lines)
+        n = self.lines_read
+        heads = HANDLERS_BYTES
+        acc = self.accum is not None
+        for raw in lines:
+            n += 1
+            if acc:
+                self.lines_read = n
+                taken = self.take_accum(raw.decode("utf-8", "replace"))
+                acc = self.accum is not None
+                if taken:
+                    continue
+            p = raw.find(b"] ", 0, 200)
+            if p > 1 and 47 < raw[p - 1] < 58:  # "...file.py:123] message"
+                q = raw.rfind(b".py:", 0, p)
+                if q < 0 or p - q > 12:
+                    p = -1
+            else:
+                p = -1
+            if p < 0:
+                self.lines_read = n
+                self.bare_line(raw.decode("utf-8", "replace"))
+                acc = self.accum is not None
+                continue
+            p += 2
+            head = raw[p:p + 4]
+            h = heads.get(head)
+            if h is None:
+                c = head[:1]
+                if c == b" ":
+                    if head == b"    ":  # array/padding continuations, source lines
+                        continue
+                elif c.isdigit() or not c:
+                    continue
+                elif not (b"rror" in raw or b"xception" in raw or c == b"\xe2"):
+                    continue
+            self.lines_read = n
+            line = raw.decode("utf-8", "replace")
+            msg = line[p:] if len(line) == len(raw) else line[line.find("] ", 0, 200) + 2:]
+            if h is not None:
+                h(self, msg, line)
+            else:
+                self.dispatch(msg.lstrip(), line, envelope=True)
+            acc = self.accum is not None
+        self.lines_read = n
+        self._note_stamps(lines, first)
+        self._version += 1
+
+    def _first_stamp(self, lines: list[bytes]) -> tuple[int, datetime] | None:
+        """Line number and time of the batch's first stamped line, while still needed."""
+        if len(self.timeline) != 1 or self.timeline[0].started_at is not None:
+            return None
+        for i, raw in enumerate(lines):
+            at = self.explicit_ts or self.stamp(raw[:240].decode("utf-8", "replace"),
+                                                mutate=False)
+            if at is not None:
+                return self.lines_read + 1 + i, at
+        return None
+
+    def _note_stamps(self, lines: list[bytes], first: tuple[int, datetime] | None) -> None:
+        if self.explicit_ts is not None:
+            self.last_at = self.explicit_ts
+        else:
+            for raw in reversed(lines):
+                line = raw[:240].decode("utf-8", "replace")
+                if self.has_stamp(line):
+                    self.last_at = line
+                    break
+        if first is not None:
+            line_no, at = first
+            mark = self.timeline[0]
+            if (mark.started_at is None and mark.phase is Phase.STARTING and mark.line_no == 1
+                    and (len(self.timeline) == 1 or self.timeline[1].line_no >= line_no)):
+                self.timeline[0] = PhaseMark(mark.phase, at, mark.line_no)
+
+    # ---- snapshot -----------------------------------------------------------------
+    def _build_state(self) -> StartupState:
+        last_at = self.last_at if not isinstance(self.last_at, str) else self.stamp(self.last_at,
+                                                                                     mutate=False)
+        compile_progress = CompileProgress(
+            steps_finished=self.c_finished, steps_started=self.c_started,
+            in_flight_name=self.c_name, in_flight_shape=self.c_shape,
+            last_step_seconds=self.c_last, step_seconds_total=round(self.c_total, 6),
+            started_at=self.c_started_at, deferred_steps=self.c_deferred,
+            warmup_passes=self.c_warm, warmup_seconds_total=round(self.c_warm_total, 6))
+        num_chips = self.num_chips_info
+        if num_chips is None and self.snapshots:
+            num_chips = self.snapshots[0].num_chips
+        return StartupState(
+            phase=self.phase, timeline=tuple(self.timeline), ready=self.ready,
+            server_url=self.server_url, failure=self._failure(self.root, self.fatal),
+            hbm_snapshots=tuple(self.snapshots),
+            memory_statistics=frozen_map(self.memstats) if self.memstats is not None else None,
+            kv_cache_tokens=self.kv_tokens, kv_cache_label=self.kv_label,
+            kv_cache_shape=self.kv_shape, max_concurrency=self.conc,
+            max_concurrency_tokens_per_request=self.conc_tokens, device_blocks=self.blocks,
+            device_blocks_label=self.blocks_label, cpu_blocks=self.cpu_blocks,
+            num_gpu_blocks_computed=self.blocks_computed,
+            num_gpu_blocks_override=self.blocks_override, compile=compile_progress,
+            compile_seconds=(self.compile_total if self.compile_total is not None
+                             else self.group_total),
+            engine_init_seconds=self.engine_init, num_chips=num_chips, tpu_type=self.tpu_type,
+            platform=self.platform, vllm_version=self.vllm_version, model=self.model,
+            gpu_memory_utilization=self.gpu_util(), max_model_len=self.max_model_len,
+            container_status=self.container_status, container_name=self.container_name,
+            engine_core_failed=self.engine_core_failed, model_weights_gb=self.weights_gb,
+            cuda_graph_capture_seconds=self.graph_s, cuda_graph_memory_gib=self.graph_gib,
+            restarts=self.restarts, previous_failure=self.previous_failure,
+            lines_read=self.lines_read, last_line_at=last_at)
+
+    def current_failure(self) -> Failure | None:
+        """The diagnosed failure of the current boot, or ``None``."""
+        return self._failure(self.root, self.fatal)
+
+    def _failure(self, root: Root | None, fatal: Root | None) -> Failure | None:
+        if fatal is not None and (root is None or not root.fatal):
+            root = fatal
+        if root is None:
+            return None
+        model = self.snapshots[-1] if self.snapshots else None
+        facts = dx.Facts(
+            gpu_memory_utilization=self.gpu_util() or root.numbers.get("gpu_memory_utilization"),
+            tpu_type=self.tpu_type, hbm_limit_gib=model.limit_gib[0] if model else None,
+            max_model_len=self.max_model_len, num_gpu_blocks_computed=self.blocks_computed,
+            num_gpu_blocks_override=self.blocks_override,
+            in_flight=CompileProgress(in_flight_name=self.c_name,
+                                      in_flight_shape=self.c_shape).in_flight)
+        explanation, hint = dx.explain(root.kind, root.numbers, facts)
+        return Failure(kind=root.kind, fatal=root.fatal, message=root.message,
+                       evidence_line=root.evidence_line, explanation=explanation, hint=hint,
+                       at=root.at, numbers=frozen_map(root.numbers))
+
+
+def read_log(source: str | Path | IO[bytes]) -> StartupState:
+    """Read a whole log file or stream and return the final state.
+
+    Args:
+        source: a path, ``"-"`` for standard input, or a binary (or text) stream.
+
+    Returns:
+        The state after the last line (a trailing partial line included).
+
+    Raises:
+        OSError: the file cannot be opened or read (missing, a directory, no permission).
+    """
+    reader = StartupReader()
+    if isinstance(source, (str, Path)) and str(source) != "-":
+        with open(source, "rb") as stream:
+            _pump(stream, reader)
+    else:
+        stream = sys.stdin.buffer if isinstance(source, (str, Path)) else source
+        _pump(stream, reader)
+    reader.close()
+    return reader.state
+
+
+def _pump(stream: IO[Any], reader: StartupReader) -> None:
+    while True:
+        block = stream.read(_READ_BLOCK)
+        if not block:
+            return
+        reader.feed(block)

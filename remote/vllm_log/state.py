@@ -1,0 +1,389 @@
+"""Per-format handlers of the vLLM log reader and the mutable state they update.
+
+``remote.vllm_log.reader.StartupReader`` splits lines, finds each line's message and
+calls ``HANDLERS[message[:4]]``; everything here runs only for those lines.
+State is scalars and a few short, capped lists: nothing grows with the log.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from remote.vllm_log import patterns as pat
+from remote.startup import Failure, HbmSnapshot, Phase, PhaseMark
+from remote.vllm_log.compile import CompileHandlers
+from remote.vllm_log.failures import FailureHandlers, Root
+
+_MAX_MARKS = 64
+_MAX_SNAPSHOTS = 32
+_STAGES = (("Init worker", "worker_init"), ("Init model", "model_loaded"),
+           ("Init kv-cache", "kv_cache"), ("before applying quantization", "before_quantization"),
+           ("after applying quantization", "after_quantization"))
+class BootState(FailureHandlers, CompileHandlers):
+    """Mutable state of the current boot plus the handlers that update it.
+
+    Each ``on_*`` handler takes ``(msg, line)``: the message after the envelope and the
+    whole line (for its time stamp); ``HANDLERS`` maps message heads to them.
+    """
+
+    def __init__(self, year: int) -> None:
+        self.year = year
+        self.last_month: int | None = None
+        self.explicit_ts: datetime | None = None
+        self.last_at: datetime | str | None = None
+        self.lines_read = 0
+        self.restarts = 0
+        self.previous_failure: Failure | None = None
+        self.tpu_type: str | None = None
+        self.num_chips_info: int | None = None
+        self.platform: str | None = None
+        self.reset_boot(None, 1)
+
+    def reset_boot(self, at: datetime | None, line_no: int) -> None:
+        """Forget the current boot (a new one starts at ``line_no``)."""
+        self.phase = self.progress = Phase.STARTING
+        self.timeline: list[PhaseMark] = [PhaseMark(Phase.STARTING, at, line_no)]
+        self.ready = False
+        self.server_url: str | None = None
+        self.snapshots: list[HbmSnapshot] = []
+        self.memstats: dict[str, float] | None = None
+        self.kv_tokens: int | None = None
+        self.kv_label: str | None = None
+        self.kv_shape: str | None = None
+        self.conc: float | None = None
+        self.conc_tokens: int | None = None
+        self.blocks: int | None = None
+        self.blocks_label: str | None = None
+        self.cpu_blocks: int | None = None
+        self.blocks_computed: int | None = None
+        self.blocks_override: int | None = None
+        self.c_finished = self.c_started = self.c_deferred = self.c_warm = 0
+        self.c_name: str | None = None
+        self.c_shape: str | None = None
+        self.c_last: float | None = None
+        self.c_total = self.c_warm_total = 0.0
+        self.c_started_at: datetime | None = None
+        self.group_name = "model"
+        self.xla_group = False
+        self.group_total: float | None = None
+        self.compile_total: float | None = None
+        self.engine_init: float | None = None
+        self.vllm_version: str | None = None
+        self.model: str | None = None
+        self.util_args: float | None = None
+        self.util_memstats: float | None = None
+        self.max_model_len: int | None = None
+        self.container_status: str | None = None
+        self.container_name: str | None = None
+        self.engine_core_failed = False
+        self.weights_gb: float | None = None
+        self.graph_s: float | None = None
+        self.graph_gib: float | None = None
+        self.root: Root | None = None
+        self.fatal: Root | None = None
+        self.in_tb = False
+        self.tb_ctx: str | None = None
+        self.accum: list | None = None
+        self.boot_marked = False
+
+    def current_failure(self) -> Failure | None:
+        """The diagnosed failure of the current boot (the reader builds it)."""
+        return None
+
+    def gpu_util(self) -> float | None:
+        """``--gpu-memory-utilization`` as stated in args, else the memory-statistics ratio."""
+        return self.util_args if self.util_args is not None else self.util_memstats
+
+    # ---- time ---------------------------------------------------------------------
+    def has_stamp(self, line: str) -> bool:
+        """``line`` carries a docker or vLLM time stamp."""
+        return bool((line[:1] in "12" and pat.DOCKER_TS.match(line))
+                    or pat.VLLM_TS.search(line, 0, 200))
+
+    def stamp(self, line: str, mutate: bool = True) -> datetime | None:
+        """Time stamp of ``line``: docker RFC 3339 first, else vLLM ``MM-DD HH:MM:SS``."""
+        if line[:1] in "12":
+            m = pat.DOCKER_TS.match(line)
+            if m:
+                return pat.docker_time(m)
+        m = pat.VLLM_TS.search(line, 0, 200)
+        if m is None:
+            return None
+        month = int(m[1])
+        year = self.year
+        if self.last_month is not None and month < self.last_month - 6:
+            year += 1
+            if mutate:
+                self.year = year
+        if mutate:
+            self.last_month = month
+        try:
+            return datetime(year, month, int(m[2]), int(m[3]), int(m[4]), int(m[5]),
+                            tzinfo=timezone.utc)
+        except ValueError:
+            return None
+
+    def at(self, line: str) -> datetime | None:
+        """Time of the line being handled (explicit ``feed_line`` time first)."""
+        return self.explicit_ts if self.explicit_ts is not None else self.stamp(line)
+
+    # ---- phases and failures ------------------------------------------------------
+    def enter(self, phase: Phase, line: str) -> None:
+        """Record progress into ``phase`` (the public phase sticks at ready/failed)."""
+        self.progress = phase
+        if self.phase is phase or self.phase in (Phase.READY, Phase.FAILED):
+            return
+        self._mark(phase, line)
+
+    def _mark(self, phase: Phase, line: str) -> None:
+        self.phase = phase
+        if len(self.timeline) >= _MAX_MARKS:
+            del self.timeline[1]
+        self.timeline.append(PhaseMark(phase, self.at(line), self.lines_read))
+
+    def boot_marker(self, line: str) -> None:
+        """A vLLM banner / version line: a second one after progress means a restart."""
+        if self.boot_marked and (self.progress is not Phase.STARTING or self.ready
+                                 or self.fatal is not None):
+            failure = self.current_failure()
+            restarts = self.restarts + 1
+            self.reset_boot(self.at(line), self.lines_read)
+            self.restarts, self.previous_failure = restarts, failure
+        self.boot_marked = True
+
+    # ---- line entry points --------------------------------------------------------
+    def bare_line(self, line: str) -> None:
+        """A line without an E1/E2 envelope: docker stamp, process prefix, uvicorn, pastes."""
+        text = line
+        if text[:1] in "12":
+            m = pat.DOCKER_TS.match(text)
+            if m:
+                text = text[m.end():]
+                end = pat.envelope_end(text)
+                if end >= 0:
+                    msg = text[end:].lstrip()
+                    self.dispatch(msg, line, envelope=True)
+                    return
+        msg = pat.strip_proc_prefix(text).strip()
+        self.dispatch(msg, line, envelope=False)
+
+    def dispatch(self, msg: str, line: str, envelope: bool) -> None:
+        """Slow-path twin of the hot loop for one message."""
+        h = HANDLERS.get(msg[:4])
+        if h is not None:
+            h(self, msg, line)
+            return
+        c = msg[:1]
+        if c in pat.DIGITS:
+            return
+        if "rror" in msg or "xception" in msg:
+            self.on_exception(msg, line)
+        elif c in pat.BANNER_GLYPHS:
+            self.on_banner(msg, line)
+        elif not envelope:
+            if "Exited (" in msg:
+                self.on_container(msg, line)
+            elif "vllm serve" in msg:
+                self.on_args(msg, line)
+
+    # ---- HBM and KV cache ---------------------------------------------------------
+    def on_hbm(self, msg: str, line: str) -> None:
+        i = msg.find("hbm=[")
+        j = msg.find("]", i)
+        if i < 0 or j < 0:
+            return
+        pairs = pat.HBM_TUPLE.findall(msg, i, j + 1)
+        if not pairs:
+            return
+        k = j + 1
+        while k < len(msg) and msg[k].isalpha():
+            k += 1
+        head = msg[:i]
+        cuts = [x for x in (head.find(" |"), head.find(":")) if x >= 0]
+        label = (head[:min(cuts)] if cuts else head).strip(" |:")
+        stage = next((s for key, s in _STAGES if key in label), "other")
+        if not label.startswith("Init"):
+            end = pat.envelope_end(line)
+            if end >= 0 and pat.envelope_file(line, end - 2).startswith("qwix"):
+                label = f"qwix {label}"
+        snap = HbmSnapshot(stage, label, tuple(float(u) for u, _ in pairs),
+                           tuple(float(lim) for _, lim in pairs), msg[j + 1:k], self.at(line))
+        if len(self.snapshots) >= _MAX_SNAPSHOTS:
+            del self.snapshots[0]
+        self.snapshots.append(snap)
+        if stage == "kv_cache":
+            shape = pat.KV_SHAPE.search(msg, 0, i)
+            if shape:
+                self.kv_shape = shape[1]
+            self.enter(Phase.ALLOCATING_KV_CACHE, line)
+        elif stage in ("model_loaded", "before_quantization") and self.progress is Phase.STARTING:
+            self.enter(Phase.LOADING_WEIGHTS, line)
+
+    def on_init(self, msg: str, line: str) -> None:
+        if "hbm=[" in msg:
+            self.on_hbm(msg, line)
+        elif "LLM engine (v" in msg:
+            m = pat.ENGINE_VERSION.search(msg)
+            if m and self.vllm_version is None:
+                self.vllm_version = m[1]
+            m = pat.ENGINE_MODEL.search(msg)
+            if m and self.model is None:
+                self.model = m[1]
+
+    def on_memory(self, msg: str, line: str) -> None:
+        if msg.startswith("Memory statistics"):
+            self.memstats = {k: float(v) for k, v in pat.MEMSTAT_FIELD.findall(msg)}
+            limit = self.memstats.get("total_hbm_limit_gb")
+            cap = self.memstats.get("total_hbm_limit_cap_gb")
+            if limit and cap:
+                self.util_memstats = round(cap / limit, 2)
+            self.enter(Phase.ALLOCATING_KV_CACHE, line)
+        elif msg.startswith("Memory profiling results"):
+            m = pat.GPU_UTIL.search(msg)
+            if m:
+                self.util_args = float(m[1])
+            self.enter(Phase.ALLOCATING_KV_CACHE, line)
+        elif "hbm=[" in msg:
+            self.on_hbm(msg, line)
+
+    def on_kv_size(self, msg: str, line: str) -> None:
+        if msg.startswith("TPU info"):
+            m = pat.TPU_INFO_TYPE.search(msg)
+            if m:
+                self.tpu_type = m[1]
+            m = pat.TPU_INFO_CHIPS.search(msg)
+            if m:
+                self.num_chips_info = int(m[1])
+            return
+        m = pat.KV_SIZE.match(msg)
+        if m is None:
+            return
+        self.kv_label, self.kv_tokens = m[1], pat.to_int(m[2])
+        if "concurrency" in msg:
+            self.on_concurrency(msg, line)
+        self.enter(Phase.ALLOCATING_KV_CACHE, line)
+
+    def on_concurrency(self, msg: str, line: str) -> None:
+        m = pat.CONCURRENCY.search(msg)
+        if m:
+            self.conc_tokens, self.conc = pat.to_int(m[1]), pat.to_float(m[2])
+            self.enter(Phase.ALLOCATING_KV_CACHE, line)
+
+    def on_blocks(self, msg: str, line: str) -> None:
+        m = pat.BLOCKS.match(msg)
+        if m:
+            self.blocks_label, self.blocks = m[1], int(m[2])
+            if m[3]:
+                self.cpu_blocks = int(m[3])
+            self.enter(Phase.ALLOCATING_KV_CACHE, line)
+
+    def on_override(self, msg: str, line: str) -> None:
+        m = pat.BLOCKS_OVERRIDE.search(msg)
+        if m:
+            self.blocks_computed, self.blocks_override = int(m[1]), int(m[2])
+
+    def on_kv_phase(self, msg: str, line: str) -> None:
+        self.enter(Phase.ALLOCATING_KV_CACHE, line)
+
+    # ---- loading, serving, identity -----------------------------------------------
+    def on_loading(self, msg: str, line: str) -> None:
+        if msg.startswith("Loading model weights took"):
+            m = pat.WEIGHTS_GB.match(msg)
+            if m:
+                self.weights_gb = float(m[1])
+        if self.progress is Phase.STARTING and msg.startswith(
+                ("Loading", "Downloading", "Applying Qwix", "Starting to load")):
+            self.enter(Phase.LOADING_WEIGHTS, line)
+
+    def on_starting(self, msg: str, line: str) -> None:
+        if msg.startswith("Starting vLLM"):
+            m = pat.SERVER_URL.search(msg)
+            if m:
+                self.server_url = m[1]
+            self.enter(Phase.WARMING_UP, line)
+        else:
+            self.on_loading(msg, line)
+
+    def on_info(self, msg: str, line: str) -> None:
+        if "startup complete" in msg and pat.READY_UVICORN.match(msg):
+            self.ready = True
+            self.fatal = None
+            if self.root is not None:
+                self.root.fatal = False
+            if self.phase is not Phase.READY:
+                self._mark(Phase.READY, line)
+            self.progress = Phase.READY
+        elif "Uvicorn running on" in msg:
+            m = pat.RUNNING_UVICORN.match(msg)
+            if m:
+                self.server_url = m[1]
+        elif msg.startswith(("INFO:     Started server process", "INFO:     Waiting for app")):
+            self.enter(Phase.WARMING_UP, line)
+
+    def on_graph(self, msg: str, line: str) -> None:
+        m = pat.GRAPH_CAPTURE.match(msg)
+        if m:
+            self.graph_s, self.graph_gib = float(m[1]), float(m[2])
+        self.enter(Phase.WARMING_UP, line)
+
+    def on_capture(self, msg: str, line: str) -> None:
+        if msg.startswith("Capturing CUDA graph"):
+            self.enter(Phase.WARMING_UP, line)
+
+    def on_platform(self, msg: str, line: str) -> None:
+        m = pat.PLATFORM.match(msg)
+        if m:
+            self.platform = m[1]
+
+    def on_version(self, msg: str, line: str) -> None:
+        if msg.startswith("vLLM API server version"):
+            self.boot_marker(line)
+            m = pat.VERSION.search(msg)
+            if m:
+                self.vllm_version = m[1]
+
+    def on_banner(self, msg: str, line: str) -> None:
+        if "version " in msg:
+            m = pat.VERSION.search(msg)
+            if m:
+                self.boot_marker(line)
+                self.vllm_version = m[1]
+        elif "model " in msg:
+            m = pat.BANNER_MODEL.search(msg)
+            if m:
+                self.model = m[1]
+
+    def on_using(self, msg: str, line: str) -> None:
+        m = pat.USING_MAX_MODEL_LEN.match(msg)
+        if m:
+            self.max_model_len = int(m[1])
+
+    def on_args(self, msg: str, line: str) -> None:
+        m = pat.GPU_UTIL.search(msg)
+        if m:
+            self.util_args = float(m[1])
+        m = pat.MAX_MODEL_LEN_ARG.search(msg)
+        if m:
+            self.max_model_len = int(m[1])
+
+
+HANDLERS = {
+    "Init": BootState.on_init, "Memo": BootState.on_memory,
+    "TPU ": BootState.on_kv_size, "GPU ": BootState.on_kv_size, "XPU ": BootState.on_kv_size,
+    "CPU ": BootState.on_kv_size, "NPU ": BootState.on_kv_size, "HPU ": BootState.on_kv_size,
+    "Maxi": BootState.on_concurrency,
+    "# GP": BootState.on_blocks, "# TP": BootState.on_blocks, "# CP": BootState.on_blocks,
+    "# XP": BootState.on_blocks, "# NP": BootState.on_blocks,
+    "Over": BootState.on_override, "Hybr": BootState.on_kv_phase,
+    "Comp": BootState.on_compile, "Prec": BootState.on_precompile,
+    "-- n": BootState.on_xla_step, "batc": BootState.on_xla_step,
+    "AOT ": BootState.on_aot, "Warm": BootState.on_warmup,
+    "init": BootState.on_init_engine, "torc": BootState.on_torch, "Dyna": BootState.on_dynamo,
+    "Load": BootState.on_loading, "Down": BootState.on_loading, "Appl": BootState.on_loading,
+    "Star": BootState.on_starting, "INFO": BootState.on_info,
+    "Grap": BootState.on_graph, "Capt": BootState.on_capture,
+    "Auto": BootState.on_platform, "vLLM": BootState.on_version,
+    "Usin": BootState.on_using, "non-": BootState.on_args,
+    "Engi": BootState.on_engine, "Trac": BootState.on_traceback, "File": BootState.on_frame,
+    "The ": BootState.on_plain_failure, "This": BootState.on_plain_failure,
+}

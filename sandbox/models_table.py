@@ -1,0 +1,118 @@
+"""Model shapes, chip HBM figures and the per-chip memory arithmetic of the sandbox engine.
+
+Figures (per chip unless said; GiB = 2**30 bytes):
+
+- HBM limit: v5e (``v5litepod-N``) 15.75, v6e (``v6e-N``) 31.25, v5p (``v5p-N``) 95.
+- cap = limit x gpu_memory_utilization (default 0.92, the ratio tpu-inference 0.26-0.29
+  prints when the flag is unset: corpus files 10 and 33).
+- weights = params x 2 bytes / tensor_parallel_size.
+- activation headroom = max_num_batched_tokens x hidden_size x 2 bytes x 4 / tp.
+- KV bytes per token = 2 (K and V) x layers x ceil(kv_heads / tp) x head_dim x 2 bytes.
+- KV tokens = floor((cap - weights - headroom) / (bytes per token x block)) x block.
+- max concurrency = KV tokens / max_model_len.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from remote.models import chip_generation, chips_of
+from sandbox.serve_args import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS, ServeArgs
+
+GIB = 1024**3
+#: Per-chip HBM limit in GiB as tpu-inference prints it, by chip generation.
+HBM_LIMIT_GIB = {"v5e": 15.75, "v6e": 31.25, "v5p": 95.0}
+#: KV cache block (page) size in tokens, by chip generation.
+BLOCK_SIZE_TOKENS = {"v5e": 32, "v6e": 64, "v5p": 64}
+#: HBM the compiled programs need beyond the cap (0.84 GiB: the ~836 MB seen failing at 0.95 on v5e).
+PROGRAM_RESERVE_GIB = 0.84
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Shape of a served model: ``params_b`` in billions, ``max_position`` in tokens."""
+
+    name: str
+    params_b: float
+    layers: int
+    kv_heads: int
+    head_dim: int
+    max_position: int
+    hidden_size: int
+    architecture: str
+
+
+MODELS: dict[str, ModelSpec] = {m.name.lower(): m for m in (
+    ModelSpec("Qwen/Qwen3-0.6B", 0.6, 28, 8, 128, 40960, 1024, "Qwen3ForCausalLM"),
+    ModelSpec("Qwen/Qwen3-8B", 8.2, 36, 8, 128, 40960, 4096, "Qwen3ForCausalLM"),
+    ModelSpec("Qwen/Qwen3-32B", 32.8, 64, 8, 128, 40960, 5120, "Qwen3ForCausalLM"),
+    ModelSpec("meta-llama/Llama-3.1-8B-Instruct", 8.03, 32, 8, 128, 131072, 4096, "LlamaForCausalLM"),
+    ModelSpec("meta-llama/Llama-3.1-70B-Instruct", 70.6, 80, 8, 128, 131072, 8192, "LlamaForCausalLM"),
+    ModelSpec("google/gemma-3-4b-it", 4.3, 34, 4, 256, 131072, 2560, "Gemma3ForConditionalGeneration"),
+    ModelSpec("google/gemma-3-27b-it", 27.4, 62, 16, 128, 131072, 5376, "Gemma3ForConditionalGeneration"),
+)}
+
+
+def model_spec(model: str) -> ModelSpec:
+    """The table entry for ``model`` (HF id, case-insensitive, or a path ending in its name).
+
+    Unknown models get an 8B Llama-like default (32 layers, 8 KV heads of 128, 32,768 positions).
+    """
+    key = model.lower().rstrip("/")
+    if key in MODELS:
+        return MODELS[key]
+    base = key.rsplit("/", 1)[-1]
+    for spec in MODELS.values():
+        if spec.name.lower().rsplit("/", 1)[-1] == base:
+            return spec
+    return ModelSpec(model, 8.0, 32, 8, 128, 32768, 4096, "LlamaForCausalLM")
+
+
+@dataclass(frozen=True)
+class _Figures:
+    """Per-chip memory arithmetic of one launch (see the module docstring)."""
+
+    spec: ModelSpec
+    generation: str
+    host_chips: int
+    limit_gib: float
+    block: int
+    tp: int
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    weights_gib: float
+    cap_gib: float
+    headroom_gib: float
+    kv_bytes_per_token: int
+
+    @property
+    def pool_gib(self) -> float:
+        return self.cap_gib - self.weights_gib - self.headroom_gib
+
+    @property
+    def kv_tokens(self) -> int:
+        blocks = math.floor(self.pool_gib * GIB / (self.kv_bytes_per_token * self.block))
+        return max(0, blocks) * self.block
+
+
+def _figures(args: ServeArgs, accelerator_type: str) -> _Figures:
+    generation = chip_generation(accelerator_type) or ""
+    node_chips = chips_of(accelerator_type)
+    if generation not in HBM_LIMIT_GIB or not node_chips:
+        raise ValueError(f"unknown accelerator type {accelerator_type!r}: expected v5litepod-N, "
+                         "v5e-N, v6e-N or v5p-N")
+    host_chips = min(node_chips, 4) if generation == "v5p" or node_chips > 8 else node_chips
+    spec = model_spec(args.model)
+    tp = args.tensor_parallel_size
+    limit = HBM_LIMIT_GIB[generation]
+    mnbt = args.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
+    return _Figures(
+        spec=spec, generation=generation, host_chips=host_chips, limit_gib=limit,
+        block=BLOCK_SIZE_TOKENS[generation], tp=tp,
+        max_model_len=args.max_model_len or spec.max_position, max_num_batched_tokens=mnbt,
+        max_num_seqs=args.max_num_seqs or DEFAULT_MAX_NUM_SEQS,
+        weights_gib=spec.params_b * 1e9 * 2 / tp / GIB, cap_gib=limit * args.gpu_memory_utilization,
+        headroom_gib=mnbt * spec.hidden_size * 2 * 4 / tp / GIB,
+        kv_bytes_per_token=2 * spec.layers * math.ceil(spec.kv_heads / tp) * spec.head_dim * 2)

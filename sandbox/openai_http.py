@@ -1,0 +1,202 @@
+"""HTTP side of the sandbox's OpenAI-compatible server: request handler and wire formats.
+
+Stdlib ``BaseHTTPRequestHandler`` with HTTP/1.1 keep-alive: vLLM 0.29's JSON bodies and error
+bodies, streaming as SSE (``data: {...}``, ``data: [DONE]``) in chunked transfer encoding,
+and uvicorn-style access lines. State, validation and timing live in
+:class:`sandbox.openai_server.SandboxOpenAIServer`.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from sandbox.openai_replies import CHARS_PER_TOKEN, _Reply, _reply
+from sandbox.openai_stats import ServedRequest
+
+if TYPE_CHECKING:
+    from sandbox.openai_server import SandboxOpenAIServer
+
+
+class _ApiError(Exception):
+    def __init__(self, code: int, message: str, kind: str = "BadRequestError", param: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.kind, self.param = code, message, kind, param
+
+    def body(self) -> dict[str, Any]:
+        return {"object": "error", "message": self.message, "type": self.kind, "param": self.param,
+                "code": self.code}
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+    request_queue_size = 256
+    app: SandboxOpenAIServer
+
+_COMPLETIONS = ("/v1/chat/completions", "/v1/completions")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One connection; HTTP/1.1 keep-alive, chunked SSE for streams."""
+
+    protocol_version = "HTTP/1.1"
+    #: TCP_NODELAY like uvicorn: otherwise back-to-back SSE writes wait for the client's delayed ACK.
+    disable_nagle_algorithm = True
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.app._lock:
+            self.server.app._conns.add(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            with self.server.app._lock:
+                self.server.app._conns.discard(self.connection)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        """Silence the stdlib's stderr log; access lines go to the configured sink."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        sink = self.server.app._access_log
+        if sink is not None:
+            phrase = self.responses.get(int(code), ("",))[0] if str(code).isdigit() else ""
+            sink(f'INFO:     {self.client_address[0]}:{self.client_address[1]} - "{self.command} '
+                 f'{self.path} HTTP/1.1" {code} {phrase}')
+
+    def _send(self, code: int, body: bytes, content_type: str | None = "application/json") -> None:
+        self.send_response(code)
+        if content_type:
+            self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, code: int, payload: Any) -> None:
+        self._send(code, json.dumps(payload).encode())
+
+    def _chunk(self, payload: Any) -> None:
+        data = (f"data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n").encode()
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/health":
+            self._send(200, b"", None)
+        elif path == "/v1/models":
+            self._json(200, self.server.app._models())
+        elif path in _COMPLETIONS:
+            self._json(405, {"detail": "Method Not Allowed"})
+        else:
+            self._json(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:
+        app, path = self.server.app, self.path.split("?", 1)[0]
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if path not in _COMPLETIONS:
+            self._json(405 if path in ("/health", "/v1/models") else 404,
+                       {"detail": "Method Not Allowed" if path in ("/health", "/v1/models") else "Not Found"})
+            return
+        arrival, stream = time.monotonic(), False
+        try:
+            try:
+                request = json.loads(body or b"null")
+            except ValueError:
+                raise _ApiError(400, "The request body is not valid JSON.") from None
+            if not isinstance(request, dict):
+                raise _ApiError(400, "The request body must be a JSON object.")
+            stream = bool(request.get("stream"))
+            prompt_text, prompt_tokens = app._prompt(path, request)
+            max_tokens = app._check(request, prompt_tokens)
+        except _ApiError as error:
+            # Recorded before the answer leaves, so a client that got it also finds it in the stats.
+            app._record(ServedRequest(path, stream, error.code, 0, 0, arrival, None, (), None))
+            self._json(error.code, error.body())
+            return
+        chat = path == "/v1/chat/completions"
+        reply = _reply(request if chat else {}, prompt_text, max_tokens)
+        self._complete(chat, stream, request, reply, prompt_tokens, arrival)
+
+    def _complete(self, chat: bool, stream: bool, request: dict[str, Any], reply: _Reply, prompt_tokens: int,
+                  arrival: float) -> None:
+        app = self.server.app
+        head = {"id": ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(16),
+                "object": "chat.completion.chunk" if chat else "text_completion", "created": int(time.time()),
+                "model": request.get("model") or app._served_name}
+        sent = [0]
+        name = reply.tool_call["function"]["name"] if reply.tool_call else ""
+        arguments = reply.tool_call["function"]["arguments"] if reply.tool_call else ""
+
+        def choice(start: int, end: int) -> dict[str, Any]:
+            finish = reply.finish if end == len(reply.pieces) else None
+            text = "".join(reply.pieces[start:end])
+            if not chat:
+                return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+            if reply.tool_call:
+                cut = slice(max(0, start * CHARS_PER_TOKEN - len(name)), max(0, end * CHARS_PER_TOKEN - len(name)))
+                call: dict[str, Any] = {"index": 0, "function": {"arguments": arguments[cut]}}
+                if start == 0:
+                    call = {"index": 0, "id": reply.tool_call["id"], "type": "function",
+                            "function": {"name": name, "arguments": arguments[cut]}}
+                delta: dict[str, Any] = {"tool_calls": [call]}
+            else:
+                delta = {"content": text}
+            return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+
+        def emit(start: int, end: int) -> None:
+            if stream:
+                if start == 0 and chat:
+                    self._chunk({**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                                      "logprobs": None, "finish_reason": None}]})
+                self._chunk({**head, "choices": [choice(start, end)]})
+            sent[0] = end
+
+        times: list[float] = []
+        finish: str | None = reply.finish
+        recorded: list[bool] = []
+
+        def record(how: str | None) -> None:
+            recorded.append(True)
+            app._record(ServedRequest(
+                "/v1/chat/completions" if chat else "/v1/completions", stream, 200, prompt_tokens, sent[0],
+                arrival, times[0] - arrival if times else None, tuple(times), how))
+
+        try:
+            if stream:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+            app._decode(reply.pieces, app._admit(prompt_tokens), emit, times)
+            usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + len(reply.pieces),
+                     "completion_tokens": len(reply.pieces), "prompt_tokens_details": None}
+            # Every token is out (or, unstreamed, about to go in one body): record before the
+            # last bytes leave, so a client that has its answer also finds it in the stats.
+            record(finish)
+            if stream:
+                if (request.get("stream_options") or {}).get("include_usage"):
+                    self._chunk({**head, "choices": [], "usage": usage})
+                self._chunk("[DONE]")
+                self.wfile.write(b"0\r\n\r\n")
+            elif chat:
+                content = None if reply.tool_call else "".join(reply.pieces)
+                message = {"role": "assistant", "content": content, "reasoning_content": None,
+                           "tool_calls": [reply.tool_call] if reply.tool_call else []}
+                self._json(200, {**head, "object": "chat.completion", "choices": [{
+                    "index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish,
+                    "stop_reason": None}], "usage": usage, "prompt_logprobs": None})
+            else:
+                self._json(200, {**head, "choices": [{**choice(0, len(reply.pieces)), "prompt_logprobs": None}],
+                                 "usage": usage})
+        except OSError:
+            self.close_connection = True
+            if not recorded:
+                record("abort")

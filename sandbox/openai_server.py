@@ -1,0 +1,276 @@
+"""Loopback OpenAI-compatible server standing in for vLLM's API server (sandbox).
+
+Stdlib ``ThreadingHTTPServer`` in a daemon thread, independent of any asyncio loop.
+Shapes follow vLLM 0.29: ``GET /v1/models``, ``GET /health``, ``POST /v1/chat/completions``
+and ``POST /v1/completions``, streaming (SSE ``data: {...}``, ``data: [DONE]``, chunked
+transfer encoding, ``stream_options.include_usage``) and not.
+
+Readiness: before :meth:`SandboxOpenAIServer.set_ready` ``(True)`` the port is bound but not
+listening, so connections are refused, exactly like a booting vLLM whose uvicorn has not
+started. ``set_ready(False)`` (container gone) closes the listener and cuts in-flight
+requests; the port stays reserved for the next boot.
+
+Tokens (deterministic, no tokenizer): a text is ``ceil(len(text) / 4)`` tokens; a chat
+prompt is the sum over messages of its content's tokens plus 4 per message (template),
+plus ``ceil(len(json.dumps(tools)) / 4)`` when tools are given. Output tokens are 4-char
+pieces of the reply. A request whose prompt plus ``max_tokens`` exceeds max-model-len gets
+vLLM's HTTP 400.
+
+Timing: per-chip single-stream decode rate ``DECODE_TOK_S_PER_CHIP`` (8B model, scaled
+by ``(8 / params_b) ** 0.7`` within [0.25, 4]); with ``c`` streams decoding, total rate =
+base x chips x c ** 0.8 and per stream = total / c, re-evaluated at every chunk. Prefill
+runs one prompt at a time at ``PREFILL_TOK_S_PER_CHIP`` x chips (same model scaling), so
+TTFT = queueing + prompt / prefill rate + ``TTFT_OVERHEAD_S`` + one decode step. Chunks
+carry several tokens when a stream runs faster than one chunk per ``CHUNK_INTERVAL_S`` (10 ms, so ITL stays close to TPOT as with vLLM's per-token streaming).
+
+Replies (tool calls, passphrase recall, filler, ``finish_reason``): see
+:mod:`sandbox.openai_replies`; the HTTP handler: :mod:`sandbox.openai_http`;
+served-request records: :mod:`sandbox.openai_stats`. Their public names stay
+importable from here.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from remote.models import chip_generation
+from sandbox.engine import model_spec
+from sandbox.openai_http import _ApiError, _Handler, _HTTPServer
+from sandbox.openai_replies import (
+    CHARS_PER_TOKEN,
+    CHAT_TOKENS_PER_MESSAGE,
+    DEFAULT_FILLER_TOKENS,
+    PASSPHRASE,
+    _text,
+    count_tokens,
+)
+from sandbox.openai_stats import ServedRequest, ServedStats
+
+__all__ = [
+    "CHARS_PER_TOKEN", "CHAT_TOKENS_PER_MESSAGE", "CHUNK_INTERVAL_S", "CONCURRENCY_EXPONENT",
+    "DECODE_TOK_S_PER_CHIP", "DEFAULT_FILLER_TOKENS", "PASSPHRASE", "PREFILL_TOK_S_PER_CHIP",
+    "TTFT_OVERHEAD_S", "SandboxOpenAIServer", "ServedRequest", "ServedStats", "count_tokens",
+]
+
+DECODE_TOK_S_PER_CHIP = {"v5e": 60.0, "v6e": 150.0, "v5p": 120.0}
+PREFILL_TOK_S_PER_CHIP = {"v5e": 16_000.0, "v6e": 40_000.0, "v5p": 32_000.0}
+CONCURRENCY_EXPONENT = 0.8
+TTFT_OVERHEAD_S = 0.015
+CHUNK_INTERVAL_S = 0.01
+
+
+class SandboxOpenAIServer:
+    """vLLM's OpenAI-compatible API on loopback, for the sandbox and tests.
+
+    Thread-safe. Usage: ``configure(...)``, ``port = start()``, ``set_ready(True)``, then any
+    OpenAI client against ``http://127.0.0.1:<port>/v1``; ``stop()`` at the end.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._host, self._port = host, port
+        self._lock = threading.Lock()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._listening = False
+        self._ready = False
+        self._epoch = 0
+        self._conns: set[socket.socket] = set()
+        self._served: list[ServedRequest] = []
+        self._active = 0
+        self._prefill_free_at = 0.0
+        self._access_log: Callable[[str], None] | None = None
+        self.configure(model="Qwen/Qwen3-8B", served_model_name=None, max_model_len=40960,
+                       accelerator_type="v6e-1", chips=1)
+
+    # ---------------------------------------------------------------- control
+    def configure(self, *, model: str, served_model_name: str | None, max_model_len: int,
+                  accelerator_type: str, chips: int) -> None:
+        """Set what is served: model id, max-model-len (tokens), chip generation and chip count.
+
+        Raises:
+            ValueError: a non-positive ``max_model_len`` or ``chips``, or an unknown chip generation.
+        """
+        generation = chip_generation(accelerator_type) or ""
+        if generation not in DECODE_TOK_S_PER_CHIP or chips <= 0 or max_model_len <= 0:
+            raise ValueError(f"cannot serve {model!r} on {chips} x {accelerator_type!r} with "
+                             f"max_model_len={max_model_len}")
+        scale = min(4.0, max(0.25, (8.0 / model_spec(model).params_b) ** 0.7))
+        with self._lock:
+            self._model, self._served_name = model, served_model_name or model
+            self._max_model_len = max_model_len
+            self._decode_base = DECODE_TOK_S_PER_CHIP[generation] * chips * scale
+            self._prefill_rate = PREFILL_TOK_S_PER_CHIP[generation] * chips * scale
+
+    def set_access_log(self, sink: Callable[[str], None] | None) -> None:
+        """Receive one uvicorn-style access line per request (``INFO:     ip:port - "GET ..." 200 OK``)."""
+        self._access_log = sink
+
+    def start(self) -> int:
+        """Bind (listening only once ready) and return the port."""
+        with self._lock:
+            if self._httpd is None:
+                self._bind()
+                if self._ready:
+                    self._listen()
+            return self._port
+
+    def stop(self) -> None:
+        """Close the listener and cut every in-flight request."""
+        with self._lock:
+            self._close()
+
+    def set_ready(self, ready: bool) -> None:
+        """Ready: accept connections. Not ready: refuse them (see the module docstring)."""
+        with self._lock:
+            self._ready = ready
+            if self._httpd is None:
+                return
+            if ready and not self._listening:
+                self._listen()
+            elif not ready and self._listening:
+                self._close()
+                self._bind()
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def stats(self) -> ServedStats:
+        """A snapshot of what was served."""
+        with self._lock:
+            return ServedStats(tuple(self._served))
+
+    def reset_stats(self) -> None:
+        with self._lock:
+            self._served.clear()
+
+    def _bind(self) -> None:
+        httpd = _HTTPServer((self._host, self._port), _Handler, bind_and_activate=False)
+        httpd.app = self
+        try:
+            httpd.server_bind()
+        except OSError:
+            httpd.server_close()
+            raise
+        self._port = httpd.server_address[1]
+        self._httpd = httpd
+
+    def _listen(self) -> None:
+        assert self._httpd is not None
+        self._httpd.server_activate()
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name=f"sandbox-openai-{self._port}", daemon=True)
+        self._thread.start()
+        self._listening = True
+
+    def _close(self) -> None:
+        if self._httpd is not None:
+            if self._listening:
+                self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd, self._thread, self._listening = None, None, False
+        self._epoch += 1
+        for conn in list(self._conns):
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    # ---------------------------------------------------------------- serving
+    def _models(self) -> dict[str, Any]:
+        with self._lock:
+            return {"object": "list", "data": [{
+                "id": self._served_name, "object": "model", "created": int(time.time()), "owned_by": "vllm",
+                "root": self._model, "parent": None, "max_model_len": self._max_model_len,
+                "permission": []}]}
+
+    def _prompt(self, path: str, request: dict[str, Any]) -> tuple[str, int]:
+        if path == "/v1/completions":
+            prompt = request.get("prompt")
+            if isinstance(prompt, list) and len(prompt) == 1:
+                prompt = prompt[0]
+            if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+                return "", len(prompt)
+            if not isinstance(prompt, str):
+                raise _ApiError(400, "prompt must be a string, a list of one string, or a list of token ids")
+            return prompt, count_tokens(prompt)
+        messages = request.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise _ApiError(400, "messages must be a non-empty list")
+        texts = [_text(m.get("content")) for m in messages if isinstance(m, dict)]
+        tools = request.get("tools")
+        extra = count_tokens(json.dumps(tools)) if tools else 0
+        return "\n".join(texts), sum(count_tokens(t) for t in texts) + CHAT_TOKENS_PER_MESSAGE * len(texts) + extra
+
+    def _check(self, request: dict[str, Any], prompt_tokens: int) -> int | None:
+        """Validate model and length like vLLM; return max_tokens (None when unset)."""
+        with self._lock:
+            limit, names = self._max_model_len, {self._served_name, self._model}
+        model = request.get("model")
+        if model is not None and model not in names:
+            raise _ApiError(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
+        max_tokens = request.get("max_completion_tokens", request.get("max_tokens"))
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise _ApiError(400, f"max_tokens must be at least 1, got {max_tokens}.")
+        if max_tokens is None and prompt_tokens >= limit:
+            raise _ApiError(400, f"This model's maximum context length is {limit} tokens. However, you "
+                            f"requested {prompt_tokens} tokens in the messages, Please reduce the length of "
+                            "the messages.")
+        if max_tokens is not None and prompt_tokens + max_tokens > limit:
+            raise _ApiError(400, f"This model's maximum context length is {limit} tokens. However, you "
+                            f"requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, "
+                            f"{max_tokens} in the completion). Please reduce the length of the messages or "
+                            "completion.")
+        return max_tokens
+
+    def _admit(self, prompt_tokens: int) -> float:
+        """Queue the prefill; return the monotonic time the first token is due."""
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._prefill_free_at)
+            self._prefill_free_at = start + prompt_tokens / self._prefill_rate
+            first_step = (self._active + 1) ** (1 - CONCURRENCY_EXPONENT) / self._decode_base
+            return self._prefill_free_at + TTFT_OVERHEAD_S + first_step
+
+    def _decode(self, pieces: tuple[str, ...], first_at: float, emit: Callable[[int, int], None],
+                times: list[float]) -> None:
+        """Emit ``pieces`` in timed chunks via ``emit(start, end)``, appending each token's write time."""
+        epoch = self._epoch
+        _sleep_until(first_at)
+        with self._lock:
+            self._active += 1
+        try:
+            due, i = first_at, 0
+            while i < len(pieces):
+                if self._epoch != epoch:
+                    raise ConnectionAbortedError("server stopped")
+                with self._lock:
+                    per_stream = self._decode_base * self._active ** CONCURRENCY_EXPONENT / self._active
+                n = 1 if i == 0 else max(1, min(len(pieces) - i, round(per_stream * CHUNK_INTERVAL_S)))
+                if i:
+                    due += n / per_stream
+                    _sleep_until(due)
+                emit(i, i + n)
+                times.extend([time.monotonic()] * n)
+                i += n
+        finally:
+            with self._lock:
+                self._active -= 1
+
+    def _record(self, record: ServedRequest) -> None:
+        with self._lock:
+            self._served.append(record)
+
+
+def _sleep_until(deadline: float) -> None:
+    delay = deadline - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)

@@ -1,0 +1,267 @@
+"""The whole sandbox: loopback TPU API, one SSH "TPU VM" per ready node, vLLM stand-ins.
+
+:class:`Sandbox` runs every stand-in on a background thread with its own asyncio
+loop, so it can sit beside the Textual app (``tpu-console --demo``) or run alone
+(``tpu-console sandbox``). It writes a config file that points at itself
+(TPU API endpoint, SSH key, known-hosts file with gcloud-style aliases, per-node
+``host:port``), so the console uses its real clients against it.
+
+On start, every READY single-host node gets a simulated vLLM container: the v5e
+node boots at once (ready within seconds), the flex-start v6e node boots slowly
+so the startup view moves the moment the console opens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from remote.models import Node, utc_now
+
+#: Image every sandbox node runs at start, and the images `docker pull` knows.
+SANDBOX_IMAGE = "vllm/vllm-tpu:v0.29.1"
+#: `vllm serve` argv the sandbox containers start with: (generation, minimum chips) -> argv.
+#: Tensor parallelism is set to the node's chip count.
+DEFAULT_SERVE_ARGS: dict[tuple[str, int], list[str]] = {
+    ("v5e", 4): ["meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "32768",
+                 "--gpu-memory-utilization", "0.90", "--max-num-batched-tokens", "2048"],
+    ("v5e", 1): ["Qwen/Qwen3-0.6B", "--max-model-len", "16384", "--gpu-memory-utilization", "0.90"],
+    ("v6e", 8): ["google/gemma-3-27b-it", "--max-model-len", "65536", "--gpu-memory-utilization", "0.92",
+                 "--max-num-batched-tokens", "4096"],
+    ("v6e", 1): ["meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "65536",
+                 "--gpu-memory-utilization", "0.92"],
+}
+
+
+def serve_args_for(accelerator_type: str, chips: int) -> list[str] | None:
+    """The sandbox's starting ``vllm serve`` argv for a node, or ``None`` for unknown chips."""
+    from remote.models import chip_generation
+
+    generation = chip_generation(accelerator_type)
+    choices = sorted(((need, argv) for (gen, need), argv in DEFAULT_SERVE_ARGS.items()
+                      if gen == generation and chips >= need), reverse=True)
+    if not choices:
+        return None
+    return [*choices[0][1], "--tensor-parallel-size", str(chips)]
+
+
+SLOW_BOOT_NODE = "vllm-flex-b"
+
+
+def default_state_dir() -> Path:
+    """Where the sandbox keeps its config, keys and history: ``~/.local/state/tpu-console/sandbox``."""
+    return platformdirs.user_state_path("tpu-console") / "sandbox"
+
+
+def _toml_str(value: str) -> str:
+    return json.dumps(value)
+
+
+class Sandbox:
+    """Loopback stand-ins for a TPU fleet, started and stopped as one.
+
+    Args:
+        state_dir: folder for config.toml, the client key, known_hosts and history.db
+            (default :func:`default_state_dir`); tests pass a temporary folder.
+        boot_s: seconds a slow boot takes (the flex-start node); others boot in ``fast_boot_s``.
+        fast_boot_s: seconds for the nodes that should be ready almost at once.
+        latency_s: extra seconds the TPU API adds to each response.
+        clock: current UTC time, for the fleet's countdowns.
+        boot: start containers on the ready nodes (False: VMs with no container).
+
+    Attributes (after :meth:`start`):
+        config_path, db_path, api_endpoint, vms (node name -> SandboxVm), nodes (Node list).
+    """
+
+    def __init__(self, state_dir: Path | None = None, *, boot_s: float = 25.0, fast_boot_s: float = 2.0,
+                 latency_s: float = 0.0, clock: Callable[[], datetime] = utc_now, boot: bool = True) -> None:
+        self._explicit_dir = state_dir is not None
+        self.state_dir = Path(state_dir) if state_dir else default_state_dir()
+        self._lock_file: Any = None
+        self.boot_s = boot_s
+        self.fast_boot_s = fast_boot_s
+        self.latency_s = latency_s
+        self.clock = clock
+        self.boot = boot
+        self.config_path = self.state_dir / "config.toml"
+        self.db_path = self.state_dir / "history.db"
+        self.key_path = self.state_dir / "id_ed25519"
+        self.known_hosts_path = self.state_dir / "known_hosts"
+        self.api_endpoint = ""
+        self.vms: dict[str, Any] = {}
+        self.nodes: list[Node] = []
+        self.tpu_api: Any = None
+        self.world: Any = None
+        self.projects: list[str] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start every stand-in and write :attr:`config_path`. Blocks until ready."""
+        from sandbox.fleet_data import default_world
+        from sandbox.tpu_server import SandboxTpuApi
+
+        self._take_state_dir()
+        self.world = default_world(self.clock())
+        self.projects = list(self.world.projects)
+        self.tpu_api = SandboxTpuApi(self.world, latency_s=self.latency_s)
+        self.api_endpoint = self.tpu_api.start()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="sandbox", daemon=True)
+        self._thread.start()
+        self.call(self._start_vms())
+        self._write_config()
+
+    def _take_state_dir(self) -> None:
+        """Lock the state dir; a second sandbox at the default dir moves to a temporary one."""
+        import fcntl
+        import tempfile
+
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        lock = open(self.state_dir / ".lock", "w")  # noqa: SIM115 - held until stop()
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            if self._explicit_dir:
+                raise RuntimeError(f"another sandbox is using {self.state_dir}") from None
+            self.state_dir = Path(tempfile.mkdtemp(prefix="tpu-console-sandbox-"))
+            self.config_path = self.state_dir / "config.toml"
+            self.db_path = self.state_dir / "history.db"
+            self.key_path = self.state_dir / "id_ed25519"
+            self.known_hosts_path = self.state_dir / "known_hosts"
+            return self._take_state_dir()
+        self._lock_file = lock
+
+    def call(self, coro: Any, timeout_s: float = 60.0) -> Any:
+        """Run ``coro`` on the sandbox loop from another thread and return its result."""
+        assert self._loop is not None, "sandbox not started"
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout_s)
+
+    def stop(self) -> None:
+        """Stop every stand-in (idempotent)."""
+        if self._loop is not None:
+            try:
+                self.call(self._stop_vms(), timeout_s=10)
+            except Exception:  # noqa: BLE001 - best effort at shutdown
+                pass
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._thread is not None:
+                self._thread.join(timeout=5)
+            self._loop.close()
+            self._loop = None
+        if self.tpu_api is not None:
+            self.tpu_api.stop()
+            self.tpu_api = None
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
+    def __enter__(self) -> Sandbox:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- internals ---------------------------------------------------------------------
+
+    async def _list_nodes(self) -> list[Node]:
+        from remote.tpu.api import FleetSource
+
+        source = FleetSource([_Project(p) for p in self.projects], api_endpoint=self.api_endpoint,
+                             timeout_s=10.0)
+        try:
+            snapshot = await source.list_fleet()
+        finally:
+            source.close()
+        return list(snapshot.nodes)
+
+    async def _start_vms(self) -> None:
+        import asyncssh
+
+        from sandbox.vm import SandboxVm
+
+        client_key = asyncssh.generate_private_key("ssh-ed25519")
+        self.key_path.write_bytes(client_key.export_private_key())
+        os.chmod(self.key_path, 0o600)
+        self.nodes = await self._list_nodes()
+        known_lines = []
+        for node in self.nodes:
+            if node.state != "READY" or len(node.workers) != 1:
+                continue
+            slow = node.name == SLOW_BOOT_NODE
+            vm = SandboxVm(node_name=node.name, accelerator_type=node.accelerator_type,
+                           authorized_client_key=client_key.export_public_key().decode(),
+                           boot_s=self.boot_s if slow else self.fast_boot_s)
+            port = await vm.start()
+            vm.ssh_port = port
+            self.vms[node.name] = vm
+            known_lines.append(vm.known_hosts_line(f"tpu.{node.node_id}-0"))
+            argv = serve_args_for(node.accelerator_type, node.chips or 1)
+            if self.boot and argv is not None:
+                await vm.boot_container(argv, image=SANDBOX_IMAGE)
+        self.known_hosts_path.write_text("".join(line if line.endswith("\n") else line + "\n"
+                                                 for line in known_lines))
+
+    async def _stop_vms(self) -> None:
+        for vm in self.vms.values():
+            await vm.stop()
+        self.vms.clear()
+
+    def _write_config(self) -> None:
+        lines = [
+            "# Written by the tpu-console sandbox; rewritten at every start.",
+            f"api_endpoint = {_toml_str(self.api_endpoint)}",
+            "refresh_interval_s = 5",
+            f"db_path = {_toml_str(str(self.db_path))}",
+            "",
+        ]
+        for project in self.projects:
+            lines += ["[[projects]]", f"id = {_toml_str(project)}", ""]
+        lines += [
+            "[ssh]",
+            'user = "operator"',
+            f"private_key = {_toml_str(str(self.key_path))}",
+            f"known_hosts = {_toml_str(str(self.known_hosts_path))}",
+            "connect_timeout_s = 5",
+            "",
+            "[ssh.hosts]",
+        ]
+        for name, vm in sorted(self.vms.items()):
+            lines.append(f"{_toml_str(name)} = {_toml_str(f'127.0.0.1:{vm.ssh_port}')}")
+        lines += [
+            "",
+            "[container]",
+            'name = "vllm"',
+            "port = 8000",
+            f"image = {_toml_str(SANDBOX_IMAGE)}",
+            'model = "meta-llama/Llama-3.1-8B-Instruct"',
+            "",
+        ]
+        self.config_path.write_text("\n".join(lines), encoding="utf-8")
+
+    def describe(self) -> str:
+        """Human-readable lines: config path and every endpoint."""
+        out = [f"config:   {self.config_path}", f"history:  {self.db_path}", f"TPU API:  {self.api_endpoint}"]
+        for name, vm in sorted(self.vms.items()):
+            out.append(f"node {name}: ssh 127.0.0.1:{vm.ssh_port}  vLLM (inside the VM) 127.0.0.1:{vm.openai_port}")
+        return "\n".join(out)
+
+
+class _Project:
+    """A minimal ProjectConfig (``id``, ``zones``) so ``remote`` needs nothing from ``console``."""
+
+    def __init__(self, project_id: str) -> None:
+        self.id = project_id
+        self.zones: tuple[str, ...] = ()

@@ -1,0 +1,265 @@
+"""Loopback stand-in for the Cloud TPU REST API (``v2`` and ``v2alpha1``), stdlib only.
+
+Serves, for every project of a :class:`~sandbox.fleet_data.SandboxWorld`:
+
+- ``GET /{v}/projects/P/locations`` (zones, paginated like the real ``ListLocations``),
+- ``GET /{v}/projects/P/locations/{zone|-}/nodes`` and ``.../queuedResources`` (paginated with
+  ``nextPageToken``; ``pageSize`` honoured; ``unreachable`` zones on ``-``),
+- ``GET .../nodes/N`` and ``.../queuedResources/Q``,
+- ``POST .../nodes/N:getGuestAttributes`` (body ``{"queryPath", "workerIds"}``).
+
+``v2`` answers leave out the v2alpha1-only fields (``provisioningModel``, ``runDuration``,
+``schedulingConfig.terminationTimestamp`` / ``provisioningModel`` / ``reservationName``), like
+the real API. Errors use the real envelope ``{"error": {"code", "message", "status", ...}}``.
+Enums are sent as strings (the client asks for ``enum-encoding=int`` but parses both).
+
+It never performs a destructive call: any other non-GET request (delete, stop, reset, patch,
+create) answers 403 "sandbox refuses destructive calls". Every request is recorded in
+``requests`` so tests can prove that nothing was deleted.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from sandbox.fleet_data import JsonDict, SandboxWorld
+
+_LIST = re.compile(r"^/(v2|v2alpha1)/projects/([^/]+)/locations/([^/]+)/(nodes|queuedResources)$")
+_GET = re.compile(r"^/(v2|v2alpha1)/projects/([^/]+)/locations/([^/]+)/(nodes|queuedResources)/([^/:]+)$")
+_GUEST = re.compile(r"^/(v2|v2alpha1)/projects/([^/]+)/locations/([^/]+)/nodes/([^/:]+):getGuestAttributes$")
+_LOCATIONS = re.compile(r"^/(v2|v2alpha1)/projects/([^/]+)/locations$")
+
+_STATUS_WORD = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 503: "UNAVAILABLE"}
+
+
+def strip_v2alpha1_fields(item: JsonDict) -> JsonDict:
+    """A copy of a node or queued resource without the fields the v2 API does not have."""
+    out = copy.deepcopy(item)
+    out.pop("provisioningModel", None)
+    out.pop("runDuration", None)
+    out.pop("bestEffort", None)
+    scheduling_configs = [out.get("schedulingConfig")]
+    for spec in (out.get("tpu") or {}).get("nodeSpec", []):
+        scheduling_configs.append((spec.get("node") or {}).get("schedulingConfig"))
+    for sc in scheduling_configs:
+        if isinstance(sc, dict):
+            for key in ("terminationTimestamp", "provisioningModel", "reservationName"):
+                sc.pop(key, None)
+    return out
+
+
+class _ApiError(Exception):
+    def __init__(self, code: int, message: str, *, reason: str = "", permission: str = "") -> None:
+        super().__init__(message)
+        body: JsonDict = {"code": code, "message": message, "status": _STATUS_WORD.get(code, "UNKNOWN")}
+        if reason:
+            body["details"] = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason,
+                                "domain": "tpu.googleapis.com", "metadata": {"permission": permission}}]
+        self.code = code
+        self.body = {"error": body}
+
+
+class SandboxTpuApi:
+    """The sandbox TPU REST API server on ``127.0.0.1`` (random port), in a daemon thread.
+
+    Args:
+        world: the fleet to serve (read on every request, so edits show up at once).
+        latency_s: seconds added to every response (benchmarks, timeouts).
+        refuse_wildcard_qr: answer 400 to ``locations/-/queuedResources`` (both API versions),
+            to exercise the zone-by-zone fallback.
+        refuse_v2alpha1: answer 404 to every ``/v2alpha1`` call (an endpoint without the alpha API).
+        page_size: items per page when the client sends no ``pageSize``.
+
+    Attributes:
+        requests: ``(method, path with query)`` of every request received, in order.
+    """
+
+    def __init__(self, world: SandboxWorld, *, latency_s: float = 0.0, refuse_wildcard_qr: bool = False,
+                 refuse_v2alpha1: bool = False, page_size: int = 3) -> None:
+        self.world = world
+        self.latency_s = latency_s
+        self.refuse_wildcard_qr = refuse_wildcard_qr
+        self.refuse_v2alpha1 = refuse_v2alpha1
+        self.page_size = page_size
+        self.requests: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def endpoint(self) -> str:
+        """``http://127.0.0.1:PORT`` (only valid after :meth:`start`)."""
+        assert self._server is not None, "server not started"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> str:
+        """Start serving; returns the endpoint ``http://127.0.0.1:PORT``."""
+        api = self
+
+        class Handler(_Handler):
+            sandbox = api
+
+        self._server = _Server(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="sandbox-tpu-api", daemon=True)
+        self._thread.start()
+        return self.endpoint
+
+    def stop(self) -> None:
+        """Stop serving and free the port (idempotent)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def record(self, method: str, path: str) -> None:
+        """Append one request to :attr:`requests` (thread-safe)."""
+        with self._lock:
+            self.requests.append((method, path))
+
+    # --- request handling (called from handler threads) -------------------------------------
+
+    def answer(self, method: str, raw_path: str, body: bytes) -> tuple[int, JsonDict]:
+        """The status and JSON body for one request."""
+        parts = urlsplit(raw_path)
+        path, query = parts.path, parse_qs(parts.query)
+        try:
+            if method != "GET" and not _GUEST.match(path):
+                raise _ApiError(403, "sandbox refuses destructive calls")
+            match = _LOCATIONS.match(path) or _LIST.match(path) or _GET.match(path) or _GUEST.match(path)
+            if not match:
+                raise _ApiError(404, f"Method not found: {path}")
+            version, project_id = match.group(1), match.group(2)
+            if version == "v2alpha1" and self.refuse_v2alpha1:
+                raise _ApiError(404, f"Method not found: {path}")
+            project = self._project(project_id, path)
+            if match.re is _LOCATIONS:
+                zones = [{"name": f"projects/{project_id}/locations/{z}", "locationId": z} for z in project.zones]
+                page, token = self._page(zones, query)
+                return 200, {"locations": page, **({"nextPageToken": token} if token else {})}
+            zone = match.group(3)
+            if zone != "-" and zone not in project.zones:
+                raise _ApiError(404, f"Location projects/{project_id}/locations/{zone} not found")
+            if zone in project.unreachable_zones:
+                raise _ApiError(503, f"The zone {zone} is currently unreachable")
+            if match.re is _LIST:
+                return 200, self._list(version, project_id, zone, match.group(4), query)
+            if match.re is _GET:
+                return 200, self._get(version, project_id, match.group(4), path)
+            return 200, self._guest_attributes(project_id, path, body)
+        except _ApiError as exc:
+            return exc.code, exc.body
+
+    def _project(self, project_id: str, path: str):
+        project = self.world.projects.get(project_id)
+        if project is None:
+            raise _ApiError(403, f"Permission denied on resource project {project_id}.",
+                            reason="CONSUMER_INVALID")
+        if project.denied:
+            collection = "queuedResources" if "queuedResources" in path else "nodes"
+            verb = "list" if path.endswith(("/nodes", "/queuedResources")) else "get"
+            permission = f"tpu.{collection}.{verb}" if "/locations/" in path else "tpu.locations.list"
+            resource = path.split("/", 2)[2]
+            raise _ApiError(403, f"Permission '{permission}' denied on '{resource}'",
+                            reason="IAM_PERMISSION_DENIED", permission=permission)
+        return project
+
+    def _page(self, items: list[Any], query: dict[str, list[str]]) -> tuple[list[Any], str | None]:
+        size = self.page_size
+        if query.get("pageSize") and query["pageSize"][0].isdigit() and int(query["pageSize"][0]) > 0:
+            size = int(query["pageSize"][0])
+        start = 0
+        if query.get("pageToken"):
+            try:
+                start = int(base64.urlsafe_b64decode(query["pageToken"][0].encode()).decode().split(":")[1])
+            except (ValueError, IndexError):
+                raise _ApiError(400, "Invalid page token") from None
+        end = start + size
+        token = base64.urlsafe_b64encode(f"offset:{end}".encode()).decode() if end < len(items) else None
+        return items[start:end], token
+
+    def _list(self, version: str, project_id: str, zone: str, collection: str,
+              query: dict[str, list[str]]) -> JsonDict:
+        if zone == "-" and collection == "queuedResources" and self.refuse_wildcard_qr:
+            raise _ApiError(400, "Invalid location '-': queued resources must be listed per zone")
+        items, unreachable = self.world.list(project_id, collection, None if zone == "-" else zone)
+        if version == "v2":
+            items = [strip_v2alpha1_fields(i) for i in items]
+        page, token = self._page(items, query)
+        out: JsonDict = {collection: page}
+        if token:
+            out["nextPageToken"] = token
+        elif unreachable:
+            out["unreachable"] = unreachable   # on the last page
+        return out
+
+    def _get(self, version: str, project_id: str, collection: str, path: str) -> JsonDict:
+        name = path.split("/", 2)[2]
+        item = self.world.get(project_id, collection, name)
+        if item is None:
+            kind = "TPU node" if collection == "nodes" else "Queued resource"
+            raise _ApiError(404, f'{kind} "{name}" not found')
+        return strip_v2alpha1_fields(item) if version == "v2" else item
+
+    def _guest_attributes(self, project_id: str, path: str, body: bytes) -> JsonDict:
+        name = path.split("/", 2)[2].rsplit(":", 1)[0]
+        if self.world.get(project_id, "nodes", name) is None:
+            raise _ApiError(404, f'TPU node "{name}" not found')
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            raise _ApiError(400, "Invalid JSON payload received.") from None
+        with self.world.lock:
+            per_worker = copy.deepcopy(self.world.guest_attributes.get(name, []))
+        wanted = request.get("workerIds") or [str(w) for w in range(len(per_worker))]
+        out = []
+        for worker in wanted:
+            if not str(worker).isdigit() or int(worker) >= len(per_worker):
+                raise _ApiError(400, f"Invalid worker id {worker!r}")
+            out.append({"queryPath": request.get("queryPath", ""), "queryValue": {"items": per_worker[int(worker)]}})
+        return {"guestAttributes": out}
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256   # listen backlog: the stdlib's 5 drops SYNs when 30+ clients connect at once
+
+
+class _Handler(BaseHTTPRequestHandler):
+    sandbox: SandboxTpuApi
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True   # headers and body go out as separate writes: no 40 ms delayed-ACK stall
+
+    def _handle(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        self.sandbox.record(self.command, self.path)
+        if self.sandbox.latency_s:
+            time.sleep(self.sandbox.latency_s)
+        status, payload = self.sandbox.answer(self.command, self.path, body)
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=UTF-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
+            self.close_connection = True
+
+    do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = _handle
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        """Silence the per-request stderr log."""
