@@ -110,7 +110,7 @@ async def client(rate: int, seconds: float) -> None:
         for _ in range(200):
             await asyncio.sleep(0.05)
             screen = app.screen
-            if isinstance(screen, StartupScreen) and screen.watch is not None and screen.watch.status is not None:
+            if isinstance(screen, StartupScreen) and screen.watcher is not None and screen.watcher.status is not None:
                 break
         screen = app.screen
         assert isinstance(screen, StartupScreen), "the startup view did not open"
@@ -133,20 +133,20 @@ async def client(rate: int, seconds: float) -> None:
         started = time.monotonic()
         burst_lines = int(rate * seconds)
         rss_samples = []
-        while screen.watch.lines_received < burst_lines and time.monotonic() - started < seconds * 6:
+        while screen.watcher.lines_received < burst_lines and time.monotonic() - started < seconds * 6:
             sent["t"] = time.perf_counter()
             app.post_message(events.Key("f", None))
             await asyncio.sleep(KEY_EVERY_S)
             rss_samples.append(rss_mib())
         burst_wall = time.monotonic() - started
-        while not screen.watch.reader.state.ready and time.monotonic() - started < seconds * 6 + 30:
+        while not screen.watcher.reader.state.ready and time.monotonic() - started < seconds * 6 + 30:
             await asyncio.sleep(0.1)
         await asyncio.sleep(0.5)
         cpu = time.process_time() - cpu_before
         rss_after = rss_mib()
         view = screen.query_one("#log", LogView)
-        received = screen.watch.lines_received
-        ready = screen.watch.reader.state.ready
+        received = screen.watcher.lines_received
+        ready = screen.watcher.reader.state.ready
         shown_total = view.buffer.total
         kept = len(view.buffer.entries)
     child.stdin.close()

@@ -49,7 +49,7 @@ def _serve(conn: Any) -> None:
     from sandbox import openai_server
     from sandbox.openai_server import SandboxOpenAIServer
 
-    openai_server._Handler.disable_nagle_algorithm = True   # as uvicorn does (TCP_NODELAY)
+    openai_server.OpenAIHandler.disable_nagle_algorithm = True   # as uvicorn does (TCP_NODELAY)
     server = SandboxOpenAIServer()
     server.configure(model="Qwen/Qwen3-8B", served_model_name="qwen3-8b", max_model_len=32768,
                      accelerator_type="v6e-1", chips=1)

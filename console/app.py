@@ -25,7 +25,7 @@ FEATURES: dict[str, tuple[str, str]] = {
     "swap": ("console.screens.swap.screen", "SwapScreen"),
     "bench": ("console.screens.bench", "BenchScreen"),
     "history": ("console.screens.history.screen", "HistoryScreen"),
-    "rollback": ("console.screens.swap.screen", "RollbackScreen"),
+    "rollback": ("console.screens.swap.rollback", "RollbackScreen"),
 }
 
 
@@ -34,10 +34,7 @@ def binding_ids() -> set[str]:
     from textual.screen import Screen as _Screen
 
     for module_name, _ in FEATURES.values():     # load every view, and the modals they use
-        try:
-            importlib.import_module(module_name)
-        except ImportError:
-            continue
+        importlib.import_module(module_name)
     classes: list[type] = [TpuConsoleApp]
     pending: list[type] = [_Screen]
     while pending:
@@ -87,15 +84,9 @@ class TpuConsoleApp(App[None]):
         self.push_screen(HelpScreen(self.screen))
 
     def open_feature(self, name: str, node: Any) -> None:
-        """Push the screen of feature ``name`` for ``node``; a sentence if it is not available."""
+        """Push the screen of feature ``name`` for ``node`` (a key of :data:`FEATURES`)."""
         module_name, class_name = FEATURES[name]
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            self.notify(f"The {name} view is not part of this build yet.", severity="warning")
-            return
+        module = importlib.import_module(module_name)
         screen = getattr(module, class_name)(node)
         top = self.screen
         if type(top) is type(screen) and getattr(top, "node", None) is not None and node is not None \
@@ -118,6 +109,18 @@ class TpuConsoleApp(App[None]):
                     lambda a=action, s=screen: self.call_later(s.run_action, a),
                 )
         yield SystemCommand("Help: all keys", "Show every binding", self.action_help)
+
+    def report_unexpected(self, what: str, error: BaseException) -> None:
+        """The one route for a failure no code expected (a bug): its traceback goes to the
+        Textual log (``textual console``) and into an :class:`~console.screens.error.ErrorScreen`;
+        the console keeps running."""
+        import traceback
+
+        from console.screens.error import ErrorScreen
+
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        self.log.error(f"{what} failed unexpectedly\n{text}")
+        self.push_screen(ErrorScreen(f"{what} failed: {type(error).__name__}: {error}", text))
 
     def on_unmount(self) -> None:
         self.services.close()

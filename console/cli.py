@@ -15,7 +15,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-#: Verb modules under console/verbs, in help order. A missing module is skipped.
+#: Verb modules under console/verbs, in help order.
 VERB_MODULES = ("nodes", "watch", "swap", "bench", "history", "log_summary", "sandbox")
 
 
@@ -31,13 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run against the built-in sandbox (no cloud account needed)")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for name in VERB_MODULES:
-        try:
-            module = importlib.import_module(f"console.verbs.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"console.verbs.{name}":
-                continue
-            raise
-        module.add_parser(sub)
+        importlib.import_module(f"console.verbs.{name}").add_parser(sub)
     return parser
 
 

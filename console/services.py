@@ -10,10 +10,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from console.config import Config, default_db_path
+from console.config import Config
+from console.flows.history_store import history_path
 from remote.models import FleetSnapshot, utc_now
+
+if TYPE_CHECKING:
+    from remote.container.spec import ContainerSpec
+    from sandbox.runner import Sandbox
+    from store.history import HistoryStore
 
 
 class FleetLister(Protocol):
@@ -40,20 +46,22 @@ class Services:
     config: Config
     fleet: FleetLister
     db_path: Path
-    sandbox: Any = None
+    sandbox: Sandbox | None = None
     clock: Callable[[], datetime] = utc_now
-    previous_specs: dict[tuple[str, str, str], Any] = field(default_factory=dict)
-    _store: Any = field(default=None, repr=False)
+    previous_specs: dict[tuple[str, str, str], ContainerSpec] = field(default_factory=dict)
+    _store: HistoryStore | None = field(default=None, repr=False)
 
     @property
-    def store(self) -> Any:
-        """The history store (``store.HistoryStore``), opened on first use; ``None`` if unavailable."""
+    def store(self) -> HistoryStore:
+        """The history store, opened on first use.
+
+        Raises:
+            store.StoreError: the database cannot be opened (the message names the file).
+        """
         if self._store is None:
-            try:
-                from store import HistoryStore
-            except ImportError:
-                return None
-            self._store = HistoryStore(self.db_path)
+            from console.flows.history_store import open_history
+
+            self._store = open_history(self.config, self.db_path)
         return self._store
 
     def close(self) -> None:
@@ -66,7 +74,7 @@ class Services:
             close()
 
 
-def build_services(config: Config, *, db_path: Path | None = None, sandbox: Any = None) -> Services:
+def build_services(config: Config, *, db_path: Path | None = None, sandbox: Sandbox | None = None) -> Services:
     """Build the production collaborators from ``config``.
 
     Args:
@@ -80,6 +88,6 @@ def build_services(config: Config, *, db_path: Path | None = None, sandbox: Any 
     return Services(
         config=config,
         fleet=fleet,
-        db_path=db_path or config.db_path or default_db_path(),
+        db_path=history_path(config, db_path),
         sandbox=sandbox,
     )

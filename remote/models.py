@@ -261,8 +261,14 @@ def chips_of(accelerator_type: str | None) -> int | None:
 
 
 def chip_generation(accelerator_type: str | None) -> str | None:
-    """Chip generation: ``v5litepod-8`` / ``v5e-4`` -> ``v5e``, ``v6e-8`` -> ``v6e``, ``v5p-8`` -> ``v5p``."""
+    """Chip generation of an accelerator type, lower case: ``v5litepod-8`` / ``v5lite-8`` /
+    ``v5e-4`` -> ``v5e``, ``V6E-8`` -> ``v6e``, ``v5p-8`` -> ``v5p``; a bare family (``v6e``)
+    is its own generation. ``None`` for an empty name. The one mapping used by lint, prices,
+    diagnosis and the sandbox."""
     if not accelerator_type:
         return None
-    family = accelerator_type.rpartition("-")[0] or accelerator_type
-    return {"v5litepod": "v5e"}.get(family, family)
+    family = accelerator_type.strip().lower()
+    head, _, count = family.rpartition("-")
+    if head and count.isdigit():
+        family = head
+    return "v5e" if family in ("v5litepod", "v5lite") else family

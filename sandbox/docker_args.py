@@ -4,6 +4,7 @@ Go-template ``--format`` strings. Pure functions, no state."""
 from __future__ import annotations
 
 import argparse
+import calendar
 import dataclasses
 import json
 import re
@@ -26,9 +27,7 @@ def format_ts(ns: int) -> str:
 
 def parse_since(text: str, now_ns: int) -> int:
     """``--since`` like docker: RFC 3339 (nano), unix seconds (``1700000000.5``) or ``10m``."""
-    from remote.container.tail import parse_docker_timestamp
-
-    value = parse_docker_timestamp(text if text[-1:] == "Z" or "+" in text[10:] else text + "Z")
+    value = _rfc3339_ns(text)
     if value is not None:
         return value
     match = re.fullmatch(r"(\d+)(?:\.(\d{1,9}))?", text)
@@ -39,6 +38,25 @@ def parse_since(text: str, now_ns: int) -> int:
         unit = {"ms": 1e6, "s": 1e9, "m": 60e9, "h": 3600e9}[match.group(2)]
         return now_ns - int(float(match.group(1)) * unit)
     raise ValueError(f'invalid value for "since": failed to parse value as time or duration: "{text}"')
+
+
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)?")
+
+
+def _rfc3339_ns(text: str) -> int | None:
+    """Nanoseconds since the epoch of an RFC 3339 time (no zone means UTC, as docker takes it)."""
+    match = _RFC3339.fullmatch(text)
+    if match is None:
+        return None
+    base, frac, zone = match.groups()
+    try:
+        seconds = calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+    if zone and zone != "Z":
+        sign = 1 if zone[0] == "+" else -1
+        seconds -= sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
+    return seconds * 1_000_000_000 + int((frac or "0").ljust(9, "0"))
 
 
 def _bytes(size: str) -> int:
@@ -89,7 +107,7 @@ def parse_run_args(args: list[str]) -> RunSpec:
         i += 2 if flag in _VALUED_RUN_FLAGS and "=" not in args[i] else 1
     if i >= len(args):
         raise ValueError('"docker run" requires at least 1 argument.')
-    parser = _parser("run")
+    parser = verb_parser("run")
     for flag in ("-d", "--detach", "--privileged", "--rm", "-i", "-t", "-it", "-ti", "--init", "--interactive",
                  "--tty"):
         parser.add_argument(flag, action="store_true", dest=flag.strip("-"))
@@ -137,5 +155,5 @@ class _Parser(argparse.ArgumentParser):
         raise ValueError(message)
 
 
-def _parser(verb: str) -> argparse.ArgumentParser:
+def verb_parser(verb: str) -> argparse.ArgumentParser:
     return _Parser(prog=f"docker {verb}", add_help=False, exit_on_error=False)

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.docker_args import (_parser, format_ts, normalize_ref, parse_run_args, parse_since,
+from sandbox.docker_args import (verb_parser, format_ts, normalize_ref, parse_run_args, parse_since,
                                         render_template)
 
 __all__ = ["DEFAULT_IMAGES", "SimContainer", "SimDocker", "format_ts", "normalize_ref", "parse_run_args",
@@ -203,7 +203,7 @@ class SimDocker:
         return await handler(rest, out, err)  # type: ignore[operator]
 
     async def _logs(self, args: list[str], out: Writer, err: Writer, closed: asyncio.Future[Any]) -> int:
-        parser = _parser("logs")
+        parser = verb_parser("logs")
         parser.add_argument("-f", "--follow", action="store_true")
         parser.add_argument("-t", "--timestamps", action="store_true")
         parser.add_argument("--since")
@@ -246,7 +246,7 @@ class SimDocker:
         return f"{format_ts(box.line_ns[index])} {text}\n" if timestamps else text + "\n"
 
     async def _inspect(self, args: list[str], out: Writer, err: Writer) -> int:
-        parser = _parser("inspect")
+        parser = verb_parser("inspect")
         parser.add_argument("--type")
         parser.add_argument("-f", "--format")
         parser.add_argument("names", nargs="+")
@@ -289,7 +289,7 @@ class SimDocker:
         return 0 if all(items) else 1
 
     async def _ps(self, args: list[str], out: Writer, err: Writer) -> int:
-        parser = _parser("ps")
+        parser = verb_parser("ps")
         parser.add_argument("-a", "--all", action="store_true")
         parser.add_argument("--no-trunc", action="store_true")
         parser.add_argument("-q", "--quiet", action="store_true")

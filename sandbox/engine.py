@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from remote.models import chips_of
-from sandbox.engine_lines import _Builder
+from sandbox.engine_lines import StartupBuilder
 from sandbox.engine_log import VLLM_VERSION
 from sandbox.models_table import (
     BLOCK_SIZE_TOKENS,
@@ -41,7 +41,7 @@ from sandbox.models_table import (
     MODELS,
     PROGRAM_RESERVE_GIB,
     ModelSpec,
-    _figures,
+    compute_figures,
     model_spec,
 )
 from sandbox.serve_args import (
@@ -132,11 +132,11 @@ def plan_startup(serve_argv: Sequence[str], accelerator_type: str, *, boot_s: fl
     if boot_s <= 0:
         raise ValueError(f"boot_s must be positive, got {boot_s}")
     args = parse_serve_args(serve_argv)
-    fig = _figures(args, accelerator_type)
-    full = _Builder(args, accelerator_type, fig, fail=False)
+    fig = compute_figures(args, accelerator_type)
+    full = StartupBuilder(args, accelerator_type, fig, fail=False)
     full.run()
     scale = full.ready_t / boot_s
-    builder = _Builder(args, accelerator_type, fig, fail=True)
+    builder = StartupBuilder(args, accelerator_type, fig, fail=True)
     failure = builder.run()
     lines = tuple((round(t / scale, 6), text) for t, text in builder.log.lines)
     printed = builder.printed

@@ -1,6 +1,6 @@
 """The sandbox engine's startup log writer (vLLM 0.29.x, tpu-inference on TPU).
 
-:class:`_Builder` writes one startup, API server config through engine load, KV cache,
+:class:`StartupBuilder` writes one startup, API server config through engine load, KV cache,
 compilation and serving, into a :class:`~sandbox.engine_log._Log`, raising
 :class:`~sandbox.engine_log._Failure` where the boot fails (see
 ``sandbox.engine`` for the failures and the timing).
@@ -13,30 +13,30 @@ import random
 import zlib
 
 from sandbox.engine_log import (
-    _API,
-    _API_FRAMES,
+    API_MODULE,
+    API_FRAMES,
     VLLM_VERSION,
-    _api_traceback,
-    _engine_failure,
-    _Failure,
-    _hbm,
-    _hlo_oom,
-    _Log,
-    _mmss,
-    _paddings,
+    api_traceback,
+    engine_failure,
+    PlannedFailure,
+    hbm_text,
+    hlo_oom_lines,
+    LogWriter,
+    mmss,
+    padding_buckets,
 )
-from sandbox.models_table import GIB, PROGRAM_RESERVE_GIB, _Figures
+from sandbox.models_table import GIB, PROGRAM_RESERVE_GIB, EngineFigures
 from sandbox.serve_args import DEFAULT_GPU_MEMORY_UTILIZATION, ServeArgs
 
 
-class _Builder:
-    """Writes one startup into a :class:`_Log`; raises :class:`_Failure` where it fails."""
+class StartupBuilder:
+    """Writes one startup into a :class:`LogWriter`; raises :class:`PlannedFailure` where it fails."""
 
-    def __init__(self, args: ServeArgs, accelerator_type: str, fig: _Figures, fail: bool) -> None:
+    def __init__(self, args: ServeArgs, accelerator_type: str, fig: EngineFigures, fail: bool) -> None:
         seed = zlib.crc32(f"{args!r}|{accelerator_type}".encode())
         self.rng = random.Random(seed)
         self.args, self.accel, self.fig, self.fail = args, accelerator_type, fig, fail
-        self.log = _Log(engine_pid=100 + seed % 400)
+        self.log = LogWriter(engine_pid=100 + seed % 400)
         self.printed: dict[str, float | int | str] = {}
         self.compile_s = 0.0
         self.steps = 0
@@ -95,13 +95,13 @@ class _Builder:
                    "exceeding derived_max_model_len lead to nan. If the model uses absolute position "
                    "encoding, positions exceeding derived_max_model_len will cause a CUDA array "
                    "out-of-bounds error.")
-        _api_traceback(self.log, (*_API_FRAMES, (
+        api_traceback(self.log, (*API_FRAMES, (
             "/workspace/vllm/vllm/engine/arg_utils.py", 1469, "create_model_config", "return ModelConfig(")),
             ["pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
              f"  Value error, {message} [type=value_error, input_value=ArgsKwargs((), "
              f"{{'model': '{self.args.model}', ...}}), input_type=ArgsKwargs]",
              "    For further information visit https://errors.pydantic.dev/2.12/v/value_error"])
-        raise _Failure("config_error", message)
+        raise PlannedFailure("config_error", message)
 
     # ---------------------------------------------------------------- engine core: load
     def engine_load(self) -> None:
@@ -120,7 +120,7 @@ class _Builder:
                 "distributed_init_method=file:///tmp/tmpq1s8andb backend=gloo")
         log.raw("[Gloo] Rank 0 is connected to 0 peer ranks. Expected number of connected peer ranks is : 0")
         if self.fail and (f.tp > f.host_chips or f.host_chips % f.tp):
-            raise _engine_failure(log, "config_error", (
+            raise engine_failure(log, "config_error", (
                 ("/workspace/tpu_inference/tpu_inference/runner/tpu_runner.py", 880, "_init_mesh",
                  "self.mesh = jax.make_mesh(mesh_shape, axis_names, devices=devices)"),
                 ("/usr/local/lib/python3.12/site-packages/jax/_src/mesh_utils.py", 611,
@@ -131,11 +131,11 @@ class _Builder:
                             for i in range(f.tp))
         log.eng("tpu_runner.py:885", f"Init mesh | mesh=Mesh('data': 1, 'model': {f.tp}, "
                 "axis_types=(Auto, Auto))")
-        log.eng("utils.py:211", f"Prepared token paddings: {_paddings(16, f.max_num_batched_tokens)}")
-        log.eng("utils.py:157", f"Prepared request paddings: {_paddings(8, f.max_num_seqs)}")
+        log.eng("utils.py:211", f"Prepared token paddings: {padding_buckets(16, f.max_num_batched_tokens)}")
+        log.eng("utils.py:157", f"Prepared request paddings: {padding_buckets(8, f.max_num_seqs)}")
         log.eng("compilation_manager.py:66", "Enabling JAX compile cache.")
         log.eng("tpu_worker.py:472", f"Init worker | rank=0 | is_first_rank=True | is_last_rank=True | "
-                f"topology_order_id=0 | is_driver_worker=True | hbm={_hbm(0.0, f.limit_gib, f.tp)}GiB "
+                f"topology_order_id=0 | is_driver_worker=True | hbm={hbm_text(0.0, f.limit_gib, f.tp)}GiB "
                 f"|self.devices=[{devices}] | total devices=[{devices}] | local_devices=[{devices}]")
         log.eng("model_loader.py:625", "Loading model with MODEL_IMPL_TYPE=auto")
         log.eng("model_loader.py:628", "Resolved MODEL_IMPL_TYPE 'auto' to 'flax_nnx'")
@@ -151,17 +151,17 @@ class _Builder:
         for done in range(1, shards + 1):
             log.t += per_shard
             if self.fail and oom_at is not None and done >= min(oom_at, shards):
-                raise _engine_failure(log, "hbm_oom_load", (
+                raise engine_failure(log, "hbm_oom_load", (
                     ("/workspace/tpu_inference/tpu_inference/runner/tpu_runner.py", 1174, "load_model",
                      "model = get_model("),
                     ("/workspace/tpu_inference/tpu_inference/models/common/model_loader.py", 305,
                      "_get_nnx_model", "jit_model = create_jit_model("),
-                ), _hlo_oom(f.weights_gib + 0.5, f.limit_gib))
+                ), hlo_oom_lines(f.weights_gib + 0.5, f.limit_gib))
             elapsed, left = per_shard * done, per_shard * (shards - done)
             log.raw(f"Loading safetensors checkpoint shards: {100 * done // shards:3d}% Completed | "
-                    f"{done}/{shards} [{_mmss(elapsed)}<{_mmss(left)}, {per_shard:.2f}s/it]", log.engine)
+                    f"{done}/{shards} [{mmss(elapsed)}<{mmss(left)}, {per_shard:.2f}s/it]", log.engine)
         log.raw(f"Loading safetensors checkpoint shards: 100% Completed | {shards}/{shards} "
-                f"[{_mmss(per_shard * shards)}<00:00, {per_shard:.2f}s/it]", log.engine)
+                f"[{mmss(per_shard * shards)}<00:00, {per_shard:.2f}s/it]", log.engine)
         log.raw("", log.engine)
         log.eng("default_loader.py:430", f"Loading weights took {per_shard * shards + 0.03:.2f} seconds")
         log.t += 2.0
@@ -169,7 +169,7 @@ class _Builder:
         weights = round(f.weights_gib, 2)
         self.printed["weights_gib"] = weights
         self.t_model = log.t
-        log.eng("tpu_runner.py:1300", f"Init model | hbm={_hbm(weights, f.limit_gib, f.tp)}GiB")
+        log.eng("tpu_runner.py:1300", f"Init model | hbm={hbm_text(weights, f.limit_gib, f.tp)}GiB")
 
     # ---------------------------------------------------------------- engine core: KV cache
     def kv_cache(self) -> None:
@@ -187,18 +187,18 @@ class _Builder:
                   ("/workspace/vllm/vllm/v1/core/kv_cache_utils.py", 688, "check_enough_kv_cache_memory",
                    "raise ValueError("))
         if self.fail and used > cap:  # tpu-inference's own check (tpu_worker.determine_available_memory)
-            raise _engine_failure(log, "hbm_budget_exceeded", (*frames[:1], (
+            raise engine_failure(log, "hbm_budget_exceeded", (*frames[:1], (
                 "/workspace/tpu_inference/tpu_inference/worker/tpu_worker.py", 561, "determine_available_memory",
                 "raise ValueError(")), [f"ValueError: total_hbm_used_gb={used * f.tp:.2f}GiB exceeds "
                                        f"total_hbm_limit_cap_gb={cap * f.tp:.2f}GiB by "
                                        f"{(used - cap) * f.tp:.2f}GiB"])
         if self.fail and f.kv_tokens == 0:
-            raise _engine_failure(log, "hbm_budget_exceeded", frames, [
+            raise engine_failure(log, "hbm_budget_exceeded", frames, [
                 "ValueError: No available memory for the cache blocks. Try increasing "
                 "`gpu_memory_utilization` when initializing the engine."])
         if self.fail and f.max_model_len > f.kv_tokens:
             needed = math.ceil(f.max_model_len / f.block) * f.block * f.kv_bytes_per_token / GIB
-            raise _engine_failure(log, "max_model_len_too_large", frames, [
+            raise engine_failure(log, "max_model_len_too_large", frames, [
                 "ValueError: To serve at least one request with the models's max seq len "
                 f"({f.max_model_len}), ({needed:.2f} GiB KV cache is needed, which is larger than the "
                 f"available KV cache memory ({max(f.pool_gib, 0.0):.2f} GiB). Based on the available "
@@ -223,7 +223,7 @@ class _Builder:
                 f"(num_blocks, ({f.block}, {spec.kv_heads}, 2, {spec.head_dim})) | regular_attn_sharding="
                 f"NamedSharding(mesh=Mesh('data': 1, 'model': {f.tp}, axis_types=(Auto, Auto)), "
                 "spec=P('data', None, 'model'), memory_kind=device) | regular_attn_dtype=bfloat16 | "
-                f"hbm={_hbm(after, f.limit_gib, f.tp)}Gb")
+                f"hbm={hbm_text(after, f.limit_gib, f.tp)}Gb")
 
     # ---------------------------------------------------------------- compilation
     def step(self, name: str, key: dict[str, object], base_s: float) -> None:
@@ -243,7 +243,7 @@ class _Builder:
 
     def compile(self) -> None:
         log, f = self.log, self.fig
-        tokens, reqs = _paddings(16, f.max_num_batched_tokens), _paddings(8, f.max_num_seqs)
+        tokens, reqs = padding_buckets(16, f.max_num_batched_tokens), padding_buckets(8, f.max_num_seqs)
         log.eng("compilation_manager.py:979", "Compiling sampling with different input shapes.")
         for r in reqs:
             for sampling in (True, False):
@@ -294,12 +294,12 @@ class _Builder:
         self.warmup(0.0, len(reqs))
         if self.fail and f.cap_gib + PROGRAM_RESERVE_GIB > f.limit_gib:
             after = float(self.printed["hbm_after_kv_gib"])
-            raise _engine_failure(log, "hbm_oom_after_compile", (
+            raise engine_failure(log, "hbm_oom_after_compile", (
                 ("/workspace/tpu_inference/tpu_inference/runner/compilation_manager.py", 1890,
                  "_precompile_structured_decoding", "self._run_compilation("),
                 ("/workspace/tpu_inference/tpu_inference/runner/compilation_manager.py", 196,
                  "_run_compilation", "lowered.compile()"),
-            ), _hlo_oom(after + PROGRAM_RESERVE_GIB + f.headroom_gib, f.limit_gib))
+            ), hlo_oom_lines(after + PROGRAM_RESERVE_GIB + f.headroom_gib, f.limit_gib))
 
     # ---------------------------------------------------------------- ready
     def serve(self) -> None:
@@ -325,13 +325,13 @@ class _Builder:
             log.api("launcher.py:46", f"Route: {route}, Methods: {methods}")
         log.api("launcher.py:99", "API server: waiting for HTTP server to start")
         log.t += 1.0
-        log.raw("INFO:     Started server process [1]", _API)
-        log.raw("INFO:     Waiting for application startup.", _API)
-        log.raw("INFO:     Application startup complete.", _API)
+        log.raw("INFO:     Started server process [1]", API_MODULE)
+        log.raw("INFO:     Waiting for application startup.", API_MODULE)
+        log.raw("INFO:     Application startup complete.", API_MODULE)
         self.ready_t = log.t
         log.api("launcher.py:105", "API server: HTTP server started")
 
-    def run(self) -> _Failure | None:
+    def run(self) -> PlannedFailure | None:
         """Write the whole startup; return the failure that stopped it, if any."""
         try:
             self.api_server()
@@ -339,6 +339,6 @@ class _Builder:
             self.kv_cache()
             self.compile()
             self.serve()
-        except _Failure as failure:
+        except PlannedFailure as failure:
             return failure
         return None

@@ -12,10 +12,10 @@ from datetime import datetime, timedelta
 
 VLLM_VERSION = "0.29.1rc1.dev468+g0b7f11a1e"
 _LOG_EPOCH = datetime(2026, 9, 30, 3, 50, 0)
-_API = "APIServer pid=1"
+API_MODULE = "APIServer pid=1"
 
 
-class _Log:
+class LogWriter:
     """Accumulates timestamped lines in log seconds."""
 
     def __init__(self, engine_pid: int) -> None:
@@ -31,13 +31,13 @@ class _Log:
         self.raw(f"{level} {stamp} [{src}] {msg}", proc)
 
     def api(self, src: str, msg: str, level: str = "INFO") -> None:
-        self.log(_API, src, msg, level)
+        self.log(API_MODULE, src, msg, level)
 
     def eng(self, src: str, msg: str, level: str = "INFO") -> None:
         self.log(self.engine, src, msg, level)
 
 
-class _Failure(Exception):
+class PlannedFailure(Exception):
     """Raised inside the builder once a failure's lines are written."""
 
     def __init__(self, kind: str, message: str) -> None:
@@ -46,11 +46,11 @@ class _Failure(Exception):
         self.message = message
 
 
-def _hbm(used: float, limit: float, n: int) -> str:
+def hbm_text(used: float, limit: float, n: int) -> str:
     return "[" + ", ".join([f"({round(used, 2)!r}, {round(limit, 2)!r})"] * n) + "]"
 
 
-def _paddings(start: int, limit: int) -> list[int]:
+def padding_buckets(start: int, limit: int) -> list[int]:
     """Powers of two from ``start`` up to the first one >= ``limit`` (tpu-inference paddings)."""
     out = [start]
     while out[-1] < limit:
@@ -63,24 +63,24 @@ _ENGINE_FRAMES = (
      "engine_core = EngineCoreProc(*args, engine_index=dp_rank, **kwargs)"),
     ("/workspace/vllm/vllm/v1/engine/core.py", 1155, "__init__", "super().__init__("),
 )
-_API_FRAMES = (
+API_FRAMES = (
     ("/usr/local/bin/vllm", 10, "<module>", "sys.exit(main())"),
     ("/workspace/vllm/vllm/entrypoints/cli/main.py", 73, "main", "args.dispatch_function(args)"),
     ("/workspace/vllm/vllm/entrypoints/cli/serve.py", 111, "cmd", "uvloop.run(run_server(args))"),
 )
 
 
-def _api_traceback(log: _Log, frames: Sequence[tuple[str, int, str, str]], error: Sequence[str]) -> None:
-    log.raw("Traceback (most recent call last):", _API)
+def api_traceback(log: LogWriter, frames: Sequence[tuple[str, int, str, str]], error: Sequence[str]) -> None:
+    log.raw("Traceback (most recent call last):", API_MODULE)
     for path, number, func, code in frames:
-        log.raw(f'  File "{path}", line {number}, in {func}', _API)
-        log.raw(f"    {code}", _API)
+        log.raw(f'  File "{path}", line {number}, in {func}', API_MODULE)
+        log.raw(f"    {code}", API_MODULE)
     for line in error:
-        log.raw(line, _API)
+        log.raw(line, API_MODULE)
 
 
-def _engine_failure(log: _Log, kind: str, frames: Sequence[tuple[str, int, str, str]],
-                    error: Sequence[str]) -> _Failure:
+def engine_failure(log: LogWriter, kind: str, frames: Sequence[tuple[str, int, str, str]],
+                    error: Sequence[str]) -> PlannedFailure:
     """Write the EngineCore failure envelope around ``error`` (the root-cause lines)."""
     src = "core.py:1434"
     log.eng(src, "EngineCore failed to start.", "ERROR")
@@ -97,14 +97,14 @@ def _engine_failure(log: _Log, kind: str, frames: Sequence[tuple[str, int, str, 
     for line in error:
         log.raw(line, log.engine)
     log.t += 2.0
-    _api_traceback(log, (*_API_FRAMES, ("/workspace/vllm/vllm/v1/engine/utils.py", 1065,
+    api_traceback(log, (*API_FRAMES, ("/workspace/vllm/vllm/v1/engine/utils.py", 1065,
                                         "wait_for_engine_startup", "raise RuntimeError(")),
                    ["RuntimeError: Engine core initialization failed. See root cause above. "
                     "Failed core proc(s): {}"])
-    return _Failure(kind, error[0].split(": ", 1)[-1])
+    return PlannedFailure(kind, error[0].split(": ", 1)[-1])
 
 
-def _hlo_oom(required_gib: float, limit_gib: float) -> list[str]:
+def hlo_oom_lines(required_gib: float, limit_gib: float) -> list[str]:
     return ["jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total "
             f"memory required for HLO temporaries ({required_gib:.2f}G) exceeds available HBM "
             f"({limit_gib:.2f}G).",
@@ -113,6 +113,6 @@ def _hlo_oom(required_gib: float, limit_gib: float) -> list[str]:
             "exception. Set JAX_TRACEBACK_FILTERING=off to include these."]
 
 
-def _mmss(seconds: float) -> str:
+def mmss(seconds: float) -> str:
     whole = int(round(seconds))
     return f"{whole // 60:02d}:{whole % 60:02d}"

@@ -70,7 +70,7 @@ def model_spec(model: str) -> ModelSpec:
 
 
 @dataclass(frozen=True)
-class _Figures:
+class EngineFigures:
     """Per-chip memory arithmetic of one launch (see the module docstring)."""
 
     spec: ModelSpec
@@ -97,7 +97,7 @@ class _Figures:
         return max(0, blocks) * self.block
 
 
-def _figures(args: ServeArgs, accelerator_type: str) -> _Figures:
+def compute_figures(args: ServeArgs, accelerator_type: str) -> EngineFigures:
     generation = chip_generation(accelerator_type) or ""
     node_chips = chips_of(accelerator_type)
     if generation not in HBM_LIMIT_GIB or not node_chips:
@@ -108,7 +108,7 @@ def _figures(args: ServeArgs, accelerator_type: str) -> _Figures:
     tp = args.tensor_parallel_size
     limit = HBM_LIMIT_GIB[generation]
     mnbt = args.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
-    return _Figures(
+    return EngineFigures(
         spec=spec, generation=generation, host_chips=host_chips, limit_gib=limit,
         block=BLOCK_SIZE_TOKENS[generation], tp=tp,
         max_model_len=args.max_model_len or spec.max_position, max_num_batched_tokens=mnbt,

@@ -14,14 +14,14 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from sandbox.openai_replies import CHARS_PER_TOKEN, _Reply, _reply
+from sandbox.openai_replies import CHARS_PER_TOKEN, Reply, make_reply
 from sandbox.openai_stats import ServedRequest
 
 if TYPE_CHECKING:
     from sandbox.openai_server import SandboxOpenAIServer
 
 
-class _ApiError(Exception):
+class OpenAIApiError(Exception):
     def __init__(self, code: int, message: str, kind: str = "BadRequestError", param: str | None = None) -> None:
         super().__init__(message)
         self.code, self.message, self.kind, self.param = code, message, kind, param
@@ -31,7 +31,7 @@ class _ApiError(Exception):
                 "code": self.code}
 
 
-class _HTTPServer(ThreadingHTTPServer):
+class OpenAIHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True
@@ -41,13 +41,13 @@ class _HTTPServer(ThreadingHTTPServer):
 _COMPLETIONS = ("/v1/chat/completions", "/v1/completions")
 
 
-class _Handler(BaseHTTPRequestHandler):
+class OpenAIHandler(BaseHTTPRequestHandler):
     """One connection; HTTP/1.1 keep-alive, chunked SSE for streams."""
 
     protocol_version = "HTTP/1.1"
     #: TCP_NODELAY like uvicorn: otherwise back-to-back SSE writes wait for the client's delayed ACK.
     disable_nagle_algorithm = True
-    server: _HTTPServer
+    server: OpenAIHTTPServer
 
     def setup(self) -> None:
         super().setup()
@@ -109,22 +109,22 @@ class _Handler(BaseHTTPRequestHandler):
             try:
                 request = json.loads(body or b"null")
             except ValueError:
-                raise _ApiError(400, "The request body is not valid JSON.") from None
+                raise OpenAIApiError(400, "The request body is not valid JSON.") from None
             if not isinstance(request, dict):
-                raise _ApiError(400, "The request body must be a JSON object.")
+                raise OpenAIApiError(400, "The request body must be a JSON object.")
             stream = bool(request.get("stream"))
             prompt_text, prompt_tokens = app._prompt(path, request)
             max_tokens = app._check(request, prompt_tokens)
-        except _ApiError as error:
+        except OpenAIApiError as error:
             # Recorded before the answer leaves, so a client that got it also finds it in the stats.
             app._record(ServedRequest(path, stream, error.code, 0, 0, arrival, None, (), None))
             self._json(error.code, error.body())
             return
         chat = path == "/v1/chat/completions"
-        reply = _reply(request if chat else {}, prompt_text, max_tokens)
+        reply = make_reply(request if chat else {}, prompt_text, max_tokens)
         self._complete(chat, stream, request, reply, prompt_tokens, arrival)
 
-    def _complete(self, chat: bool, stream: bool, request: dict[str, Any], reply: _Reply, prompt_tokens: int,
+    def _complete(self, chat: bool, stream: bool, request: dict[str, Any], reply: Reply, prompt_tokens: int,
                   arrival: float) -> None:
         app = self.server.app
         head = {"id": ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(16),

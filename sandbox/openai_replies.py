@@ -41,13 +41,13 @@ def count_tokens(text: str) -> int:
 
 
 @dataclass(frozen=True)
-class _Reply:
+class Reply:
     pieces: tuple[str, ...]
     finish: str
     tool_call: dict[str, Any] | None = None
 
 
-def _text(content: Any) -> str:
+def content_text(content: Any) -> str:
     """Message content as text: a string, or the ``text`` parts of a list."""
     if isinstance(content, str):
         return content
@@ -111,19 +111,19 @@ def _pick_tool(tools: list[dict[str, Any]], choice: Any, text: str) -> dict[str,
     return best if best is not None or choice != "required" else (functions[0] if functions else None)
 
 
-def _reply(request: dict[str, Any], prompt_text: str, max_tokens: int | None) -> _Reply:
+def make_reply(request: dict[str, Any], prompt_text: str, max_tokens: int | None) -> Reply:
     messages = request.get("messages") or []
     last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
     tools = request.get("tools") or []
     natural: tuple[str, ...] | None = None
     tool_call = None
     if last.get("role") == "tool":
-        found = _NUMBER.search(_text(last.get("content")))
-        natural = _pieces(f"The result is {found.group(0) if found else _text(last.get('content')).strip()}.")
+        found = _NUMBER.search(content_text(last.get("content")))
+        natural = _pieces(f"The result is {found.group(0) if found else content_text(last.get('content')).strip()}.")
     elif tools and request.get("tool_choice", "auto") != "none" and last.get("role") == "user":
-        function = _pick_tool(tools, request.get("tool_choice", "auto"), _text(last.get("content")))
+        function = _pick_tool(tools, request.get("tool_choice", "auto"), content_text(last.get("content")))
         if function is not None:
-            arguments = json.dumps(_tool_arguments(function, _text(last.get("content"))))
+            arguments = json.dumps(_tool_arguments(function, content_text(last.get("content"))))
             tool_call = {"id": f"chatcmpl-tool-{secrets.token_hex(16)}", "type": "function",
                          "function": {"name": function.get("name", ""), "arguments": arguments}}
             natural = _pieces(function.get("name", "") + arguments)
@@ -134,9 +134,9 @@ def _reply(request: dict[str, Any], prompt_text: str, max_tokens: int | None) ->
     if natural is None:
         natural = _filler(max_tokens if max_tokens is not None else DEFAULT_FILLER_TOKENS)
         if max_tokens is not None:
-            return _Reply(natural, "length")
+            return Reply(natural, "length")
     if request.get("ignore_eos") and max_tokens is not None and tool_call is None:
-        return _Reply(natural[:max_tokens] + _filler(max(0, max_tokens - len(natural))), "length")
+        return Reply(natural[:max_tokens] + _filler(max(0, max_tokens - len(natural))), "length")
     if max_tokens is not None and len(natural) > max_tokens:
-        return _Reply(natural[:max_tokens], "length", None)
-    return _Reply(natural, "tool_calls" if tool_call else "stop", tool_call)
+        return Reply(natural[:max_tokens], "length", None)
+    return Reply(natural, "tool_calls" if tool_call else "stop", tool_call)

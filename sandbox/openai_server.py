@@ -40,13 +40,13 @@ from typing import Any
 
 from remote.models import chip_generation
 from sandbox.engine import model_spec
-from sandbox.openai_http import _ApiError, _Handler, _HTTPServer
+from sandbox.openai_http import OpenAIApiError, OpenAIHandler, OpenAIHTTPServer
 from sandbox.openai_replies import (
     CHARS_PER_TOKEN,
     CHAT_TOKENS_PER_MESSAGE,
     DEFAULT_FILLER_TOKENS,
     PASSPHRASE,
-    _text,
+    content_text,
     count_tokens,
 )
 from sandbox.openai_stats import ServedRequest, ServedStats
@@ -74,7 +74,7 @@ class SandboxOpenAIServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self._host, self._port = host, port
         self._lock = threading.Lock()
-        self._httpd: _HTTPServer | None = None
+        self._httpd: OpenAIHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._listening = False
         self._ready = False
@@ -151,7 +151,7 @@ class SandboxOpenAIServer:
             self._served.clear()
 
     def _bind(self) -> None:
-        httpd = _HTTPServer((self._host, self._port), _Handler, bind_and_activate=False)
+        httpd = OpenAIHTTPServer((self._host, self._port), OpenAIHandler, bind_and_activate=False)
         httpd.app = self
         try:
             httpd.server_bind()
@@ -200,12 +200,12 @@ class SandboxOpenAIServer:
             if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
                 return "", len(prompt)
             if not isinstance(prompt, str):
-                raise _ApiError(400, "prompt must be a string, a list of one string, or a list of token ids")
+                raise OpenAIApiError(400, "prompt must be a string, a list of one string, or a list of token ids")
             return prompt, count_tokens(prompt)
         messages = request.get("messages")
         if not isinstance(messages, list) or not messages:
-            raise _ApiError(400, "messages must be a non-empty list")
-        texts = [_text(m.get("content")) for m in messages if isinstance(m, dict)]
+            raise OpenAIApiError(400, "messages must be a non-empty list")
+        texts = [content_text(m.get("content")) for m in messages if isinstance(m, dict)]
         tools = request.get("tools")
         extra = count_tokens(json.dumps(tools)) if tools else 0
         return "\n".join(texts), sum(count_tokens(t) for t in texts) + CHAT_TOKENS_PER_MESSAGE * len(texts) + extra
@@ -216,16 +216,16 @@ class SandboxOpenAIServer:
             limit, names = self._max_model_len, {self._served_name, self._model}
         model = request.get("model")
         if model is not None and model not in names:
-            raise _ApiError(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
+            raise OpenAIApiError(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
         max_tokens = request.get("max_completion_tokens", request.get("max_tokens"))
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-            raise _ApiError(400, f"max_tokens must be at least 1, got {max_tokens}.")
+            raise OpenAIApiError(400, f"max_tokens must be at least 1, got {max_tokens}.")
         if max_tokens is None and prompt_tokens >= limit:
-            raise _ApiError(400, f"This model's maximum context length is {limit} tokens. However, you "
+            raise OpenAIApiError(400, f"This model's maximum context length is {limit} tokens. However, you "
                             f"requested {prompt_tokens} tokens in the messages, Please reduce the length of "
                             "the messages.")
         if max_tokens is not None and prompt_tokens + max_tokens > limit:
-            raise _ApiError(400, f"This model's maximum context length is {limit} tokens. However, you "
+            raise OpenAIApiError(400, f"This model's maximum context length is {limit} tokens. However, you "
                             f"requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, "
                             f"{max_tokens} in the completion). Please reduce the length of the messages or "
                             "completion.")

@@ -18,13 +18,14 @@ import json
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 
-from remote.models import Node, utc_now
+from remote.models import chip_generation, chips_of, utc_now
 
 #: Image every sandbox node runs at start, and the images `docker pull` knows.
 SANDBOX_IMAGE = "vllm/vllm-tpu:v0.29.1"
@@ -43,8 +44,6 @@ DEFAULT_SERVE_ARGS: dict[tuple[str, int], list[str]] = {
 
 def serve_args_for(accelerator_type: str, chips: int) -> list[str] | None:
     """The sandbox's starting ``vllm serve`` argv for a node, or ``None`` for unknown chips."""
-    from remote.models import chip_generation
-
     generation = chip_generation(accelerator_type)
     choices = sorted(((need, argv) for (gen, need), argv in DEFAULT_SERVE_ARGS.items()
                       if gen == generation and chips >= need), reverse=True)
@@ -65,6 +64,16 @@ def _toml_str(value: str) -> str:
     return json.dumps(value)
 
 
+@dataclass(frozen=True)
+class VmNode:
+    """A node the sandbox runs an SSH server for: its short name, numeric id (gcloud's host-key
+    alias ``tpu.<id>-0``) and accelerator type (``v6e-8``)."""
+
+    name: str
+    node_id: str
+    accelerator_type: str
+
+
 class Sandbox:
     """Loopback stand-ins for a TPU fleet, started and stopped as one.
 
@@ -78,7 +87,7 @@ class Sandbox:
         boot: start containers on the ready nodes (False: VMs with no container).
 
     Attributes (after :meth:`start`):
-        config_path, db_path, api_endpoint, vms (node name -> SandboxVm), nodes (Node list).
+        config_path, db_path, api_endpoint, vms (node name -> SandboxVm), nodes (VmNode list).
     """
 
     def __init__(self, state_dir: Path | None = None, *, boot_s: float = 25.0, fast_boot_s: float = 2.0,
@@ -97,7 +106,7 @@ class Sandbox:
         self.known_hosts_path = self.state_dir / "known_hosts"
         self.api_endpoint = ""
         self.vms: dict[str, Any] = {}
-        self.nodes: list[Node] = []
+        self.nodes: list[VmNode] = []
         self.tpu_api: Any = None
         self.world: Any = None
         self.projects: list[str] = []
@@ -176,16 +185,21 @@ class Sandbox:
 
     # --- internals ---------------------------------------------------------------------
 
-    async def _list_nodes(self) -> list[Node]:
-        from remote.tpu.api import FleetSource
-
-        source = FleetSource([_Project(p) for p in self.projects], api_endpoint=self.api_endpoint,
-                             timeout_s=10.0)
-        try:
-            snapshot = await source.list_fleet()
-        finally:
-            source.close()
-        return list(snapshot.nodes)
+    def _vm_nodes(self) -> list[VmNode]:
+        """The READY single-host nodes a client could reach: read from the world itself (the
+        sandbox never asks our own TPU client what it serves), leaving out denied projects and
+        unreachable zones as the API does."""
+        found = []
+        for project_id, project in self.world.projects.items():
+            if project.denied:
+                continue
+            items, _ = self.world.list(project_id, "nodes", None)
+            for item in items:
+                if item.get("state") != "READY" or len(item.get("networkEndpoints") or []) != 1:
+                    continue
+                found.append(VmNode(name=item["name"].rsplit("/", 1)[-1], node_id=str(item.get("id", "")),
+                                    accelerator_type=item.get("acceleratorType", "")))
+        return found
 
     async def _start_vms(self) -> None:
         import asyncssh
@@ -195,11 +209,9 @@ class Sandbox:
         client_key = asyncssh.generate_private_key("ssh-ed25519")
         self.key_path.write_bytes(client_key.export_private_key())
         os.chmod(self.key_path, 0o600)
-        self.nodes = await self._list_nodes()
+        self.nodes = self._vm_nodes()
         known_lines = []
         for node in self.nodes:
-            if node.state != "READY" or len(node.workers) != 1:
-                continue
             slow = node.name == SLOW_BOOT_NODE
             vm = SandboxVm(node_name=node.name, accelerator_type=node.accelerator_type,
                            authorized_client_key=client_key.export_public_key().decode(),
@@ -208,7 +220,7 @@ class Sandbox:
             vm.ssh_port = port
             self.vms[node.name] = vm
             known_lines.append(vm.known_hosts_line(f"tpu.{node.node_id}-0"))
-            argv = serve_args_for(node.accelerator_type, node.chips or 1)
+            argv = serve_args_for(node.accelerator_type, chips_of(node.accelerator_type) or 1)
             if self.boot and argv is not None:
                 await vm.boot_container(argv, image=SANDBOX_IMAGE)
         self.known_hosts_path.write_text("".join(line if line.endswith("\n") else line + "\n"
@@ -257,11 +269,3 @@ class Sandbox:
         for name, vm in sorted(self.vms.items()):
             out.append(f"node {name}: ssh 127.0.0.1:{vm.ssh_port}  vLLM (inside the VM) 127.0.0.1:{vm.openai_port}")
         return "\n".join(out)
-
-
-class _Project:
-    """A minimal ProjectConfig (``id``, ``zones``) so ``remote`` needs nothing from ``console``."""
-
-    def __init__(self, project_id: str) -> None:
-        self.id = project_id
-        self.zones: tuple[str, ...] = ()

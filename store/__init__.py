@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from store.errors import StoreError
 from store.records import BenchmarkRecord, Launch, compile_key
 
 if TYPE_CHECKING:
-    from store.history import HistoryStore, StoreError
+    from store.history import HistoryStore
 
 __all__ = ["BenchmarkRecord", "HistoryStore", "Launch", "StoreError", "compile_key"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("HistoryStore", "StoreError"):
+    if name == "HistoryStore":
         from store import history
 
         return getattr(history, name)

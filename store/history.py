@@ -14,6 +14,7 @@ in a worker thread if needed.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import os
@@ -21,15 +22,16 @@ import socket
 import sqlite3
 import statistics
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlite_utils import Database
 
+from store.errors import StoreError
 from store.migrations import migration_names, migrations
 from store.records import (
     BENCHMARK_KINDS, LAUNCH_FIELDS, BenchmarkRecord, Launch, behaviour_flags, benchmark_from_row,
@@ -47,9 +49,21 @@ OTHER_HOST_STALE_S = 6 * 3600
 #: How many recent compile times :meth:`HistoryStore.compile_eta_s` takes the median of.
 COMPILE_ETA_SAMPLES = 20
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-class StoreError(Exception):
-    """The history database cannot be used. ``str()`` is the one message to show."""
+
+def _store_errors(method: _F) -> _F:
+    """Translate the ``sqlite3.Error`` / ``OSError`` a public method lets out into :class:`StoreError`."""
+    what = method.__name__.replace("_", " ")
+
+    @functools.wraps(method)
+    def guarded(self: HistoryStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"{self.path}: history {what} failed: {exc}") from exc
+
+    return guarded  # type: ignore[return-value]
 
 
 def _pid_start(pid: int) -> str | None:
@@ -173,6 +187,7 @@ class HistoryStore:
 
     # --- launches ---------------------------------------------------------------------
 
+    @_store_errors
     def mark_interrupted(self) -> list[int]:
         """Mark ``running`` launches whose console is gone as ``interrupted``.
 
@@ -204,6 +219,7 @@ class HistoryStore:
                                 f"WHERE id IN ({','.join('?' * len(ids))})", ids)
         return ids
 
+    @_store_errors
     def start_launch(self, **fields: Any) -> int:
         """Record a new launch (one transaction) and return its id.
 
@@ -226,6 +242,7 @@ class HistoryStore:
         with self._write() as db:
             return int(db["launches"].insert(row).last_pk)
 
+    @_store_errors
     def update_launch(self, launch_id: int, **fields: Any) -> None:
         """Add facts to a launch (one transaction); this console becomes its writer.
 
@@ -249,11 +266,13 @@ class HistoryStore:
                                                      json.loads(merged["serve_args"] or "[]"))
             db["launches"].update(launch_id, row | self._writer())
 
+    @_store_errors
     def get_launch(self, launch_id: int) -> Launch | None:
         """The launch with that id, or ``None``."""
         rows = self._rows(f"{_LAUNCH_SELECT} WHERE id = ?", [launch_id])
         return launch_from_row(rows[0]) if rows else None
 
+    @_store_errors
     def list_launches(self, *, limit: int = 200, node: str | None = None, model: str | None = None,
                       accelerator_type: str | None = None, outcome: str | None = None,
                       text: str | None = None) -> list[Launch]:
@@ -294,6 +313,7 @@ class HistoryStore:
         sql += f" ORDER BY {order} DESC LIMIT ?"
         return [launch_from_row(r) for r in self._rows(sql, params + [int(limit)])]
 
+    @_store_errors
     def find_launch_by_container(self, node: str, container_id: str) -> Launch | None:
         """The newest launch on ``node`` with that container id (full or a 12+ char prefix)."""
         if not container_id:
@@ -306,6 +326,7 @@ class HistoryStore:
             [node, container_id, container_id, container_id, container_id, container_id])
         return launch_from_row(rows[0]) if rows else None
 
+    @_store_errors
     def known_failures(self, accelerator_type: str, model: str, serve_args: list[str],
                        *, limit: int = 20) -> list[Launch]:
         """Past failed launches of the same accelerator type, model and flags, newest first.
@@ -327,6 +348,7 @@ class HistoryStore:
         rows = self._rows(f"{_LAUNCH_SELECT} WHERE id IN ({','.join('?' * len(ids))}) ORDER BY id DESC", ids)
         return [launch_from_row(r) for r in rows]
 
+    @_store_errors
     def compile_eta_s(self, compile_key: str) -> float | None:
         """Median compile seconds of the last :data:`COMPILE_ETA_SAMPLES` launches with that
         compile key that reached ready, or ``None`` without any."""
@@ -337,6 +359,7 @@ class HistoryStore:
 
     # --- benchmarks -------------------------------------------------------------------
 
+    @_store_errors
     def add_benchmark(self, launch_id: int | None, kind: str, params: dict[str, Any], results: dict[str, Any],
                       price_per_hour_usd: float | None = None, usd_per_mtok: float | None = None,
                       *, started_at: datetime | str | None = None) -> int:
@@ -365,10 +388,12 @@ class HistoryStore:
                 raise KeyError(f"no launch with id {launch_id}")
             return int(db["benchmarks"].insert(row).last_pk)
 
+    @_store_errors
     def benchmarks_for(self, launch_id: int) -> list[BenchmarkRecord]:
         """Benchmarks of one launch, oldest first."""
         return self.benchmarks_by_launch([launch_id]).get(launch_id, [])
 
+    @_store_errors
     def benchmarks_by_launch(self, launch_ids: Iterable[int]) -> dict[int, list[BenchmarkRecord]]:
         """Benchmarks of several launches at once, ``{launch_id: [oldest first]}``."""
         ids = list(dict.fromkeys(launch_ids))
@@ -383,6 +408,7 @@ class HistoryStore:
 
     # --- export -----------------------------------------------------------------------
 
+    @_store_errors
     def export(self, launches: Iterable[Launch], fmt: str) -> str:
         """Launches as JSON (a list of launch objects with ``benchmarks`` nested) or CSV
         (one row per launch, JSON-valued columns as compact JSON, no benchmarks).

@@ -147,9 +147,9 @@ class HistoryReader:
 
     def _run(self, fn: Callable[[HistoryStore], T]) -> T:
         if self._store is None:
-            from store.history import HistoryStore
+            from console.flows.history_store import open_history
 
-            self._store = HistoryStore(self.path)
+            self._store = open_history(None, self.path)
         return fn(self._store)
 
     async def call(self, fn: Callable[[HistoryStore], T]) -> T:

@@ -15,6 +15,7 @@ from typing import Any
 
 from remote.models import utc_now
 from remote.startup import Phase, PhaseMark, StartupState
+from store.errors import StoreError
 
 
 def phase_durations(timeline: tuple[PhaseMark, ...]) -> dict[str, float]:
@@ -72,7 +73,7 @@ class LaunchRecorder:
             return None
         try:
             return write()
-        except Exception as exc:  # noqa: BLE001 - a sentence for the status line, never a traceback
+        except StoreError as exc:     # a sentence for the status line, never a traceback
             self.error = f"the history database refused a write, so this launch is not recorded: {exc}"
             return None
 

@@ -14,9 +14,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from remote.container.tail import LogLine, LogTail, TailStatus
 from remote.errors import RemoteError
 from remote.ssh import SshTarget, has_known_host, target_for
-from remote.container.tail import LogLine, LogTail, TailStatus
 from remote.vllm_log.reader import StartupReader
 
 #: Seconds between attempts to re-open a tunnel whose connection dropped (doubles up to 30 s).

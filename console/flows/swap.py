@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from remote.container.spec import MASK, ContainerSpec, is_secret_name
 from remote.container.lint import Finding, lint
+from remote.container.spec import MASK, ContainerSpec, is_secret_name
 from remote.models import Node, utc_now
 
 

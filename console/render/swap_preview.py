@@ -11,10 +11,10 @@ from datetime import datetime
 
 from rich.text import Text
 
-from remote.container.spec import ContainerSpec
 from remote.container.lint import Finding
-from remote.models import Node
+from remote.container.spec import ContainerSpec
 from remote.container.swap import SwapPlan
+from remote.models import Node
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 STEP_LABEL = {"pull": "pull the image (the old container keeps serving)", "rm": "remove the old container",

@@ -22,17 +22,37 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
-from textual.widgets import Button, Checkbox, Footer, Header, Input, Label, ProgressBar, Select, Static
+from textual.widgets import (
+    Button,
+    Checkbox,
+    Footer,
+    Header,
+    Input,
+    Label,
+    ProgressBar,
+    Select,
+    Static,
+)
 from textual.worker import Worker
 
 from console.flows.bench import (
-    KINDS, BenchParams, Pricing, current_launch_id, open_tunnel, parse_depths, parse_positive, parse_streams,
-    pricing_for, record_result, run_benchmark,
+    KINDS,
+    BenchParams,
+    Pricing,
+    current_launch_id,
+    open_tunnel,
+    parse_depths,
+    parse_positive,
+    parse_streams,
+    pricing_for,
+    record_result,
+    run_benchmark,
 )
 from console.render.bench_tables import result_view
+from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen, host_key_question
 from remote.models import Node
+from store.errors import StoreError
 
 #: form field -> (label, default text, parser of the text; raises ValueError with the reason)
 FIELDS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
@@ -56,7 +76,7 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-class BenchScreen(Screen[None]):
+class BenchScreen(ConsoleScreen):
     """Benchmark one node: smoke, throughput sweep or long-context recall."""
 
     CSS_PATH = "bench.tcss"
@@ -113,7 +133,7 @@ class BenchScreen(Screen[None]):
 
     def on_mount(self) -> None:
         node = self.node
-        config = self.app.services.config  # type: ignore[attr-defined]
+        config = self.services.config
         self.pricing = pricing_for(node, config.prices)
         self.sub_title = f"benchmark {node.name}"
         line = Text()
@@ -214,7 +234,7 @@ class BenchScreen(Screen[None]):
     async def _run(self, params: BenchParams) -> None:
         from remote.errors import RemoteError
 
-        services = self.app.services  # type: ignore[attr-defined]
+        services = self.services
         config = services.config
         try:
             self._status(f"Connecting to {self.node.name} over SSH…")
@@ -234,14 +254,16 @@ class BenchScreen(Screen[None]):
             self._finish(Text(str(exc), style="bold red"))
         except ValueError as exc:      # arguments the library refuses
             self._finish(Text(f"Benchmark not run: {exc}", style="bold red"))
-        except Exception as exc:  # noqa: BLE001 - unexpected: a sentence on screen, the traceback in the log
-            self.log.error("benchmark failed", exc_info=exc)
+        except Exception as exc:
+            # Broad on purpose, and re-raised: the finished levels stay on screen with a status
+            # line, then the app's worker-failure route shows the traceback (a bug).
             self._finish(Text(f"Unexpected error ({type(exc).__name__}): {exc}", style="bold red"))
+            raise
 
     def _store(self) -> Any:
         try:
-            return self.app.services.store  # type: ignore[attr-defined]
-        except Exception as exc:  # noqa: BLE001 - the benchmark still runs without a history
+            return self.services.store
+        except StoreError as exc:     # the benchmark still runs without a history
             self.app.notify(f"History unavailable, results will not be recorded: {exc}", severity="warning")
             return None
 
@@ -279,7 +301,7 @@ class BenchScreen(Screen[None]):
         assert self.pricing is not None
         try:
             row = record_result(store, launch_id, self.node, params, result, self.pricing)
-        except Exception as exc:  # noqa: BLE001 - keep the figures on screen even if the DB failed
+        except StoreError as exc:     # keep the figures on screen even if the DB failed
             self.app.notify(f"Could not record the result in the history: {exc}", severity="error")
         else:
             if row is not None:

@@ -19,10 +19,11 @@ from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Label, Static
 
 from console.render import format as fmt
+from console.screens.base import ConsoleScreen
+from remote.errors import RemoteError
 from remote.models import FleetSnapshot, Node, QueuedResource
 
 NODE_COLUMNS = ("NAME", "STATE", "HEALTH", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "PROJECT", "ZONE",
@@ -52,7 +53,7 @@ def _matches(words: list[str], cells: list[str]) -> bool:
     return all(w in hay for w in words)
 
 
-class FleetScreen(Screen[None]):
+class FleetScreen(ConsoleScreen):
     """Default screen: one table of nodes and one of queued resources, with a detail pane."""
 
     BINDINGS = [
@@ -99,7 +100,7 @@ class FleetScreen(Screen[None]):
         self.query_one("#filter", Input).display = False
         self.sub_title = "loading…"
         self.action_refresh_fleet()
-        services = self.app.services  # type: ignore[attr-defined]
+        services = self.services
         self.set_interval(services.config.refresh_interval_s, self.action_refresh_fleet)
         self.set_interval(1.0, self._tick)
         self.query_one("#nodes", DataTable).focus()
@@ -115,10 +116,10 @@ class FleetScreen(Screen[None]):
 
     @work(group="fleet", exit_on_error=False)
     async def _load(self) -> None:
-        services = self.app.services  # type: ignore[attr-defined]
+        services = self.services
         try:
             snapshot = await services.fleet.list_fleet()
-        except Exception as exc:  # noqa: BLE001 - shown as a sentence, never a traceback
+        except RemoteError as exc:    # no credentials: shown as a sentence, never a traceback
             message = str(exc)
             if message != self._last_error:  # one toast per new problem, not one per refresh
                 self.app.notify(message, title="Fleet refresh failed", severity="error", timeout=10)
@@ -161,7 +162,7 @@ class FleetScreen(Screen[None]):
         widget.update(lines)
 
     def _now(self):
-        return self.app.services.clock()  # type: ignore[attr-defined]
+        return self.services.clock()
 
     def _node_cells(self, n: Node) -> list[Any]:
         now = self._now()
@@ -344,23 +345,23 @@ class FleetScreen(Screen[None]):
     def action_watch(self) -> None:
         """Open the startup watch of the selected node."""
         if (node := self._need_node("watch its startup")) is not None:
-            self.app.open_feature("startup", node)  # type: ignore[attr-defined]
+            self.open_feature("startup", node)
 
     def action_swap(self) -> None:
         """Open the hot-swap form of the selected node."""
         if (node := self._need_node("swap its container")) is not None:
-            self.app.open_feature("swap", node)  # type: ignore[attr-defined]
+            self.open_feature("swap", node)
 
     def action_rollback(self) -> None:
         """Open the rollback preview of the selected node (re-runs the container a swap replaced)."""
         if (node := self._need_node("roll back its container")) is not None:
-            self.app.open_feature("rollback", node)  # type: ignore[attr-defined]
+            self.open_feature("rollback", node)
 
     def action_bench(self) -> None:
         """Open the benchmark form of the selected node."""
         if (node := self._need_node("benchmark it")) is not None:
-            self.app.open_feature("bench", node)  # type: ignore[attr-defined]
+            self.open_feature("bench", node)
 
     def action_history(self) -> None:
         """Open the history pane."""
-        self.app.open_feature("history", self.selected_node)  # type: ignore[attr-defined]
+        self.open_feature("history", self.selected_node)

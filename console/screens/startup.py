@@ -22,19 +22,20 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
 from console.flows.launch_recorder import LaunchRecorder
-from console.screens.confirm import host_key_question
 from console.flows.startup_watch import StartupWatch, resolve_target
+from console.screens.base import ConsoleScreen
+from console.screens.confirm import host_key_question
 from console.widgets.log_pane import LogPane
 from console.widgets.log_view import LogView
 from console.widgets.startup_panel import PanelInfo, StartupPanel
+from remote.container.tail import TailStatus
 from remote.errors import RemoteError
 from remote.startup import Phase
-from remote.container.tail import TailStatus
+from store.errors import StoreError
 
 #: Lines the log pane keeps (older lines are counted, not shown).
 LOG_LINES_SHOWN = 5000
@@ -46,7 +47,7 @@ PANEL_REFRESH_S = 0.25
 PROBE_ATTEMPTS = 5
 
 
-class StartupScreen(Screen[None]):
+class StartupScreen(ConsoleScreen):
     """Startup watch of one node: panel on the left, live log on the right."""
 
     CSS_PATH = "startup.tcss"
@@ -68,21 +69,21 @@ class StartupScreen(Screen[None]):
 
         def __init__(self, watch: StartupWatch) -> None:
             super().__init__()
-            self.watch = watch
+            self.watcher = watch
 
     class StatusChanged(Message):
         """The tail's status changed."""
 
         def __init__(self, watch: StartupWatch, status: TailStatus) -> None:
             super().__init__()
-            self.watch = watch
+            self.watcher = watch
             self.status = status
 
     def __init__(self, node: Any, worker: int = 0) -> None:
         super().__init__()
         self.node = node
         self.worker = worker
-        self.watch: StartupWatch | None = None
+        self.watcher: StartupWatch | None = None
         self.recorder: LaunchRecorder | None = None
         self.problem: str | None = None
         self.compile_eta_s: float | None = None
@@ -110,9 +111,6 @@ class StartupScreen(Screen[None]):
         self.set_interval(PANEL_REFRESH_S, self._refresh_panel)
         self._start()
 
-    @property
-    def services(self) -> Any:
-        return self.app.services  # type: ignore[attr-defined]
 
     def _workers_count(self) -> int:
         return max(1, len(getattr(self.node, "workers", ()) or ()))
@@ -120,7 +118,7 @@ class StartupScreen(Screen[None]):
     def _start(self) -> None:
         """(Re)start the watch of the current worker from an empty view."""
         self.workers.cancel_group(self, "startup-tunnel")
-        self.watch = None
+        self.watcher = None
         self.problem = None
         self.tunnel_note = None
         self.served_models = None
@@ -154,7 +152,7 @@ class StartupScreen(Screen[None]):
             on_lines=lambda batch: self._queue_lines(watch, batch),
             on_status=lambda status: self.post_message(self.StatusChanged(watch, status)),
             tail_options={"max_batch_lines": TAIL_BATCH_LINES})
-        self.watch = watch
+        self.watcher = watch
         try:
             await watch.connect()
         except RemoteError as exc:
@@ -183,7 +181,7 @@ class StartupScreen(Screen[None]):
         Only one :class:`LinesArrived` is in flight; lines beyond the pane's cap are counted,
         not kept, so a burst the screen cannot draw in time costs no memory and no key latency.
         """
-        if watch is not self.watch:
+        if watch is not self.watcher:
             return
         notify = not self._pending and not self._skipped
         self._pending.extend(text for _, text in batch)
@@ -198,7 +196,7 @@ class StartupScreen(Screen[None]):
     def _lines(self, message: LinesArrived) -> None:
         lines, skipped = self._pending, self._skipped
         self._pending, self._skipped = [], 0
-        if message.watch is not self.watch:
+        if message.watcher is not self.watcher:
             return
         self.query_one("#log", LogView).write_lines(lines, skipped)
         self._update_log_title()
@@ -206,7 +204,7 @@ class StartupScreen(Screen[None]):
 
     @on(StatusChanged)
     def _status(self, message: StatusChanged) -> None:
-        if message.watch is not self.watch:
+        if message.watcher is not self.watcher:
             return
         status = message.status
         if status.container_id and status.container_id != self._container_id:
@@ -214,7 +212,7 @@ class StartupScreen(Screen[None]):
                 self.query_one("#log", LogView).write_lines(
                     [f"──── container replaced: now following {status.container_id[:12]} ────"])
             self._container_id = status.container_id
-            self._observe(message.watch, status.container_id)
+            self._observe(message.watcher, status.container_id)
         if status.kind == "error":
             self.app.notify(status.message, title="Log tail stopped", severity="error", timeout=10)
         self._dirty = True
@@ -224,7 +222,7 @@ class StartupScreen(Screen[None]):
     def _store(self) -> Any:
         try:
             return self.services.store
-        except Exception as exc:  # noqa: BLE001 - StoreError and friends: say it once, carry on
+        except StoreError as exc:     # say it once, carry on without a history
             if self.recorder is None or self.recorder.error is None:
                 self.app.notify(f"History unavailable: {exc}", severity="warning", timeout=8)
             return None
@@ -250,7 +248,7 @@ class StartupScreen(Screen[None]):
                 key = compile_key(self.node.accelerator_type, spec.model, spec.serve_args())
                 self.compile_eta_s = store.compile_eta_s(key)
                 self.history_known = True
-            except Exception as exc:  # noqa: BLE001 - no ETA is fine; say why in the log
+            except StoreError as exc:     # no ETA is fine; say why in the log
                 self.log.warning(f"compile ETA: {exc}")
         self._dirty = True
 
@@ -295,7 +293,7 @@ class StartupScreen(Screen[None]):
 
     def panel_info(self) -> PanelInfo:
         """What the panel shows now."""
-        watch = self.watch
+        watch = self.watcher
         recorder_problem = self.recorder.error if self.recorder is not None else None
         return PanelInfo(
             state=watch.reader.state if watch is not None else PanelInfo().state,
@@ -307,14 +305,14 @@ class StartupScreen(Screen[None]):
     def _refresh_panel(self) -> None:
         self._ticks += 1
         if not self._dirty:
-            state = self.watch.reader.state if self.watch is not None else None
+            state = self.watcher.reader.state if self.watcher is not None else None
             running = state is not None and bool(state.timeline) and state.phase not in (Phase.READY, Phase.FAILED)
             if not running or self._ticks % int(1 / PANEL_REFRESH_S):
                 return                      # once a second while a phase runs (its duration grows)
         self._dirty = False
         info = self.panel_info()
         self.query_one("#startup-panel", StartupPanel).show(info)
-        watch = self.watch
+        watch = self.watcher
         if watch is None:
             return
         if self.recorder is not None:
@@ -368,11 +366,11 @@ class StartupScreen(Screen[None]):
 
     def action_rollback(self) -> None:
         """Open the rollback view of this node."""
-        self.app.open_feature("rollback", self.node)  # type: ignore[attr-defined]
+        self.open_feature("rollback", self.node)
 
     def action_swap(self) -> None:
         """Open the hot-swap form of this node."""
-        self.app.open_feature("swap", self.node)  # type: ignore[attr-defined]
+        self.open_feature("swap", self.node)
 
     def action_back(self) -> None:
         """Close the filter box if open, else go back (the tunnel closes with the screen)."""
@@ -382,5 +380,5 @@ class StartupScreen(Screen[None]):
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "startup-tunnel")
         self.workers.cancel_group(self, "startup-watch")
-        if self.watch is not None:
-            self.watch.stop()               # the worker's finally closes the tunnel and connections
+        if self.watcher is not None:
+            self.watcher.stop()               # the worker's finally closes the tunnel and connections

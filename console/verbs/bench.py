@@ -118,7 +118,12 @@ def run(args: argparse.Namespace) -> int:
 
 async def _run(args: argparse.Namespace, config: Any) -> int:
     from console.flows.bench import BenchParams, Pricing, open_tunnel, pricing_for
-    from console.flows.node_lookup import NodeLookupError, NodeNotReady, find_node, fleet_source_for
+    from console.flows.node_lookup import (
+        NodeLookupError,
+        NodeNotReady,
+        find_node,
+        fleet_source_for,
+    )
     from remote.errors import RemoteError
 
     params = BenchParams(kind=args.kind, streams=tuple(args.streams), prompt_tokens=args.prompt_tokens,
@@ -170,19 +175,17 @@ async def _bench(args: argparse.Namespace, params: Any, url: str, pricing: Any, 
 async def _record(args: argparse.Namespace, config: Any, node: Any, conn: Any, params: Any,
                   results: list[Any], pricing: Any) -> None:
     """Add the results to the history, attached to the node's current launch (warn on failure)."""
-    import sqlite3
-
     from console.flows.bench import current_launch_id, record_result
-    from console.config import default_db_path
-    from store.history import HistoryStore, StoreError
+    from console.flows.history_store import history_path, open_history
+    from store import StoreError
 
-    path = getattr(args, "db", None) or config.db_path or default_db_path()
+    path = history_path(config, getattr(args, "db", None))
     try:
-        with HistoryStore(path) as store:
+        with open_history(config, path) as store:
             launch_id = await current_launch_id(store, node, conn, config.container.name)
             for result in results:
                 record_result(store, launch_id, node, params, result, pricing)
-    except (StoreError, sqlite3.Error, OSError) as exc:
+    except StoreError as exc:
         print(f"tpu-console: the results were not recorded in the history ({path}): {exc}", file=sys.stderr)
 
 

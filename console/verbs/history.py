@@ -59,26 +59,28 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 def db_path_for(args: argparse.Namespace) -> Path | None:
     """The database path from ``--db``, the config or the XDG default; ``None`` after
     printing a config error (exit 2)."""
+    from console.flows.history_store import history_path
+
     if getattr(args, "db", None):
-        return Path(args.db).expanduser()
-    from console.config import default_db_path
+        return history_path(None, args.db)
     from console.verbs.common import config_or_exit
 
     config = config_or_exit(args)
     if config is None:
         return None
-    return config.db_path or default_db_path()
+    return history_path(config)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the verb; returns the exit code (see the module docstring)."""
-    from store.history import HistoryStore, StoreError
+    from console.flows.history_store import open_history
+    from store import StoreError
 
     path = db_path_for(args)
     if path is None:
         return 2
     try:
-        store = HistoryStore(path)
+        store = open_history(None, path)
     except StoreError as exc:
         print(f"tpu-console: history: {exc}", file=sys.stderr)
         return 2

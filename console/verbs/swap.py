@@ -156,7 +156,8 @@ class _SwapFlow:
 
     async def _swap(self, node: Any, conn: Any, label: str) -> int:
         from console.flows.swap import lint_spec
-        from remote.container.swap import execute_swap, plan_swap, ssh_runner
+        from console.flows.swap_run import SwapRunner
+        from remote.container.swap import plan_swap
 
         try:
             old, inspect = await self._read_spec(conn, label)
@@ -174,33 +175,20 @@ class _SwapFlow:
         if not self.args.yes and not await _ask(f"Replace the container on {node.name} ({len(plan.steps)} commands)?"):
             _say("Refused: nothing was changed.")
             return 1
-        launch: dict[str, Any] = {}
-        result = await execute_swap(ssh_runner(conn, label=label), plan,
-                                    on_step=lambda step, res: self._progress(node, plan, inspect, launch, step, res))
-        return await self._finish(node, conn, label, plan, result, launch)
+        runner = SwapRunner(conn, node, label=label, open_store=self._open_store,
+                            running_id=(inspect or {}).get("Id"), on_step=_progress,
+                            on_history_error=lambda sentence: _say(f"tpu-console: {sentence}", err=True))
+        outcome = await runner.run(plan)
+        return await self._finish(node, runner, plan, outcome.result)
 
-    def _progress(self, node: Any, plan: Any, inspect: Any, launch: dict[str, Any], step: Any, res: Any) -> None:
-        if res is None:
-            _say(f"$ {step.display}")
-            if step.kind == "run":
-                launch["id"] = self._record_start(node, plan.new, inspect)
-        elif res.exit_status != 0:
-            _say(f"  exit {res.exit_status}")
-
-    async def _finish(self, node: Any, conn: Any, label: str, plan: Any, result: Any, launch: dict[str, Any]) -> int:
-        from remote.container.docker import docker_image_inspect
+    async def _finish(self, node: Any, runner: Any, plan: Any, result: Any) -> int:
         from remote.container.lint import lint
-        from remote.container.swap import execute_swap, rollback_plan, ssh_runner
+        from remote.container.swap import rollback_plan
 
         if result.ok:
-            image = await docker_image_inspect(conn, plan.new.image, label=label)
-            digests = (image or {}).get("RepoDigests") or []
-            self._record(launch, ok=True, container_id=result.container_id,
-                         image_digest=digests[0] if digests else None)
             _say(f"Swapped: container {plan.new.name} ({(result.container_id or '')[:12]}) is starting on "
                  f"{node.name}. Follow it with: tpu-console watch {node.name}")
             return 0
-        self._record(launch, ok=False, failure_detail=result.error)
         _say(f"tpu-console: {result.failed_step.kind} failed: {result.error}", err=True)
         if not result.old_container_removed:
             _say("The old container was not touched; it is still serving.", err=True)
@@ -214,8 +202,8 @@ class _SwapFlow:
         if self.args.yes or not await _ask("Roll back to the previous container?"):
             _say(f"Not rolled back. To roll back later, run the previous command:\n  {back.steps[-1].display}")
             return 1
-        again = await execute_swap(ssh_runner(conn, label=label), back,
-                                   on_step=lambda step, res: _say(f"$ {step.display}") if res is None else None)
+        runner.running_id = None            # the failed swap removed the old container
+        again = (await runner.run(back)).result
         _say("Rolled back." if again.ok else f"tpu-console: rollback failed too: {again.error}",
              err=not again.ok)
         return 1
@@ -224,15 +212,11 @@ class _SwapFlow:
 
     def _open_store(self) -> Any:
         if self.store is None:
-            from console.config import default_db_path
+            from console.flows.history_store import open_history
+            from store import StoreError
 
             try:
-                from store.history import HistoryStore, StoreError
-            except ImportError:
-                return None
-            path = getattr(self.args, "db", None) or self.config.db_path or default_db_path()
-            try:
-                self.store = HistoryStore(path)
+                self.store = open_history(self.config, getattr(self.args, "db", None))
             except StoreError as exc:
                 _say(f"tpu-console: history not recorded: {exc}", err=True)
                 self.store = False
@@ -244,17 +228,13 @@ class _SwapFlow:
 
         return history_facts(self._open_store(), node, spec)
 
-    def _record_start(self, node: Any, spec: Any, inspect: Any) -> int | None:
-        from console.flows.swap import record_start
 
-        return record_start(self._open_store(), node, spec, (inspect or {}).get("Id"))
-
-    def _record(self, launch: dict[str, Any], **fields: Any) -> None:
-        from console.flows.swap import record_outcome
-
-        if self.store is False:
-            return
-        record_outcome(self.store, launch.get("id"), **fields)
+def _progress(step: Any, res: Any, _states: Any) -> None:
+    """Each command as it starts (``$ docker ...``) and a non-zero exit status as it ends."""
+    if res is None:
+        _say(f"$ {step.display}")
+    elif res.exit_status != 0:
+        _say(f"  exit {res.exit_status}")
 
 
 def _print_plan(node: Any, plan: Any, findings: list[Any]) -> None:

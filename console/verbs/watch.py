@@ -128,8 +128,8 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
         ``(exit code, summary_json or None)``: 0 ready, 1 failed or exited, 2 could not connect.
     """
     from console.flows.startup_watch import StartupWatch
-    from remote.errors import RemoteError
     from remote.container.tail import TailStatus
+    from remote.errors import RemoteError
     from remote.vllm_log.reader import summary_json
 
     out = progress or sys.stderr

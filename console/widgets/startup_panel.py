@@ -21,8 +21,8 @@ from textual.widgets import Label, Static
 
 from console.render import format as fmt
 from console.widgets.hbm_bars import HbmBars
-from remote.startup import Phase, StartupState
 from remote.container.tail import TailStatus
+from remote.startup import Phase, StartupState
 
 #: The step in flight is cut to this many characters (jax array reprs run to kilobytes).
 IN_FLIGHT_CHARS = 110

@@ -17,8 +17,15 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Checkbox, Input, Label, Static, TextArea
 
-from remote.container.spec import KNOWN_SERVE_FLAGS, MASK, SWITCH_FLAGS, ContainerSpec, is_secret_name, mask_argv
 from remote.container.parse import parse_serve_args, split_volume
+from remote.container.spec import (
+    KNOWN_SERVE_FLAGS,
+    MASK,
+    SWITCH_FLAGS,
+    ContainerSpec,
+    is_secret_name,
+    mask_argv,
+)
 
 #: (field id, label) of the one-line fields, in display order. Ids are ``with_changes`` keys.
 LINE_FIELDS: tuple[tuple[str, str], ...] = (

@@ -27,8 +27,7 @@ import asyncssh
 
 from remote.models import Node
 from remote.ssh.errors import (HostKeyChanged, HostKeyUnknown, SshAuthRefused, SshFailure, SshTimeout,
-                               SshUnreachable, SudoPasswordRequired)
-from remote.ssh.commands import CommandResult, command_line, forward_port, probe_models, run_command, sudo_failure
+                               SshUnreachable)
 
 
 #: Seconds between keepalive requests, and how many may go unanswered (45 s to notice a dead peer).

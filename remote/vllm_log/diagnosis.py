@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from remote.vllm_log import patterns as pat
 from remote.startup import FailureKind as K
+from remote.models import chip_generation
 from remote.startup import Phase
 
 #: Exception types that mean "the flags/config do not fit this model or slice".
@@ -155,14 +156,6 @@ class Facts:
     num_gpu_blocks_override: int | None = None
     in_flight: str | None = None
     container: str | None = None
-
-
-def chip_generation(tpu_type: str | None) -> str | None:
-    """``v5litepod-16`` -> ``v5e``, ``v6e-8`` -> ``v6e``, ``v5p-8`` -> ``v5p``."""
-    if not tpu_type:
-        return None
-    name = tpu_type.split("-")[0].lower()
-    return "v5e" if name in ("v5litepod", "v5lite") else name
 
 
 def _lower_util(facts: Facts) -> str:

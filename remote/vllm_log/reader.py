@@ -24,11 +24,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from remote.vllm_log import diagnosis as dx
 from remote.vllm_log import patterns as pat
-from remote.startup import (CompileProgress, Failure, Phase, PhaseMark, StartupState,
-                            frozen_map, summary_json)
-from remote.vllm_log.state import HANDLERS, BootState, Root
+from remote.startup import Failure, Phase, PhaseMark, StartupState, summary_json
+from remote.vllm_log.state import HANDLERS, BootState
 
 __all__ = ["StartupReader", "read_log", "summary_json"]
 
@@ -37,7 +35,7 @@ HANDLERS_BYTES = {key.encode(): handler for key, handler in HANDLERS.items()}
 _READ_BLOCK = 1 << 20
 
 
-class StartupReader(BootState):
+class StartupReader:
     """Incremental reader. Keeps state, not lines (memory flat).
 
     Args:
@@ -50,7 +48,7 @@ class StartupReader(BootState):
     """
 
     def __init__(self, *, year: int | None = None) -> None:
-        super().__init__(year or datetime.now(timezone.utc).year)
+        self._boot = BootState(year or datetime.now(timezone.utc).year)
         self._pend: list[bytes] = []
         self._pend_len = 0
         self._pend_cut = False
@@ -78,16 +76,18 @@ class StartupReader(BootState):
             line: the line; a trailing CR/LF is dropped, embedded line breaks split it.
             ts: arrival or log time to use for this line instead of any stamp in it.
         """
+        boot = self._boot
         pieces = line.encode("utf-8", "surrogatepass").splitlines() or [b""]
         pieces = [self._clean(p[:pat.MAX_LINE_CHARS]) for p in pieces]
-        self.explicit_ts = ts
+        boot.explicit_ts = ts
         try:
             self._process(pieces)
         finally:
-            self.explicit_ts = None
+            boot.explicit_ts = None
 
     def close(self) -> None:
         """Flush a trailing partial line. Idempotent."""
+        boot = self._boot
         self._feed_bytes(b"", final=True)
         changed = False
         if self._pend_len or self._pend_cut:
@@ -95,8 +95,8 @@ class StartupReader(BootState):
             self._pend, self._pend_len, self._pend_cut = [], 0, False
             self._process([self._clean(line)])
             changed = True
-        if self.accum is not None:
-            self.finish_accum()
+        if boot.accum is not None:
+            boot.finish_accum()
             changed = True
         if changed:
             self._version += 1
@@ -111,9 +111,21 @@ class StartupReader(BootState):
     def state(self) -> StartupState:
         """Frozen snapshot of the current state (cached until the next change)."""
         if self._snapshot is None or self._snapshot_version != self._version:
-            self._snapshot = self._build_state()
+            self._snapshot = self._boot.snapshot()
             self._snapshot_version = self._version
         return self._snapshot
+
+    def current_failure(self) -> Failure | None:
+        """The diagnosed failure of the current boot, or ``None`` (no snapshot is built)."""
+        return self._boot.current_failure()
+
+    def footprint(self) -> dict[str, int]:
+        """What the reader holds, to prove memory stays flat: ``pending_bytes`` of a partial
+        line, ``timeline_marks``, ``hbm_snapshots`` and ``accumulating`` (1 while a multi-line
+        message is being joined, else 0)."""
+        boot = self._boot
+        return {"pending_bytes": self._pend_len, "timeline_marks": len(boot.timeline),
+                "hbm_snapshots": len(boot.snapshots), "accumulating": int(boot.accum is not None)}
 
     # ---- line assembly (bytes: splitting never needs a decode) ---------------------
     @staticmethod
@@ -162,18 +174,19 @@ class StartupReader(BootState):
     # ---- the hot loop ---------------------------------------------------------------
     def _process(self, lines: list[bytes]) -> None:
         """Dispatch each line on the first 4 bytes of its message; decode only those used."""
+        boot = self._boot
         if not lines:
             return
         first = self._first_stamp(lines)
-        n = self.lines_read
+        n = boot.lines_read
         heads = HANDLERS_BYTES
-        acc = self.accum is not None
+        acc = boot.accum is not None
         for raw in lines:
             n += 1
             if acc:
-                self.lines_read = n
-                taken = self.take_accum(raw.decode("utf-8", "replace"))
-                acc = self.accum is not None
+                boot.lines_read = n
+                taken = boot.take_accum(raw.decode("utf-8", "replace"))
+                acc = boot.accum is not None
                 if taken:
                     continue
             p = raw.find(b"] ", 0, 200)
@@ -184,9 +197,9 @@ class StartupReader(BootState):
             else:
                 p = -1
             if p < 0:
-                self.lines_read = n
-                self.bare_line(raw.decode("utf-8", "replace"))
-                acc = self.accum is not None
+                boot.lines_read = n
+                boot.bare_line(raw.decode("utf-8", "replace"))
+                acc = boot.accum is not None
                 continue
             p += 2
             head = raw[p:p + 4]
@@ -200,101 +213,46 @@ class StartupReader(BootState):
                     continue
                 elif not (b"rror" in raw or b"xception" in raw or c == b"\xe2"):
                     continue
-            self.lines_read = n
+            boot.lines_read = n
             line = raw.decode("utf-8", "replace")
             msg = line[p:] if len(line) == len(raw) else line[line.find("] ", 0, 200) + 2:]
             if h is not None:
-                h(self, msg, line)
+                h(boot, msg, line)
             else:
-                self.dispatch(msg.lstrip(), line, envelope=True)
-            acc = self.accum is not None
-        self.lines_read = n
+                boot.dispatch(msg.lstrip(), line, envelope=True)
+            acc = boot.accum is not None
+        boot.lines_read = n
         self._note_stamps(lines, first)
         self._version += 1
 
     def _first_stamp(self, lines: list[bytes]) -> tuple[int, datetime] | None:
         """Line number and time of the batch's first stamped line, while still needed."""
-        if len(self.timeline) != 1 or self.timeline[0].started_at is not None:
+        boot = self._boot
+        if len(boot.timeline) != 1 or boot.timeline[0].started_at is not None:
             return None
         for i, raw in enumerate(lines):
-            at = self.explicit_ts or self.stamp(raw[:240].decode("utf-8", "replace"),
+            at = boot.explicit_ts or boot.stamp(raw[:240].decode("utf-8", "replace"),
                                                 mutate=False)
             if at is not None:
-                return self.lines_read + 1 + i, at
+                return boot.lines_read + 1 + i, at
         return None
 
     def _note_stamps(self, lines: list[bytes], first: tuple[int, datetime] | None) -> None:
-        if self.explicit_ts is not None:
-            self.last_at = self.explicit_ts
+        boot = self._boot
+        if boot.explicit_ts is not None:
+            boot.last_at = boot.explicit_ts
         else:
             for raw in reversed(lines):
                 line = raw[:240].decode("utf-8", "replace")
-                if self.has_stamp(line):
-                    self.last_at = line
+                if boot.has_stamp(line):
+                    boot.last_at = line
                     break
         if first is not None:
             line_no, at = first
-            mark = self.timeline[0]
+            mark = boot.timeline[0]
             if (mark.started_at is None and mark.phase is Phase.STARTING and mark.line_no == 1
-                    and (len(self.timeline) == 1 or self.timeline[1].line_no >= line_no)):
-                self.timeline[0] = PhaseMark(mark.phase, at, mark.line_no)
-
-    # ---- snapshot -----------------------------------------------------------------
-    def _build_state(self) -> StartupState:
-        last_at = self.last_at if not isinstance(self.last_at, str) else self.stamp(self.last_at,
-                                                                                     mutate=False)
-        compile_progress = CompileProgress(
-            steps_finished=self.c_finished, steps_started=self.c_started,
-            in_flight_name=self.c_name, in_flight_shape=self.c_shape,
-            last_step_seconds=self.c_last, step_seconds_total=round(self.c_total, 6),
-            started_at=self.c_started_at, deferred_steps=self.c_deferred,
-            warmup_passes=self.c_warm, warmup_seconds_total=round(self.c_warm_total, 6))
-        num_chips = self.num_chips_info
-        if num_chips is None and self.snapshots:
-            num_chips = self.snapshots[0].num_chips
-        return StartupState(
-            phase=self.phase, timeline=tuple(self.timeline), ready=self.ready,
-            server_url=self.server_url, failure=self._failure(self.root, self.fatal),
-            hbm_snapshots=tuple(self.snapshots),
-            memory_statistics=frozen_map(self.memstats) if self.memstats is not None else None,
-            kv_cache_tokens=self.kv_tokens, kv_cache_label=self.kv_label,
-            kv_cache_shape=self.kv_shape, max_concurrency=self.conc,
-            max_concurrency_tokens_per_request=self.conc_tokens, device_blocks=self.blocks,
-            device_blocks_label=self.blocks_label, cpu_blocks=self.cpu_blocks,
-            num_gpu_blocks_computed=self.blocks_computed,
-            num_gpu_blocks_override=self.blocks_override, compile=compile_progress,
-            compile_seconds=(self.compile_total if self.compile_total is not None
-                             else self.group_total),
-            engine_init_seconds=self.engine_init, num_chips=num_chips, tpu_type=self.tpu_type,
-            platform=self.platform, vllm_version=self.vllm_version, model=self.model,
-            gpu_memory_utilization=self.gpu_util(), max_model_len=self.max_model_len,
-            container_status=self.container_status, container_name=self.container_name,
-            engine_core_failed=self.engine_core_failed, model_weights_gb=self.weights_gb,
-            cuda_graph_capture_seconds=self.graph_s, cuda_graph_memory_gib=self.graph_gib,
-            restarts=self.restarts, previous_failure=self.previous_failure,
-            lines_read=self.lines_read, last_line_at=last_at)
-
-    def current_failure(self) -> Failure | None:
-        """The diagnosed failure of the current boot, or ``None``."""
-        return self._failure(self.root, self.fatal)
-
-    def _failure(self, root: Root | None, fatal: Root | None) -> Failure | None:
-        if fatal is not None and (root is None or not root.fatal):
-            root = fatal
-        if root is None:
-            return None
-        model = self.snapshots[-1] if self.snapshots else None
-        facts = dx.Facts(
-            gpu_memory_utilization=self.gpu_util() or root.numbers.get("gpu_memory_utilization"),
-            tpu_type=self.tpu_type, hbm_limit_gib=model.limit_gib[0] if model else None,
-            max_model_len=self.max_model_len, num_gpu_blocks_computed=self.blocks_computed,
-            num_gpu_blocks_override=self.blocks_override,
-            in_flight=CompileProgress(in_flight_name=self.c_name,
-                                      in_flight_shape=self.c_shape).in_flight)
-        explanation, hint = dx.explain(root.kind, root.numbers, facts)
-        return Failure(kind=root.kind, fatal=root.fatal, message=root.message,
-                       evidence_line=root.evidence_line, explanation=explanation, hint=hint,
-                       at=root.at, numbers=frozen_map(root.numbers))
+                    and (len(boot.timeline) == 1 or boot.timeline[1].line_no >= line_no)):
+                boot.timeline[0] = PhaseMark(mark.phase, at, mark.line_no)
 
 
 def read_log(source: str | Path | IO[bytes]) -> StartupState:

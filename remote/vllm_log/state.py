@@ -1,4 +1,4 @@
-"""Per-format handlers of the vLLM log reader and the mutable state they update.
+"""The vLLM log reader's boot state: one class with the per-format handlers that update it.
 
 ``remote.vllm_log.reader.StartupReader`` splits lines, finds each line's message and
 calls ``HANDLERS[message[:4]]``; everything here runs only for those lines.
@@ -7,19 +7,42 @@ State is scalars and a few short, capped lists: nothing grows with the log.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from remote.startup import (CompileProgress, Failure, FailureKind, HbmSnapshot, Phase, PhaseMark, StartupState,
+                            frozen_map)
+from remote.vllm_log import diagnosis as dx
 from remote.vllm_log import patterns as pat
-from remote.startup import Failure, HbmSnapshot, Phase, PhaseMark
-from remote.vllm_log.compile import CompileHandlers
-from remote.vllm_log.failures import FailureHandlers, Root
 
 _MAX_MARKS = 64
 _MAX_SNAPSHOTS = 32
 _STAGES = (("Init worker", "worker_init"), ("Init model", "model_loaded"),
            ("Init kv-cache", "kv_cache"), ("before applying quantization", "before_quantization"),
            ("after applying quantization", "after_quantization"))
-class BootState(FailureHandlers, CompileHandlers):
+_MAX_ACCUM_LINES = 8
+_KV_DONE = ("Try ", "initializing the engine")
+
+
+def _kv_text_done(text: str) -> bool:
+    """A (possibly hand-wrapped) KV-fit error message has reached its end."""
+    return any(k in text for k in _KV_DONE) or pat.KF2_ESTIMATE.search(text) is not None
+
+
+@dataclass
+class Root:
+    """A failure signal: root cause (priority 2 specific, 1 generic) or envelope (0)."""
+
+    priority: int
+    kind: FailureKind
+    fatal: bool
+    message: str
+    evidence_line: str
+    at: datetime | None
+    numbers: dict[str, float | int] = field(default_factory=dict)
+
+
+class BootState:
     """Mutable state of the current boot plus the handlers that update it.
 
     Each ``on_*`` handler takes ``(msg, line)``: the message after the envelope and the
@@ -85,10 +108,6 @@ class BootState(FailureHandlers, CompileHandlers):
         self.tb_ctx: str | None = None
         self.accum: list | None = None
         self.boot_marked = False
-
-    def current_failure(self) -> Failure | None:
-        """The diagnosed failure of the current boot (the reader builds it)."""
-        return None
 
     def gpu_util(self) -> float | None:
         """``--gpu-memory-utilization`` as stated in args, else the memory-statistics ratio."""
@@ -365,6 +384,279 @@ class BootState(FailureHandlers, CompileHandlers):
         m = pat.MAX_MODEL_LEN_ARG.search(msg)
         if m:
             self.max_model_len = int(m[1])
+
+    # ---- compile progress (formats C1-C6) ----------------------------------------
+
+
+    def _compiling(self, line: str) -> None:
+        if self.progress is not Phase.COMPILING:
+            self.enter(Phase.COMPILING, line)
+        if self.c_started_at is None:
+            self.c_started_at = self.at(line)
+
+    def on_precompile(self, msg: str, line: str) -> None:
+        i = msg.find(" --> ")
+        if i > 0:
+            self.xla_group = False
+            self.c_started += 1
+            self.c_name, self.c_shape = msg[11:i], msg[i + 5:i + 205]
+        if self.progress is not Phase.COMPILING or self.c_started_at is None:
+            self._compiling(line)
+
+    def on_compile(self, msg: str, line: str) -> None:
+        if msg.startswith("Compilation"):
+            i = msg.rfind(" finished in ")
+            if i < 0:
+                m = pat.XLA_GROUP_DONE.match(msg)
+                if m:
+                    self.group_total = (self.group_total or 0.0) + float(m[1])
+                return
+            i += 13
+            typo = msg.startswith("in ", i)
+            if typo:
+                i += 3
+            try:
+                secs = float(msg[i:msg.find(" ", i)])
+            except ValueError:
+                return
+            if typo or (self.xla_group and not msg.startswith("Compilation of ")):
+                self.group_total = (self.group_total or 0.0) + secs
+                self.xla_group = False
+                self.c_name = self.c_shape = None
+                return
+            self.c_finished += 1
+            self.c_last = secs
+            self.c_total += secs
+            self.c_name = self.c_shape = None
+            if self.progress is not Phase.COMPILING or self.c_started_at is None:
+                self._compiling(line)
+        elif msg.startswith("Compiling"):
+            m = pat.COMPILING_GROUP.match(msg)
+            if m:
+                self.group_name, self.xla_group = m[1], False
+            self._compiling(line)
+
+    def on_xla_step(self, msg: str, line: str) -> None:
+        head = line[:40]
+        if ("(VllmWorker TP" in head and "(VllmWorker TP0 " not in head) or \
+                "(RayWorkerWrapper" in head:
+            return
+        m = pat.XLA_STEP.match(msg)
+        if m:
+            self.c_started += 1
+            self.c_name, self.c_shape = self.group_name, m[1][:200]
+            self.xla_group = True
+            self._compiling(line)
+
+    def on_aot(self, msg: str, line: str) -> None:
+        if msg.startswith("AOT lower skipped"):
+            self.c_deferred += 1
+            self.c_name = self.c_shape = None
+
+    def on_warmup(self, msg: str, line: str) -> None:
+        if msg.startswith("Warm-up call pass"):
+            m = pat.WARMUP_PASS.search(msg)
+            if m:
+                self.c_warm += 1
+                self.c_warm_total += float(m[1])
+
+    def on_init_engine(self, msg: str, line: str) -> None:
+        m = pat.INIT_ENGINE.match(msg)
+        if m:
+            self.engine_init = float(m[1])
+            if m[2]:
+                self.compile_total = float(m[2])
+            self.c_name = self.c_shape = None
+            self.enter(Phase.WARMING_UP, line)
+
+    def on_torch(self, msg: str, line: str) -> None:
+        m = pat.TORCH_COMPILE_TOTAL.match(msg)
+        if m:
+            self.group_total = (self.group_total or 0.0) + float(m[1])
+            self._compiling(line)
+
+    def on_dynamo(self, msg: str, line: str) -> None:
+        if msg.startswith("Dynamo bytecode"):
+            self._compiling(line)
+
+    # ---- failures: tracebacks, root causes, envelopes -------------------------------
+
+
+    def signal_fatal(self, message: str, line: str) -> None:
+        """A failure envelope (engine failed, container exited) without its root cause."""
+        if self.fatal is None:
+            self.fatal = Root(0, FailureKind.ENGINE_CORE_EXCEPTION, True, pat.kept(message),
+                              pat.kept(line.strip()), self.at(line))
+        if self.phase is not Phase.FAILED:
+            self._mark(Phase.FAILED, line)
+
+    def set_root(self, priority: int, kind: FailureKind, fatal: bool, message: str, line: str,
+                 numbers: dict[str, float | int]) -> None:
+        """Keep the best root cause: fatal over not, then the first of the highest priority."""
+        r = self.root
+        if r is None or not r.fatal or (fatal and priority > r.priority):
+            self.root = Root(priority, kind, fatal, pat.kept(message), pat.kept(line.strip()),
+                             self.at(line), numbers)
+        if fatal:
+            self.signal_fatal(message, line)
+
+    def take_accum(self, line: str) -> bool:
+        """Feed a continuation line to a multi-line message; ``False`` if it is not one."""
+        end = pat.envelope_end(line)
+        msg = (line[end:] if end >= 0 else pat.strip_proc_prefix(line)).strip()
+        kind, text, left, evidence = self.accum
+        if (not msg or msg.startswith(("Traceback", 'File "', "During handling"))
+                or pat.EXCEPTION_LINE.match(msg)):
+            self.finish_accum()
+            return False
+        text = f"{text} {msg}"
+        left -= 1
+        self.accum = [kind, text, left, evidence]
+        done = (not text.endswith(":")) if kind == "colon" else _kv_text_done(text)
+        if done or left <= 0:
+            self.finish_accum()
+        return True
+
+    def finish_accum(self) -> None:
+        """End a multi-line message and diagnose it."""
+        _, text, _, evidence = self.accum
+        self.accum = None
+        m = pat.EXCEPTION_LINE.match(text)
+        self.diagnose(m[1] if m else None, text, evidence)
+
+    def on_exception(self, msg: str, line: str) -> None:
+        """An ``XxxError: ...`` line, or a line mentioning an error."""
+        m = pat.EXCEPTION_LINE.match(msg)
+        if m is None:
+            if ("RESOURCE_EXHAUSTED" in msg or "max seq len" in msg or "context length" in msg
+                    or "MemoryStats" in msg or "out of memory" in msg):
+                self.diagnose(None, msg, line)
+            return
+        if any(p in msg for p in dx.ENVELOPE_PHRASES):
+            self.signal_fatal(msg, line)
+            return
+        if msg.endswith(":"):
+            self.accum = ["colon", msg, 3, line]
+        elif "max seq len" in msg and not _kv_text_done(msg):
+            self.accum = ["kv", msg, _MAX_ACCUM_LINES, line]
+        else:
+            self.diagnose(m[1], msg, line)
+
+    def on_plain_failure(self, msg: str, line: str) -> None:
+        """Prefix-less failure sentences (V0 ``The model's max seq len ...``, ``This model's
+        maximum context length ...``)."""
+        if "max seq len" in msg and not _kv_text_done(msg):
+            self.accum = ["kv", msg, _MAX_ACCUM_LINES, line]
+        elif "max seq len" in msg or "context length" in msg:
+            self.diagnose(None, msg, line)
+
+    def diagnose(self, exc_type: str | None, message: str, line: str) -> None:
+        """Classify a root-cause message (specific texts first, then generic exceptions)."""
+        spec = dx.match_specific(message)
+        was_in_tb = self.in_tb or self.tb_ctx is not None
+        self.in_tb = False
+        if spec is not None:
+            kind = dx.resolve_oom(self.tb_ctx, self.progress) if spec.is_hbm_oom else spec.kind
+            if self.kv_tokens is None and "kv_cache_capacity_tokens" in spec.numbers:
+                self.kv_tokens = int(spec.numbers["kv_cache_capacity_tokens"])
+            self.set_root(2, kind, spec.fatal, message, line, dict(spec.numbers))
+            return
+        if exc_type is None:
+            return
+        if self.fatal is None and (self.ready or not was_in_tb
+                                   or exc_type.endswith(("ImportError", "ModuleNotFoundError"))):
+            return
+        compiling = self.c_name is not None or self.progress is Phase.COMPILING
+        kind = dx.classify_exception(exc_type, self.progress, self.tb_ctx, compiling)
+        self.set_root(1, kind, True, message, line, {})
+
+    def on_traceback(self, msg: str, line: str) -> None:
+        if msg.startswith("Traceback (most recent call last)"):
+            self.in_tb = True
+            self.tb_ctx = None
+
+    def on_frame(self, msg: str, line: str) -> None:
+        m = pat.FRAME_FUNC.match(msg)
+        if m:
+            self.in_tb = True
+            ctx = dx.frame_context(m[1])
+            if ctx is not None:
+                self.tb_ctx = ctx
+
+    def on_engine(self, msg: str, line: str) -> None:
+        if msg.startswith("EngineCore failed to start"):
+            self.engine_core_failed = True
+            self.signal_fatal(msg, line)
+        elif msg.startswith("EngineCore hit an exception"):
+            self.in_tb, self.tb_ctx = True, None
+            self.signal_fatal(msg.split(": Traceback", 1)[0], line)
+        elif "fatal error" in msg or "initialization failed" in msg:
+            self.signal_fatal(msg, line)
+
+    def on_container(self, msg: str, line: str) -> None:
+        m = pat.CONTAINER_EXIT.search(msg)
+        if m is None:
+            return
+        self.container_name = m[1] if m[1] and "\t" in msg else None
+        self.container_status = m[2]
+        if int(m[3]) != 0:
+            self.signal_fatal(f"container exited with code {m[3]}", line)
+
+    # ---- snapshot -----------------------------------------------------------------
+    def snapshot(self) -> StartupState:
+        """Frozen snapshot of the current state (the reader caches it per version)."""
+        last_at = self.last_at if not isinstance(self.last_at, str) else self.stamp(self.last_at,
+                                                                                     mutate=False)
+        compile_progress = CompileProgress(
+            steps_finished=self.c_finished, steps_started=self.c_started,
+            in_flight_name=self.c_name, in_flight_shape=self.c_shape,
+            last_step_seconds=self.c_last, step_seconds_total=round(self.c_total, 6),
+            started_at=self.c_started_at, deferred_steps=self.c_deferred,
+            warmup_passes=self.c_warm, warmup_seconds_total=round(self.c_warm_total, 6))
+        num_chips = self.num_chips_info
+        if num_chips is None and self.snapshots:
+            num_chips = self.snapshots[0].num_chips
+        return StartupState(
+            phase=self.phase, timeline=tuple(self.timeline), ready=self.ready,
+            server_url=self.server_url, failure=self.current_failure(),
+            hbm_snapshots=tuple(self.snapshots),
+            memory_statistics=frozen_map(self.memstats) if self.memstats is not None else None,
+            kv_cache_tokens=self.kv_tokens, kv_cache_label=self.kv_label,
+            kv_cache_shape=self.kv_shape, max_concurrency=self.conc,
+            max_concurrency_tokens_per_request=self.conc_tokens, device_blocks=self.blocks,
+            device_blocks_label=self.blocks_label, cpu_blocks=self.cpu_blocks,
+            num_gpu_blocks_computed=self.blocks_computed,
+            num_gpu_blocks_override=self.blocks_override, compile=compile_progress,
+            compile_seconds=(self.compile_total if self.compile_total is not None
+                             else self.group_total),
+            engine_init_seconds=self.engine_init, num_chips=num_chips, tpu_type=self.tpu_type,
+            platform=self.platform, vllm_version=self.vllm_version, model=self.model,
+            gpu_memory_utilization=self.gpu_util(), max_model_len=self.max_model_len,
+            container_status=self.container_status, container_name=self.container_name,
+            engine_core_failed=self.engine_core_failed, model_weights_gb=self.weights_gb,
+            cuda_graph_capture_seconds=self.graph_s, cuda_graph_memory_gib=self.graph_gib,
+            restarts=self.restarts, previous_failure=self.previous_failure,
+            lines_read=self.lines_read, last_line_at=last_at)
+
+    def current_failure(self) -> Failure | None:
+        """The diagnosed failure of the current boot, or ``None``."""
+        root, fatal = self.root, self.fatal
+        if fatal is not None and (root is None or not root.fatal):
+            root = fatal
+        if root is None:
+            return None
+        model = self.snapshots[-1] if self.snapshots else None
+        facts = dx.Facts(
+            gpu_memory_utilization=self.gpu_util() or root.numbers.get("gpu_memory_utilization"),
+            tpu_type=self.tpu_type, hbm_limit_gib=model.limit_gib[0] if model else None,
+            max_model_len=self.max_model_len, num_gpu_blocks_computed=self.blocks_computed,
+            num_gpu_blocks_override=self.blocks_override,
+            in_flight=CompileProgress(in_flight_name=self.c_name,
+                                      in_flight_shape=self.c_shape).in_flight)
+        explanation, hint = dx.explain(root.kind, root.numbers, facts)
+        return Failure(kind=root.kind, fatal=root.fatal, message=root.message,
+                       evidence_line=root.evidence_line, explanation=explanation, hint=hint,
+                       at=root.at, numbers=frozen_map(root.numbers))
 
 
 HANDLERS = {

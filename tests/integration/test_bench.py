@@ -25,7 +25,7 @@ def server(monkeypatch):
     stdlib server's back-to-back SSE writes (role chunk, first token) wait for the client's
     delayed ACK (up to 40 ms), so the server's own TTFT stamps would not be when the token left.
     """
-    monkeypatch.setattr(openai_server._Handler, "disable_nagle_algorithm", True)
+    monkeypatch.setattr(openai_server.OpenAIHandler, "disable_nagle_algorithm", True)
     srv = SandboxOpenAIServer()
     srv.configure(model="Qwen/Qwen3-8B", served_model_name="qwen3-8b", max_model_len=MAX_MODEL_LEN,
                   accelerator_type="v6e-1", chips=1)

@@ -196,6 +196,8 @@ def test_swap_verb_never_asks_the_tpu_api_to_touch_the_node(demo_node, tmp_path:
     cmd = running["Config"]["Cmd"]
     assert cmd[cmd.index("--max-model-len") + 1] == "16384"
     with HistoryStore(db) as store:
-        [launch] = store.list_launches(node="vllm-v5e-a")
+        launch, replaced = store.list_launches(node="vllm-v5e-a")
     assert launch.container_id == running["Id"] and launch.origin == "console"
+    # the container it replaced, unknown to the history, is kept so a later rollback finds it (as the screen does)
+    assert replaced.origin == "observed" and replaced.outcome == "replaced" and launch.replaced_launch_id == replaced.id
     assert launch.accelerator_type == "v5litepod-4" and "--max-model-len" in launch.serve_args

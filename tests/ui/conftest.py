@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,3 +50,9 @@ def text_of(widget: object, width: int = 200) -> str:
     console = Console(file=StringIO(), width=width, color_system=None, legacy_windows=False)
     console.print(widget.content)  # type: ignore[attr-defined]
     return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+async def fleet_node(services: Services, name: str) -> Any:
+    """The node ``name`` as the console sees it: listed by the real client through ``services.fleet``."""
+    snapshot = await services.fleet.list_fleet()
+    return next(n for n in snapshot.nodes if n.name == name)

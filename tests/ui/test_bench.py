@@ -62,9 +62,6 @@ def sb_services(sandbox: Any, tmp_path: Path) -> Iterator[Services]:
     svc.close()
 
 
-def _node(sandbox: Any) -> Node:
-    return next(n for n in sandbox.nodes if n.name == NODE)
-
 
 async def _open_bench(pilot: Any) -> BenchScreen:
     """Wait for the fleet, select the node and press ``b``."""

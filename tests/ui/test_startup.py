@@ -18,7 +18,7 @@ from console.widgets.log_view import LogView
 from console.widgets.startup_panel import PanelInfo, StartupPanel
 from remote.container.tail import TailStatus
 from remote.vllm_log.reader import StartupReader
-from tests.ui.conftest import text_of
+from tests.ui.conftest import fleet_node, text_of
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm-logs"
 READY = "10-tpujax-v6e1-full-boot-ready"
@@ -198,9 +198,6 @@ def sandbox_services(sandbox: Any, tmp_path: Path) -> Any:
     services.close()
 
 
-def _node(sandbox: Any, name: str) -> Any:
-    return next(n for n in sandbox.nodes if n.name == name)
-
 
 async def _plan(vm: Any) -> Any:
     return vm.docker.find("vllm").plan
@@ -247,12 +244,12 @@ async def test_booting_node_ends_ready_with_a_usable_tunnel(sandbox: Any, sandbo
 
     vm = sandbox.vms["vllm-flex-b"]
     plan = sandbox.call(_plan(vm))
-    app = StartupApp(sandbox_services, _node(sandbox, "vllm-flex-b"))
+    app = StartupApp(sandbox_services, await fleet_node(sandbox_services, "vllm-flex-b"))
     async with app.run_test(size=(200, 50)) as pilot:
         screen = await _open(pilot)
         await _until(pilot, lambda: screen.served_models is not None)
         await pilot.pause(PANEL_WAIT_S)
-        url = screen.watch.tunnel_url
+        url = screen.watcher.tunnel_url
         assert url is not None and url.startswith("http://127.0.0.1:")
         banner = panel_text(app, "banner")
         assert "✔ READY" in banner and f"Local URL {url}" in banner
@@ -271,7 +268,7 @@ async def test_booting_node_ends_ready_with_a_usable_tunnel(sandbox: Any, sandbo
         assert launch.max_concurrency == plan.max_concurrency and launch.compile_seconds == plan.compile_seconds
         assert launch.hbm[-1]["used_gib"] == [plan.hbm_after_kv_gib] * plan.chips
         assert launch.ready_at is not None and set(launch.phase_durations) >= {"loading_weights", "compiling"}
-        assert launch.container_id == screen.watch.container_id
+        assert launch.container_id == screen.watcher.container_id
 
 
 PANEL_WAIT_S = 0.4
@@ -281,14 +278,14 @@ async def test_dropped_connection_mid_boot_loses_no_line(sandbox: Any, sandbox_s
     from sandbox.runner import serve_args_for
 
     vm = sandbox.vms["vllm-flex-b"]
-    node = _node(sandbox, "vllm-flex-b")
+    node = await fleet_node(sandbox_services, "vllm-flex-b")
     plan = sandbox.call(_reboot(vm, serve_args_for(node.accelerator_type, node.chips), boot_s=5.0))
     app = StartupApp(sandbox_services, node)
     async with app.run_test(size=(200, 50)) as pilot:
         screen = await _open(pilot)
         view = screen.query_one("#log", LogView)
         await _until(pilot, lambda: view.buffer.total > 20)
-        assert not screen.watch.reader.state.ready
+        assert not screen.watcher.reader.state.ready
         sandbox._loop.call_soon_threadsafe(vm.drop_connections)
         await _until(pilot, lambda: screen.served_models is not None)
         await pilot.pause(PANEL_WAIT_S)
@@ -303,7 +300,7 @@ async def test_unknown_host_key_asks_and_records_it_once_accepted(sandbox: Any, 
 
     sandbox.known_hosts_path.write_text("")
     fingerprint = asyncssh.import_public_key(sandbox.vms["vllm-v5e-a"].host_public_key).get_fingerprint("sha256")
-    app = StartupApp(sandbox_services, _node(sandbox, "vllm-v5e-a"))
+    app = StartupApp(sandbox_services, await fleet_node(sandbox_services, "vllm-v5e-a"))
     async with app.run_test(size=(200, 50)) as pilot:
         await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen.query("#confirm-no"))
         message = text_of(app.screen.query_one("#confirm-message", Static), width=400)
@@ -318,8 +315,8 @@ async def test_unknown_host_key_asks_and_records_it_once_accepted(sandbox: Any, 
         await pilot.press("r")                                # reconnect, accept this time
         await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen.query("#confirm-no"))
         await pilot.press("y")
-        await _until(pilot, lambda: screen.watch is not None and screen.watch.status is not None
-                     and screen.watch.status.kind == "connected")
+        await _until(pilot, lambda: screen.watcher is not None and screen.watcher.status is not None
+                     and screen.watcher.status.kind == "connected")
         assert sandbox.known_hosts_path.read_text().split()[1:] == \
             sandbox.vms["vllm-v5e-a"].host_public_key.split()[:2]
 
@@ -327,7 +324,7 @@ async def test_unknown_host_key_asks_and_records_it_once_accepted(sandbox: Any, 
 async def test_changed_host_key_is_refused_with_the_reason(sandbox: Any, sandbox_services: Any) -> None:
     import asyncssh
 
-    node = _node(sandbox, "vllm-v5e-a")
+    node = await fleet_node(sandbox_services, "vllm-v5e-a")
     other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
     sandbox.known_hosts_path.write_text(f"tpu.{node.node_id}-0 {other}\n")
     app = StartupApp(sandbox_services, node)
@@ -337,11 +334,11 @@ async def test_changed_host_key_is_refused_with_the_reason(sandbox: Any, sandbox
         await pilot.pause(PANEL_WAIT_S)
         status = " ".join(panel_text(app, "status").split())
         assert "differs from the one recorded" in status and "line 1" in status
-        assert screen.watch is None or screen.watch.lines_received == 0
+        assert screen.watcher is None or screen.watcher.lines_received == 0
 
 
 async def test_bindings_have_ids_and_reach_the_palette(sandbox: Any, sandbox_services: Any) -> None:
-    app = StartupApp(sandbox_services, _node(sandbox, "vllm-v5e-a"))
+    app = StartupApp(sandbox_services, await fleet_node(sandbox_services, "vllm-v5e-a"))
     async with app.run_test(size=(200, 50)) as pilot:
         screen = await _open(pilot)
         ids = {b.id for b in screen.BINDINGS}                 # type: ignore[union-attr]

@@ -18,7 +18,8 @@ from console.app import TpuConsoleApp
 from console.config import Config, load_config
 from console.screens.confirm import ConfirmScreen
 from console.screens.fleet import FleetScreen
-from console.screens.swap.screen import RollbackScreen, SwapScreen
+from console.screens.swap.rollback import RollbackScreen
+from console.screens.swap.screen import SwapScreen
 from console.services import Services, build_services
 from remote.container.spec import ContainerSpec
 from remote.models import Node

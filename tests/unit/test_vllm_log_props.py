@@ -103,7 +103,7 @@ def test_megabyte_lines_never_raise_and_are_cut() -> None:
     assert _chunked(data, list(range(0, len(data), 65_536))) == whole
     reader = StartupReader()
     reader.feed(b"y" * 3_000_000)  # no newline at all: the held line stays capped
-    assert reader._pend_len <= pat.MAX_LINE_CHARS
+    assert reader.footprint()["pending_bytes"] <= pat.MAX_LINE_CHARS
     reader.close()
     assert reader.state.lines_read == 1
 
@@ -173,8 +173,9 @@ def test_memory_stays_flat_over_fifty_boots() -> None:
     # the second reader holds one more reader's state, not 45 more boots' lines
     assert after_55 - after_5 < 256 * 1024
     for reader in (small, large):
-        assert len(reader.timeline) <= 64 and len(reader.snapshots) <= 32
-        assert reader._pend_len == 0 and reader.accum is None
+        held = reader.footprint()
+        assert held["timeline_marks"] <= 64 and held["hbm_snapshots"] <= 32
+        assert held["pending_bytes"] == 0 and held["accumulating"] == 0
     state = large.state
     assert state.lines_read == 50 * len(data.splitlines())
     assert state.restarts == 49  # each copy starts with a new vLLM banner

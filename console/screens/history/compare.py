@@ -15,11 +15,16 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from console.render import format as fmt
-from console.render.history_detail import number, peak_hbm_gib, short_time, styled_outcome
+from console.render.history_detail import (
+    number,
+    peak_hbm_gib,
+    short_time,
+    styled_outcome,
+)
+from console.screens.base import ConsoleScreen
 from store.records import BenchmarkRecord, Launch, parse_flags
 
 
@@ -169,7 +174,7 @@ def _who(tag: str, launch: Launch) -> Text:
                          f" · {fmt.dash(launch.model)}")
 
 
-class CompareScreen(Screen[None]):
+class CompareScreen(ConsoleScreen):
     """Two launches side by side: flag diff and figure diff with deltas.
 
     Args:

@@ -18,15 +18,32 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
+from console.flows.history_query import (
+    HistoryReader,
+    LaunchFilter,
+    parse_filter,
+    query_launches,
+)
+from console.render.history_detail import (
+    LAUNCH_COLUMNS,
+    TableCell,
+    launch_cells,
+    launch_detail,
+    masked_secrets,
+)
+from console.screens.base import ConsoleScreen
 from console.screens.history.compare import CompareScreen
-from console.render.history_detail import LAUNCH_COLUMNS, TableCell, launch_cells, launch_detail, masked_secrets
-from console.screens.history.export import ExportScreen, default_export_name, write_export
-from console.flows.history_query import HistoryReader, LaunchFilter, parse_filter, query_launches
+from console.screens.history.export import (
+    ExportScreen,
+    default_export_name,
+    write_export,
+)
 from console.widgets.bench_plot import METRICS, BenchPlot
+from remote.errors import RemoteError
+from store.errors import StoreError
 from store.records import BenchmarkRecord, Launch
 
 #: Seconds of typing quiet before the filter is applied.
@@ -35,7 +52,7 @@ FILTER_DEBOUNCE_S = 0.15
 MAX_COLUMN_WIDTH = {"model": 40, "node": 28, "failure": 28, "accelerator": 16}
 
 
-class HistoryScreen(Screen[None]):
+class HistoryScreen(ConsoleScreen):
     """Launches from the history database, filterable, with detail, compare, relaunch and export.
 
     Args:
@@ -87,7 +104,7 @@ class HistoryScreen(Screen[None]):
         self._set_columns([])
         table = self.query_one("#launches", DataTable)
         self.sub_title = "history"
-        self._reader = HistoryReader(self.app.services.db_path)  # type: ignore[attr-defined]
+        self._reader = HistoryReader(self.services.db_path)
         table.focus()
         self._load(self.launch_filter)
 
@@ -111,7 +128,7 @@ class HistoryScreen(Screen[None]):
         assert self._reader is not None
         try:
             launches = await self._reader.call(lambda store: query_launches(store, flt))
-        except Exception as exc:  # noqa: BLE001 - a sentence, never a traceback
+        except StoreError as exc:
             self._show_problem(f"The history cannot be read: {exc}")
             return
         self.launch_filter, self.problem = flt, None
@@ -127,7 +144,7 @@ class HistoryScreen(Screen[None]):
         missing = [x.id for x in launches if x.id not in self.benches]
         try:
             found = await self._reader.call(lambda store: store.benchmarks_by_launch(missing)) if missing else {}
-        except Exception as exc:  # noqa: BLE001
+        except StoreError as exc:
             self._say(f"Benchmarks not loaded: {exc}", severity="warning")
             return
         self.benches.update({i: found.get(i, []) for i in missing})
@@ -304,7 +321,7 @@ class HistoryScreen(Screen[None]):
             if ids:
                 found = await self._reader.call(lambda store: store.benchmarks_by_launch(ids))
                 self.benches.update({i: found.get(i, []) for i in ids})
-        except Exception as exc:  # noqa: BLE001
+        except StoreError as exc:
             self._say(f"The history cannot be read: {exc}", severity="error")
             return
         a, b = sorted((one, other), key=lambda x: x.id)
@@ -325,14 +342,11 @@ class HistoryScreen(Screen[None]):
 
     @work(group="history-relaunch", exclusive=True, exit_on_error=False)
     async def _relaunch(self, launch: Launch) -> None:
+        from console.screens.history.relaunch import RelaunchScreen, find_node
+
         try:
-            from console.screens.history.relaunch import RelaunchScreen, find_node
-        except ModuleNotFoundError:
-            self._say("The swap view is not part of this build yet.", severity="warning")
-            return
-        try:
-            snapshot = await self.app.services.fleet.list_fleet()  # type: ignore[attr-defined]
-        except Exception as exc:  # noqa: BLE001
+            snapshot = await self.services.fleet.list_fleet()
+        except RemoteError as exc:
             self._say(f"The fleet cannot be listed, so the node is unknown: {exc}", severity="error")
             return
         node = find_node(snapshot.nodes, launch)
@@ -364,7 +378,7 @@ class HistoryScreen(Screen[None]):
             self._say("No launch to export.", severity="warning")
             return
         launches = list(self.launches)
-        now = self.app.services.clock()  # type: ignore[attr-defined]
+        now = self.services.clock()
         self.app.push_screen(ExportScreen(len(launches), default_export_name(now)),
                              lambda target: self._export(launches, *target) if target else None)
 
@@ -376,7 +390,7 @@ class HistoryScreen(Screen[None]):
         except (OSError, ValueError) as exc:
             self._say(f"Nothing exported: {exc}", title="Export", severity="error", timeout=10)
             return
-        except Exception as exc:  # noqa: BLE001
+        except StoreError as exc:
             self._say(f"Nothing exported: the history cannot be read: {exc}", severity="error")
             return
         self._say(f"{len(launches)} launches as {fmt.upper()} ({size:,} bytes) in {path}", title="Exported",

@@ -17,7 +17,6 @@ No step calls the TPU API: the node itself is never stopped, reset or deleted.
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import Any
 
 from rich.text import Text
@@ -25,21 +24,32 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.screen import Screen
-from textual.widgets import Checkbox, Footer, Header, Input, Label, OptionList, Static, TextArea
+from textual.widgets import (
+    Checkbox,
+    Footer,
+    Header,
+    Input,
+    Label,
+    OptionList,
+    Static,
+    TextArea,
+)
 from textual.widgets.option_list import Option
 
 from console.flows import swap as swap_flow
 from console.render import swap_preview as preview
+from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen, host_key_question
 from console.widgets.swap_form import SwapForm, secrets_of
-from console.screens.swap.run import SwapRunMixin
-from remote.container.spec import ContainerSpec
 from remote.container.lint import Finding
-from remote.models import Node
+from remote.container.spec import ContainerSpec
 from remote.container.swap import SwapPlan, SwapResult, plan_swap
+from remote.errors import RemoteError
+from remote.models import Node
+from store.errors import StoreError
 
-class SwapScreen(SwapRunMixin, Screen[None]):
+
+class SwapScreen(ConsoleScreen):
     """Edit, lint, preview and swap the vLLM container of ``node``.
 
     Args:
@@ -118,10 +128,6 @@ class SwapScreen(SwapRunMixin, Screen[None]):
             self._conn.close()
             self._conn = None
 
-    @property
-    def services(self) -> Any:
-        """The app's :class:`~console.services.Services`."""
-        return self.app.services  # type: ignore[attr-defined]
 
     def _show_node(self) -> None:
         self.query_one("#swap-node", Static).update(preview.node_text(
@@ -240,7 +246,7 @@ class SwapScreen(SwapRunMixin, Screen[None]):
         if key not in self._facts:
             try:
                 self._facts[key] = swap_flow.history_facts(self._store(), self.node, spec)
-            except Exception as exc:  # noqa: BLE001 - lint still runs without history
+            except StoreError as exc:
                 self.app.notify(f"History not used for lint: {exc}", severity="warning")
                 self._facts[key] = {}
         return self._facts[key]
@@ -248,7 +254,7 @@ class SwapScreen(SwapRunMixin, Screen[None]):
     def _store(self) -> Any:
         try:
             return self.services.store
-        except Exception as exc:  # noqa: BLE001 - a broken history never blocks a swap
+        except StoreError as exc:   # a broken history never blocks a swap
             self.app.notify(f"History unavailable: {exc}", severity="warning", timeout=8)
             return None
 
@@ -309,7 +315,7 @@ class SwapScreen(SwapRunMixin, Screen[None]):
         if self.busy:
             return
         self.app.pop_screen()
-        self.app.open_feature("rollback", self.node)  # type: ignore[attr-defined]
+        self.open_feature("rollback", self.node)
 
     def action_back(self) -> None:
         """Back to the previous screen (nothing runs without the confirm)."""
@@ -318,38 +324,73 @@ class SwapScreen(SwapRunMixin, Screen[None]):
             return
         self.app.pop_screen()
 
+    # --- running a confirmed plan (console.flows.swap_run.SwapRunner) -------------------------
 
-class RollbackScreen(SwapScreen):
-    """The swap preview and confirm for the spec the last swap on ``node`` replaced.
+    @work(group="swap-run", exclusive=True, exit_on_error=False)
+    async def _execute(self, plan: SwapPlan) -> None:
+        """Run ``plan``: each step shown as it starts and ends; on success the replaced spec is
+        kept for rollback and the startup view replaces this screen; on failure the command's
+        stderr stays on screen and the form is kept."""
+        from console.flows.swap_run import SwapRunner
 
-    The spec comes from ``services.previous_specs`` (this session) or, after a restart, from
-    the history (the launch the running container replaced, else the newest other launch of
-    the node; masked secrets are taken from the running container). Says so when there is
-    nothing to roll back to.
-    """
+        self.busy = True
+        self._refocus = self.focused
+        self.query_one("#swap-form").disabled = True
+        self._show_problem(None)
+        self._render_steps(plan, {})
+        try:
+            conn = await self._connect()
+        except RemoteError as exc:
+            self._fail(f"{exc.title}: {exc}\nNothing was changed.")
+            return
+        runner = SwapRunner(
+            conn, self.node, label=self._label, open_store=self._store, running_id=self.running_id,
+            on_step=lambda _step, _res, states: self._render_steps(plan, states),
+            on_history_error=lambda sentence: self.app.notify(sentence, severity="warning"))
+        try:
+            outcome = await runner.run(plan)
+        except RemoteError as exc:
+            self._fail(f"{exc.title}: {exc}\nThe connection failed during the swap; check the node "
+                       "before trying again.")
+            return
+        self.result = outcome.result
+        if outcome.result.ok:
+            self._succeeded(plan, outcome.result)
+        else:
+            self._failed(plan, outcome.result)
 
-    MODE = "rollback"
-    BINDINGS = [Binding("ctrl+s", "swap_confirm", "Roll back…", id="swap_confirm")]
+    def _render_steps(self, plan: SwapPlan, states: dict[str, str]) -> None:
+        for wid in ("#swap-steps-title", "#swap-steps"):
+            self.query_one(wid).display = True
+        self.query_one("#swap-steps", Static).update(preview.steps_text(plan, states))
 
-    async def _target_spec(self, current: swap_flow.RunningSpec) -> ContainerSpec | None:
-        previous = self.services.previous_specs.get(self.node.key)
-        source = "the spec this session's last swap replaced"
-        if previous is None:
-            found = None
-            try:
-                found = swap_flow.previous_from_history(self._store(), self.node, current)
-            except Exception as exc:  # noqa: BLE001 - an unreadable history means nothing to roll back to
-                self.app.notify(f"History unreadable: {exc}", severity="warning")
-            if found is not None:
-                previous, launch = found
-                source = f"launch {launch.id} from the history ({launch.requested_at[:16].replace('T', ' ')} UTC)"
-        if previous is None:
-            self._show_problem(f"Nothing to roll back to on {self.node.name}: no swap was made on it in this "
-                               "session and the history has no earlier launch of it with a container spec.")
-            return None
-        self.note = f"Rolling back to {source}."
-        return previous.pinned()
+    def _succeeded(self, plan: SwapPlan, result: SwapResult) -> None:
+        if plan.old is not None:
+            self.services.previous_specs[self.node.key] = plan.old
+        self.busy = False
+        self.app.notify(f"Container {plan.new.name} ({(result.container_id or '')[:12]}) is starting on "
+                        f"{self.node.name}.", title="Swapped")
+        self.app.pop_screen()
+        self.open_feature("startup", self.node)
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """No "Rollback" key here: this is the rollback view."""
-        return action != "rollback"
+    def _failed(self, plan: SwapPlan, result: SwapResult) -> None:
+        kind = result.failed_step.kind if result.failed_step else "swap"
+        if result.old_container_removed:
+            if plan.old is not None:
+                self.services.previous_specs[self.node.key] = plan.old
+            self.running, self.running_id = None, None
+            after = ("The old container was removed; its spec is kept: ctrl+z rolls back to it."
+                     if plan.old is not None else "")
+        else:
+            after = "The old container was not touched; it is still serving."
+        self._fail(f"docker {kind} failed: {result.error}\n{after}")
+        self._show_node()
+        self.recompute()
+
+    def _fail(self, message: str) -> None:
+        self.busy = False
+        self.query_one("#swap-form").disabled = False
+        back = self._refocus
+        (back if back is not None and back.is_attached else self.query_one("#f-image", Input)).focus()
+        self._show_problem(message)
+        self.app.notify(message.splitlines()[0], title="Swap failed", severity="error", timeout=10)

@@ -1,0 +1,135 @@
+"""Running a confirmed swap plan: the one runner behind ``tpu-console swap`` and the swap screen.
+
+:class:`SwapRunner` runs a :class:`~remote.container.swap.SwapPlan` on an open connection,
+records the launch in the history as the ``docker run`` step starts (with the replaced
+container's launch, recorded first as an observed launch when the history never saw it),
+completes it with the outcome, and reads the new image's digest. The history is optional: a
+store that cannot be opened or written is reported through ``on_history_error`` and the swap
+goes on. Textual-free; the caller shows the steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from console.flows import swap as swap_flow
+from remote.container.swap import (
+    SwapPlan,
+    SwapResult,
+    SwapStep,
+    execute_swap,
+    ssh_runner,
+)
+from remote.errors import RemoteError
+from remote.models import Node
+from remote.ssh import CommandResult
+from store.errors import StoreError
+
+#: A step's state as shown: ``running``, ``ok`` or ``failed``.
+StepStates = dict[str, str]
+
+
+@dataclass(frozen=True)
+class SwapOutcome:
+    """How a run ended.
+
+    Attributes:
+        result: what :func:`~remote.container.swap.execute_swap` reported.
+        launch_id: the launch recorded for the new container, or ``None`` (no history, or
+            the run step never started).
+        image_digest: ``repo@sha256:...`` of the new image after a successful swap, when
+            ``docker image inspect`` names one.
+    """
+
+    result: SwapResult
+    launch_id: int | None
+    image_digest: str | None
+
+
+def step_state(step: SwapStep, res: CommandResult | None) -> str:
+    """``running`` before a step, then ``ok`` or ``failed`` (``rm`` of a missing container is ok)."""
+    if res is None:
+        return "running"
+    gone = step.kind == "rm" and "no such container" in res.stderr.lower()
+    return "ok" if res.exit_status == 0 or gone else "failed"
+
+
+class SwapRunner:
+    """Runs plans on one node over one open connection.
+
+    Args:
+        conn: an open ``asyncssh`` connection to the node's worker 0.
+        node: the node.
+        label: the node as messages name it.
+        open_store: returns the history store, or raises ``store.StoreError``; ``None``
+            records nothing.
+        running_id: the id of the container the plan replaces, if one runs.
+        on_step: called with ``(step, result or None, states)`` before and after each step.
+        on_history_error: called with a sentence when the history could not be read or written.
+    """
+
+    def __init__(self, conn: Any, node: Node, *, label: str,
+                 open_store: Callable[[], Any] | None = None, running_id: str | None = None,
+                 on_step: Callable[[SwapStep, CommandResult | None, StepStates], None] | None = None,
+                 on_history_error: Callable[[str], None] | None = None) -> None:
+        self.conn = conn
+        self.node = node
+        self.label = label
+        self.running_id = running_id
+        self._open_store = open_store
+        self._on_step = on_step
+        self._on_history_error = on_history_error
+
+    def _history(self, write: Callable[[Any], Any]) -> Any:
+        """``write(store)``; ``None`` without a store or when the history fails (reported once)."""
+        if self._open_store is None:
+            return None
+        try:
+            store = self._open_store()
+            return None if store is None else write(store)
+        except StoreError as exc:
+            if self._on_history_error is not None:
+                self._on_history_error(f"The launch was not recorded in the history: {exc}")
+            self._open_store = None
+            return None
+
+    async def run(self, plan: SwapPlan) -> SwapOutcome:
+        """Run ``plan``; never raises for a failed docker command (see ``result.error``).
+
+        Raises:
+            SshTimeout, SshUnreachable, SudoPasswordRequired: the connection failed mid-run.
+        """
+        states: StepStates = {}
+        launch: dict[str, int | None] = {}
+
+        def on_step(step: SwapStep, res: CommandResult | None) -> None:
+            states[step.kind] = step_state(step, res)
+            if res is None and step.kind == "run":
+                launch["id"] = self._history(lambda s: swap_flow.record_start(
+                    s, self.node, plan.new, self.running_id, replaced_spec=plan.old))
+            if self._on_step is not None:
+                self._on_step(step, res, states)
+
+        result = await execute_swap(ssh_runner(self.conn, label=self.label), plan, on_step=on_step)
+        launch_id = launch.get("id")
+        digest = None
+        if result.ok:
+            digest = await self._digest(plan)
+            self._history(lambda s: swap_flow.record_outcome(
+                s, launch_id, ok=True, container_id=result.container_id, image_digest=digest))
+        else:
+            self._history(lambda s: swap_flow.record_outcome(s, launch_id, ok=False,
+                                                             failure_detail=result.error))
+        return SwapOutcome(result=result, launch_id=launch_id, image_digest=digest)
+
+    async def _digest(self, plan: SwapPlan) -> str | None:
+        from remote.container.docker import docker_image_inspect
+
+        try:
+            image = await docker_image_inspect(self.conn, plan.new.image, label=self.label)
+        except RemoteError:
+            return None          # the swap succeeded; the history just lacks the digest
+        digests = (image or {}).get("RepoDigests") or []
+        return digests[0] if digests else None

@@ -1,0 +1,52 @@
+"""The base of the console's full screens: typed access to the app and one route for worker failures.
+
+Every full screen of the console derives from :class:`ConsoleScreen`. Its workers catch only
+the project's own errors (``remote.errors.RemoteError``, ``store.StoreError``) and turn them
+into sentences; anything else a worker raises is a bug, and reaches
+:meth:`console.app.TpuConsoleApp.report_unexpected` here, which logs its traceback and shows
+it in an error screen, never a crash.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from console.services import Services
+
+if TYPE_CHECKING:
+    from console.app import TpuConsoleApp
+
+
+class ConsoleScreen(Screen[None]):
+    """A full screen of tpu-console (fleet, startup watch, swap, benchmark, history)."""
+
+    @property
+    def console(self) -> TpuConsoleApp:
+        """The running :class:`~console.app.TpuConsoleApp`.
+
+        Raises:
+            TypeError: the screen runs in some other app (a programming error).
+        """
+        from console.app import TpuConsoleApp
+
+        app = self.app
+        if not isinstance(app, TpuConsoleApp):
+            raise TypeError(f"{type(self).__name__} needs a TpuConsoleApp, not {type(app).__name__}")
+        return app
+
+    @property
+    def services(self) -> Services:
+        """The app's collaborators (config, fleet source, history, clock)."""
+        return self.console.services
+
+    def open_feature(self, name: str, node: Any) -> None:
+        """Open the view ``name`` (``startup``, ``swap``, ``rollback``, ``bench``, ``history``) for ``node``."""
+        self.console.open_feature(name, node)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A worker that raised something other than the project's errors: the app reports it."""
+        if event.state is WorkerState.ERROR and event.worker.error is not None:
+            self.console.report_unexpected(event.worker.name or "worker", event.worker.error)
