@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ def generate(path: Path, n_launches: int, n_benchmarks: int, seed: int = 7) -> N
     """Fill a fresh store with synthetic, realistically sized rows (one transaction each table)."""
     rng = random.Random(seed)
     HistoryStore(path).close()  # schema via the migrations
-    start = datetime(2024, 6, 1, tzinfo=timezone.utc)
+    start = datetime(2024, 6, 1, tzinfo=UTC)
     spec = json.dumps({"image": "vllm/vllm-tpu:nightly", "env": {"TPU_NAME": "x", "HF_TOKEN": "***",
                        "VLLM_XLA_CACHE_PATH": "/cache"}, "volumes": ["/dev/shm:/dev/shm", "/cache:/cache"],
                        "network": "host", "restart_policy": "unless-stopped", "ports": [8000]})

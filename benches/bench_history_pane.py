@@ -36,8 +36,8 @@ if str(ROOT) not in sys.path:
 from benches.bench_history import ensure_db  # noqa: E402
 from console.app import TpuConsoleApp  # noqa: E402
 from console.config import Config  # noqa: E402
-from console.screens.history.screen import HistoryScreen  # noqa: E402
 from console.flows.history_query import DEFAULT_LIMIT  # noqa: E402
+from console.screens.history.screen import HistoryScreen  # noqa: E402
 from console.services import Services  # noqa: E402
 from remote.models import FleetSnapshot  # noqa: E402
 
@@ -100,7 +100,7 @@ async def measure(db: Path, runs: int) -> dict[str, list[tuple[float, float, flo
                 lambda: isinstance(app.screen, HistoryScreen) and app.screen.loads >= 1))
             screen = app.screen
             assert len(screen.launches) == DEFAULT_LIMIT, len(screen.launches)
-            await _until(lambda: screen.benches_loaded)
+            await _until(lambda screen=screen: screen.benches_loaded)
             ms = (time.perf_counter() - t0) * 1000
             out["pane open: benchmarks + plot"].append((ms, float("nan"), ms))
             await pilot.pause(0.05)
@@ -114,8 +114,9 @@ async def measure(db: Path, runs: int) -> dict[str, list[tuple[float, float, flo
             for _ in range(runs):
                 loads = screen.loads
                 # what Enter in the filter line does
-                samples.append(await timed(lambda: screen.apply_filter(label if line is None else line),
-                                           lambda: screen.loads > loads))
+                text = label if line is None else line
+                samples.append(await timed(lambda text=text: screen.apply_filter(text),
+                                           lambda loads=loads: screen.loads > loads))
                 await _until(lambda: screen.benches_loaded)
         await pilot.pause(0.05)
     return out

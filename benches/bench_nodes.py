@@ -23,9 +23,9 @@ import time
 
 from console.config import ProjectConfig
 from remote.models import utc_now
+from remote.tpu.api import FleetSource
 from sandbox.fleet_data import SandboxWorld, default_world
 from sandbox.tpu_server import SandboxTpuApi
-from remote.tpu.api import FleetSource
 
 
 def world_of(projects: int) -> SandboxWorld:

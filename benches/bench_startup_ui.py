@@ -106,7 +106,7 @@ async def client(rate: int, seconds: float) -> None:
     to_refresh: list[float] = []
     sent: dict[str, float] = {}
     app = BenchApp(services)
-    async with app.run_test(size=(200, 50)) as pilot:
+    async with app.run_test(size=(200, 50)):
         for _ in range(200):
             await asyncio.sleep(0.05)
             screen = app.screen

@@ -23,7 +23,7 @@ import resource
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,8 +56,8 @@ def rss_mib() -> float:
 async def client(rate: int, seconds: float, consumer_us: float = 0.0) -> None:
     import asyncssh
 
-    from remote.ssh import SshTarget, connect
     from remote.container.tail import LogTail
+    from remote.ssh import SshTarget, connect
     from remote.vllm_log.reader import StartupReader
 
     key = asyncssh.generate_private_key("ssh-ed25519")

@@ -38,7 +38,8 @@ def binding_ids() -> set[str]:
     classes: list[type] = [TpuConsoleApp]
     pending: list[type] = [_Screen]
     while pending:
-        for sub in pending.pop().__subclasses__():
+        subclasses: list[type] = pending.pop().__subclasses__()
+        for sub in subclasses:
             pending.append(sub)
             if sub.__module__.startswith("console."):
                 classes.append(sub)
@@ -88,9 +89,9 @@ class TpuConsoleApp(App[None]):
         module_name, class_name = FEATURES[name]
         module = importlib.import_module(module_name)
         screen = getattr(module, class_name)(node)
-        top = self.screen
-        if type(top) is type(screen) and getattr(top, "node", None) is not None and node is not None \
-                and top.node.key == node.key:
+        top_node = getattr(self.screen, "node", None)
+        if type(self.screen) is type(screen) and top_node is not None and node is not None \
+                and top_node.key == node.key:
             # The same view of the same node is on top (e.g. the startup view a swap or rollback
             # was opened from): replace it, so Escape goes back to where the operator came from.
             self.switch_screen(screen)

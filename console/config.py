@@ -74,8 +74,8 @@ class SshConfig:
     """
 
     user: str = field(default_factory=getpass.getuser)
-    private_key: Path = Path("~/.ssh/google_compute_engine").expanduser()
-    known_hosts: Path = Path("~/.ssh/google_compute_known_hosts").expanduser()
+    private_key: Path = field(default_factory=lambda: Path("~/.ssh/google_compute_engine").expanduser())
+    known_hosts: Path = field(default_factory=lambda: Path("~/.ssh/google_compute_known_hosts").expanduser())
     proxy_command: str = ""
     port: int = 22
     connect_timeout_s: float = 15.0

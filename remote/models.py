@@ -8,7 +8,7 @@ contract: ISO 8601 UTC strings, ``None`` for anything the API did not state.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 #: Provisioning models as shown to operators.
@@ -19,12 +19,12 @@ def iso_utc(value: datetime | None) -> str | None:
     """Format ``value`` as ISO 8601 UTC (``2025-06-01T14:05:31Z``), ``None`` stays ``None``."""
     if value is None:
         return None
-    return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def utc_now() -> datetime:
     """The current time, timezone-aware UTC."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)

@@ -151,7 +151,7 @@ def render_template(template: str, data: dict[str, Any]) -> str:
 class _Parser(argparse.ArgumentParser):
     """argparse that raises ``ValueError`` instead of exiting the process."""
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         raise ValueError(message)
 
 

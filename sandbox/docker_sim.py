@@ -21,8 +21,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.docker_args import (verb_parser, format_ts, normalize_ref, parse_run_args, parse_since,
-                                        render_template)
+from sandbox.docker_args import (
+    format_ts,
+    normalize_ref,
+    parse_run_args,
+    parse_since,
+    render_template,
+    verb_parser,
+)
 
 __all__ = ["DEFAULT_IMAGES", "SimContainer", "SimDocker", "format_ts", "normalize_ref", "parse_run_args",
            "parse_since", "render_template"]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from remote.models import chips_of
 from sandbox.engine_lines import StartupBuilder
@@ -140,7 +141,7 @@ def plan_startup(serve_argv: Sequence[str], accelerator_type: str, *, boot_s: fl
     failure = builder.run()
     lines = tuple((round(t / scale, 6), text) for t, text in builder.log.lines)
     printed = builder.printed
-    common = dict(
+    common: dict[str, Any] = dict(
         lines=lines, max_model_len=fig.max_model_len, hbm_limit_gib=fig.limit_gib, chips=fig.tp,
         model=args.model, served_model_name=args.served_model_name or args.model,
         node_chips=chips_of(accelerator_type) or 1, time_scale=scale,

@@ -13,15 +13,15 @@ import random
 import zlib
 
 from sandbox.engine_log import (
-    API_MODULE,
     API_FRAMES,
+    API_MODULE,
     VLLM_VERSION,
+    LogWriter,
+    PlannedFailure,
     api_traceback,
     engine_failure,
-    PlannedFailure,
     hbm_text,
     hlo_oom_lines,
-    LogWriter,
     mmss,
     padding_buckets,
 )

@@ -114,5 +114,5 @@ def hlo_oom_lines(required_gib: float, limit_gib: float) -> list[str]:
 
 
 def mmss(seconds: float) -> str:
-    whole = int(round(seconds))
+    whole = round(seconds)
     return f"{whole // 60:02d}:{whole % 60:02d}"

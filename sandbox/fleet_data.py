@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 JsonDict = dict[str, Any]
@@ -125,7 +125,7 @@ def _default_guest_items(node_id: str, worker: int) -> list[JsonDict]:
 
 
 def _ts(value: datetime) -> str:
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _node(project: str, zone: str, name: str, *, node_id: str, accelerator: str, topology: str,

@@ -61,7 +61,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
             with self.server.app._lock:
                 self.server.app._conns.discard(self.connection)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Silence the stdlib's stderr log; access lines go to the configured sink."""
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:

@@ -88,8 +88,7 @@ def _tool_arguments(tool: dict[str, Any], text: str) -> dict[str, Any]:
     return args
 
 
-_COMMON = frozenset("the and for with please what which this that from you are can use using tool tools "
-                    "give tell how".split())
+_COMMON = frozenset(["the", "and", "for", "with", "please", "what", "which", "this", "that", "from", "you", "are", "can", "use", "using", "tool", "tools", "give", "tell", "how"])
 
 
 def _words(text: str) -> set[str]:

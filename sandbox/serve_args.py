@@ -152,12 +152,12 @@ def parse_serve_args(argv: Sequence[str]) -> ServeArgs:
             raise ValueError("1 validation error for CacheConfig gpu_memory_utilization: Input should "
                              f"be less than or equal to 1 [type=less_than_equal, input_value={util}, "
                              "input_type=float]")
-    for config, name, value in (("ModelConfig", "max_model_len", max_model_len),
-                                ("ParallelConfig", "tensor_parallel_size", tp),
-                                ("SchedulerConfig", "max_num_batched_tokens", mnbt),
-                                ("SchedulerConfig", "max_num_seqs", seqs)):
-        if value is not None:
-            _positive(config, name, value)
+    for config, name, figure in (("ModelConfig", "max_model_len", max_model_len),
+                                 ("ParallelConfig", "tensor_parallel_size", tp),
+                                 ("SchedulerConfig", "max_num_batched_tokens", mnbt),
+                                 ("SchedulerConfig", "max_num_seqs", seqs)):
+        if figure is not None:
+            _positive(config, name, figure)
     return ServeArgs(
         model=model, served_model_name=values.get("--served-model-name"),
         max_model_len=max_model_len,

@@ -261,5 +261,5 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = _handle
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Silence the per-request stderr log."""

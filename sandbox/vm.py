@@ -24,7 +24,6 @@ import asyncssh
 from sandbox.docker_sim import DEFAULT_IMAGES, SimContainer, SimDocker, normalize_ref
 
 
-
 def split_shell(command: str) -> list[tuple[str, str]]:
     """Split ``command`` at unquoted ``&&``, ``||``, ``;`` and newlines.
 
@@ -163,12 +162,9 @@ class SandboxVm:
     async def start(self) -> int:
         """Start the SSH server (and the node's OpenAI server); returns the SSH port."""
         if self._openai is None:
-            try:
-                from sandbox.openai_server import SandboxOpenAIServer
-            except ImportError:              # forwards are then refused with a reason
-                SandboxOpenAIServer = None  # type: ignore[assignment]  # noqa: N806
-            if SandboxOpenAIServer is not None:
-                self._openai = SandboxOpenAIServer("127.0.0.1", 0)
+            from sandbox.openai_server import SandboxOpenAIServer
+
+            self._openai = SandboxOpenAIServer("127.0.0.1", 0)
         if self._openai is not None:
             port = self._openai.start()
             self.openai_port = int(await port if asyncio.iscoroutine(port) else port)

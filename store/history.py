@@ -25,19 +25,28 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlite_utils import Database
 
+from remote.secrets import scrub_args, scrub_value
 from store.errors import StoreError
 from store.migrations import migration_names, migrations
 from store.records import (
-    BENCHMARK_KINDS, LAUNCH_FIELDS, BenchmarkRecord, Launch, behaviour_flags, benchmark_from_row,
-    benchmark_plot_columns, compile_key, iso_time, launch_from_row, launch_row,
+    BENCHMARK_KINDS,
+    LAUNCH_FIELDS,
+    BenchmarkRecord,
+    Launch,
+    behaviour_flags,
+    benchmark_from_row,
+    benchmark_plot_columns,
+    compile_key,
+    iso_time,
+    launch_from_row,
+    launch_row,
 )
-from remote.secrets import scrub_args, scrub_value
 
 _LAUNCH_SELECT = "SELECT id, " + ", ".join(LAUNCH_FIELDS) + " FROM launches"
 _LAUNCH_COLUMNS_L = "l.id, " + ", ".join(f"l.{name}" for name in LAUNCH_FIELDS)
@@ -94,7 +103,7 @@ def _process_alive(pid: int, pid_start: str | None) -> bool:
 _HOST = socket.gethostname()
 _PID = os.getpid()
 _PID_START = _pid_start(_PID)
-_PROCESS_STARTED_AT = iso_time(datetime.now(timezone.utc))
+_PROCESS_STARTED_AT = iso_time(datetime.now(UTC))
 
 
 class HistoryStore:
@@ -145,7 +154,7 @@ class HistoryStore:
                     migrations.apply(self._db)
                 return
             except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
                     raise
                 time.sleep(delay_s)
                 delay_s = min(delay_s * 2, 0.2)
@@ -200,7 +209,7 @@ class HistoryStore:
             Ids of the launches marked.
         """
         stale_other = iso_time(datetime.fromtimestamp(
-            datetime.now(timezone.utc).timestamp() - OTHER_HOST_STALE_S, timezone.utc))
+            datetime.now(UTC).timestamp() - OTHER_HOST_STALE_S, UTC))
         ids = []
         with self._write() as db:  # read and mark in one go: no console claims a row in between
             rows = self._rows("SELECT id, requested_at, writer_host, writer_pid, writer_pid_start "
@@ -234,13 +243,13 @@ class HistoryStore:
         """
         if not fields.get("node"):
             raise ValueError("a launch needs a node")
-        fields.setdefault("requested_at", datetime.now(timezone.utc))
+        fields.setdefault("requested_at", datetime.now(UTC))
         if fields.get("compile_key") is None and fields.get("accelerator_type") and fields.get("model"):
             fields["compile_key"] = compile_key(fields["accelerator_type"], fields["model"],
                                                 scrub_args(fields.get("serve_args") or []))
         row = launch_row(fields) | self._writer()
         with self._write() as db:
-            return int(db["launches"].insert(row).last_pk)
+            return int(db.table("launches").insert(row).last_pk or 0)
 
     @_store_errors
     def update_launch(self, launch_id: int, **fields: Any) -> None:
@@ -264,7 +273,7 @@ class HistoryStore:
                 if merged["accelerator_type"] and merged["model"]:
                     row["compile_key"] = compile_key(merged["accelerator_type"], merged["model"],
                                                      json.loads(merged["serve_args"] or "[]"))
-            db["launches"].update(launch_id, row | self._writer())
+            db.table("launches").update(launch_id, row | self._writer())
 
     @_store_errors
     def get_launch(self, launch_id: int) -> Launch | None:
@@ -379,14 +388,14 @@ class HistoryStore:
             raise ValueError(f"kind must be one of {BENCHMARK_KINDS}, got {kind!r}")
         params, results = scrub_value(dict(params)), scrub_value(dict(results))
         row = {"launch_id": launch_id, "kind": kind,
-               "started_at": iso_time(started_at or datetime.now(timezone.utc)),
+               "started_at": iso_time(started_at or datetime.now(UTC)),
                "params": json.dumps(params), "results": json.dumps(results),
                "price_per_hour_usd": price_per_hour_usd, "usd_per_mtok": usd_per_mtok,
                **benchmark_plot_columns(params, results)}
         with self._write() as db:
             if launch_id is not None and not self._rows("SELECT 1 FROM launches WHERE id = ?", [launch_id]):
                 raise KeyError(f"no launch with id {launch_id}")
-            return int(db["benchmarks"].insert(row).last_pk)
+            return int(db.table("benchmarks").insert(row).last_pk or 0)
 
     @_store_errors
     def benchmarks_for(self, launch_id: int) -> list[BenchmarkRecord]:
@@ -418,9 +427,9 @@ class HistoryStore:
         """
         launches = list(launches)
         if fmt == "json":
-            benches = self.benchmarks_by_launch(l.id for l in launches)
-            return json.dumps([l.to_json() | {"benchmarks": [b.to_json() for b in benches.get(l.id, [])]}
-                               for l in launches], indent=2)
+            benches = self.benchmarks_by_launch(x.id for x in launches)
+            return json.dumps([x.to_json() | {"benchmarks": [b.to_json() for b in benches.get(x.id, [])]}
+                               for x in launches], indent=2)
         if fmt == "csv":
             out = io.StringIO()
             writer = csv.DictWriter(out, fieldnames=["id", *LAUNCH_FIELDS, "time_to_ready_s"], lineterminator="\n")

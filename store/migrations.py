@@ -34,7 +34,7 @@ def migration_names() -> list[str]:
 @migrations()
 def m001_initial(db: Database) -> None:
     """Launches and benchmarks, as first specified in the history issue."""
-    db["launches"].create(
+    db.table("launches").create(
         {
             "id": int,
             "node": str,
@@ -72,7 +72,7 @@ def m001_initial(db: Database) -> None:
         not_null={"node", "origin", "requested_at", "outcome"},
         defaults={"origin": "console", "outcome": "running"},
     )
-    db["benchmarks"].create(
+    db.table("benchmarks").create(
         {
             "id": int,
             "launch_id": int,
@@ -92,7 +92,7 @@ def m001_initial(db: Database) -> None:
 @migrations()
 def m002_benchmark_plot_columns(db: Database) -> None:
     """Scalar copies of the figures the history pane plots, backfilled from the JSON."""
-    table = db["benchmarks"]
+    table = db.table("benchmarks")
     table.add_column("concurrency", int)
     table.add_column("output_tokens_per_s", float)
     table.add_column("ttft_median_ms", float)
@@ -117,7 +117,7 @@ def m002_benchmark_plot_columns(db: Database) -> None:
 @migrations()
 def m003_writer_and_indexes(db: Database) -> None:
     """Who writes each launch (for interrupted marking) and the indexes the pane needs."""
-    launches = db["launches"]
+    launches = db.table("launches")
     launches.add_column("writer_host", str)
     launches.add_column("writer_pid", int)
     launches.add_column("writer_pid_start", str)
@@ -129,7 +129,7 @@ def m003_writer_and_indexes(db: Database) -> None:
     launches.create_index(["outcome"], index_name="launches_outcome")
     launches.create_index(["compile_key"], index_name="launches_compile_key")
     launches.create_index(["node", "container_id"], index_name="launches_container")
-    benchmarks = db["benchmarks"]
+    benchmarks = db.table("benchmarks")
     benchmarks.create_index(["launch_id"], index_name="benchmarks_launch")
     benchmarks.create_index(["kind", "concurrency"], index_name="benchmarks_kind_concurrency")
 
@@ -139,7 +139,7 @@ def m004_launch_text_search(db: Database) -> None:
     """Substring search for the free-text filter: FTS5 with the trigram tokenizer (SQLite 3.34+),
     kept in step with ``launches`` by triggers. Container ids are left out (random hex bloats
     a trigram index; :meth:`HistoryStore.find_launch_by_container` covers them)."""
-    db["launches"].enable_fts(
+    db.table("launches").enable_fts(
         ["node", "project", "zone", "accelerator_type", "model", "served_model_name", "image",
          "serve_args", "failure_kind", "failure_detail", "notes"],
         tokenize="trigram", create_triggers=True,

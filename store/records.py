@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from remote.secrets import scrub_value
@@ -236,8 +236,8 @@ def iso_time(value: datetime | str) -> str:
     """
     moment = datetime.fromisoformat(value) if isinstance(value, str) else value
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def benchmark_plot_columns(params: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:

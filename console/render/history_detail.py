@@ -127,11 +127,10 @@ def bench_summary(bench: BenchmarkRecord) -> str:
         if r.get("failed"):
             parts.append(f"{r['failed']} failed")
         return " · ".join(parts)
-    if bench.kind == "smoke":
-        if "ok" in r:
-            tool = (r.get("tool") or {}).get("passed")
-            head = f"answered in {r.get('latency_s', 0):.2f} s" if r["ok"] else f"no answer: {r.get('error') or '?'}"
-            return head + ("" if tool is None else f" · tool call {'ok' if tool else 'failed'}")
+    if bench.kind == "smoke" and "ok" in r:
+        tool = (r.get("tool") or {}).get("passed")
+        head = f"answered in {r.get('latency_s', 0):.2f} s" if r["ok"] else f"no answer: {r.get('error') or '?'}"
+        return head + ("" if tool is None else f" · tool call {'ok' if tool else 'failed'}")
     if bench.kind == "longctx" and "found_all" in r:
         length = number(r.get("context_tokens"))
         return f"needle {'found at every depth' if r['found_all'] else 'MISSED'} · {length} tokens"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState
 
 from console.services import Services
@@ -45,6 +45,11 @@ class ConsoleScreen(Screen[None]):
     def open_feature(self, name: str, node: Any) -> None:
         """Open the view ``name`` (``startup``, ``swap``, ``rollback``, ``bench``, ``history``) for ``node``."""
         self.console.open_feature(name, node)
+
+    async def ask(self, question: ModalScreen[bool]) -> bool:
+        """Show a yes/no modal (a confirm, a host-key question) from a worker and wait for the answer."""
+        answer: bool | None = await self.app.push_screen_wait(question)
+        return bool(answer)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A worker that raised something other than the project's errors: the app reports it."""

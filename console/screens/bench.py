@@ -288,7 +288,7 @@ class BenchScreen(ConsoleScreen):
             self.query_one("#results-body", Static).update(Text("No results.", style="dim"))
 
     async def _ask_host_key(self, target: Any, fingerprint: str) -> bool:
-        return bool(await self.app.push_screen_wait(host_key_question(target, fingerprint)))
+        return await self.ask(host_key_question(target, fingerprint))
 
     def _on_progress(self, progress: Any) -> None:
         last = self._progress

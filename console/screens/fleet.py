@@ -9,6 +9,7 @@ Keys (ids in brackets, remappable through ``[keys]`` in the config):
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import Group
@@ -191,10 +192,11 @@ class FleetScreen(ConsoleScreen):
         qrs_table = self.query_one("#qrs", DataTable)
         shown_nodes = 0
         shown_qrs = 0
-        for table, items, cells_of, key_of in (
+        tables: tuple[tuple[DataTable[Any], Sequence[Any], Callable[[Any], list[Any]], Callable[[Any], str]], ...] = (
             (nodes_table, self.snapshot.nodes, self._node_cells, node_row_key),
             (qrs_table, self.snapshot.queued_resources, self._qr_cells, qr_row_key),
-        ):
+        )
+        for table, items, cells_of, key_of in tables:
             cursor_key = self._selected_key
             table.clear()
             for item in items:

@@ -144,13 +144,13 @@ class StartupScreen(ConsoleScreen):
             return
 
         async def ask(fingerprint: str) -> bool:
-            return bool(await self.app.push_screen_wait(host_key_question(target, fingerprint)))
+            return await self.ask(host_key_question(target, fingerprint))
 
         watch = StartupWatch(
             target, container=config.container.name, container_port=config.container.port,
             accept_new_host_key=ask,
             on_lines=lambda batch: self._queue_lines(watch, batch),
-            on_status=lambda status: self.post_message(self.StatusChanged(watch, status)),
+            on_status=lambda status: self._post_status(watch, status),
             tail_options={"max_batch_lines": TAIL_BATCH_LINES})
         self.watcher = watch
         try:
@@ -162,6 +162,9 @@ class StartupScreen(ConsoleScreen):
             await watch.follow()
         finally:
             await watch.close()
+
+    def _post_status(self, watch: StartupWatch, status: TailStatus) -> None:
+        self.post_message(self.StatusChanged(watch, status))
 
     def _set_problem(self, sentence: str, *, title: str = "Startup watch") -> None:
         self.problem = sentence

@@ -38,7 +38,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: Any) -> None:
     """Register ``history`` (and ``history show``) on the CLI's verb subparsers."""
     parser = subparsers.add_parser(
         "history", help="launches and benchmarks recorded on this machine",
@@ -128,7 +128,7 @@ def _show(store: HistoryStore, launch_id: int, *, as_json: bool) -> int:
         hbm.add_column("chips")
         for stage in launch.hbm:
             pairs = zip(stage.get("used_gib") or [], stage.get("limit_gib") or [])
-            hbm.add_row(str(stage.get("label", "")), "  ".join(f"{u:.2f}/{l:.2f}" for u, l in pairs))
+            hbm.add_row(str(stage.get("label", "")), "  ".join(f"{used:.2f}/{limit:.2f}" for used, limit in pairs))
         console.print(hbm)
     benches = store.benchmarks_for(launch_id)
     if benches:
@@ -153,11 +153,11 @@ def _print_table(launches: list[Launch]) -> None:
     for name in columns:
         numeric = name in ("ID", "Ready s", "Compile s", "KV tokens", "Conc.", "Max len")
         table.add_column(name, justify="right" if numeric else "left", overflow="fold")
-    for l in launches:
-        table.add_row(str(l.id), l.requested_at[:16].replace("T", " "), l.node, l.accelerator_type or "",
-                      l.model or "", l.outcome, _num(l.time_to_ready_s), _num(l.compile_seconds),
-                      _num(l.kv_cache_tokens), _num(l.max_concurrency, 2), _num(l.max_model_len),
-                      l.failure_kind or "")
+    for launch in launches:
+        table.add_row(str(launch.id), launch.requested_at[:16].replace("T", " "), launch.node, launch.accelerator_type or "",
+                      launch.model or "", launch.outcome, _num(launch.time_to_ready_s), _num(launch.compile_seconds),
+                      _num(launch.kv_cache_tokens), _num(launch.max_concurrency, 2), _num(launch.max_model_len),
+                      launch.failure_kind or "")
     Console(width=None if sys.stdout.isatty() else 160, markup=False, highlight=False).print(table)
 
 

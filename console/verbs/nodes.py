@@ -39,7 +39,7 @@ def _endpoint_problem(url: str) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return f"API endpoint {url!r}: expected http(s)://HOST[:PORT]"
     try:
-        parts.port
+        _ = parts.port          # urlsplit checks the port only when asked
     except ValueError:
         return f"API endpoint {url!r}: bad port"
     return None

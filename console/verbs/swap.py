@@ -126,7 +126,7 @@ class _SwapFlow:
 
         try:
             with node_lookup.fleet_source_for(self.config, project=self.args.project, zone=self.args.zone) as source:
-                return await node_lookup.find_node(source, self.args.node, project=self.args.project,
+                node = await node_lookup.find_node(source, self.args.node, project=self.args.project,
                                                    zone=self.args.zone)
         except node_lookup.NodeLookupError as exc:     # the name did not resolve: bad input, as in watch/bench
             _say(f"tpu-console: {exc}", err=True)
@@ -134,6 +134,7 @@ class _SwapFlow:
         except RemoteError as exc:
             _say(f"tpu-console: {exc}", err=True)
             return 1
+        return node
 
     async def _on_node(self, node: Any) -> int:
         from remote.ssh import connect, target_for
@@ -144,7 +145,8 @@ class _SwapFlow:
             return await _ask(f"{target.label} presents the unknown host key {fingerprint}. Trust it?")
 
         async with await connect(target, accept_new_host_key=trust) as conn:
-            return await self._swap(node, conn, target.label)
+            code = await self._swap(node, conn, target.label)
+        return code
 
     async def _read_spec(self, conn: Any, label: str) -> tuple[Any, dict[str, Any] | None]:
         from console.flows.swap import read_running

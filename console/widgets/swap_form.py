@@ -225,7 +225,7 @@ class SwapForm(VerticalScroll):
         return spec, {}
 
     def _show_errors(self, errors: Mapping[str, str]) -> None:
-        for widget in self.query(".field-error"):
+        for widget in self.query(".field-error").results(Static):
             key = (widget.id or "")[2:]
             reason = errors.get(key)
             widget.update(Text(f"↳ {reason}") if reason else "")

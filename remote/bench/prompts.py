@@ -19,16 +19,7 @@ import uuid
 #: Estimated characters per token for the filler text (see the module docstring).
 CHARS_PER_TOKEN = 4.0
 
-_WORDS = (
-    "time year people way day man thing woman life child world school state family student "
-    "group country problem hand part place case week company system program question work "
-    "number night point home water room mother area money story fact month lot right study "
-    "book eye job word business issue side kind head house service friend father power hour "
-    "game line end member law car city name team minute idea kid body back parent face level "
-    "office door health person art war history party result change morning reason research "
-    "girl guy moment air teacher force education river stone bridge garden window market road "
-    "table paper music light field winter summer cloud forest letter island engine harbor"
-).split()
+_WORDS = ["time", "year", "people", "way", "day", "man", "thing", "woman", "life", "child", "world", "school", "state", "family", "student", "group", "country", "problem", "hand", "part", "place", "case", "week", "company", "system", "program", "question", "work", "number", "night", "point", "home", "water", "room", "mother", "area", "money", "story", "fact", "month", "lot", "right", "study", "book", "eye", "job", "word", "business", "issue", "side", "kind", "head", "house", "service", "friend", "father", "power", "hour", "game", "line", "end", "member", "law", "car", "city", "name", "team", "minute", "idea", "kid", "body", "back", "parent", "face", "level", "office", "door", "health", "person", "art", "war", "history", "party", "result", "change", "morning", "reason", "research", "girl", "guy", "moment", "air", "teacher", "force", "education", "river", "stone", "bridge", "garden", "window", "market", "road", "table", "paper", "music", "light", "field", "winter", "summer", "cloud", "forest", "letter", "island", "engine", "harbor"]
 
 _MEAN_WORD_CHARS = sum(len(w) + 1 for w in _WORDS) / len(_WORDS)
 

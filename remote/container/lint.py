@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from remote.container.spec import KNOWN_SERVE_FLAGS, ContainerSpec, split_volume
 from remote.container.parse import parse_serve_args
+from remote.container.spec import KNOWN_SERVE_FLAGS, ContainerSpec, split_volume
 from remote.models import chip_generation, chips_of, iso_utc
 
 SEVERITIES = ("error", "warning", "info")
@@ -48,33 +48,7 @@ _FLOATING_TAGS = ("latest", "nightly", "main", "dev")
 
 #: ``vllm serve`` flags known besides :data:`KNOWN_SERVE_FLAGS` (vLLM 0.9 - 0.11 engine and
 #: frontend args); anything else gets an ``unknown-flag`` warning.
-OTHER_VLLM_FLAGS = frozenset("""
-host port uvicorn-log-level api-key allowed-origins allowed-methods allowed-headers ssl-keyfile
-ssl-certfile root-path middleware chat-template chat-template-content-format response-role
-disable-log-requests enable-log-requests disable-log-stats disable-uvicorn-access-log
-disable-frontend-multiprocessing enable-request-id-headers enable-prompt-tokens-details
-enable-force-include-usage enable-server-load-tracking return-tokens-as-token-ids
-reasoning-parser tool-parser-plugin tool-server lora-modules prompt-adapters
-tokenizer tokenizer-mode tokenizer-revision skip-tokenizer-init trust-remote-code revision
-code-revision download-dir load-format dtype seed max-seq-len-to-capture max-logprobs
-hf-token hf-config-path hf-overrides config-format config generation-config
-override-generation-config override-neuron-config enforce-eager disable-sliding-window
-disable-cascade-attn disable-custom-all-reduce pipeline-parallel-size data-parallel-size
-data-parallel-size-local data-parallel-address data-parallel-rpc-port data-parallel-backend
-enable-expert-parallel enable-eplb distributed-executor-backend worker-cls worker-extension-cls
-block-size enable-prefix-caching no-enable-prefix-caching prefix-caching-hash-algo swap-space
-cpu-offload-gb num-gpu-blocks-override calculate-kv-scales kv-sharing-fast-prefill
-max-num-partial-prefills max-long-partial-prefills long-prefill-token-threshold
-enable-chunked-prefill no-enable-chunked-prefill scheduling-policy scheduler-cls
-async-scheduling num-scheduler-steps speculative-config kv-transfer-config kv-events-config
-compilation-config additional-config structured-outputs-config guided-decoding-backend
-limit-mm-per-prompt mm-processor-kwargs disable-mm-preprocessor-cache mm-processor-cache-gb
-disable-chunked-mm-input enable-lora max-loras max-lora-rank max-cpu-loras fully-sharded-loras
-enable-sleep-mode model-impl task runner convert pooler-config override-pooler-config
-logits-processor-pattern logits-processors served-model-name max-num-seqs rope-scaling rope-theta
-disable-async-output-proc otlp-traces-endpoint collect-detailed-traces show-hidden-metrics-for-version
-enable-auto-tool-choice tool-call-parser headless api-server-count safetensors-load-strategy
-""".split())
+OTHER_VLLM_FLAGS = frozenset(["host", "port", "uvicorn-log-level", "api-key", "allowed-origins", "allowed-methods", "allowed-headers", "ssl-keyfile", "ssl-certfile", "root-path", "middleware", "chat-template", "chat-template-content-format", "response-role", "disable-log-requests", "enable-log-requests", "disable-log-stats", "disable-uvicorn-access-log", "disable-frontend-multiprocessing", "enable-request-id-headers", "enable-prompt-tokens-details", "enable-force-include-usage", "enable-server-load-tracking", "return-tokens-as-token-ids", "reasoning-parser", "tool-parser-plugin", "tool-server", "lora-modules", "prompt-adapters", "tokenizer", "tokenizer-mode", "tokenizer-revision", "skip-tokenizer-init", "trust-remote-code", "revision", "code-revision", "download-dir", "load-format", "dtype", "seed", "max-seq-len-to-capture", "max-logprobs", "hf-token", "hf-config-path", "hf-overrides", "config-format", "config", "generation-config", "override-generation-config", "override-neuron-config", "enforce-eager", "disable-sliding-window", "disable-cascade-attn", "disable-custom-all-reduce", "pipeline-parallel-size", "data-parallel-size", "data-parallel-size-local", "data-parallel-address", "data-parallel-rpc-port", "data-parallel-backend", "enable-expert-parallel", "enable-eplb", "distributed-executor-backend", "worker-cls", "worker-extension-cls", "block-size", "enable-prefix-caching", "no-enable-prefix-caching", "prefix-caching-hash-algo", "swap-space", "cpu-offload-gb", "num-gpu-blocks-override", "calculate-kv-scales", "kv-sharing-fast-prefill", "max-num-partial-prefills", "max-long-partial-prefills", "long-prefill-token-threshold", "enable-chunked-prefill", "no-enable-chunked-prefill", "scheduling-policy", "scheduler-cls", "async-scheduling", "num-scheduler-steps", "speculative-config", "kv-transfer-config", "kv-events-config", "compilation-config", "additional-config", "structured-outputs-config", "guided-decoding-backend", "limit-mm-per-prompt", "mm-processor-kwargs", "disable-mm-preprocessor-cache", "mm-processor-cache-gb", "disable-chunked-mm-input", "enable-lora", "max-loras", "max-lora-rank", "max-cpu-loras", "fully-sharded-loras", "enable-sleep-mode", "model-impl", "task", "runner", "convert", "pooler-config", "override-pooler-config", "logits-processor-pattern", "logits-processors", "served-model-name", "max-num-seqs", "rope-scaling", "rope-theta", "disable-async-output-proc", "otlp-traces-endpoint", "collect-detailed-traces", "show-hidden-metrics-for-version", "enable-auto-tool-choice", "tool-call-parser", "headless", "api-server-count", "safetensors-load-strategy"])
 
 
 @dataclass(frozen=True)
@@ -192,7 +166,7 @@ def _compile_cache(spec: ContainerSpec) -> list[Finding]:
         target = posixpath.normpath(split_volume(volume)[1])
         if target != "/dev/shm" and (path == target or path.startswith(target.rstrip("/") + "/")):
             return []
-    fix = {"env.VLLM_XLA_CACHE_PATH": path, f"volume:{path}": HOST_XLA_CACHE_DIR}
+    fix: dict[str, str | None] = {"env.VLLM_XLA_CACHE_PATH": path, f"volume:{path}": HOST_XLA_CACHE_DIR}
     return [Finding("compile-cache", "warning",
                     f"The XLA compile cache ({path}) is not on a persistent volume, so every restart "
                     f"compiles again; mounting {HOST_XLA_CACHE_DIR} there cut a v5e restart from 857 s to 497 s.",

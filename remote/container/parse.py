@@ -291,7 +291,7 @@ def set_spec_key(spec: ContainerSpec, key: str, value: str | None) -> ContainerS
         raise ValueError(f"{key} cannot be removed, only changed")
     if key == "network" and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]*", value):
         raise ValueError(f"network {value!r} is not a valid network name")
-    return replace(spec, **{key: value})
+    return replace(spec, **{key: value})  # type: ignore[arg-type]  # key is one of the str fields checked above
 
 
 def set_known_flag(flags: dict[str, str | None], name: str, value: str | None) -> None:

@@ -27,11 +27,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from remote.secrets import MASK, is_secret_name
 from remote.container.parse import (
-    ENV_NAME_RE, SPEC_KEYS, KNOWN_SERVE_FLAGS, KV_CACHE_DTYPES, SWITCH_FLAGS, parse_inspect,
-    parse_serve_args, set_env, set_extra_flag, set_known_flag, set_spec_key, set_volume, split_env, split_volume,
+    ENV_NAME_RE,
+    KNOWN_SERVE_FLAGS,
+    KV_CACHE_DTYPES,
+    SPEC_KEYS,
+    SWITCH_FLAGS,
+    parse_inspect,
+    parse_serve_args,
+    set_env,
+    set_extra_flag,
+    set_known_flag,
+    set_spec_key,
+    set_volume,
+    split_env,
+    split_volume,
 )
+from remote.secrets import MASK, is_secret_name
 
 #: The launcher vLLM images are started with.
 VLLM_SERVE = ("vllm", "serve")
@@ -60,9 +72,7 @@ def mask_argv(argv: Iterable[str]) -> list[str]:
         if arg.startswith("--") and not eq and is_secret_name(arg):
             mask_next = True
             out.append(arg)
-        elif eq and name and not name.startswith("-") and ENV_NAME_RE.match(name) and is_secret_name(name):
-            out.append(f"{name}={MASK}")
-        elif eq and name.startswith("--") and is_secret_name(name):
+        elif (eq and name and not name.startswith("-") and ENV_NAME_RE.match(name) and is_secret_name(name)) or (eq and name.startswith("--") and is_secret_name(name)):
             out.append(f"{name}={MASK}")
         else:
             out.append(_TOKEN_SHAPE.sub(MASK, arg))
@@ -362,6 +372,16 @@ def _flat(spec: ContainerSpec) -> dict[str, tuple[str, str]]:
 
 
 __all__ = [
-    "ContainerSpec", "KNOWN_SERVE_FLAGS", "KV_CACHE_DTYPES", "MASK", "SWITCH_FLAGS", "VLLM_SERVE",
-    "diff", "display_argv", "is_secret_name", "mask_argv", "split_env", "split_volume",
+    "KNOWN_SERVE_FLAGS",
+    "KV_CACHE_DTYPES",
+    "MASK",
+    "SWITCH_FLAGS",
+    "VLLM_SERVE",
+    "ContainerSpec",
+    "diff",
+    "display_argv",
+    "is_secret_name",
+    "mask_argv",
+    "split_env",
+    "split_volume",
 ]

@@ -219,6 +219,14 @@ def ssh_runner(conn: Any, *, label: str = "the node") -> CommandRunner:
 
 
 __all__ = [
-    "CommandResult", "CommandRunner", "STEP_TIMEOUT_S", "SwapPlan", "SwapResult", "SwapStep",
-    "execute_swap", "plan_swap", "rollback_plan", "ssh_runner",
+    "STEP_TIMEOUT_S",
+    "CommandResult",
+    "CommandRunner",
+    "SwapPlan",
+    "SwapResult",
+    "SwapStep",
+    "execute_swap",
+    "plan_swap",
+    "rollback_plan",
+    "ssh_runner",
 ]

@@ -25,8 +25,9 @@ import re
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
+
 import asyncssh
 
 from remote.container.docker import docker_command, docker_inspect, logs_follow_args
@@ -38,7 +39,7 @@ LogLine = tuple[datetime | None, str]
 _TS = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
 _DOCKER_ERROR = re.compile(r"^(Error response from daemon: |Error: No such )")
 _MAX_LINE_CHARS = 1 << 20
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -128,13 +129,13 @@ class _Position:
         if ns is None:
             return None
         whole = ns - ns % 1_000_000_000
-        second_dt = datetime.fromtimestamp(whole // 1_000_000_000, tz=timezone.utc)
+        second_dt = datetime.fromtimestamp(whole // 1_000_000_000, tz=UTC)
         if len(raw) == 30 and raw[29] == "Z" and raw[19] == ".":
             self._second = (raw[:20], whole, second_dt)
         return ns, second_dt.replace(microsecond=(ns % 1_000_000_000) // 1000)
 
 
-class _LogSession(asyncssh.SSHClientSession):  # type: ignore[type-arg]
+class _LogSession(asyncssh.SSHClientSession):
     """Splits the command's output into lines and hands each to ``on_line`` as packets arrive."""
 
     def __init__(self, on_line: Callable[[str], None]) -> None:

@@ -8,12 +8,31 @@ commands, the port forward, the ``/v1/models`` probe) and :mod:`remote.ssh.error
 
 from __future__ import annotations
 
-from remote.ssh.commands import (CommandResult, command_line, forward_port, probe_models, run_command,
-                                 sudo_failure)
-from remote.ssh.connect import (SshTarget, append_known_host, connect, has_known_host, host_key_alias,
-                                target_for)
-from remote.ssh.errors import (HostKeyChanged, HostKeyUnknown, SshAuthRefused, SshFailure, SshTimeout,
-                               SshUnreachable, SudoPasswordRequired)
+from remote.ssh.commands import (
+                                 CommandResult,
+                                 command_line,
+                                 forward_port,
+                                 probe_models,
+                                 run_command,
+                                 sudo_failure,
+)
+from remote.ssh.connect import (
+                                 SshTarget,
+                                 append_known_host,
+                                 connect,
+                                 has_known_host,
+                                 host_key_alias,
+                                 target_for,
+)
+from remote.ssh.errors import (
+                                 HostKeyChanged,
+                                 HostKeyUnknown,
+                                 SshAuthRefused,
+                                 SshFailure,
+                                 SshTimeout,
+                                 SshUnreachable,
+                                 SudoPasswordRequired,
+)
 
 __all__ = [
     "CommandResult", "HostKeyChanged", "HostKeyUnknown", "SshAuthRefused", "SshFailure", "SshTarget",

@@ -15,7 +15,6 @@ one sentence an operator can act on; ``retryable`` says whether trying again may
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shlex
 from collections.abc import Awaitable, Callable, Sequence
@@ -26,9 +25,14 @@ from typing import Any
 import asyncssh
 
 from remote.models import Node
-from remote.ssh.errors import (HostKeyChanged, HostKeyUnknown, SshAuthRefused, SshFailure, SshTimeout,
-                               SshUnreachable)
-
+from remote.ssh.errors import (
+    HostKeyChanged,
+    HostKeyUnknown,
+    SshAuthRefused,
+    SshFailure,
+    SshTimeout,
+    SshUnreachable,
+)
 
 #: Seconds between keepalive requests, and how many may go unanswered (45 s to notice a dead peer).
 KEEPALIVE_INTERVAL_S = 15.0
@@ -125,9 +129,9 @@ def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | Non
     proxy = (getattr(ssh, "proxy_command", "") or "").strip() or None
     private_key = getattr(ssh, "private_key", None)
     return SshTarget(
-        host=host, port=port, user=getattr(ssh, "user"),
+        host=host, port=port, user=ssh.user,
         private_key=Path(private_key).expanduser() if private_key else None,
-        known_hosts=Path(getattr(ssh, "known_hosts")).expanduser(),
+        known_hosts=Path(ssh.known_hosts).expanduser(),
         host_key_alias=host_key_alias(node.node_id, worker, host_key_suffix),
         proxy_command=proxy, connect_timeout_s=float(getattr(ssh, "connect_timeout_s", 15.0)),
         node_name=node.name,
@@ -315,7 +319,7 @@ async def _translate(target: SshTarget, opening: Awaitable[Any]) -> Any:
     except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
         raise SshFailure(f"Cannot use the private key {target.private_key}: {exc}.",
                          title="Unusable SSH key") from None
-    except (TimeoutError, asyncio.TimeoutError):
+    except TimeoutError:
         raise SshTimeout(f"{target.label} did not answer within {target.connect_timeout_s:g} s "
                          f"(firewall on port {target.port}, or the node is down).") from None
     except asyncssh.DisconnectError as exc:

@@ -36,8 +36,14 @@ from requests.adapters import HTTPAdapter
 
 from remote.errors import CredentialsError, TpuApiError
 from remote.models import FleetProblem, FleetSnapshot, Node, QueuedResource, utc_now
-from remote.tpu.parse import (JsonDict, merge_v2alpha1, message_to_json, node_from_json, project_from_json,
-                             queued_resource_from_json)
+from remote.tpu.parse import (
+    JsonDict,
+    merge_v2alpha1,
+    message_to_json,
+    node_from_json,
+    project_from_json,
+    queued_resource_from_json,
+)
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 DEFAULT_BASE_URL = "https://tpu.googleapis.com"
@@ -48,8 +54,15 @@ Listing = tuple[list[JsonDict], list[str]]          # (items as REST JSON, unrea
 class ProjectConfig(Protocol):
     """What the lister needs of a project (``console.config.ProjectConfig`` fits; remote never imports console)."""
 
-    id: str
-    zones: tuple[str, ...]
+    @property
+    def id(self) -> str:
+        """The GCP project id."""
+        ...
+
+    @property
+    def zones(self) -> tuple[str, ...]:
+        """Zones to list; empty means all zones at once (``locations/-``)."""
+        ...
 
 
 def api_error(exc: BaseException, timeout_s: float) -> TpuApiError:
@@ -216,7 +229,8 @@ class FleetSource:
 
     def _list_zones(self, project: str) -> list[str]:
         assert self._client is not None
-        zones, token = [], ""
+        zones: list[str] = []
+        token = ""
         while True:
             response = self._client.list_locations(
                 request={"name": f"projects/{project}", "page_token": token}, timeout=self.timeout_s)
@@ -316,10 +330,10 @@ class FleetSource:
             await asyncio.get_running_loop().run_in_executor(self._pool, self._setup)
         except CredentialsError:
             raise
-        except Exception as exc:           # e.g. a client option the library rejects: one line per project
-            problems = tuple(FleetProblem(p.id, None, 0, f"cannot create the TPU API client: {exc}")
-                             for p in self.projects)
-            return FleetSnapshot(problems=problems, fetched_at=utc_now(), elapsed_s=time.monotonic() - started)
+        except Exception as exc:  # noqa: BLE001 - e.g. a client option the library rejects: one line per project
+            setup_problems = tuple(FleetProblem(p.id, None, 0, f"cannot create the TPU API client: {exc}")
+                                   for p in self.projects)
+            return FleetSnapshot(problems=setup_problems, fetched_at=utc_now(), elapsed_s=time.monotonic() - started)
         results = await asyncio.gather(*(self._list_project(p) for p in self.projects), return_exceptions=True)
         nodes: list[Node] = []
         qrs: list[QueuedResource] = []
@@ -378,10 +392,11 @@ class FleetSource:
             TpuApiError: the call failed. CredentialsError: no usable credentials.
         """
         await asyncio.get_running_loop().run_in_executor(self._pool, self._setup)
-        assert self._client is not None
+        client = self._client
+        assert client is not None
         request = tpu_v2.GetGuestAttributesRequest(
             name=f"projects/{node.project}/locations/{node.zone}/nodes/{node.name}", worker_ids=[str(worker)])
-        response = await self._run(lambda: self._client.get_guest_attributes(request=request, timeout=self.timeout_s))
+        response = await self._run(lambda: client.get_guest_attributes(request=request, timeout=self.timeout_s))
         items: dict[str, str] = {}
         for attributes in response.guest_attributes:
             for item in attributes.query_value.items:

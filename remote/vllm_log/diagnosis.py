@@ -16,10 +16,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from remote.vllm_log import patterns as pat
-from remote.startup import FailureKind as K
 from remote.models import chip_generation
+from remote.startup import FailureKind as K
 from remote.startup import Phase
+from remote.vllm_log import patterns as pat
 
 #: Exception types that mean "the flags/config do not fit this model or slice".
 CONFIG_ERROR_TYPES = frozenset({

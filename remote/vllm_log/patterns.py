@@ -9,7 +9,7 @@ message (``HEAD_*``) and only then matches.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 #: Longest line kept, bytes (UTF-8); the rest of a longer line is dropped.
 MAX_LINE_CHARS = 65536
@@ -161,7 +161,7 @@ def docker_time(match: re.Match[str]) -> datetime | None:
     year, month, day, hour, minute, second, frac, zone = match.groups()
     try:
         value = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second),
-                         int((frac or "0")[:6].ljust(6, "0")), tzinfo=timezone.utc)
+                         int((frac or "0")[:6].ljust(6, "0")), tzinfo=UTC)
     except ValueError:
         return None
     if zone and zone != "Z":

@@ -20,12 +20,12 @@ message head names a format (see ``_HEADS``).
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from remote.vllm_log import patterns as pat
 from remote.startup import Failure, Phase, PhaseMark, StartupState, summary_json
+from remote.vllm_log import patterns as pat
 from remote.vllm_log.state import HANDLERS, BootState
 
 __all__ = ["StartupReader", "read_log", "summary_json"]
@@ -48,7 +48,7 @@ class StartupReader:
     """
 
     def __init__(self, *, year: int | None = None) -> None:
-        self._boot = BootState(year or datetime.now(timezone.utc).year)
+        self._boot = BootState(year or datetime.now(UTC).year)
         self._pend: list[bytes] = []
         self._pend_len = 0
         self._pend_cut = False
@@ -209,9 +209,7 @@ class StartupReader:
                 if c == b" ":
                     if head == b"    ":  # array/padding continuations, source lines
                         continue
-                elif c.isdigit() or not c:
-                    continue
-                elif not (b"rror" in raw or b"xception" in raw or c == b"\xe2"):
+                elif c.isdigit() or not c or not (b"rror" in raw or b"xception" in raw or c == b"\xe2"):
                     continue
             boot.lines_read = n
             line = raw.decode("utf-8", "replace")
@@ -269,11 +267,10 @@ def read_log(source: str | Path | IO[bytes]) -> StartupState:
     """
     reader = StartupReader()
     if isinstance(source, (str, Path)) and str(source) != "-":
-        with open(source, "rb") as stream:
-            _pump(stream, reader)
+        with open(source, "rb") as file:
+            _pump(file, reader)
     else:
-        stream = sys.stdin.buffer if isinstance(source, (str, Path)) else source
-        _pump(stream, reader)
+        _pump(sys.stdin.buffer if isinstance(source, (str, Path)) else source, reader)
     reader.close()
     return reader.state
 

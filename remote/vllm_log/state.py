@@ -8,10 +8,19 @@ State is scalars and a few short, capped lists: nothing grows with the log.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from typing import Any
 
-from remote.startup import (CompileProgress, Failure, FailureKind, HbmSnapshot, Phase, PhaseMark, StartupState,
-                            frozen_map)
+from remote.startup import (
+    CompileProgress,
+    Failure,
+    FailureKind,
+    HbmSnapshot,
+    Phase,
+    PhaseMark,
+    StartupState,
+    frozen_map,
+)
 from remote.vllm_log import diagnosis as dx
 from remote.vllm_log import patterns as pat
 
@@ -106,7 +115,7 @@ class BootState:
         self.fatal: Root | None = None
         self.in_tb = False
         self.tb_ctx: str | None = None
-        self.accum: list | None = None
+        self.accum: list[Any] | None = None     # [kind, text so far, lines left, evidence line]
         self.boot_marked = False
 
     def gpu_util(self) -> float | None:
@@ -138,7 +147,7 @@ class BootState:
             self.last_month = month
         try:
             return datetime(year, month, int(m[2]), int(m[3]), int(m[4]), int(m[5]),
-                            tzinfo=timezone.utc)
+                            tzinfo=UTC)
         except ValueError:
             return None
 
@@ -504,6 +513,7 @@ class BootState:
         """Feed a continuation line to a multi-line message; ``False`` if it is not one."""
         end = pat.envelope_end(line)
         msg = (line[end:] if end >= 0 else pat.strip_proc_prefix(line)).strip()
+        assert self.accum is not None
         kind, text, left, evidence = self.accum
         if (not msg or msg.startswith(("Traceback", 'File "', "During handling"))
                 or pat.EXCEPTION_LINE.match(msg)):
@@ -519,6 +529,7 @@ class BootState:
 
     def finish_accum(self) -> None:
         """End a multi-line message and diagnose it."""
+        assert self.accum is not None
         _, text, _, evidence = self.accum
         self.accum = None
         m = pat.EXCEPTION_LINE.match(text)

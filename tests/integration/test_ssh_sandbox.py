@@ -10,13 +10,29 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from remote.container.docker import DockerMissing, docker_inspect, docker_ps, docker_pull, docker_rm_f, docker_run
+from remote.container.docker import (
+    DockerMissing,
+    docker_inspect,
+    docker_ps,
+    docker_pull,
+    docker_rm_f,
+    docker_run,
+)
+from remote.container.tail import LogTail, TailStatus
 from remote.errors import VllmHttpError
+from remote.ssh import (
+    HostKeyChanged,
+    HostKeyUnknown,
+    SshAuthRefused,
+    SshTarget,
+    SshTimeout,
+    SshUnreachable,
+    connect,
+    forward_port,
+    probe_models,
+)
 from sandbox.engine import plan_startup
 from sandbox.vm import SandboxVm
-from remote.ssh import (HostKeyChanged, HostKeyUnknown, SshAuthRefused, SshTarget, SshTimeout, SshUnreachable,
-                        connect, forward_port, probe_models)
-from remote.container.tail import LogTail, TailStatus
 
 ACCEL = "v5litepod-8"
 READY_ARGV = ["Qwen/Qwen3-8B", "--max-model-len", "8192", "--tensor-parallel-size", "8"]
@@ -146,7 +162,7 @@ async def test_changed_host_key_is_refused_with_the_line_to_remove(make_vm, clie
 
 
 async def test_key_not_authorized(vm_target) -> None:
-    vm, target = vm_target
+    _, target = vm_target
     stranger = asyncssh.generate_private_key("ssh-ed25519")
     with pytest.raises(SshAuthRefused, match="ssh-keys metadata") as info:
         await connect(SshTarget(**{**target.__dict__, "client_keys": (stranger,)}))

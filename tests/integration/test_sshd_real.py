@@ -23,8 +23,8 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from remote.ssh import HostKeyChanged, HostKeyUnknown, SshAuthRefused, SshTarget, connect
 from remote.container.tail import LogTail, TailStatus
+from remote.ssh import HostKeyChanged, HostKeyUnknown, SshAuthRefused, SshTarget, connect
 
 SSHD = Path("/usr/sbin/sshd")
 pytestmark = pytest.mark.skipif(not SSHD.exists(), reason="OpenSSH sshd not installed at /usr/sbin/sshd "

@@ -13,11 +13,11 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from remote.container.spec import ContainerSpec
 from remote.container.docker import docker_image_inspect, docker_inspect
-from sandbox.vm import SandboxVm
-from remote.ssh import SshTarget, connect
+from remote.container.spec import ContainerSpec
 from remote.container.swap import execute_swap, plan_swap, rollback_plan, ssh_runner
+from remote.ssh import SshTarget, connect
+from sandbox.vm import SandboxVm
 
 V5E_ARGS = ["Qwen/Qwen3-8B", "--max-model-len", "32768", "--gpu-memory-utilization", "0.90",
             "--tensor-parallel-size", "4", "--max-num-batched-tokens", "2048"]

@@ -18,10 +18,10 @@ from console.cli import main
 from console.config import ProjectConfig
 from remote.errors import CredentialsError, TpuApiError
 from remote.models import PROVISIONING_MODELS, FleetSnapshot, utc_now
-from sandbox.fleet_data import SandboxWorld, default_world
-from sandbox.tpu_server import SandboxTpuApi
 from remote.tpu.api import FleetSource, api_error
 from remote.tpu.parse import message_to_json, node_from_json, queued_resource_from_json
+from sandbox.fleet_data import SandboxWorld, default_world
+from sandbox.tpu_server import SandboxTpuApi
 
 PROJECTS = [ProjectConfig("inference-prod"), ProjectConfig("research-sandbox"), ProjectConfig("denied-project")]
 

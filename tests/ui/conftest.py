@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ from console.config import Config, ProjectConfig
 from console.services import Services
 
 #: The frozen "now" of UI tests, so countdowns and ages are stable in snapshots.
-FROZEN_NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
+FROZEN_NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 
 
 @pytest.fixture

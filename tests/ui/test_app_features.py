@@ -50,3 +50,29 @@ async def test_same_view_same_node_replaces_the_top(tmp_path: Path, monkeypatch:
         app.open_feature("startup", _node("b"))       # another node stacks
         await pilot.pause()
         assert len(app.screen_stack) == depth + 2
+
+
+async def test_an_unexpected_worker_error_opens_the_error_screen_and_the_console_carries_on(tmp_path: Path) -> None:
+    """A bug in a worker (here the fleet lister) reaches the one route: an error screen with the
+    traceback as plain text (markup in the message stays literal), Escape back to a live console."""
+    from console.screens.error import ErrorScreen
+    from console.screens.fleet import FleetScreen
+
+    class Broken:
+        async def list_fleet(self):  # type: ignore[no-untyped-def]
+            raise ZeroDivisionError("bug [/x] [bold]here")
+
+    services = Services(config=Config(), fleet=Broken(), db_path=tmp_path / "history.db")
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, ErrorScreen)
+        traceback_text = str(app.screen.query_one("#error-traceback", Static).render())
+        assert "ZeroDivisionError: bug [/x] [bold]here" in traceback_text
+        assert "list_fleet" in traceback_text            # the frame that raised
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        assert app.is_running

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from typing import Any
 
 from textual.widgets import DataTable, Input, Static
@@ -13,13 +15,12 @@ from tests.ui.conftest import text_of
 
 
 async def _loaded(pilot: Any) -> FleetScreen:
+    await pilot.pause()                          # the fleet screen mounts and starts its first refresh
+    await pilot.app.workers.wait_for_complete()  # ... which is one worker
+    await pilot.pause()
     screen = pilot.app.screen
-    for _ in range(200):
-        await pilot.pause(0.05)
-        screen = pilot.app.screen
-        if isinstance(screen, FleetScreen) and screen.snapshot is not None:
-            return screen
-    raise AssertionError("the fleet never loaded")
+    assert isinstance(screen, FleetScreen) and screen.snapshot is not None, "the fleet never loaded"
+    return screen
 
 
 def _column(table: DataTable, name: str) -> list[str]:
@@ -84,28 +85,37 @@ async def test_selection_fills_detail_and_raw_json_toggles(services: Services) -
 
 async def test_refresh_does_not_overlap(services: Services) -> None:
     calls = 0
+    in_flight = 0
+    most_in_flight = 0
     inner = services.fleet
 
-    class Counting:
+    class Slow:
+        """The real lister, held 0.3 s per call, counting how many calls overlap."""
+
         async def list_fleet(self):  # type: ignore[no-untyped-def]
-            nonlocal calls
+            nonlocal calls, in_flight, most_in_flight
             calls += 1
-            return await inner.list_fleet()
+            in_flight += 1
+            most_in_flight = max(most_in_flight, in_flight)
+            try:
+                await asyncio.sleep(0.3)
+                return await inner.list_fleet()
+            finally:
+                in_flight -= 1
 
         def close(self) -> None:
             inner.close()
 
-    services.fleet = Counting()
+    services.fleet = Slow()
     app = TpuConsoleApp(services)
     async with app.run_test(size=(200, 50)) as pilot:
         await _loaded(pilot)
+        await app.workers.wait_for_complete()
         before = calls
-        await pilot.press("r", "r", "r")  # three presses while at most one may run
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if not app.screen._refreshing:  # type: ignore[attr-defined]
-                break
-        assert 1 <= calls - before <= 3
+        await pilot.press("r", "r", "r")  # three presses while the first refresh is still in flight
+        await app.workers.wait_for_complete()
+        assert calls - before == 1       # the second and third press found one in flight
+        assert most_in_flight == 1       # never two at once, the first load included
         assert app.screen._refreshing is False  # type: ignore[attr-defined]
 
 
@@ -137,10 +147,10 @@ async def test_refresh_failure_is_a_sentence_on_screen(services: Services) -> No
     services.fleet = NoCredentials()
     app = TpuConsoleApp(services)
     async with app.run_test(size=(160, 40)) as pilot:
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if app.screen.sub_title == "refresh failed":
-                break
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.screen.sub_title == "refresh failed"
         text = text_of(app.screen.query_one("#problems", Static))
         assert "refresh failed: No Google credentials: no Application Default Credentials found" in text
         assert "Traceback" not in text

@@ -10,13 +10,11 @@ from console.services import Services
 
 
 async def _wait_loaded(pilot: Any) -> None:
-    for _ in range(200):
-        await pilot.pause(0.05)
-        screen = pilot.app.screen
-        if isinstance(screen, FleetScreen) and screen.snapshot is not None:
-            await pilot.pause()
-            return
-    raise AssertionError("the fleet never loaded")
+    await pilot.pause()                          # the fleet screen mounts and starts its first refresh
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    screen = pilot.app.screen
+    assert isinstance(screen, FleetScreen) and screen.snapshot is not None, "the fleet never loaded"
 
 
 def test_fleet_screen(snap_compare: Any, services: Services) -> None:

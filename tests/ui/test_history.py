@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from textual.widgets import DataTable, Input, Static
 
-from console.flows import swap as swap_flow
 from console.app import TpuConsoleApp
+from console.flows import swap as swap_flow
+from console.flows.history_query import parse_filter
 from console.screens.fleet import FleetScreen
-from console.screens.history.screen import HistoryScreen
 from console.screens.history.compare import CompareScreen, FlagChange
 from console.screens.history.export import ExportScreen
-from console.flows.history_query import parse_filter
+from console.screens.history.screen import HistoryScreen
 from console.services import Services
 from remote.container.spec import ContainerSpec
 from tests.ui.conftest import text_of
@@ -268,7 +268,7 @@ async def test_export_writes_the_filtered_rows_as_json_and_csv(seeded: Services,
         await _filter(pilot, screen, "node:vllm-v5e-a")
         target = tmp_path / "v5e.json"
         await _export(pilot, screen, str(target))
-        await _until(pilot, lambda: any("Exported" == n.title for n in pilot.app._notifications), "the export")
+        await _until(pilot, lambda: any(n.title == "Exported" for n in pilot.app._notifications), "the export")
         data = json.loads(target.read_text())
         assert [x["id"] for x in data] == [3, 2, 1]
         assert [b["kind"] for b in data[2]["benchmarks"]] == ["smoke", "throughput", "throughput"]
@@ -278,7 +278,7 @@ async def test_export_writes_the_filtered_rows_as_json_and_csv(seeded: Services,
 
         await _export(pilot, screen, str(tmp_path / "v5e.csv"))
         await _until(pilot, lambda: (tmp_path / "v5e.csv").exists(), "the CSV file")
-        await _until(pilot, lambda: sum("Exported" == n.title for n in pilot.app._notifications) == 2, "the notice")
+        await _until(pilot, lambda: sum(n.title == "Exported" for n in pilot.app._notifications) == 2, "the notice")
         rows = list(csv.DictReader((tmp_path / "v5e.csv").open()))
         assert [(r["id"], r["outcome"], r["failure_kind"]) for r in rows] == \
             [("3", "ready", ""), ("2", "failed", "RESOURCE_EXHAUSTED"), ("1", "replaced", "")]

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from console.app import TpuConsoleApp
-from console.screens.history.screen import HistoryScreen
 from console.screens.history.compare import CompareScreen
+from console.screens.history.screen import HistoryScreen
 from console.services import Services
 from tests.ui.history_seed import seed_history
 

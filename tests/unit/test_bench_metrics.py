@@ -15,10 +15,10 @@ from remote.bench import (
     usd_per_mtok,
 )
 from remote.bench.longctx import build_prompt, make_passphrase
+from remote.bench.metrics import percentile
 from remote.bench.progress import BenchProgress, ProgressTracker
 from remote.bench.prompts import CHARS_PER_TOKEN, synthetic_prompt
 from remote.bench.smoke import numbers_in
-from remote.bench.metrics import percentile
 from remote.bench.throughput import ThroughputResult, default_requests
 
 

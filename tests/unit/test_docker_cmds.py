@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from remote.container.docker import docker_command, docker_missing, logs_follow_args
+from remote.container.tail import _Position, parse_docker_timestamp
 from remote.models import Node, WorkerEndpoint
+from remote.ssh import CommandResult, SshFailure, command_line, sudo_failure, target_for
 from sandbox.docker_args import normalize_ref, parse_run_args, parse_since, render_template
 from sandbox.vm import _refuse_unsupported, split_shell
-from remote.ssh import CommandResult, SshFailure, command_line, sudo_failure, target_for
-from remote.container.tail import _Position, parse_docker_timestamp
 
 HOSTILE = ["; rm -rf /", "$(reboot)", "`id`", "it's \"quoted\"", "two\nlines", "a && b", "|", "*"]
 

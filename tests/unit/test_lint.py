@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from remote.container.spec import ContainerSpec
 from remote.container.lint import DEFAULT_BOOT_S, HOST_XLA_CACHE_DIR, Finding, lint
+from remote.container.spec import ContainerSpec
 
 CACHE = "/root/.cache/vllm/xla_cache"
 DIGEST = "vllm/vllm-tpu@sha256:" + "c" * 64
@@ -143,7 +143,7 @@ def test_boot_time_longer_than_time_left():
 
 
 def test_known_failures_from_history():
-    when = datetime(2025, 9, 30, 14, 5, tzinfo=timezone.utc)
+    when = datetime(2025, 9, 30, 14, 5, tzinfo=UTC)
     found = lint(make(), accelerator_type="v5litepod-8",
                  known_failures=[(when, "RESOURCE_EXHAUSTED", "HBM OOM after 612 s of compilation")])
     f = only(found, "known-failure")

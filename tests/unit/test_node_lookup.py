@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from console.flows.node_lookup import (
-    NodeAmbiguous, NodeLookupError, NodeNotFound, NodeNotReady, find_node, pick_node, split_node_spec,
+    NodeAmbiguous,
+    NodeLookupError,
+    NodeNotFound,
+    NodeNotReady,
+    find_node,
+    pick_node,
+    split_node_spec,
 )
 from remote.models import FleetProblem, FleetSnapshot, Node
 

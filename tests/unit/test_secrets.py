@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from store.history import HistoryStore
 from remote.secrets import MASK, is_secret_name, scrub_args, scrub_text, scrub_value
+from store.history import HistoryStore
 
 HF = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123"
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from store.history import HistoryStore, iso_time
@@ -88,7 +88,7 @@ def test_two_stores_in_two_threads_lose_nothing(tmp_path: Path) -> None:
                     store.update_launch(launch_id, outcome="ready", kv_cache_tokens=i)
                     store.add_benchmark(launch_id, "smoke", {}, {})
                     ids.append(launch_id)
-        except BaseException as exc:  # surfaced below
+        except BaseException as exc:  # noqa: BLE001 - surfaced below, in the test thread
             errors.append(exc)
 
     threads = [threading.Thread(target=write, args=(tag,)) for tag in ("t1", "t2")]
@@ -138,7 +138,7 @@ def test_a_console_that_resumes_an_interrupted_launch_owns_it(tmp_path: Path) ->
 
 def test_unknown_and_other_host_writers(tmp_path: Path) -> None:
     path = tmp_path / "h.db"
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     with HistoryStore(path) as store:
         rows = {
             "other-old": ("elsewhere", 4242, now - timedelta(hours=7)),

@@ -235,3 +235,16 @@ def test_newest_first_means_most_recently_recorded(store: HistoryStore) -> None:
     assert [l.id for l in store.list_launches()] == [observed, booted]
     assert [l.id for l in store.list_launches(text="a")] == [observed, booted]
     assert [l.id for l in store.list_launches(node="a")] == [observed, booted]
+
+
+def test_every_sqlite_error_inside_the_store_is_a_store_error(tmp_path: Path) -> None:
+    """A failure after opening (here: the connection is gone) is a StoreError naming the file,
+    not a bare sqlite3 error escaping into a worker."""
+    from store.history import HistoryStore
+
+    store = HistoryStore(tmp_path / "history.db")
+    store.close()
+    with pytest.raises(StoreError, match=r"history\.db: history list launches failed"):
+        store.list_launches()
+    with pytest.raises(StoreError, match=r"history start launch failed"):
+        store.start_launch(node="n", model="m")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from remote.container.spec import ContainerSpec
+from remote.container.swap import execute_swap, plan_swap, rollback_plan
 from remote.errors import SshError
 from remote.ssh import CommandResult
-from remote.container.swap import execute_swap, plan_swap, rollback_plan
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "docker-inspect-vllm-tpu.json"
 HF = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"

@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from google.cloud import tpu_v2
 
-from remote.tpu.parse import (find_owner, merge_v2alpha1, message_to_json, node_from_json, node_provisioning_model,
-                             parse_duration_s, parse_time, project_from_json, qr_provisioning_model,
-                             queued_resource_from_json, split_name)
+from remote.tpu.parse import (
+    find_owner,
+    merge_v2alpha1,
+    message_to_json,
+    node_from_json,
+    node_provisioning_model,
+    parse_duration_s,
+    parse_time,
+    project_from_json,
+    qr_provisioning_model,
+    queued_resource_from_json,
+    split_name,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gcp_json"
 
@@ -36,12 +46,12 @@ def test_flex_start_node_with_its_queued_resource() -> None:
     assert node.key == ("example-project", "us-east5-a", "vllm-flex-b")
     assert (node.state, node.health, node.accelerator_type) == ("READY", "HEALTHY", "v6e-8")
     assert node.provisioning_model == "flex-start"
-    assert node.termination_time == datetime(2025, 6, 1, 14, 5, 31, tzinfo=timezone.utc)
-    assert node.time_left_s(datetime(2025, 6, 1, 13, 5, 31, tzinfo=timezone.utc)) == 3600.0
+    assert node.termination_time == datetime(2025, 6, 1, 14, 5, 31, tzinfo=UTC)
+    assert node.time_left_s(datetime(2025, 6, 1, 13, 5, 31, tzinfo=UTC)) == 3600.0
     assert (node.external_ip, node.internal_ip) == ("203.0.113.10", "10.202.0.5")
     assert node.node_id == "1234567890123456789"
     assert node.queued_resource == "qr-flex-b"
-    assert node.create_time == datetime(2025, 6, 1, 10, 5, 31, 123456, tzinfo=timezone.utc)
+    assert node.create_time == datetime(2025, 6, 1, 10, 5, 31, 123456, tzinfo=UTC)
     assert qr.max_run_duration_s == 14400.0 and qr.state == "ACTIVE" and qr.provisioning_model == "flex-start"
 
 
@@ -152,7 +162,7 @@ def test_find_owner_by_name_with_project_number_or_by_node_spec() -> None:
 
 
 def test_small_parsers() -> None:
-    assert parse_time("2025-06-01T10:05:31.123456789Z") == datetime(2025, 6, 1, 10, 5, 31, 123456, tzinfo=timezone.utc)
+    assert parse_time("2025-06-01T10:05:31.123456789Z") == datetime(2025, 6, 1, 10, 5, 31, 123456, tzinfo=UTC)
     assert parse_time(None) is None
     assert parse_duration_s("14400s") == 14400.0 and parse_duration_s("1.5s") == 1.5
     assert split_name("projects/p/locations/z/queuedResources/q") == ("p", "z", "q")
@@ -167,7 +177,7 @@ def test_project_from_json_merges_by_name_and_reports_unreadable_items() -> None
     broken = {"name": "zones/z/nodes/broken"}
     nodes, qrs, unreadable = project_from_json([v2_node, broken], [alpha_node], [v2_qr], [alpha_qr])
     assert [n.name for n in nodes] == ["vllm-flex-b"] and [q.name for q in qrs] == ["qr-flex-b"]
-    assert nodes[0].termination_time == datetime(2025, 6, 1, 14, 5, 31, tzinfo=timezone.utc)
+    assert nodes[0].termination_time == datetime(2025, 6, 1, 14, 5, 31, tzinfo=UTC)
     assert nodes[0].provisioning_model == "flex-start" and qrs[0].max_run_duration_s == 14400
     assert len(unreadable) == 1 and "zones/z/nodes/broken" in unreadable[0]
     # without the supplement the rows are still there, flex-start fields missing

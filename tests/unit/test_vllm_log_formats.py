@@ -7,7 +7,7 @@ every assertion checks values the reader had to parse out of them.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from console.cli import main
 from remote.startup import FailureKind, Phase
@@ -32,17 +32,17 @@ def test_docker_timestamps_are_stripped_and_used_as_line_times() -> None:
              year=1999)
     s = r.state
     assert [m.phase for m in s.timeline] == [Phase.STARTING, Phase.LOADING_WEIGHTS, Phase.READY]
-    assert s.timeline[1].started_at == datetime(2026, 11, 30, 1, 2, 3, 123456, timezone.utc)
-    assert s.hbm_snapshots[0].at == datetime(2026, 11, 30, 1, 9, 0, 500000, timezone.utc)
-    assert s.ready and s.last_line_at == datetime(2026, 11, 30, 1, 10, tzinfo=timezone.utc)
+    assert s.timeline[1].started_at == datetime(2026, 11, 30, 1, 2, 3, 123456, UTC)
+    assert s.hbm_snapshots[0].at == datetime(2026, 11, 30, 1, 9, 0, 500000, UTC)
+    assert s.ready and s.last_line_at == datetime(2026, 11, 30, 1, 10, tzinfo=UTC)
 
 
 def test_vllm_prefix_time_uses_the_given_year_and_rolls_over_new_year() -> None:
     s = read("INFO 12-31 23:59:58 [loader.py:1] Loading weights took 2.84 seconds",
              "INFO 01-01 00:00:05 [kv_cache_utils.py:2] GPU KV cache size: 4,096 tokens",
              year=2025).state
-    assert s.timeline[1].started_at == datetime(2025, 12, 31, 23, 59, 58, tzinfo=timezone.utc)
-    assert s.timeline[2].started_at == datetime(2026, 1, 1, 0, 0, 5, tzinfo=timezone.utc)
+    assert s.timeline[1].started_at == datetime(2025, 12, 31, 23, 59, 58, tzinfo=UTC)
+    assert s.timeline[2].started_at == datetime(2026, 1, 1, 0, 0, 5, tzinfo=UTC)
 
 
 def test_hbm_suffix_drift_gb_and_gib_are_both_gib_per_chip() -> None:
@@ -264,7 +264,7 @@ def test_a_second_banner_after_a_failure_starts_a_new_boot() -> None:
 
 def test_feed_line_uses_the_given_time() -> None:
     reader = StartupReader()
-    at = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)
+    at = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
     reader.feed_line(E + "Loading weights took 2.84 seconds\r", ts=at)
     assert reader.state.timeline[1].started_at == at and reader.state.last_line_at == at
 

@@ -11,6 +11,7 @@ fills first, then the benchmarks of the rows shown (detail panel and plot).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -380,7 +381,11 @@ class HistoryScreen(ConsoleScreen):
         launches = list(self.launches)
         now = self.services.clock()
         self.app.push_screen(ExportScreen(len(launches), default_export_name(now)),
-                             lambda target: self._export(launches, *target) if target else None)
+                             lambda target: self._export_to(launches, target))
+
+    def _export_to(self, launches: list[Launch], target: tuple[Path, str] | None) -> None:
+        if target is not None:
+            self._export(launches, *target)
 
     @work(group="history-export", exclusive=True, exit_on_error=False)
     async def _export(self, launches: list[Launch], path: Any, fmt: str) -> None:

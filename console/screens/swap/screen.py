@@ -153,7 +153,7 @@ class SwapScreen(ConsoleScreen):
         target = target_for(self.node, self.services.config.ssh)
 
         async def trust(fingerprint: str) -> bool:
-            return bool(await self.app.push_screen_wait(host_key_question(target, fingerprint)))
+            return await self.ask(host_key_question(target, fingerprint))
 
         self._conn = await connect(target, accept_new_host_key=trust)
         self._label = target.label
@@ -306,7 +306,7 @@ class SwapScreen(ConsoleScreen):
         self.app.push_screen(
             ConfirmScreen(f"{verb}: replace the container on {self.node.name}?", message, plan.commands,
                           confirm_label=verb, require_text=self.node.name if errors else None),
-            lambda ok: self._execute(plan) if ok else None)
+            lambda ok: self._confirmed(plan, ok))
 
     # --- navigation ---------------------------------------------------------------------
 
@@ -358,6 +358,10 @@ class SwapScreen(ConsoleScreen):
             self._succeeded(plan, outcome.result)
         else:
             self._failed(plan, outcome.result)
+
+    def _confirmed(self, plan: SwapPlan, ok: bool | None) -> None:
+        if ok:
+            self._execute(plan)
 
     def _render_steps(self, plan: SwapPlan, states: dict[str, str]) -> None:
         for wid in ("#swap-steps-title", "#swap-steps"):
