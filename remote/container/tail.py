@@ -8,6 +8,8 @@
   already delivered at that timestamp are skipped (counted by text): no duplicates, no gaps.
 - **Replacement.** At each (re)connect and whenever ``logs -f`` ends, the container name is
   inspected; a new container id is followed from its first line.
+- **No orphans.** The follower runs on a pseudo-terminal, so it dies with its channel (SIGHUP
+  from the kernel when sshd closes the tty), on a clean stop, a reconnect or a killed session.
 - **Status.** ``connecting``, ``connected``, ``reconnecting`` (attempt n), ``waiting`` (no such
   container), ``exited`` (exit code), ``error`` (cannot continue: host key, auth, sudo, docker).
 - **Batching.** Lines reach ``on_lines`` in batches every ``batch_interval_s`` (or sooner when
@@ -357,7 +359,14 @@ class LogTail:
         command = docker_command(args, sudo=self._sudo) + " 2>&1"
         errors: list[str] = []
         session = _LogSession(lambda line: self._accept(position, line, errors))
-        channel, _ = await conn.create_session(lambda: session, command, encoding=None)
+        # A pseudo-terminal ties the follower's life to the channel: when the channel or the
+        # connection goes, sshd hangs up the tty and the kernel sends SIGHUP, so no
+        # ``docker logs -f`` is left running on the node (without one it lives until its next
+        # write fails, i.e. forever on a quiet container). Output post-processing is off, so
+        # the bytes arrive as docker wrote them (no LF -> CRLF).
+        channel, _ = await conn.create_session(
+            lambda: session, command, encoding=None, term_type="dumb",
+            term_modes={asyncssh.PTY_OPOST: 0, asyncssh.PTY_ECHO: 0})
         try:
             await channel.wait_closed()
         finally:

@@ -34,7 +34,7 @@ CONTAINER_ID = "c0ffee" * 10 + "abcd"
 
 DOCKER_STANDIN = r'''#!{python}
 """Stand-in docker: inspect and logs -f from files in $STATE_DIR (vLLM writes to stderr)."""
-import json, os, select, sys, time
+import json, os, sys, time
 state_dir = {state_dir!r}
 args = sys.argv[1:]
 state = json.load(open(os.path.join(state_dir, "state.json")))
@@ -49,8 +49,8 @@ if args[:2] == ["logs", "-f"]:
     since = args[args.index("--since") + 1] if "--since" in args else ""
     path = os.path.join(state_dir, args[-1] + ".log")
     sent = 0
-    poller = select.poll()
-    poller.register(0, select.POLLIN | select.POLLHUP)
+    # Like the real `docker logs -f`, stdin is ignored: a follower ends when its output fails
+    # (SIGPIPE / EIO) or on a signal (SIGHUP when its terminal goes), never because its client left.
     while True:
         lines = open(path).read().splitlines()
         for line in lines[sent:]:
@@ -60,8 +60,7 @@ if args[:2] == ["logs", "-f"]:
         sent = len(lines)
         if json.load(open(os.path.join(state_dir, "state.json")))["status"] == "exited":
             sys.exit(0)
-        if poller.poll(50):          # stdin closed: the client went away
-            sys.exit(0)
+        time.sleep(0.05)
 print("docker: stand-in supports inspect and logs -f only", file=sys.stderr)
 sys.exit(1)
 '''
@@ -252,3 +251,53 @@ async def test_tail_and_reconnect_after_the_session_is_killed(sshd: RealSshd, cl
     assert received == [line.split(" ", 1)[1] for line in lines]
     assert statuses[-1] == TailStatus("exited", 0, CONTAINER_ID, 3, "container vllm exited with code 3")
     assert [s.kind for s in statuses[:2]] == ["connecting", "connected"]
+
+
+def _followers(sshd: RealSshd) -> list[int]:
+    """PIDs of stand-in ``docker logs -f`` processes of this sshd (by their script path)."""
+    script = str(sshd.root / "bin" / "docker")
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if script.encode() in argv and b"logs" in argv:
+            found.append(int(entry.name))
+    return found
+
+
+async def test_no_follower_outlives_its_channel(sshd: RealSshd, client_key: asyncssh.SSHKey, tmp_path: Path) -> None:
+    """Five killed sessions and a stop leave no `docker logs -f` on the host, even on a quiet log
+    (nothing is written that would make an orphan fail): the follower dies with its tty."""
+    known = tmp_path / "kh"
+    known.write_text(f"{ALIAS} {sshd.host_key.export_public_key().decode().strip()}\n")
+    target = _target(sshd, known, client_key)
+    received: list[str] = []
+    statuses: list[TailStatus] = []
+    tail = LogTail(lambda: connect(target), "vllm", on_lines=lambda batch: received.extend(t for _, t in batch),
+                   on_status=statuses.append, initial_backoff_s=0.05, max_backoff_s=0.2, poll_interval_s=0.1)
+    task = asyncio.create_task(tail.run())
+
+    async def until(predicate, what: str, timeout_s: float = 20.0) -> None:
+        for _ in range(int(timeout_s / 0.02)):
+            if predicate():
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"timed out waiting for {what}: {statuses[-2:]}, followers {_followers(sshd)}")
+
+    sshd.append_log([f"{_ts(n)} INFO line {n}" for n in range(50)])
+    await until(lambda: len(received) >= 50 and len(_followers(sshd)) == 1, "the first follower")
+    for round_ in range(5):
+        connected = sum(s.kind == "connected" for s in statuses)
+        sshd.drop_connections()                               # the session dies; the log stays quiet
+        await until(lambda c=connected: sum(s.kind == "connected" for s in statuses) > c, f"reconnect {round_}")
+        await until(lambda: len(_followers(sshd)) == 1, f"one follower after reconnect {round_}", timeout_s=5)
+    await asyncio.sleep(0.3)
+    assert len(_followers(sshd)) == 1                         # the current one only
+    tail.stop()
+    await task
+    await until(lambda: _followers(sshd) == [], "no follower after stop", timeout_s=5)
+    assert received == [f"INFO line {n}" for n in range(50)]  # and nothing lost or doubled meanwhile
