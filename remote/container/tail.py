@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import calendar
-import codecs
 import re
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -33,6 +32,7 @@ from typing import Any
 import asyncssh
 
 from remote.container.docker import docker_command, docker_inspect, logs_follow_args
+from remote.container.docker_records import rejoin_records
 from remote.ssh import SshFailure
 
 #: One delivered line: (docker timestamp or None, text without the timestamp).
@@ -142,8 +142,7 @@ class _LogSession(asyncssh.SSHClientSession):
 
     def __init__(self, on_line: Callable[[str], None]) -> None:
         self._on_line = on_line
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._partial = ""
+        self._partial = b""
         #: An exception to re-raise after the channel closes (connection lost, or a callback bug).
         self.failure: BaseException | None = None
         self._channel: Any = None
@@ -155,13 +154,15 @@ class _LogSession(asyncssh.SSHClientSession):
         if self.failure is not None:
             return
         try:
-            lines = (self._partial + self._decoder.decode(data)).split("\n")
+            # Split and rejoin docker's 16 KiB records on bytes, then decode whole lines: a
+            # record border may cut a multi-byte character, which a per-packet decode would garble.
+            lines = (self._partial + data).split(b"\n")
             self._partial = lines.pop()
             if len(self._partial) > _MAX_LINE_CHARS:
                 lines.append(self._partial)
-                self._partial = ""
+                self._partial = b""
             for line in lines:
-                self._on_line(line)
+                self._on_line(rejoin_records(line).decode("utf-8", "replace"))
         except Exception as exc:  # noqa: BLE001 - surfaced by _follow after the channel closes
             self.failure = exc
             self._channel.close()
@@ -172,10 +173,9 @@ class _LogSession(asyncssh.SSHClientSession):
 
     def finish(self) -> None:
         """Hand over a last line without a newline."""
-        rest = self._partial + self._decoder.decode(b"", final=True)
-        self._partial = ""
+        rest, self._partial = self._partial, b""
         if rest and self.failure is None:
-            self._on_line(rest)
+            self._on_line(rejoin_records(rest).decode("utf-8", "replace"))
 
 
 class LogTail:

@@ -46,17 +46,18 @@ if args[:1] == ["inspect"]:
           "Running": state["status"] == "running", "ExitCode": state["exit_code"]}}}}]))
     sys.exit(0)
 if args[:2] == ["logs", "-f"]:
-    since = args[args.index("--since") + 1] if "--since" in args else ""
+    since = (args[args.index("--since") + 1] if "--since" in args else "").encode()
     path = os.path.join(state_dir, args[-1] + ".log")
+    out = sys.stderr.buffer          # bytes, as docker writes them
     sent = 0
     # Like the real `docker logs -f`, stdin is ignored: a follower ends when its output fails
     # (SIGPIPE / EIO) or on a signal (SIGHUP when its terminal goes), never because its client left.
     while True:
-        lines = open(path).read().splitlines()
+        lines = open(path, "rb").read().split(b"\n")[:-1]
         for line in lines[sent:]:
-            if line.split(" ", 1)[0] >= since:
-                sys.stderr.write(line + "\n")
-        sys.stderr.flush()
+            if line.split(b" ", 1)[0] >= since:
+                out.write(line + b"\n")
+        out.flush()
         sent = len(lines)
         if json.load(open(os.path.join(state_dir, "state.json")))["status"] == "exited":
             sys.exit(0)
@@ -153,8 +154,11 @@ LogLevel VERBOSE
         tmp.replace(self.state_dir / "state.json")
 
     def append_log(self, lines: list[str]) -> None:
-        with (self.state_dir / f"{CONTAINER_ID}.log").open("a") as handle:
-            handle.write("".join(line + "\n" for line in lines))
+        self.append_log_bytes([line.encode() for line in lines])
+
+    def append_log_bytes(self, lines: list[bytes]) -> None:
+        with (self.state_dir / f"{CONTAINER_ID}.log").open("ab") as handle:
+            handle.write(b"".join(line + b"\n" for line in lines))
 
 
 @pytest.fixture
@@ -301,3 +305,34 @@ async def test_no_follower_outlives_its_channel(sshd: RealSshd, client_key: asyn
     await task
     await until(lambda: _followers(sshd) == [], "no follower after stop", timeout_s=5)
     assert received == [f"INFO line {n}" for n in range(50)]  # and nothing lost or doubled meanwhile
+
+
+async def test_a_line_docker_split_into_16_kib_records_arrives_whole(sshd: RealSshd, client_key: asyncssh.SSHKey,
+                                                                     tmp_path: Path) -> None:
+    """docker/cli#4941: a 256-chip line comes as records with timestamps spliced in, the first border
+    cutting a multi-byte character; the tail delivers exactly the text vLLM printed."""
+    from remote.container.docker_records import DOCKER_RECORD_BYTES
+
+    known = tmp_path / "kh"
+    known.write_text(f"{ALIAS} {sshd.host_key.export_public_key().decode().strip()}\n")
+    target = _target(sshd, known, client_key)
+    devices = ", ".join(f"TpuDevice(id={i}, process_index={i // 4}, coords=({i % 4},{i // 4 % 8},{i // 32}), "
+                        f"core_on_chip=0)" for i in range(256))
+    text = (f"INFO 11-30 10:00:00 [tpu_worker.py:471] Init worker | rank=0 | hbm=[(0.0, 31.25)]GiB | "
+            f"total devices=[{devices}] │ end").encode()
+    text = text[:DOCKER_RECORD_BYTES - 1] + "│".encode() + text[DOCKER_RECORD_BYTES - 1:]
+    records = [text[i:i + DOCKER_RECORD_BYTES] for i in range(0, len(text), DOCKER_RECORD_BYTES)]
+    printed = b"".join(f"{_ts(1)[:-4]}{n:03d}Z ".encode() + record for n, record in enumerate(records))
+    received: list[str] = []
+    tail = LogTail(lambda: connect(target), "vllm", on_lines=lambda batch: received.extend(t for _, t in batch),
+                   on_status=lambda status: None, poll_interval_s=0.1)
+    task = asyncio.create_task(tail.run())
+    sshd.append_log_bytes([f"{_ts(0)} INFO before".encode(), printed, f"{_ts(2)} INFO after".encode()])
+    for _ in range(500):
+        if len(received) >= 3:
+            break
+        await asyncio.sleep(0.02)
+    tail.stop()
+    await task
+    assert len(records) >= 2
+    assert received == ["INFO before", text.decode(), "INFO after"]
