@@ -28,6 +28,8 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from remote.vllm_log.patterns import overlay_cr
+
 #: The envelope before a vLLM message: optional process prefix, then ``LEVEL MM-DD HH:MM:SS
 #: [file:line]`` (vLLM V0/V1, tpu-inference) or uvicorn's ``LEVEL:   ``.
 _ENVELOPE = re.compile(
@@ -213,10 +215,13 @@ class LogView(ScrollView, can_focus=True):
     # --- input -------------------------------------------------------------------------
 
     def write_lines(self, lines: list[str], skipped: int = 0) -> None:
-        """Append lines (after ``skipped`` older ones that are only counted); scrolls to the end when following."""
+        """Append lines (after ``skipped`` older ones that are only counted); scrolls to the end when following.
+
+        A line with CR redraws (tqdm, ``docker run -t``) shows its last state, as a terminal would.
+        """
         if skipped:
             self.buffer.skip(skipped)
-        self.buffer.append(lines)
+        self.buffer.append([overlay_cr(line) if "\r" in line else line for line in lines])
         self._resize()
 
     def _resize(self) -> None:

@@ -24,8 +24,32 @@ ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[
 ANSI_BYTES = re.compile(ANSI.pattern.encode())
 
 
-#: Line breaks of ``bytes.splitlines`` (universal newlines: LF, CR, CRLF).
-LINE_BREAK_BYTES = re.compile(rb"[\r\n]")
+
+
+def overlay_cr(text: str) -> str:
+    """A line as a terminal shows it: trailing CRs (CRLF, CR CR LF) dropped, and each inner CR
+    returning to column 0 so the text after it overwrites what was there (tqdm's redraws:
+    ``"  0%\r 50%\r100%"`` shows ``"100%"``; a shorter redraw leaves the old tail visible).
+
+    >>> overlay_cr("(EngineCore pid=1) \rLoading shards: 100%")
+    'Loading shards: 100%'
+    """
+    text = text.rstrip("\r")
+    if "\r" not in text:
+        return text
+    first, *redraws = text.split("\r")
+    shown = first
+    for redraw in redraws:
+        shown = redraw + shown[len(redraw):]
+    return shown
+
+
+def overlay_cr_bytes(line: bytes) -> bytes:
+    """:func:`overlay_cr` on raw bytes, by characters (a redraw never splits a UTF-8 sequence)."""
+    line = line.rstrip(b"\r")
+    if b"\r" not in line:
+        return line
+    return overlay_cr(line.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
 #: ``docker logs --timestamps`` prefix: RFC 3339 with nanoseconds, then one space.
 DOCKER_TS = re.compile(

@@ -52,7 +52,6 @@ class StartupReader:
         self._pend: list[bytes] = []
         self._pend_len = 0
         self._pend_cut = False
-        self._cr_held = False
         self._version = 0
         self._snapshot: StartupState | None = None
         self._snapshot_version = -1
@@ -61,24 +60,27 @@ class StartupReader:
     def feed(self, data: str | bytes | bytearray | memoryview) -> None:
         """Read a chunk of the stream; chunk borders may fall anywhere (even inside UTF-8).
 
-        Lines end at LF, CRLF or a lone CR (Python's universal newlines; a tqdm redraw is a
-        line); ANSI escape sequences are removed; invalid UTF-8 becomes U+FFFD. A trailing
-        partial line waits for the next chunk or :meth:`close`.
+        Lines end at LF (CRLF too); a lone CR inside a line is a redraw (``docker run -t``,
+        tqdm): the line is read as a terminal shows it, its last state
+        (:func:`~remote.vllm_log.patterns.overlay_cr`), and counts once. ANSI escape sequences
+        are removed; invalid UTF-8 becomes U+FFFD. A trailing partial line waits for the next
+        chunk or :meth:`close`.
         """
         if isinstance(data, str):
             data = data.encode("utf-8", "surrogatepass")
-        self._feed_bytes(bytes(data), final=False)
+        self._feed_bytes(bytes(data))
 
     def feed_line(self, line: str, ts: datetime | None = None) -> None:
         """Read one complete line (without its newline), e.g. from an SSH tail.
 
         Args:
-            line: the line; a trailing CR/LF is dropped, embedded line breaks split it.
+            line: the line; a trailing CR/LF is dropped, embedded LFs split it, inner CRs are
+                redraws (its last state is read).
             ts: arrival or log time to use for this line instead of any stamp in it.
         """
         boot = self._boot
-        pieces = line.encode("utf-8", "surrogatepass").splitlines() or [b""]
-        pieces = [self._clean(p[:pat.MAX_LINE_CHARS]) for p in pieces]
+        pieces = line.encode("utf-8", "surrogatepass").rstrip(b"\n").split(b"\n")
+        pieces = [pat.overlay_cr_bytes(self._clean(p[:pat.MAX_LINE_CHARS])) for p in pieces]
         boot.explicit_ts = ts
         try:
             self._process(pieces)
@@ -88,12 +90,11 @@ class StartupReader:
     def close(self) -> None:
         """Flush a trailing partial line. Idempotent."""
         boot = self._boot
-        self._feed_bytes(b"", final=True)
         changed = False
         if self._pend_len or self._pend_cut:
             line = b"".join(self._pend)
             self._pend, self._pend_len, self._pend_cut = [], 0, False
-            self._process([self._clean(line)])
+            self._process([pat.overlay_cr_bytes(self._clean(line))])
             changed = True
         if boot.accum is not None:
             boot.finish_accum()
@@ -132,32 +133,29 @@ class StartupReader:
     def _clean(line: bytes) -> bytes:
         return pat.ANSI_BYTES.sub(b"", line) if b"\x1b" in line else line
 
-    def _feed_bytes(self, data: bytes, final: bool) -> None:
-        if self._cr_held:  # a CR that ended the last chunk may be half of a CRLF
-            data = b"\r" + data
-            self._cr_held = False
-        if not final and data.endswith(b"\r"):
-            data = data[:-1]
-            self._cr_held = True
+    def _feed_bytes(self, data: bytes) -> None:
         if not data:
             return
         if self._pend_len or self._pend_cut:
-            brk = pat.LINE_BREAK_BYTES.search(data)
-            if brk is None:
+            brk = data.find(b"\n")
+            if brk < 0:
                 self._hold(data)
                 return
             head = b"".join(self._pend)
             # a held line at the cap drops the rest of itself
-            data = head + (data[brk.start():] if self._pend_cut else data)
+            data = head + (data[brk:] if self._pend_cut else data)
             self._pend, self._pend_len, self._pend_cut = [], 0, False
-        lines = data.splitlines()
-        tail = b"" if data[-1] in (10, 13) else lines.pop()
+        lines = data.split(b"\n")
+        tail = lines.pop()                   # b"" when the chunk ends with a newline
         if lines:
             if max(map(len, lines)) > pat.MAX_LINE_CHARS:
                 lines = [ln[:pat.MAX_LINE_CHARS] for ln in lines]
             if b"\x1b" in data:
                 clean = self._clean
                 lines = [clean(ln) if b"\x1b" in ln else ln for ln in lines]
+            if b"\r" in data:                 # CRLF endings and redraws: the line as a terminal shows it
+                overlay = pat.overlay_cr_bytes
+                lines = [overlay(ln) if b"\r" in ln else ln for ln in lines]
         self._hold(tail)
         self._process(lines)
 

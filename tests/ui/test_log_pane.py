@@ -41,3 +41,11 @@ async def test_filter_search_and_close() -> None:
         assert pane.close_input() is True and not box.display and view.has_focus
         await pilot.pause()
         assert view.buffer.filter_text == "" and pane.close_input() is False
+
+
+async def test_a_redrawn_line_shows_its_last_state() -> None:
+    app = PaneApp()
+    async with app.run_test(size=(120, 30)):
+        view = app.query_one(LogPane).view
+        view.write_lines(["(EngineCore pid=7) \rLoading shards:   0% | 0/2\rLoading shards: 100% | 2/2"])
+        assert view.shown_lines()[-1] == "Loading shards: 100% | 2/2"

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from console.cli import main
 from remote.startup import FailureKind, Phase
+from remote.vllm_log.patterns import overlay_cr, overlay_cr_bytes
 from remote.vllm_log.reader import StartupReader, read_log, summary_json
 
 E = "(EngineCore pid=7) INFO 03-04 05:06:07 [tpu_runner.py:1264] "
@@ -108,12 +109,32 @@ def test_ready_phrase_in_scripts_and_foreign_hbm_lines_are_decoys() -> None:
     assert not s.ready and s.hbm_snapshots == () and s.server_url == "http://0.0.0.0:8000"
 
 
-def test_lone_cr_ends_a_line_like_universal_newlines() -> None:
-    s = read("(EngineCore pid=7) \rLoading safetensors checkpoint shards:  50% Completed\r"
-             "Loading safetensors checkpoint shards: 100% Completed | 1/1\r\n"
-             "INFO 02-20 00:01:02 kv_cache_utils.py:522] # GPU blocks: 1381")
-    assert s.state.lines_read == 4 and s.state.phase is Phase.ALLOCATING_KV_CACHE
-    assert s.state.timeline[1].phase is Phase.LOADING_WEIGHTS and s.state.device_blocks == 1381
+def test_a_cr_redrawn_line_is_one_line_showing_its_last_state() -> None:
+    """``docker run -t`` / tqdm captures: inner CRs are redraws, CRLF ends a line; 7 lines of which
+    one has 3 redraws read as 7 lines, and the redrawn one as the terminal shows it."""
+    capture = ("INFO 02-20 00:01:00 [core.py:1] Loading weights\r\n"
+               "(EngineCore pid=7) \rLoading safetensors checkpoint shards:   0% Completed | 0/2\r"
+               "Loading safetensors checkpoint shards:  50% Completed | 1/2\r"
+               "Loading safetensors checkpoint shards: 100% Completed | 2/2\r\n"
+               "INFO 02-20 00:01:01 [core.py:2] one\r\n"
+               "INFO 02-20 00:01:01 [core.py:3] two\n"
+               "INFO 02-20 00:01:01 [core.py:4] three\r\n"
+               "INFO 02-20 00:01:01 [core.py:5] four\n"
+               "INFO 02-20 00:01:02 kv_cache_utils.py:522] # GPU blocks: 1381\r\n")
+    for chunk in (len(capture), 7, 1):                  # whole, and with CRLFs split across chunks
+        reader = StartupReader(year=2026)
+        data = capture.encode()
+        for i in range(0, len(data), chunk):
+            reader.feed(data[i:i + chunk])
+        reader.close()
+        s = reader.state
+        assert s.lines_read == 7, chunk
+        assert s.phase is Phase.ALLOCATING_KV_CACHE and s.device_blocks == 1381
+        assert s.timeline[1].phase is Phase.LOADING_WEIGHTS
+    redrawn = capture.split("\n")[1]
+    assert overlay_cr(redrawn) == "Loading safetensors checkpoint shards: 100% Completed | 2/2"
+    assert overlay_cr("progress 100%\rdone") == "doneress 100%"   # a shorter redraw leaves the old tail
+    assert overlay_cr_bytes("0% │\r50% │\r".encode()) == "50% │".encode()
 
 
 def test_torch_xla_progress_ignores_non_driver_workers_and_reads_the_typo_total() -> None:
