@@ -218,6 +218,9 @@ class StartupScreen(ConsoleScreen):
             self._observe(message.watcher, status.container_id)
         if status.kind == "error":
             self.app.notify(status.message, title="Log tail stopped", severity="error", timeout=10)
+        if (status.kind == "reconnecting" and status.attempt == 1) or status.message.startswith("resumed"):
+            # the gap and its end, in the log itself: "connection lost (last line ...)", "... caught up"
+            self.query_one("#log", LogView).write_lines([f"──── {status.message.split(';')[0]} ────"])
         self._dirty = True
 
     # --- history ------------------------------------------------------------------------

@@ -161,7 +161,7 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
 
     def on_status(status: TailStatus) -> None:
         last["status"] = status
-        if status.kind in ("reconnecting", "waiting", "exited", "error"):
+        if status.kind in ("reconnecting", "waiting", "exited", "error") or status.message.startswith("resumed"):
             say(status.message)
         if status.kind in ("exited", "error"):
             done.set()

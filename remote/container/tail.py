@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import calendar
 import re
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -178,6 +179,42 @@ class _LogSession(asyncssh.SSHClientSession):
             self._on_line(rejoin_records(rest).decode("utf-8", "replace"))
 
 
+def _clock(at: datetime | None) -> str:
+    """``14:05:31 UTC`` (the log's own clock, from docker's timestamps)."""
+    return at.strftime("%H:%M:%S UTC") if at is not None else "unknown"
+
+
+class _CatchUp:
+    """Counts the lines ``--since`` replays after a lost connection: the burst that arrives before
+    the log goes quiet, or before the first line stamped after the resume (the node's clock)."""
+
+    def __init__(self, lost_at: datetime | None) -> None:
+        self.lost_at = lost_at
+        self.lines = 0
+        self._resumed_at = datetime.now(UTC)
+        self._started = time.monotonic()
+        self._last: float | None = None      # when the last replayed line arrived
+        self._live = False
+
+    def line(self, at: datetime | None) -> None:
+        if self._live:
+            return
+        if at is not None and at > self._resumed_at:
+            self._live = True
+            return
+        self.lines += 1
+        self._last = time.monotonic()
+
+    def done(self, quiet_s: float, first_line_s: float = 5.0) -> bool:
+        """The replay is over: a live line came, the log went quiet after the replay, or no
+        line came at all within ``first_line_s`` (nothing was missed)."""
+        if self._live:
+            return True
+        if self._last is None:
+            return time.monotonic() - self._started > first_line_s
+        return time.monotonic() - self._last > quiet_s
+
+
 class LogTail:
     """Follow one container's log on one node.
 
@@ -232,6 +269,9 @@ class LogTail:
         self._main: asyncio.Task[None] | None = None
         #: Lines delivered so far (all containers).
         self.lines_delivered = 0
+        self._last_line_at: datetime | None = None       # docker time of the newest line delivered
+        self._lost_at: datetime | None = None            # ... when the connection was lost
+        self._catch_up: _CatchUp | None = None
 
     @property
     def status(self) -> TailStatus | None:
@@ -275,6 +315,10 @@ class LogTail:
             self._on_status(status)
 
     def _deliver(self, item: LogLine) -> None:
+        if item[0] is not None:
+            self._last_line_at = item[0]
+        if self._catch_up is not None:
+            self._catch_up.line(item[0])
         self._pending.append(item)
         if len(self._pending) >= self._max_batch_lines:
             self._flush()
@@ -289,6 +333,12 @@ class LogTail:
         while True:
             await asyncio.sleep(self._batch_interval_s)
             self._flush()
+            catch_up = self._catch_up
+            if catch_up is not None and catch_up.done(quiet_s=4 * self._batch_interval_s):
+                self._catch_up = None
+                since = f" since {_clock(catch_up.lost_at)}" if catch_up.lost_at else ""
+                self._report("connected", f"resumed following container {self.container}: "
+                                          f"{catch_up.lines} line{'s' * (catch_up.lines != 1)} caught up{since}")
 
     async def _follow_forever(self) -> None:
         attempt = 0
@@ -309,12 +359,14 @@ class LogTail:
                 reason = f"connection lost ({getattr(exc, 'reason', '') or type(exc).__name__})"
             if connected:
                 attempt = 0
+                self._lost_at = self._last_line_at
             attempt += 1
             if self._max_attempts is not None and attempt > self._max_attempts:
                 self._report("error", f"gave up after {attempt - 1} attempts: {reason}", attempt=attempt - 1)
                 return
             delay = min(self._max_backoff_s, self._initial_backoff_s * 2 ** (attempt - 1))
-            self._report("reconnecting", f"reconnecting (attempt {attempt}) in {delay:.1f} s: {reason}",
+            lost = f"connection lost (last line {_clock(self._lost_at)}); " if self._lost_at else ""
+            self._report("reconnecting", f"{lost}reconnecting (attempt {attempt}) in {delay:.1f} s: {reason}",
                          attempt=attempt)
             await asyncio.sleep(delay)
 
@@ -339,6 +391,9 @@ class LogTail:
                 await asyncio.sleep(self._poll_interval_s)
                 continue
             self._report("connected", f"following container {self.container} ({container_id[:12]})")
+            if self._lost_at is not None:        # first follow after a lost connection: count the catch-up
+                self._catch_up = _CatchUp(self._lost_at)
+                self._lost_at = None
             status = await self._follow(conn, container_id)
             if exited and status == 0:
                 self._drained_id = container_id

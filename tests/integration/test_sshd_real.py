@@ -336,3 +336,37 @@ async def test_a_line_docker_split_into_16_kib_records_arrives_whole(sshd: RealS
     await task
     assert len(records) >= 2
     assert received == ["INFO before", text.decode(), "INFO after"]
+
+
+async def test_a_lost_connection_says_when_and_how_many_lines_were_caught_up(
+        sshd: RealSshd, client_key: asyncssh.SSHKey, tmp_path: Path) -> None:
+    known = tmp_path / "kh"
+    known.write_text(f"{ALIAS} {sshd.host_key.export_public_key().decode().strip()}\n")
+    target = _target(sshd, known, client_key)
+    received: list[str] = []
+    statuses: list[TailStatus] = []
+    tail = LogTail(lambda: connect(target), "vllm", on_lines=lambda batch: received.extend(t for _, t in batch),
+                   on_status=statuses.append, initial_backoff_s=0.8, max_backoff_s=0.8, poll_interval_s=0.1)
+    task = asyncio.create_task(tail.run())
+
+    async def until(predicate, what: str, timeout_s: float = 20.0) -> None:
+        for _ in range(int(timeout_s / 0.02)):
+            if predicate():
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"timed out waiting for {what}: {statuses[-3:]}")
+
+    sshd.append_log([f"{_ts(n)} INFO line {n}" for n in range(1, 41)])
+    await until(lambda: len(received) >= 40, "the first lines")
+    sshd.drop_connections()
+    await until(lambda: statuses[-1].kind == "reconnecting", "the drop")
+    sshd.append_log([f"{_ts(n)} INFO line {n}" for n in range(41, 71)])    # written while nobody follows
+    await until(lambda: "caught up" in statuses[-1].message, "the catch-up report")
+    tail.stop()
+    await task
+    last_before = time.strftime("%H:%M:%S UTC", time.gmtime(1_750_000_000 + 40 // 1000))
+    lost = next(s for s in statuses if s.kind == "reconnecting")
+    assert lost.message.startswith(f"connection lost (last line {last_before}); reconnecting (attempt 1)")
+    assert statuses[-1].kind == "connected"
+    assert statuses[-1].message == f"resumed following container vllm: 30 lines caught up since {last_before}"
+    assert received == [f"INFO line {n}" for n in range(1, 71)]
