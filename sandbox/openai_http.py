@@ -92,6 +92,8 @@ class OpenAIHandler(BaseHTTPRequestHandler):
             self._send(200, b"", None)
         elif path == "/v1/models":
             self._json(200, self.server.app._models())
+        elif path == "/metrics":
+            self._send(200, self.server.app.metrics_text(), "text/plain; version=0.0.4; charset=utf-8")
         elif path in _COMPLETIONS:
             self._json(405, {"detail": "Method Not Allowed"})
         else:
@@ -175,7 +177,8 @@ class OpenAIHandler(BaseHTTPRequestHandler):
                 self.send_header("Cache-Control", "no-cache")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-            app._decode(reply.pieces, app._admit(prompt_tokens), emit, times)
+            app._decode(reply.pieces, app._admit(prompt_tokens), emit, times, prompt_tokens=prompt_tokens,
+                        arrival_s=arrival)
             usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + len(reply.pieces),
                      "completion_tokens": len(reply.pieces), "prompt_tokens_details": None}
             # Every token is out (or, unstreamed, about to go in one body): record before the

@@ -41,6 +41,7 @@ from typing import Any
 from remote.models import chip_generation
 from sandbox.engine import model_spec
 from sandbox.openai_http import OpenAIApiError, OpenAIHandler, OpenAIHTTPServer
+from sandbox.openai_metrics import ServerMetrics
 from sandbox.openai_replies import (
     CHARS_PER_TOKEN,
     CHAT_TOKENS_PER_MESSAGE,
@@ -89,8 +90,10 @@ class SandboxOpenAIServer:
 
     # ---------------------------------------------------------------- control
     def configure(self, *, model: str, served_model_name: str | None, max_model_len: int,
-                  accelerator_type: str, chips: int) -> None:
-        """Set what is served: model id, max-model-len (tokens), chip generation and chip count.
+                  accelerator_type: str, chips: int, kv_cache_tokens: int | None = None,
+                  gpu_memory_utilization: float = 0.9) -> None:
+        """Set what is served: model id, max-model-len (tokens), chip generation and chip count, and
+        the engine's KV cache size in tokens (default: 8 requests at max-model-len) for ``/metrics``.
 
         Raises:
             ValueError: a non-positive ``max_model_len`` or ``chips``, or an unknown chip generation.
@@ -105,6 +108,12 @@ class SandboxOpenAIServer:
             self._max_model_len = max_model_len
             self._decode_base = DECODE_TOK_S_PER_CHIP[generation] * chips * scale
             self._prefill_rate = PREFILL_TOK_S_PER_CHIP[generation] * chips * scale
+            self._metrics = ServerMetrics(self._served_name, kv_cache_tokens or 8 * max_model_len, max_model_len,
+                                          gpu_memory_utilization)
+
+    def metrics_text(self) -> bytes:
+        """``GET /metrics``: vLLM's Prometheus text for what this server carries now."""
+        return self._metrics.render()
 
     def set_access_log(self, sink: Callable[[str], None] | None) -> None:
         """Receive one uvicorn-style access line per request (``INFO:     ip:port - "GET ..." 200 OK``)."""
@@ -233,6 +242,7 @@ class SandboxOpenAIServer:
 
     def _admit(self, prompt_tokens: int) -> float:
         """Queue the prefill; return the monotonic time the first token is due."""
+        self._metrics.admitted(prompt_tokens)
         with self._lock:
             now = time.monotonic()
             start = max(now, self._prefill_free_at)
@@ -241,29 +251,43 @@ class SandboxOpenAIServer:
             return self._prefill_free_at + TTFT_OVERHEAD_S + first_step
 
     def _decode(self, pieces: tuple[str, ...], first_at: float, emit: Callable[[int, int], None],
-                times: list[float]) -> None:
+                times: list[float], *, prompt_tokens: int = 0, arrival_s: float | None = None) -> None:
         """Emit ``pieces`` in timed chunks via ``emit(start, end)``, appending each token's write time."""
         epoch = self._epoch
-        _sleep_until(first_at)
-        with self._lock:
-            self._active += 1
+        metrics, started, last_at = self._metrics, False, 0.0
         try:
-            due, i = first_at, 0
-            while i < len(pieces):
-                if self._epoch != epoch:
-                    raise ConnectionAbortedError("server stopped")
-                with self._lock:
-                    per_stream = self._decode_base * self._active ** CONCURRENCY_EXPONENT / self._active
-                n = 1 if i == 0 else max(1, min(len(pieces) - i, round(per_stream * CHUNK_INTERVAL_S)))
-                if i:
-                    due += n / per_stream
-                    _sleep_until(due)
-                emit(i, i + n)
-                times.extend([time.monotonic()] * n)
-                i += n
-        finally:
+            _sleep_until(first_at)
             with self._lock:
-                self._active -= 1
+                self._active += 1
+            now = time.monotonic()
+            metrics.started(prompt_tokens, now - (arrival_s if arrival_s is not None else now))
+            started, last_at = True, now
+            self._decode_steps(pieces, first_at, emit, times, epoch, metrics, last_at)
+        finally:
+            metrics.finished(prompt_tokens + len(times), started=started)
+            if started:
+                with self._lock:
+                    self._active -= 1
+
+    def _decode_steps(self, pieces: tuple[str, ...], first_at: float, emit: Callable[[int, int], None],
+                      times: list[float], epoch: int, metrics: ServerMetrics, last_at: float) -> None:
+        """The decode loop: chunks as the concurrency allows, each token into the metrics."""
+        due, i = first_at, 0
+        while i < len(pieces):
+            if self._epoch != epoch:
+                raise ConnectionAbortedError("server stopped")
+            with self._lock:
+                per_stream = self._decode_base * self._active ** CONCURRENCY_EXPONENT / self._active
+            n = 1 if i == 0 else max(1, min(len(pieces) - i, round(per_stream * CHUNK_INTERVAL_S)))
+            if i:
+                due += n / per_stream
+                _sleep_until(due)
+            emit(i, i + n)
+            now = time.monotonic()
+            times.extend([now] * n)
+            metrics.tokens(n, None if i == 0 else now - last_at)
+            last_at = now
+            i += n
 
     def _record(self, record: ServedRequest) -> None:
         with self._lock:

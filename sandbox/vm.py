@@ -235,7 +235,8 @@ class SandboxVm:
             try:
                 self._openai.configure(model=model, served_model_name=getattr(plan, "served_model_name", "") or model,
                                        max_model_len=getattr(plan, "max_model_len", 0),
-                                       accelerator_type=self.accelerator_type, chips=getattr(plan, "chips", 1))
+                                       accelerator_type=self.accelerator_type, chips=getattr(plan, "chips", 1),
+                                       kv_cache_tokens=getattr(plan, "kv_cache_tokens", None))
             except ValueError:
                 return                        # an unservable plan: the server keeps refusing
             self._openai.set_ready(True)

@@ -1,0 +1,139 @@
+"""``tpu-console metrics``: what a vLLM server is doing now, from its Prometheus ``/metrics``.
+
+Usage::
+
+    tpu-console metrics (NODE | --url URL) [--json] [--watch] [--interval S]
+
+NODE (``NAME``, ``ZONE/NAME`` or ``PROJECT/ZONE/NAME``) is found with the TPU API and reached
+through an SSH forward of the config's ``container.port``, as ``bench`` does. Two samples
+``--interval`` seconds apart (default 2) give the rates: requests running and waiting, KV cache
+usage (percent) and size (tokens), generation tokens/s, prefix-cache hit rate, TTFT and
+inter-token latency p50/p90 over the samples, preemptions. ``--watch`` prints a line every
+interval (figures over the last minute) until Ctrl-C.
+
+``--json`` prints one object per sample line: ``running``, ``waiting``, ``kv_cache_usage_perc``,
+``kv_cache_size_tokens``, ``generation_tokens_per_s``, ``prefix_cache_hit_rate``, ``ttft_p50_s``,
+``ttft_p90_s``, ``itl_p50_s``, ``itl_p90_s``, ``preemptions``, ``window_s``, plus ``url`` and
+``model_names``.
+
+Exit codes: 0 read, 1 the server or node could not be reached (or answered no metrics), 2 bad
+input (including an unknown or ambiguous NODE).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from console.verbs.common import config_or_exit
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the ``metrics`` verb."""
+    p = subparsers.add_parser("metrics", help="live serving figures from a vLLM server's /metrics",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("node", nargs="?", metavar="NODE", help="node name (NAME, ZONE/NAME or PROJECT/ZONE/NAME)")
+    p.add_argument("--url", help="vLLM server URL instead of a node, e.g. http://127.0.0.1:8000")
+    p.add_argument("--json", action="store_true", help="print JSON (one object per line)")
+    p.add_argument("--watch", action="store_true", help="keep sampling until Ctrl-C")
+    p.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between samples (default 2)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the verb; returns the exit code (see the module docstring)."""
+    if (args.node is None) == (args.url is None):
+        return _fail("give either a NODE or --url URL (one of them)", 2)
+    if not args.interval > 0:
+        return _fail("--interval must be a positive number of seconds", 2)
+    config = None
+    if args.node is not None:
+        config = config_or_exit(args)
+        if config is None:
+            return 2
+    try:
+        return asyncio.run(_run(args, config))
+    except KeyboardInterrupt:           # the way out of --watch
+        return 0
+
+
+async def _run(args: argparse.Namespace, config: Any) -> int:
+    from console.flows.bench import open_tunnel
+    from console.flows.node_lookup import NodeLookupError, NodeNotReady, find_node, fleet_source_for
+    from remote.bench.client import normalize_base_url
+    from remote.errors import RemoteError, VllmHttpError
+
+    try:
+        if args.url is not None:
+            try:
+                url = normalize_base_url(args.url)
+            except VllmHttpError as exc:
+                return _fail(f"--url: {exc.message}", 2)
+            return await _sample(args, url)
+        from console.verbs.watch import terminal_host_key_prompt
+
+        with fleet_source_for(config) as source:
+            node = await find_node(source, args.node, require_ready=True)
+
+        async def ask(target: Any, fingerprint: str) -> bool:
+            return await terminal_host_key_prompt(target)(fingerprint)
+
+        async with open_tunnel(node, config.ssh, config.container.port, accept_new_host_key=ask) as tunnel:
+            return await _sample(args, tunnel.base_url)
+    except NodeLookupError as exc:      # unknown or ambiguous NODE: bad input; not READY: unreachable
+        return _fail(str(exc), 1 if isinstance(exc, NodeNotReady) else 2)
+    except RemoteError as exc:
+        return _fail(str(exc), 1)
+
+
+async def _sample(args: argparse.Namespace, url: str) -> int:
+    import httpx
+
+    from remote.vllm_metrics import MetricsWindow, fetch_metrics
+
+    window = MetricsWindow()
+    async with httpx.AsyncClient(timeout=10.0, trust_env=False) as client:
+        window.add(await fetch_metrics(client, url))
+        while True:
+            await asyncio.sleep(args.interval)
+            window.add(await fetch_metrics(client, url))
+            _print(window, url, as_json=args.json)
+            if not args.watch:
+                return 0
+
+
+def _print(window: Any, url: str, *, as_json: bool) -> None:
+    figures = window.figures()
+    if as_json:
+        names = window.latest.model_names if window.latest is not None else ()
+        print(json.dumps({"url": url, "model_names": list(names), **figures.to_json()}), flush=True)
+        return
+    print(_line(figures), flush=True)
+
+
+def _num(value: float | None, fmt: str, unit: str = "") -> str:
+    return "-" if value is None else f"{value:{fmt}}{unit}"
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f} ms"
+
+
+def _line(f: Any) -> str:
+    """One line of the figures, e.g. ``running 4 · waiting 0 · KV 12.5% of 262,144 tokens · ...``."""
+    size = f" of {f.kv_cache_size_tokens:,} tokens" if f.kv_cache_size_tokens else ""
+    hit = _num(None if f.prefix_cache_hit_rate is None else 100 * f.prefix_cache_hit_rate, ".1f", "%")
+    return (f"running {_num(f.running, '.0f')} · waiting {_num(f.waiting, '.0f')} · "
+            f"KV {_num(f.kv_cache_usage_perc, '.1f', '%')}{size} · "
+            f"{_num(f.generation_tokens_per_s, ',.1f')} tok/s · prefix hits {hit} · "
+            f"TTFT p50 {_ms(f.ttft_p50_s)} p90 {_ms(f.ttft_p90_s)} · "
+            f"ITL p50 {_ms(f.itl_p50_s)} p90 {_ms(f.itl_p90_s)} · preemptions {_num(f.preemptions, '.0f')} "
+            f"(over {f.window_s:.0f} s)")
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"tpu-console: {message}", file=sys.stderr)
+    return code

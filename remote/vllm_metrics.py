@@ -1,0 +1,297 @@
+"""vLLM's Prometheus ``/metrics``: samples, the figures an operator watches, and rates between samples.
+
+The text is parsed with ``prometheus_client``'s parser (the exposition format vLLM writes with
+``prometheus_client`` itself). Names are vLLM V1's (0.8 ... 0.32): ``vllm:num_requests_running``,
+``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc`` (a fraction, 1 = 100 %, despite the
+name; V0 called it ``vllm:gpu_cache_usage_perc``, read too), ``vllm:prefix_cache_queries`` /
+``vllm:prefix_cache_hits`` (counters, in tokens), ``vllm:prompt_tokens`` /
+``vllm:generation_tokens`` / ``vllm:num_preemptions`` (counters), the histograms
+``vllm:time_to_first_token_seconds`` and ``vllm:inter_token_latency_seconds`` (V0:
+``vllm:time_per_output_token_seconds``), and ``vllm:cache_config_info`` whose labels carry the
+cache configuration (``block_size``, ``num_gpu_blocks``, ``gpu_memory_utilization``, ...).
+Series of one name are summed over their label sets (several engines or models).
+
+A single sample gives gauges and totals; rates (generation tokens/s, prefix-cache hit rate) and
+latency percentiles need two samples: :class:`MetricsWindow` keeps the last minute of them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from remote.errors import VllmHttpError
+
+#: How far back :meth:`MetricsWindow.figures` looks for rates and percentiles.
+WINDOW_S = 60.0
+
+_GAUGES = {"running": ("vllm:num_requests_running",), "waiting": ("vllm:num_requests_waiting",),
+           "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")}
+_COUNTERS = {"prompt_tokens": "vllm:prompt_tokens", "generation_tokens": "vllm:generation_tokens",
+             "prefix_cache_queries": "vllm:prefix_cache_queries", "prefix_cache_hits": "vllm:prefix_cache_hits",
+             "preemptions": "vllm:num_preemptions"}
+_HISTOGRAMS = {"ttft": ("vllm:time_to_first_token_seconds",),
+               "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")}
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """A cumulative Prometheus histogram: ``buckets`` of ``(upper bound le, count <= le)``, ascending,
+    the last one ``+Inf``; ``count`` observations summing to ``sum`` (seconds for vLLM's latencies)."""
+
+    buckets: tuple[tuple[float, float], ...]
+    count: float
+    sum: float
+
+    def since(self, older: Histogram | None) -> Histogram:
+        """The observations made after ``older`` (bucket by bucket); all of them without one, or
+        when the server restarted in between (a count went down, in any bucket)."""
+        if (older is None or older.count > self.count or [b for b, _ in older.buckets] != [b for b, _ in self.buckets]
+                or any(m > n for (_, n), (_, m) in zip(self.buckets, older.buckets))):
+            return self
+        return Histogram(tuple((le, n - m) for (le, n), (_, m) in zip(self.buckets, older.buckets)),
+                         self.count - older.count, self.sum - older.sum)
+
+    def quantile(self, q: float) -> float | None:
+        """The ``q``-quantile (0..1) as Prometheus' ``histogram_quantile`` estimates it: linear within
+        the bucket it falls in; the highest finite bound when it falls in ``+Inf``; ``None`` without
+        observations."""
+        if self.count <= 0 or not self.buckets:
+            return None
+        rank = q * self.count
+        lower_bound, lower_count = 0.0, 0.0
+        for bound, cumulative in self.buckets:
+            if cumulative >= rank:
+                if math.isinf(bound):
+                    return lower_bound
+                width = cumulative - lower_count
+                return lower_bound + (bound - lower_bound) * ((rank - lower_count) / width if width else 1.0)
+            lower_bound, lower_count = bound, cumulative
+        return lower_bound
+
+
+@dataclass(frozen=True)
+class MetricsSample:
+    """One read of ``/metrics``.
+
+    Attributes:
+        at_s: when it was read (``time.monotonic()``), for rates.
+        running / waiting: requests running and waiting now (``None``: not served).
+        kv_cache_usage: KV cache blocks in use, a fraction 0..1 as vLLM reports it.
+        totals: counters since the server started: ``prompt_tokens``, ``generation_tokens``,
+            ``prefix_cache_queries``, ``prefix_cache_hits`` (tokens), ``preemptions``.
+        ttft / itl: time-to-first-token and inter-token-latency histograms (seconds).
+        cache_config: the labels of ``vllm:cache_config_info`` (strings as served).
+        model_names: the ``model_name`` labels seen.
+    """
+
+    at_s: float
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None
+    totals: dict[str, float] = field(default_factory=dict)
+    ttft: Histogram | None = None
+    itl: Histogram | None = None
+    cache_config: dict[str, str] = field(default_factory=dict)
+    model_names: tuple[str, ...] = ()
+
+
+def parse_metrics(text: str, at_s: float | None = None) -> MetricsSample:
+    """Read vLLM's ``/metrics`` text (Prometheus exposition format).
+
+    Args:
+        text: the response body.
+        at_s: the ``time.monotonic()`` of the read (default: now).
+
+    Raises:
+        ValueError: the text is not in the exposition format (the parser's message).
+    """
+    values: dict[str, float] = {}
+    buckets: dict[str, dict[float, float]] = {}
+    hist_sums: dict[str, float] = {}
+    hist_counts: dict[str, float] = {}
+    cache_config: dict[str, str] = {}
+    models: set[str] = set()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            name, labels, value = sample.name, sample.labels, float(sample.value)
+            if "model_name" in labels:
+                models.add(labels["model_name"])
+            if family.name == "vllm:cache_config_info":
+                cache_config.update({k: v for k, v in labels.items() if k not in ("engine", "model_name")})
+            elif family.type == "histogram":
+                if name.endswith("_bucket"):
+                    le = float(labels.get("le", "inf"))
+                    per = buckets.setdefault(family.name, {})
+                    per[le] = per.get(le, 0.0) + value
+                elif name.endswith("_sum"):
+                    hist_sums[family.name] = hist_sums.get(family.name, 0.0) + value
+                elif name.endswith("_count"):
+                    hist_counts[family.name] = hist_counts.get(family.name, 0.0) + value
+            elif family.type == "counter" and not name.endswith("_total"):
+                continue                     # the _created samples
+            else:
+                values[family.name] = values.get(family.name, 0.0) + value
+
+    def first(names: Iterable[str]) -> float | None:
+        return next((values[n] for n in names if n in values), None)
+
+    def histogram(names: Iterable[str]) -> Histogram | None:
+        for n in names:
+            if n in buckets:
+                ordered = tuple(sorted(buckets[n].items()))
+                return Histogram(ordered, hist_counts.get(n, ordered[-1][1]), hist_sums.get(n, 0.0))
+        return None
+
+    return MetricsSample(
+        at_s=time.monotonic() if at_s is None else at_s,
+        running=first(_GAUGES["running"]), waiting=first(_GAUGES["waiting"]),
+        kv_cache_usage=first(_GAUGES["kv_cache_usage"]),
+        totals={key: values[name] for key, name in _COUNTERS.items() if name in values},
+        ttft=histogram(_HISTOGRAMS["ttft"]), itl=histogram(_HISTOGRAMS["itl"]),
+        cache_config=cache_config, model_names=tuple(sorted(models)))
+
+
+async def fetch_metrics(client: Any, base_url: str) -> MetricsSample:
+    """GET ``{base_url}/metrics`` with an ``httpx.AsyncClient`` and parse it.
+
+    Raises:
+        VllmHttpError: unreachable, not HTTP 200, or not the exposition format (one sentence).
+    """
+    import httpx
+
+    url = base_url.rstrip("/") + "/metrics"
+    try:
+        response = await client.get(url)
+    except httpx.HTTPError as exc:
+        raise VllmHttpError(f"{url}: {type(exc).__name__}: {exc}".rstrip(": "), title="vLLM unreachable") from None
+    if response.status_code != 200:
+        raise VllmHttpError(f"{url} answered HTTP {response.status_code}", title="No metrics")
+    try:
+        return parse_metrics(response.text)
+    except ValueError as exc:
+        raise VllmHttpError(f"{url} did not answer Prometheus text: {exc}", title="No metrics") from None
+
+
+@dataclass(frozen=True)
+class ServingFigures:
+    """What the server is doing, from the newest sample and the window before it.
+
+    Attributes (``None`` when the server does not say, or the window is too short):
+        running / waiting: requests now.
+        kv_cache_usage_perc: KV cache in use now, percent (0-100).
+        kv_cache_size_tokens: the KV cache's size in tokens (:func:`kv_cache_size_tokens`).
+        max_concurrency: requests at max-model-len the KV cache holds, as the server states it.
+        generation_tokens_per_s: output tokens per second between the last two samples.
+        prefix_cache_hit_rate: prefix-cache hits / queries over the window (0..1).
+        ttft_p50_s / ttft_p90_s / itl_p50_s / itl_p90_s: latency percentiles over the window.
+        preemptions: preemptions over the window.
+        window_s: how far back the window reaches.
+    """
+
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage_perc: float | None = None
+    kv_cache_size_tokens: int | None = None
+    max_concurrency: float | None = None
+    generation_tokens_per_s: float | None = None
+    prefix_cache_hit_rate: float | None = None
+    ttft_p50_s: float | None = None
+    ttft_p90_s: float | None = None
+    itl_p50_s: float | None = None
+    itl_p90_s: float | None = None
+    preemptions: float | None = None
+    window_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The figures by name (``running``, ``waiting``, ``kv_cache_usage_perc``, ...); floats to 6 places."""
+        values = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return {k: round(v, 6) if isinstance(v, float) else v for k, v in values.items()}
+
+
+def kv_cache_size_tokens(cache_config: dict[str, str]) -> int | None:
+    """The KV cache's size in tokens from ``vllm:cache_config_info``'s labels: ``kv_cache_size_tokens``
+    (vLLM 0.32), else ``num_gpu_blocks`` x ``block_size``; ``None`` when neither is stated."""
+    try:
+        return int(cache_config["kv_cache_size_tokens"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return int(cache_config["num_gpu_blocks"]) * int(cache_config["block_size"])
+    except (KeyError, ValueError):
+        return None
+
+
+def kv_cache_max_concurrency(cache_config: dict[str, str]) -> float | None:
+    """``kv_cache_max_concurrency`` of ``vllm:cache_config_info`` (requests at max-model-len the KV
+    cache holds at once, vLLM 0.32), or ``None``."""
+    try:
+        return float(cache_config["kv_cache_max_concurrency"])
+    except (KeyError, ValueError):
+        return None
+
+
+class MetricsWindow:
+    """The samples of the last ``window_s`` seconds, and the figures they give.
+
+    Args:
+        window_s: how far back rates and percentiles look (:data:`WINDOW_S`).
+    """
+
+    def __init__(self, window_s: float = WINDOW_S) -> None:
+        self.window_s = window_s
+        self._samples: deque[MetricsSample] = deque()
+
+    def add(self, sample: MetricsSample) -> None:
+        """Add the newest sample; older ones beyond the window are dropped (one is kept as the base)."""
+        self._samples.append(sample)
+        while len(self._samples) > 2 and sample.at_s - self._samples[1].at_s >= self.window_s:
+            self._samples.popleft()
+
+    @property
+    def latest(self) -> MetricsSample | None:
+        """The newest sample."""
+        return self._samples[-1] if self._samples else None
+
+    def figures(self) -> ServingFigures:
+        """:class:`ServingFigures` of the newest sample against the window."""
+        if not self._samples:
+            return ServingFigures()
+        new, base = self._samples[-1], self._samples[0]
+        previous = self._samples[-2] if len(self._samples) > 1 else None
+        older = base if base is not new else None
+
+        def delta(key: str, since: MetricsSample | None) -> float | None:
+            if since is None or key not in new.totals or key not in since.totals:
+                return None
+            change = new.totals[key] - since.totals[key]
+            return change if change >= 0 else new.totals[key]   # a restarted server counts from 0
+
+        rate = None
+        generated = delta("generation_tokens", previous)
+        if previous is not None and generated is not None and new.at_s > previous.at_s:
+            rate = generated / (new.at_s - previous.at_s)
+        queries, hits = delta("prefix_cache_queries", older), delta("prefix_cache_hits", older)
+        # a counter that went down means the server restarted: its histograms start afresh too
+        restarted = older is not None and any(new.totals.get(k, 0.0) < v for k, v in older.totals.items())
+        base_ttft = None if older is None or restarted else older.ttft
+        base_itl = None if older is None or restarted else older.itl
+        ttft = new.ttft.since(base_ttft) if new.ttft else None
+        itl = new.itl.since(base_itl) if new.itl else None
+        return ServingFigures(
+            running=new.running, waiting=new.waiting,
+            kv_cache_usage_perc=None if new.kv_cache_usage is None else round(100.0 * new.kv_cache_usage, 2),
+            kv_cache_size_tokens=kv_cache_size_tokens(new.cache_config),
+            max_concurrency=kv_cache_max_concurrency(new.cache_config),
+            generation_tokens_per_s=rate,
+            prefix_cache_hit_rate=hits / queries if queries and hits is not None else None,
+            ttft_p50_s=ttft.quantile(0.5) if ttft else None, ttft_p90_s=ttft.quantile(0.9) if ttft else None,
+            itl_p50_s=itl.quantile(0.5) if itl else None, itl_p90_s=itl.quantile(0.9) if itl else None,
+            preemptions=delta("preemptions", older),
+            window_s=round(new.at_s - base.at_s, 3))

@@ -1,0 +1,111 @@
+"""``tpu-console metrics`` against the sandbox's vLLM server under load (and the real vLLM when set up)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from console.cli import main
+from sandbox.openai_server import SandboxOpenAIServer
+
+ROOT = Path(__file__).resolve().parents[2]
+REAL_VLLM_DIR = Path(os.environ.get("REAL_VLLM_DIR", Path.home() / ".cache" / "real-vllm"))
+
+
+@pytest.fixture
+def server() -> Iterator[SandboxOpenAIServer]:
+    srv = SandboxOpenAIServer()
+    srv.configure(model="Qwen/Qwen3-0.6B", served_model_name="qwen-small", max_model_len=4096,
+                  accelerator_type="v6e-1", chips=1, kv_cache_tokens=65_536)
+    srv.start()
+    srv.set_ready(True)
+    yield srv
+    srv.stop()
+
+
+def _streams(url: str, n: int, max_tokens: int) -> list[threading.Thread]:
+    def one() -> None:
+        with httpx.Client(timeout=60, trust_env=False) as client:
+            client.post(url + "/v1/completions", json={"model": "qwen-small", "prompt": "tok " * 300,
+                                                       "max_tokens": max_tokens, "stream": True})
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def test_metrics_under_load_show_what_the_server_carries(server: SandboxOpenAIServer, capsys) -> None:
+    url = f"http://127.0.0.1:{server.port}"
+    threads = _streams(url, 5, max_tokens=2000)             # longer than the two samples
+    time.sleep(0.5)
+    code = main(["metrics", "--url", url, "--interval", "1", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    for thread in threads:
+        thread.join()
+    assert code == 0
+    assert out["running"] == 5 and out["waiting"] == 0
+    assert out["kv_cache_size_tokens"] == 65_536 and out["model_names"] == ["qwen-small"]
+    # five streams each hold their prompt and what they generated so far
+    assert 0 < out["kv_cache_usage_perc"] < 100
+    served = server.stats.output_tokens_per_s()
+    assert out["generation_tokens_per_s"] == pytest.approx(served, rel=0.25)
+    assert out["itl_p50_s"] is not None and 0 < out["itl_p50_s"] < 1
+    assert out["ttft_p50_s"] is None       # every first token came before the window: nothing to say
+
+
+def test_metrics_of_an_idle_server_and_of_nothing_listening(server: SandboxOpenAIServer, capsys) -> None:
+    url = f"http://127.0.0.1:{server.port}"
+    assert main(["metrics", "--url", url, "--interval", "0.2"]) == 0
+    line = capsys.readouterr().out
+    assert line.startswith("running 0 · waiting 0 · KV 0.0% of 65,536 tokens · 0.0 tok/s")
+    server.stop()
+    assert main(["metrics", "--url", url, "--interval", "0.2"]) == 1
+    assert "tpu-console: " in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not (REAL_VLLM_DIR / "venv" / "bin" / "vllm").exists(),
+                    reason=f"the real vLLM is not set up at {REAL_VLLM_DIR} (run ../shared/real-vllm/setup.sh)")
+def test_metrics_read_the_real_vllm_server_as_curl_sees_it() -> None:
+    """The real vLLM 0.32 (CPU): the KV cache size and the running count during a load match its own
+    /metrics text (read here with plain string handling, not our parser)."""
+    port = 8000 + os.getpid() % 500 + 50
+    serve = ROOT.parent / "shared" / "real-vllm" / "serve.sh"
+    started = subprocess.run([str(serve), str(port)], capture_output=True, text=True, timeout=900)
+    if started.returncode != 0:
+        pytest.skip(f"the real vLLM did not start: {started.stderr[-300:]}")
+    pid = int(started.stdout.strip())
+    url = f"http://127.0.0.1:{port}"
+    try:
+        threads = []
+        for _ in range(3):
+            def one() -> None:
+                with httpx.Client(timeout=120, trust_env=False) as client:
+                    client.post(url + "/v1/completions", json={"model": "tiny", "prompt": "hello " * 50,
+                                                               "max_tokens": 1500, "ignore_eos": True})
+            threads.append(threading.Thread(target=one))
+            threads[-1].start()
+        time.sleep(1.0)
+        out = subprocess.run([sys.executable, "-m", "console.cli", "metrics", "--url", url, "--interval", "1",
+                              "--json"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+        raw = httpx.get(url + "/metrics", timeout=10).text
+        for thread in threads:
+            thread.join()
+        assert out.returncode == 0, out.stderr
+        figures = json.loads(out.stdout)
+        info = next(line for line in raw.splitlines() if line.startswith("vllm:cache_config_info{"))
+        labels = dict(part.split("=", 1) for part in info[info.index("{") + 1:info.index("}")].split(","))
+        blocks, size = int(labels["num_gpu_blocks"].strip('"')), int(labels["block_size"].strip('"'))
+        assert figures["kv_cache_size_tokens"] == blocks * size
+        assert figures["running"] == 3
+        assert figures["generation_tokens_per_s"] > 0
+    finally:
+        os.kill(pid, 15)
