@@ -67,8 +67,8 @@ class ServerMetrics:
         blocks = self._kv_cache_tokens // BLOCK_SIZE
         info.labels(block_size=str(BLOCK_SIZE), cache_dtype="auto", enable_prefix_caching="False", engine="0",
                     gpu_memory_utilization=str(gpu_memory_utilization),
-                    kv_cache_max_concurrency=str(round(blocks * BLOCK_SIZE / max(1, max_model_len), 2)),
-                    kv_cache_size_tokens=str(blocks * BLOCK_SIZE), num_gpu_blocks=str(blocks)).set(1)
+                    kv_cache_max_concurrency=str(round(self._kv_cache_tokens / max(1, max_model_len), 2)),
+                    kv_cache_size_tokens=str(self._kv_cache_tokens), num_gpu_blocks=str(blocks)).set(1)
         self.kv_usage.set(0.0)
 
     def admitted(self, prompt_tokens: int) -> None:

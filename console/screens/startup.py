@@ -31,6 +31,7 @@ from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
 from console.widgets.log_pane import LogPane
 from console.widgets.log_view import LogView
+from console.widgets.serving_panel import ServingPanel
 from console.widgets.startup_panel import PanelInfo, StartupPanel
 from remote.container.tail import TailStatus
 from remote.errors import RemoteError
@@ -45,6 +46,8 @@ TAIL_BATCH_LINES = 500
 PANEL_REFRESH_S = 0.25
 #: /v1/models probes after the log says ready (one second apart) before giving up.
 PROBE_ATTEMPTS = 5
+#: Seconds between two reads of /metrics once the server is ready (the serving panel).
+METRICS_INTERVAL_S = 3.0
 
 
 class StartupScreen(ConsoleScreen):
@@ -278,6 +281,7 @@ class StartupScreen(ConsoleScreen):
             try:
                 self.served_models = tuple(await watch.probe())
                 self.tunnel_note = None
+                self._serve_metrics(watch)
                 break
             except RemoteError as exc:
                 self.tunnel_note = (f"/v1/models did not answer through the tunnel"
@@ -294,6 +298,28 @@ class StartupScreen(ConsoleScreen):
             self._dirty = True
 
         await watch.keep_tunnel(changed)
+
+    @work(exclusive=True, group="startup-metrics", exit_on_error=False)
+    async def _serve_metrics(self, watch: StartupWatch) -> None:
+        """After ready: sample ``/metrics`` through the tunnel every few seconds into the serving panel."""
+        import asyncio
+
+        import httpx
+
+        from remote.vllm_metrics import MetricsWindow, fetch_metrics
+
+        window = MetricsWindow()
+        panel = self.query_one("#panel-serving", ServingPanel)
+        async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:
+            while watch is self.watcher:
+                url = watch.tunnel_url
+                if url:
+                    try:
+                        window.add(await fetch_metrics(client, url))
+                        panel.show(window.figures(), watch.reader.state.kv_cache_tokens)
+                    except RemoteError as exc:
+                        panel.show_problem(f"/metrics not read: {exc}")
+                await asyncio.sleep(METRICS_INTERVAL_S)
 
     # --- panel --------------------------------------------------------------------------
 

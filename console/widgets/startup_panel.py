@@ -21,6 +21,7 @@ from textual.widgets import Label, Static
 
 from console.render import format as fmt
 from console.widgets.hbm_bars import HbmBars
+from console.widgets.serving_panel import ServingPanel
 from remote.container.tail import TailStatus
 from remote.startup import Phase, StartupState
 
@@ -232,6 +233,7 @@ class StartupPanel(VerticalScroll):
         yield Static(status_text(self.info), id="panel-status")
         yield Static("", id="panel-facts")
         yield Static("", id="panel-banner")
+        yield ServingPanel(id="panel-serving")
         yield Label("HBM per chip", classes="panel-title")
         yield HbmBars(id="panel-hbm")
         yield Label("KV cache", classes="panel-title")

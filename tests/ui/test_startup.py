@@ -269,6 +269,12 @@ async def test_booting_node_ends_ready_with_a_usable_tunnel(sandbox: Any, sandbo
         assert launch.hbm[-1]["used_gib"] == [plan.hbm_after_kv_gib] * plan.chips
         assert launch.ready_at is not None and set(launch.phase_durations) >= {"loading_weights", "compiling"}
         assert launch.container_id == screen.watcher.container_id
+        # after ready the serving panel reads /metrics through the same tunnel
+        serving = screen.query_one("#panel-serving")
+        await _until(pilot, lambda: serving.display and "requests" in text_of(serving.query_one("#serving-figures")))
+        figures = text_of(serving.query_one("#serving-figures"))
+        assert "0 running · 0 waiting" in figures and f"of {plan.kv_cache_tokens:,} tokens" in figures
+        assert "note:" not in figures             # the server's KV cache size is the log's
 
 
 PANEL_WAIT_S = 0.4

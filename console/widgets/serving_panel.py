@@ -1,0 +1,92 @@
+"""Live serving figures from vLLM's ``/metrics`` after ready: queue, KV cache, tok/s, latencies.
+
+Fed :class:`~remote.vllm_metrics.ServingFigures` every few seconds by the startup view; keeps
+the last :data:`HISTORY` tok/s and queue figures for its sparklines. Beside the server's KV cache
+size it shows the startup log's, with a note when the two disagree.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Label, Sparkline, Static
+
+from console.widgets.hbm_bars import bar
+from remote.vllm_metrics import ServingFigures
+
+#: Samples the sparklines show (at the startup view's 3 s sampling, the last 3 minutes).
+HISTORY = 60
+
+
+def _num(value: float | None, fmt: str = ",.0f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:,.0f} ms"
+
+
+def figures_text(f: ServingFigures, log_kv_tokens: int | None) -> Text:
+    """The figures as lines of text (plain values from the server, shown literally)."""
+    kv = Text.assemble("KV cache  ", bar(f.kv_cache_usage_perc or 0.0, 100.0),
+                       f" {_num(f.kv_cache_usage_perc, '.1f')}%")
+    if f.kv_cache_size_tokens is not None:
+        kv.append(f" of {f.kv_cache_size_tokens:,} tokens")
+    lines = [
+        Text(f"requests  {_num(f.running)} running · {_num(f.waiting)} waiting"
+             + (f" · {f.preemptions:,.0f} preempted" if f.preemptions else "")),
+        kv,
+        Text(f"output    {_num(f.generation_tokens_per_s, ',.1f')} tok/s"
+             + ("" if f.prefix_cache_hit_rate is None else f" · prefix hits {100 * f.prefix_cache_hit_rate:.1f}%")),
+        Text(f"TTFT      p50 {_ms(f.ttft_p50_s)} · p90 {_ms(f.ttft_p90_s)}   "
+             f"ITL p50 {_ms(f.itl_p50_s)} · p90 {_ms(f.itl_p90_s)}  (last {f.window_s:.0f} s)"),
+    ]
+    if f.kv_cache_size_tokens is not None and log_kv_tokens is not None and f.kv_cache_size_tokens != log_kv_tokens:
+        lines.append(Text(f"note: the server reports {f.kv_cache_size_tokens:,} KV cache tokens, the startup "
+                          f"log said {log_kv_tokens:,}", style="yellow"))
+    return Text("\n").join(lines)
+
+
+class ServingPanel(Vertical):
+    """The ``Serving (/metrics)`` section of the startup view; hidden until the first sample."""
+
+    DEFAULT_CSS = """
+    ServingPanel { height: auto; display: none; }
+    ServingPanel Sparkline { height: 2; margin: 0 0 0 10; }
+    ServingPanel .spark-label { color: $text-muted; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.tokens_per_s: deque[float] = deque(maxlen=HISTORY)
+        self.queue: deque[float] = deque(maxlen=HISTORY)
+        self.problem: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Label("Serving (/metrics)", classes="panel-title")
+        yield Static("", id="serving-figures")
+        yield Label("tok/s", classes="spark-label")
+        yield Sparkline([], id="serving-tok-s")
+        yield Label("queue (waiting)", classes="spark-label")
+        yield Sparkline([], id="serving-queue")
+
+    def show(self, figures: ServingFigures, log_kv_tokens: int | None) -> None:
+        """Add one sample's figures (``log_kv_tokens``: the startup log's KV cache size, if known)."""
+        self.display = True
+        self.problem = None
+        if figures.generation_tokens_per_s is not None:
+            self.tokens_per_s.append(figures.generation_tokens_per_s)
+        if figures.waiting is not None:
+            self.queue.append(figures.waiting)
+        self.query_one("#serving-figures", Static).update(figures_text(figures, log_kv_tokens))
+        self.query_one("#serving-tok-s", Sparkline).data = list(self.tokens_per_s)
+        self.query_one("#serving-queue", Sparkline).data = list(self.queue)
+
+    def show_problem(self, sentence: str) -> None:
+        """``/metrics`` could not be read: say so under the last figures."""
+        self.display = True
+        self.problem = sentence
+        self.query_one("#serving-figures", Static).update(Text(sentence, style="yellow"))
