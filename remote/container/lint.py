@@ -23,6 +23,7 @@ a ``with_changes`` dict the operator applies with one key. An ``error`` finding 
 - ``boot-time``: predicted boot longer than the flex-start time left.
 - ``known-failure``: the history saw this accelerator type, model and flags fail.
 - ``unknown-flag``: a ``vllm serve`` flag this console does not know (vLLM may refuse it).
+- ``quantization``: a ``--quantization`` name outside vLLM's ``QuantizationMethods`` (v0.9 - v0.29).
 - ``dropped-setting``: a setting of the running container that a swap would not carry over.
 """
 
@@ -35,7 +36,7 @@ from datetime import datetime
 from typing import Any
 
 from remote.accelerators import FALLBACK_HBM_UTILIZATION, GenerationFacts, generation_facts
-from remote.container.parse import parse_serve_args
+from remote.container.parse import QUANTIZATION_METHODS, parse_serve_args
 from remote.container.spec import KNOWN_SERVE_FLAGS, ContainerSpec, split_volume
 from remote.models import chips_of, iso_utc
 
@@ -113,6 +114,12 @@ def lint(spec: ContainerSpec, *, accelerator_type: str | None, time_left_s: floa
                                 f"This accelerator type, model and flags failed before ({stamp}): {kind}"
                                 + (f": {detail}" if detail else "") + "."))
     findings += _unknown_flags(spec)
+    method = spec.serve_flags.get("quantization")
+    if method and method not in QUANTIZATION_METHODS:
+        findings.append(Finding("quantization", "warning",
+                                f"--quantization {method} is not a method vLLM 0.9 - 0.29 knows (fp8, awq, gptq, "
+                                "compressed-tensors, tpu_int8 ...); vLLM refuses an unknown one.",
+                                {"quantization": None}))
     findings += [Finding("dropped-setting", "warning",
                          f"The running container uses {item}, which this swap does not carry over.")
                  for item in spec.ignored]

@@ -201,3 +201,25 @@ def test_swap_verb_never_asks_the_tpu_api_to_touch_the_node(demo_node, tmp_path:
     # the container it replaced, unknown to the history, is kept so a later rollback finds it (as the screen does)
     assert replaced.origin == "observed" and replaced.outcome == "replaced" and launch.replaced_launch_id == replaced.id
     assert launch.accelerator_type == "v5litepod-4" and "--max-model-len" in launch.serve_args
+
+
+def test_lint_errors_fail_the_dry_run_and_refuse_the_swap_unless_forced(demo_node, tmp_path: Path, capsys):
+    from console.cli import main
+
+    config, _api, vm = demo_node
+    base = ["--config", str(config), "--db", str(tmp_path / "history.db"), "swap", "vllm-v5e-a"]
+    bad = ["--set", "tensor-parallel-size=3"]                       # 3 does not divide the 4 chips
+    assert main([*base, *bad, "--dry-run"]) == 1
+    out = capsys.readouterr().out
+    assert "ERROR   tp-chips" in out and "1 lint error (tp-chips)" in out and "without --force" in out
+    assert main([*base, *bad, "--yes"]) == 1
+    out = capsys.readouterr().out
+    assert "Refused: 1 lint error (tp-chips); apply the fixes shown or pass --force" in out
+    assert not any(" rm " in c or " run " in c or " pull " in c for c in vm.commands)
+    assert main([*base, "--set", "max-model-len=8192"]) == 1       # no --yes and stdin is not a terminal
+    assert "no terminal to confirm on; pass --yes" in capsys.readouterr().out
+    assert not any(" rm " in c or " run " in c for c in vm.commands)
+    assert main([*base, *bad, "--yes", "--force"]) == 0             # forced: it runs (vLLM will refuse it)
+    assert "Swapped" in capsys.readouterr().out
+    cmd = vm.docker.find("vllm").inspect(0)["Config"]["Cmd"]
+    assert cmd[cmd.index("--tensor-parallel-size") + 1] == "3"

@@ -191,3 +191,10 @@ def test_errors_come_first():
     spec = make("--gpu-memory-utilization", "0.95", "--tensor-parallel-size", "3", image="vllm/vllm-tpu:nightly")
     severities = [f.severity for f in lint(spec, accelerator_type="v6e-8")]
     assert severities == sorted(severities, key=["error", "warning", "info"].index) and severities[0] == "error"
+
+
+def test_unknown_quantization_method_is_a_warning_with_a_removal_fix():
+    spec = make("--quantization", "fp9")
+    f = only(lint(spec, accelerator_type="v6e-8"), "quantization")
+    assert f.severity == "warning" and "fp9" in f.message and f.fix == {"quantization": None}
+    assert "quantization" not in rules(lint(make("--quantization", "fp8"), accelerator_type="v6e-8"))
