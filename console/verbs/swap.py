@@ -4,7 +4,8 @@ Usage: ``tpu-console swap NODE [--project P] [--zone Z] [--set KEY=VALUE]... [--
 [--image IMAGE] [--dry-run] [--yes] [--force]``.
 
 Reads the running container over SSH (``docker inspect``; the config's ``[container]``
-template when none runs), applies the edits, prints the lint findings, the diff and the exact
+template when none runs) and its model's ``config.json`` (``docker exec``: the model's maximum
+length, remembered in the history), applies the edits, prints the lint findings, the diff and the exact
 commands (secrets masked), then, once confirmed, pulls the image while the old container
 still serves, removes it and runs the new one. KEYs: a ``vllm serve`` flag
 (``max-model-len``), ``env.NAME``, ``volume:/container/path``, ``image``, ``model``...
@@ -163,7 +164,7 @@ class _SwapFlow:
         return current.spec, current.inspect
 
     async def _swap(self, node: Any, conn: Any, label: str) -> int:
-        from console.flows.swap import lint_spec
+        from console.flows.swap import RunningSpec, learn_model_limit, lint_spec
         from console.flows.swap_run import SwapRunner
         from remote.container.swap import plan_swap
 
@@ -175,7 +176,11 @@ class _SwapFlow:
             return 2
         running = old if inspect is not None else None
         plan = plan_swap(running, new)
-        findings = lint_spec(node, new, old, self._history_facts(node, new))
+        limit = await learn_model_limit(conn, RunningSpec(old, inspect), self._open_store(), label=label)
+        facts = self._history_facts(node, new)
+        if limit is not None and new.model == old.model:
+            facts["model_max_len"] = limit
+        findings = lint_spec(node, new, old, facts)
         _print_plan(node, plan, findings)
         errors = [f for f in findings if f.severity == "error"]
         verdict = (f"{len(errors)} lint error{'s' if len(errors) != 1 else ''} "

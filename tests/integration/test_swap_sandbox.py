@@ -223,3 +223,24 @@ def test_lint_errors_fail_the_dry_run_and_refuse_the_swap_unless_forced(demo_nod
     assert "Swapped" in capsys.readouterr().out
     cmd = vm.docker.find("vllm").inspect(0)["Config"]["Cmd"]
     assert cmd[cmd.index("--tensor-parallel-size") + 1] == "3"
+
+
+def test_dry_run_errors_on_a_max_model_len_above_the_models_config(demo_node, tmp_path: Path, capsys):
+    """The node serves Qwen/Qwen3-8B (max_position_embeddings 40960 in the container's config.json)."""
+    from console.cli import main
+    from store.history import HistoryStore
+
+    config, _api, vm = demo_node
+    db = tmp_path / "history.db"
+    base = ["--config", str(config), "--db", str(db), "swap", "vllm-v5e-a"]
+    assert main([*base, "--set", "max-model-len=65536", "--dry-run"]) == 1
+    out = capsys.readouterr().out
+    assert "ERROR   max-model-len-model: max-model-len 65536 is above the model's maximum of 40960 tokens" in out
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in out and "[fix: max-model-len=40960]" in out
+    assert any(" exec vllm cat /root/.cache/huggingface/hub/models--Qwen--Qwen3-8B/snapshots/" in c
+               for c in vm.commands)
+    with HistoryStore(db) as store:                       # remembered for the model
+        limit, source = store.model_limit("Qwen/Qwen3-8B")
+    assert limit == 40960 and source.endswith("/config.json")
+    assert main([*base, "--set", "max-model-len=40960", "--dry-run"]) == 0
+    assert "max-model-len-model" not in capsys.readouterr().out
