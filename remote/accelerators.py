@@ -88,4 +88,14 @@ def generation_facts(accelerator_type: str | None) -> GenerationFacts | None:
     return GENERATIONS.get(_ALIASES.get(generation, generation))
 
 
-__all__ = ["FALLBACK_HBM_UTILIZATION", "GENERATIONS", "GenerationFacts", "generation_facts"]
+def generation_by_hbm_limit(limit_gib: float | None) -> GenerationFacts | None:
+    """The generation whose usable HBM per chip is ``limit_gib`` (the limit an ``hbm=[(used, limit)]``
+    line prints: 15.75 -> v5e, 31.25 -> v6e), for logs without a ``TPU info`` line; ``None`` if none."""
+    if limit_gib is None:
+        return None
+    return next((f for f in GENERATIONS.values()
+                 if f.hbm_usable_gib is not None and abs(f.hbm_usable_gib - limit_gib) < 0.005), None)
+
+
+__all__ = ["FALLBACK_HBM_UTILIZATION", "GENERATIONS", "GenerationFacts", "generation_by_hbm_limit",
+           "generation_facts"]

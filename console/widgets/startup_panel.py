@@ -21,6 +21,7 @@ from textual.widgets import Label, Static
 
 from console.render import format as fmt
 from console.widgets.hbm_bars import HbmBars
+from remote.accelerators import generation_by_hbm_limit, generation_facts
 from remote.container.tail import TailStatus
 from remote.startup import Phase, StartupState
 
@@ -128,10 +129,34 @@ def kv_text(state: StartupState) -> RenderableType:
                                   style="bold red"))
     if state.max_model_len is not None:
         grid.add_row("max-model-len", f"{state.max_model_len:,} tokens")
+    util_row = utilization_note(state)
+    if util_row is not None:
+        grid.add_row("HBM utilization", util_row)
     if state.num_gpu_blocks_override is not None:
         grid.add_row("Blocks", Text(f"{state.num_gpu_blocks_computed} fit, override asks "
                                     f"{state.num_gpu_blocks_override}", style="yellow"))
     return grid
+
+
+def utilization_note(state: StartupState) -> Text | None:
+    """``--gpu-memory-utilization`` against the generation's ceiling known to work
+    (``remote.accelerators``; the generation from ``TPU info``, else from the per-chip HBM limit
+    the hbm lines print): yellow above it, "not checked" for a generation without one; ``None``
+    when the log states no utilization or nothing tells the generation."""
+    util = state.gpu_memory_utilization
+    snap = state.hbm_snapshots[-1] if state.hbm_snapshots else None
+    by_limit = generation_by_hbm_limit(snap.limit_gib[0]) if snap and snap.limit_gib else None
+    if util is None or not (state.tpu_type or by_limit):
+        return None
+    facts = generation_facts(state.tpu_type) if state.tpu_type else by_limit
+    if facts is None or facts.max_hbm_utilization is None:
+        where = facts.generation if facts else state.tpu_type
+        return Text(f"{util:.2f} (no ceiling known for {where}: not checked)", style="dim")
+    ceiling = facts.max_hbm_utilization
+    if util > ceiling:
+        return Text(f"{util:.2f}, above {ceiling:.2f}, the highest known to work on {facts.generation}",
+                    style="bold yellow")
+    return Text(f"{util:.2f} (at most {ceiling:.2f} is known to work on {facts.generation})")
 
 
 def _end_time(state: StartupState, now: datetime | None) -> datetime | None:
@@ -286,7 +311,8 @@ class StartupPanel(VerticalScroll):
         self.query_one("#panel-hbm", HbmBars).show(state.hbm_snapshots)
         self._section("kv", (state.kv_cache_tokens, state.device_blocks, state.max_concurrency,
                              state.max_concurrency_tokens_per_request, state.max_model_len,
-                             state.num_gpu_blocks_override, state.ready, failure is not None),
+                             state.num_gpu_blocks_override, state.ready, failure is not None,
+                             state.gpu_memory_utilization, state.tpu_type),
                       lambda: kv_text(state))
         self._section("compile", (comp, state.compile_seconds, state.engine_init_seconds, state.ready, failure,
                                   info.compile_eta_s, info.history_known, running_s), lambda: compile_text(info))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from remote.accelerators import GENERATIONS, generation_facts
+from remote.accelerators import GENERATIONS, generation_by_hbm_limit, generation_facts
 from sandbox.engine import plan_startup
 
 
@@ -38,3 +38,9 @@ def test_the_sandbox_engine_prints_the_tables_hbm_limit(accel, generation):
     limit = GENERATIONS[generation].hbm_usable_gib
     assert plan.hbm_limit_gib == limit
     assert any(f"hbm=[(0.0, {limit!r})" in line for _, line in plan.lines)
+
+
+def test_generation_from_the_printed_hbm_limit():
+    assert generation_by_hbm_limit(15.75).generation == "v5e"
+    assert generation_by_hbm_limit(31.25).generation == "v6e"
+    assert generation_by_hbm_limit(12.0) is None and generation_by_hbm_limit(None) is None

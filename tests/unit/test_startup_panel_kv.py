@@ -39,3 +39,19 @@ def test_a_ready_boot_shows_plain_figures():
     text = rendered("10")
     assert "KV cache" in text and "tokens" in text
     assert "never usable" not in text and "below 1.0x" not in text
+
+
+def test_utilization_against_the_generations_known_ceiling():
+    from remote.startup import StartupState
+
+    def note(util, tpu):
+        console = Console(width=160, record=True)
+        console.print(kv_text(StartupState(gpu_memory_utilization=util, tpu_type=tpu)))
+        return console.export_text()
+
+    assert "0.95, above 0.92, the highest known to work on v5e" in note(0.95, "v5litepod-1")
+    assert "0.90 (at most 0.92 is known to work on v6e)" in note(0.90, "v6e-1")
+    assert "0.95 (no ceiling known for v5p: not checked)" in note(0.95, "v5p-8")
+    assert "not checked" in note(0.95, "v9z-8")
+    assert "HBM utilization" not in note(None, "v6e-1")
+    assert "HBM utilization" in rendered("33") and "0.92 (at most 0.92" in rendered("33")
