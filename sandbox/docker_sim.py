@@ -3,7 +3,8 @@
 :class:`SimDocker` keeps containers and pulled images in memory and answers the ``docker``
 verbs tpu-console uses with docker's own output shapes and error wording:
 ``logs [-f] [--timestamps] [--since TS]``, ``inspect``, ``image inspect``, ``ps``, ``pull``,
-``rm -f`` and ``run -d``. A container started with ``IMAGE vllm serve MODEL ...`` prints the
+``rm -f``, ``run -d`` and ``exec CONTAINER ls|cat PATH`` (the served model's ``config.json``
+in the container's Hugging Face cache, ``sandbox.hf_cache``). A container started with ``IMAGE vllm serve MODEL ...`` prints the
 startup log that ``sandbox.engine.plan_startup`` computes, in real time from its start
 (stderr, as vLLM does), and exits when the plan says so.
 """
@@ -29,6 +30,7 @@ from sandbox.docker_args import (
     render_template,
     verb_parser,
 )
+from sandbox.hf_cache import container_files
 
 __all__ = ["DEFAULT_IMAGES", "SimContainer", "SimDocker", "format_ts", "normalize_ref", "parse_run_args",
            "parse_since", "render_template"]
@@ -200,7 +202,7 @@ class SimDocker:
         if verb == "image" and rest[:1] == ["inspect"]:
             return await self._image_inspect(rest[1:], out, err)
         handler = {"logs": self._logs, "inspect": self._inspect, "ps": self._ps, "pull": self._pull,
-                   "rm": self._rm, "run": self._run}.get(verb)
+                   "rm": self._rm, "run": self._run, "exec": self._exec}.get(verb)
         if handler is None:
             await err(f"docker: unknown command: docker {verb}\n\nRun 'docker --help' for more information\n")
             return 1
@@ -370,6 +372,48 @@ class SimDocker:
             self.remove(box)
             await out(name + "\n")
         return status
+
+    async def _exec(self, args: list[str], out: Writer, err: Writer) -> int:
+        """``docker exec CONTAINER ls [-1t] DIR`` / ``cat FILE`` over the container's files."""
+        while args and args[0].startswith("-"):
+            args = args[1:]
+        if len(args) < 2:
+            await err('"docker exec" requires at least 2 arguments.\nSee \'docker exec --help\'.\n')
+            return 1
+        name, command = args[0], args[1:]
+        box = self.find(name)
+        if box is None:
+            await err(f"Error response from daemon: No such container: {name}\n")
+            return 1
+        if box.exited(time.time_ns()):
+            await err(f"Error response from daemon: container {box.id} is not running\n")
+            return 1
+        env = dict(e.partition("=")[::2] for e in box.env)
+        files = container_files(str(getattr(box.plan, "model", "") or ""), env)
+        program, operands = command[0], [a for a in command[1:] if not a.startswith("-")]
+        if program == "cat":
+            status = 0
+            for path in operands:
+                if path in files:
+                    await out(files[path])
+                else:
+                    await err(f"cat: {path}: No such file or directory\n")
+                    status = 1
+            return status
+        if program == "ls":
+            status = 0
+            for path in operands:
+                prefix = path.rstrip("/") + "/"
+                entries = sorted({f[len(prefix):].split("/", 1)[0] for f in files if f.startswith(prefix)})
+                if not entries:
+                    await err(f"ls: cannot access '{path}': No such file or directory\n")
+                    status = 2
+                    continue
+                await out("".join(e + "\n" for e in entries))
+            return status
+        await err(f'OCI runtime exec failed: exec failed: unable to start container process: exec: "{program}": '
+                  "executable file not found in $PATH: unknown\n")
+        return 127
 
     async def _run(self, args: list[str], out: Writer, err: Writer) -> int:
         try:

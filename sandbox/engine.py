@@ -10,7 +10,9 @@ Log lines: :mod:`sandbox.engine_lines` and :mod:`sandbox.engine_log`. Every
 public name of those modules stays importable from here.
 
 Known failures, all in the real failure envelopes: max_model_len above the model's
-max_position_embeddings (APIServer pydantic error, ``config_error``); a tensor-parallel
+max_position_embeddings (APIServer pydantic ``ValidationError`` with vLLM's ``Value error,
+User-specified max_model_len (N) is greater than the derived max_model_len ...`` text,
+``max_model_len_too_large``); a tensor-parallel
 size that does not divide the host's chips (mesh ValueError, ``config_error``); weights
 above the HBM limit (``hbm_oom_load``); weights above the cap, or no room left for one KV
 block (``hbm_budget_exceeded``);

@@ -101,7 +101,7 @@ class StartupBuilder:
              f"  Value error, {message} [type=value_error, input_value=ArgsKwargs((), "
              f"{{'model': '{self.args.model}', ...}}), input_type=ArgsKwargs]",
              "    For further information visit https://errors.pydantic.dev/2.12/v/value_error"])
-        raise PlannedFailure("config_error", message)
+        raise PlannedFailure("max_model_len_too_large", message)
 
     # ---------------------------------------------------------------- engine core: load
     def engine_load(self) -> None:

@@ -2,7 +2,9 @@
 
 Figures (per chip unless said; GiB = 2**30 bytes):
 
-- HBM limit: v5e (``v5litepod-N``) 15.75, v6e (``v6e-N``) 31.25, v5p (``v5p-N``) 95.
+- HBM limit and KV block size: ``remote.accelerators.GENERATIONS`` (the one table; usable HBM
+  v5e 15.75, v6e 31.25, v5p 95). Generations without a usable figure seen in a real log
+  (v4, tpu7x) are not simulated.
 - cap = limit x gpu_memory_utilization (default 0.92, the ratio tpu-inference 0.26-0.29
   prints when the flag is unset: corpus files 10 and 33).
 - weights = params x 2 bytes / tensor_parallel_size.
@@ -17,14 +19,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from remote.accelerators import GENERATIONS
 from remote.models import chip_generation, chips_of
 from sandbox.serve_args import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS, ServeArgs
 
 GIB = 1024**3
-#: Per-chip HBM limit in GiB as tpu-inference prints it, by chip generation.
-HBM_LIMIT_GIB = {"v5e": 15.75, "v6e": 31.25, "v5p": 95.0}
-#: KV cache block (page) size in tokens, by chip generation.
-BLOCK_SIZE_TOKENS = {"v5e": 32, "v6e": 64, "v5p": 64}
+#: Per-chip HBM limit in GiB as tpu-inference prints it, by chip generation (from the one table).
+HBM_LIMIT_GIB = {g: f.hbm_usable_gib for g, f in GENERATIONS.items() if f.hbm_usable_gib is not None}
+#: KV cache block (page) size in tokens, by chip generation (from the one table).
+BLOCK_SIZE_TOKENS = {g: GENERATIONS[g].kv_block_size_tokens for g in HBM_LIMIT_GIB}
 #: HBM the compiled programs need beyond the cap (0.84 GiB: the ~836 MB seen failing at 0.95 on v5e).
 PROGRAM_RESERVE_GIB = 0.84
 

@@ -366,6 +366,36 @@ class HistoryStore:
                           [compile_key, COMPILE_ETA_SAMPLES])
         return float(statistics.median(r["compile_seconds"] for r in rows)) if rows else None
 
+    # --- the models' own limits ------------------------------------------------------
+
+    @_store_errors
+    def record_model_limit(self, model: str, max_model_len_tokens: int, source: str,
+                           observed_at: datetime | None = None) -> None:
+        """Remember ``model``'s maximum length in tokens (as vLLM derives it from config.json).
+
+        Args:
+            model: the ``vllm serve`` model id or path.
+            max_model_len_tokens: the derived maximum, tokens (a positive integer).
+            source: where it was read (a config.json path, ``boot log``).
+            observed_at: when (default now, UTC).
+
+        Raises:
+            StoreError: the write failed, or the length is not a positive integer.
+        """
+        if not model or int(max_model_len_tokens) <= 0:
+            raise StoreError(f"{self.path}: model limit needs a model and a positive length, "
+                             f"got {model!r} = {max_model_len_tokens!r}")
+        with self._write() as db:
+            db.table("model_limits").upsert(
+                {"model": model, "max_model_len_tokens": int(max_model_len_tokens), "source": source,
+                 "observed_at": iso_time(observed_at or datetime.now(UTC))}, pk="model")
+
+    @_store_errors
+    def model_limit(self, model: str) -> tuple[int, str] | None:
+        """``(max_model_len_tokens, source)`` remembered for ``model``, or ``None``."""
+        rows = self._rows("SELECT max_model_len_tokens, source FROM model_limits WHERE model = ?", [model])
+        return (int(rows[0]["max_model_len_tokens"]), str(rows[0]["source"] or "")) if rows else None
+
     # --- benchmarks -------------------------------------------------------------------
 
     @_store_errors

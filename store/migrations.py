@@ -15,6 +15,8 @@ Schema after all migrations (JSON columns hold TEXT):
   (interrupted) from a live one's.
 - ``benchmarks``: see :class:`store.records.BenchmarkRecord`.
 - ``launches_fts`` (m004): trigram full-text index of the launches' text columns.
+- ``model_limits`` (m006): per model, its maximum length in tokens as vLLM derives it, with
+  where and when it was read (``HistoryStore.record_model_limit`` / ``model_limit``).
 """
 
 from __future__ import annotations
@@ -143,4 +145,16 @@ def m004_launch_text_search(db: Database) -> None:
         ["node", "project", "zone", "accelerator_type", "model", "served_model_name", "image",
          "serve_args", "failure_kind", "failure_detail", "notes"],
         tokenize="trigram", create_triggers=True,
+    )
+
+
+@migrations()
+def m006_model_limits(db: Database) -> None:
+    """The served models' own maximum length (``max_model_len_tokens``, what vLLM derives from
+    config.json), one row per model: where it was read (``source``: the config.json path in the
+    container, or ``boot log``) and when (``observed_at``, ISO 8601 UTC). Numbered m006 so it
+    never collides with another branch's m005; independent of every other table."""
+    db.table("model_limits").create(
+        {"model": str, "max_model_len_tokens": int, "source": str, "observed_at": str},
+        pk="model", not_null={"max_model_len_tokens"},
     )

@@ -67,6 +67,8 @@ class LaunchRecorder:
         self.container_id: str | None = None
         self.error: str | None = None
         self._written: dict[str, Any] = {}
+        self.model: str | None = None
+        self._limit_recorded = False
 
     def _guard(self, write: Callable[[], Any]) -> Any:
         if self.store is None or self.error is not None:
@@ -90,6 +92,8 @@ class LaunchRecorder:
         if container_id == self.container_id:
             return self.launch_id
         self.container_id = container_id
+        self.model = spec.model if spec is not None else None
+        self._limit_recorded = False
         self._written = {}
         self.launch_id = None
         store = self.store
@@ -135,10 +139,22 @@ class LaunchRecorder:
             fields["failure_detail"] = state.failure.message[:500]
         return {k: v for k, v in fields.items() if v is not None}
 
+    def _remember_model_limit(self, state: StartupState) -> None:
+        """A boot refused for max_model_len above the model's derived maximum states that maximum:
+        remember it for the model (the next swap's lint uses it)."""
+        failure, model = state.failure, self.model or state.model
+        if self._limit_recorded or failure is None or not model:
+            return
+        derived = failure.numbers.get("derived_max_model_len")
+        if derived:
+            self._limit_recorded = True
+            self._guard(lambda: self.store.record_model_limit(model, int(derived), "boot log"))
+
     def record(self, state: StartupState) -> dict[str, Any]:
         """Write the fields that changed since the last call; returns what was written."""
         if self.launch_id is None:
             return {}
+        self._remember_model_limit(state)
         fields = self.fields_of(state)
         changed = {k: v for k, v in fields.items() if self._written.get(k) != v}
         if "ready_at" in self._written and "ready_at" in changed:

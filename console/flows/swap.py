@@ -87,13 +87,52 @@ async def read_running(conn: Any, container: Any, *, label: str,
     return RunningSpec(ContainerSpec.from_inspect(inspect, image), inspect)
 
 
+async def learn_model_limit(conn: Any, current: RunningSpec, store: Any, *, label: str) -> int | None:
+    """Read the running model's maximum length through its container and remember it.
+
+    Reads ``config.json`` from the container's Hugging Face cache
+    (:func:`remote.container.model_config.read_model_limits`) and records it in the history
+    (``HistoryStore.record_model_limit``) for later swaps and other models' containers.
+
+    Args:
+        conn: an open SSH connection to the node.
+        current: what runs now (:func:`read_running`); nothing is read without a container.
+        store: the history, or ``None``.
+        label: the node, for messages.
+
+    Returns:
+        The maximum length in tokens, or ``None`` when it could not be read (no container,
+        no config in its cache, docker or SSH failed: the lint then goes without it).
+    """
+    from remote.container.model_config import read_model_limits
+    from remote.errors import RemoteError
+    from store import StoreError
+
+    spec = current.running
+    if spec is None:
+        return None
+    try:
+        limits = await read_model_limits(conn, spec.name, spec.model, spec.env, label=label)
+    except RemoteError:
+        return None
+    if limits is None:
+        return None
+    if store is not None:
+        try:
+            store.record_model_limit(spec.model, limits.max_model_len_tokens, limits.source)
+        except StoreError:
+            pass          # the lint still gets it; the history is best effort
+    return limits.max_model_len_tokens
+
+
 def history_facts(store: Any, node: Node, spec: ContainerSpec) -> dict[str, Any]:
     """Lint inputs from past launches (keyword arguments of ``remote.container.lint.lint``).
 
     ``last_kv_cache_tokens``: KV cache tokens at the newest launch on this node that logged it;
     ``predicted_boot_s``: median seconds to ready of launches with this accelerator type and
-    model; ``known_failures``: up to 3 failures with the same type, model and flags.
-    ``{}`` without a store.
+    model; ``known_failures``: up to 3 failures with the same type, model and flags;
+    ``model_max_len``: the model's maximum length the history remembers
+    (:func:`learn_model_limit`, or a failed boot's log). ``{}`` without a store.
     """
     if store is None:
         return {}
@@ -102,9 +141,11 @@ def history_facts(store: Any, node: Node, spec: ContainerSpec) -> dict[str, Any]
     same = store.list_launches(accelerator_type=node.accelerator_type, model=spec.model, limit=50)
     boots = [x.time_to_ready_s for x in same if x.ready_at and x.time_to_ready_s]
     failures = store.known_failures(node.accelerator_type, spec.model, spec.serve_args())
+    limit = store.model_limit(spec.model)
     return {"last_kv_cache_tokens": kv, "predicted_boot_s": statistics.median(boots) if boots else None,
             "known_failures": [(f.failed_at or f.requested_at, f.failure_kind or "failed", f.failure_detail or "")
-                               for f in failures[:3]]}
+                               for f in failures[:3]],
+            "model_max_len": limit[0] if limit else None}
 
 
 def lint_spec(node: Node, spec: ContainerSpec, running: ContainerSpec | None, facts: Mapping[str, Any],
@@ -229,6 +270,6 @@ def previous_from_history(store: Any, node: Node, current: RunningSpec) -> tuple
 
 
 __all__ = [
-    "RunningSpec", "history_facts", "lint_spec", "previous_from_history", "read_running", "record_outcome",
+    "RunningSpec", "history_facts", "learn_model_limit", "lint_spec", "previous_from_history", "read_running", "record_outcome",
     "record_start", "spec_from_launch", "template_spec",
 ]

@@ -1,17 +1,22 @@
 """``tpu-console swap``: replace a node's vLLM container with new flags while the node stays.
 
 Usage: ``tpu-console swap NODE [--project P] [--zone Z] [--set KEY=VALUE]... [--unset KEY]...
-[--image IMAGE] [--dry-run] [--yes]``.
+[--image IMAGE] [--dry-run] [--yes] [--force]``.
 
 Reads the running container over SSH (``docker inspect``; the config's ``[container]``
-template when none runs), applies the edits, prints the lint findings, the diff and the exact
+template when none runs) and its model's ``config.json`` (``docker exec``: the model's maximum
+length, remembered in the history), applies the edits, prints the lint findings, the diff and the exact
 commands (secrets masked), then, once confirmed, pulls the image while the old container
 still serves, removes it and runs the new one. KEYs: a ``vllm serve`` flag
 (``max-model-len``), ``env.NAME``, ``volume:/container/path``, ``image``, ``model``...
 (see ``remote.container.spec``). The launch is recorded in the history database.
 
-Exit codes: 0 swapped (or ``--dry-run`` printed the plan), 1 refused, failed or unreachable,
-2 bad input (bad ``--set``/value, unknown node, bad config), all before anything runs.
+Lint verdicts drive it: with an ``error`` finding, ``--dry-run`` exits 1 and the swap is refused
+(``--yes`` or not) unless ``--force``. Without a terminal to ask on, it refuses unless ``--yes``.
+
+Exit codes: 0 swapped (or ``--dry-run`` printed a plan without lint errors), 1 refused (lint errors,
+not confirmed), failed or unreachable, 2 bad input (bad ``--set``/value, unknown node, bad config),
+all before anything runs.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--image", metavar="IMAGE", help="image to run (default: the running one)")
     parser.add_argument("--dry-run", action="store_true", help="print lint, diff and commands; change nothing")
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    parser.add_argument("--force", action="store_true",
+                        help="swap even when the lint finds errors (vLLM is expected to refuse or fail)")
     parser.set_defaults(run=run)
 
 
@@ -157,7 +164,7 @@ class _SwapFlow:
         return current.spec, current.inspect
 
     async def _swap(self, node: Any, conn: Any, label: str) -> int:
-        from console.flows.swap import lint_spec
+        from console.flows.swap import RunningSpec, learn_model_limit, lint_spec
         from console.flows.swap_run import SwapRunner
         from remote.container.swap import plan_swap
 
@@ -169,14 +176,31 @@ class _SwapFlow:
             return 2
         running = old if inspect is not None else None
         plan = plan_swap(running, new)
-        findings = lint_spec(node, new, old, self._history_facts(node, new))
+        limit = await learn_model_limit(conn, RunningSpec(old, inspect), self._open_store(), label=label)
+        facts = self._history_facts(node, new)
+        if limit is not None and new.model == old.model:
+            facts["model_max_len"] = limit
+        findings = lint_spec(node, new, old, facts)
         _print_plan(node, plan, findings)
+        errors = [f for f in findings if f.severity == "error"]
+        verdict = (f"{len(errors)} lint error{'s' if len(errors) != 1 else ''} "
+                   f"({', '.join(dict.fromkeys(f.rule_id for f in errors))})")
         if self.args.dry_run:
+            if errors:
+                _say(f"Dry run: nothing was changed. {verdict}: the swap would be refused without --force.")
+                return 1
             _say("Dry run: nothing was changed.")
             return 0
-        if not self.args.yes and not await _ask(f"Replace the container on {node.name} ({len(plan.steps)} commands)?"):
-            _say("Refused: nothing was changed.")
+        if errors and not self.args.force:
+            _say(f"Refused: {verdict}; apply the fixes shown or pass --force. Nothing was changed.")
             return 1
+        if not self.args.yes:
+            if not sys.stdin.isatty():
+                _say("Refused: no terminal to confirm on; pass --yes to swap without asking. Nothing was changed.")
+                return 1
+            if not await _ask(f"Replace the container on {node.name} ({len(plan.steps)} commands)?"):
+                _say("Refused: nothing was changed.")
+                return 1
         runner = SwapRunner(conn, node, label=label, open_store=self._open_store,
                             running_id=(inspect or {}).get("Id"), on_step=_progress,
                             on_history_error=lambda sentence: _say(f"tpu-console: {sentence}", err=True))

@@ -22,6 +22,7 @@ from textual.widgets import Label, Static
 from console.render import format as fmt
 from console.widgets.hbm_bars import HbmBars
 from console.widgets.serving_panel import ServingPanel
+from remote.accelerators import generation_by_hbm_limit, generation_facts
 from remote.container.tail import TailStatus
 from remote.startup import Phase, StartupState
 
@@ -99,26 +100,64 @@ def banner(info: PanelInfo) -> RenderableType | None:
 
 
 def kv_text(state: StartupState) -> RenderableType:
-    """KV cache tokens and the maximum concurrency at the tokens per request the log states."""
+    """KV cache tokens and the maximum concurrency at the tokens per request the log states.
+
+    Figures from a boot that then failed are marked "reported, never usable" (the engine sized
+    the KV cache but never served with it); a maximum concurrency below 1.0x (the cache cannot
+    hold one request at max-model-len, vLLM refuses such a boot) is flagged in red with the
+    largest max-model-len the cache holds.
+    """
     grid = Table.grid(padding=(0, 1))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column()
+    failed = not state.ready and state.failure is not None and state.failure.fatal
+    unusable = Text("  reported, never usable: the boot failed", style="yellow") if failed else ""
+    style = "dim" if failed else ""
     if state.kv_cache_tokens is not None:
-        grid.add_row("KV cache", f"{state.kv_cache_tokens:,} tokens")
+        grid.add_row("KV cache", Text.assemble((f"{state.kv_cache_tokens:,} tokens", style), unusable))
     elif state.device_blocks is not None:
-        grid.add_row("KV cache", f"{state.device_blocks:,} {state.device_blocks_label or ''} blocks".replace("  ", " "))
+        blocks = f"{state.device_blocks:,} {state.device_blocks_label or ''} blocks".replace("  ", " ")
+        grid.add_row("KV cache", Text.assemble((blocks, style), unusable))
     else:
         grid.add_row("KV cache", Text("not sized yet", style="dim"))
     if state.max_concurrency is not None:
         per = state.max_concurrency_tokens_per_request
         at = f" at {per:,} tokens per request" if per else ""
-        grid.add_row("Max concurrency", f"{state.max_concurrency:.2f}x{at}")
+        grid.add_row("Max concurrency", Text.assemble((f"{state.max_concurrency:.2f}x{at}", style), unusable))
+        if state.max_concurrency < 1.0:
+            fits = f"; --max-model-len {state.kv_cache_tokens} fits" if state.kv_cache_tokens else ""
+            grid.add_row("", Text(f"below 1.0x: the KV cache cannot hold one request at max-model-len{fits}",
+                                  style="bold red"))
     if state.max_model_len is not None:
         grid.add_row("max-model-len", f"{state.max_model_len:,} tokens")
+    util_row = utilization_note(state)
+    if util_row is not None:
+        grid.add_row("HBM utilization", util_row)
     if state.num_gpu_blocks_override is not None:
         grid.add_row("Blocks", Text(f"{state.num_gpu_blocks_computed} fit, override asks "
                                     f"{state.num_gpu_blocks_override}", style="yellow"))
     return grid
+
+
+def utilization_note(state: StartupState) -> Text | None:
+    """``--gpu-memory-utilization`` against the generation's ceiling known to work
+    (``remote.accelerators``; the generation from ``TPU info``, else from the per-chip HBM limit
+    the hbm lines print): yellow above it, "not checked" for a generation without one; ``None``
+    when the log states no utilization or nothing tells the generation."""
+    util = state.gpu_memory_utilization
+    snap = state.hbm_snapshots[-1] if state.hbm_snapshots else None
+    by_limit = generation_by_hbm_limit(snap.limit_gib[0]) if snap and snap.limit_gib else None
+    if util is None or not (state.tpu_type or by_limit):
+        return None
+    facts = generation_facts(state.tpu_type) if state.tpu_type else by_limit
+    if facts is None or facts.max_hbm_utilization is None:
+        where = facts.generation if facts else state.tpu_type
+        return Text(f"{util:.2f} (no ceiling known for {where}: not checked)", style="dim")
+    ceiling = facts.max_hbm_utilization
+    if util > ceiling:
+        return Text(f"{util:.2f}, above {ceiling:.2f}, the highest known to work on {facts.generation}",
+                    style="bold yellow")
+    return Text(f"{util:.2f} (at most {ceiling:.2f} is known to work on {facts.generation})")
 
 
 def _end_time(state: StartupState, now: datetime | None) -> datetime | None:
@@ -274,7 +313,9 @@ class StartupPanel(VerticalScroll):
         self.query_one("#panel-hbm", HbmBars).show(state.hbm_snapshots)
         self._section("kv", (state.kv_cache_tokens, state.device_blocks, state.max_concurrency,
                              state.max_concurrency_tokens_per_request, state.max_model_len,
-                             state.num_gpu_blocks_override), lambda: kv_text(state))
+                             state.num_gpu_blocks_override, state.ready, failure is not None,
+                             state.gpu_memory_utilization, state.tpu_type),
+                      lambda: kv_text(state))
         self._section("compile", (comp, state.compile_seconds, state.engine_init_seconds, state.ready, failure,
                                   info.compile_eta_s, info.history_known, running_s), lambda: compile_text(info))
         self._section("timeline", (state.timeline, running_s), lambda: timeline_table(info))

@@ -1,24 +1,29 @@
 """Lint a container spec before a swap: what is known to fail, waste capacity or lose time on a TPU.
 
 Each :class:`Finding` has a rule id, a severity, one sentence and, when there is one, a fix:
-a ``with_changes`` dict the operator applies with one key. Findings never block a swap;
-the operator decides. The rules and their sources:
+a ``with_changes`` dict the operator applies with one key. An ``error`` finding makes
+``swap --dry-run`` exit 1 and ``swap --yes`` refuse unless ``--force``. The rules and their sources:
 
-- ``hbm-utilization``: ``--gpu-memory-utilization`` above 0.92 on v5e/v6e. On a v5e, 0.95 fails
-  with ``RESOURCE_EXHAUSTED`` only after about ten minutes of XLA compilation (operators' reports).
-- ``fp8-kv-cache``: ``--kv-cache-dtype fp8`` on v5e/v6e: the log says fp8 but bf16 is
-  allocated, so no KV capacity is gained.
+- ``hbm-utilization``: ``--gpu-memory-utilization`` above the ceiling known to work on the
+  node's generation (``remote.accelerators``: 0.92 on v5e/v6e; on a v5e, 0.95 fails with
+  ``RESOURCE_EXHAUSTED`` after 691 s of XLA compilation). Generations without a known ceiling
+  get an ``info`` above 0.92; an unknown generation gets an ``info`` that HBM was not checked.
+- ``fp8-kv-cache``: an fp8 ``--kv-cache-dtype`` on a generation without native fp8 (every one
+  before tpu7x): the log says fp8 but bf16 is allocated, so no KV capacity is gained.
 - ``floating-tag``: ``nightly``/``latest``/no tag: a restart may pull a different image.
 - ``compile-cache``: no persistent XLA compile cache. tpu-inference's compilation manager
   points JAX's cache at ``VLLM_XLA_CACHE_PATH`` (default ``~/.cache/vllm/xla_cache``, i.e.
   ``/root/.cache/vllm/xla_cache`` in the container), which dies with the container unless mounted;
   mounting one cut a v5e restart from 857 s to 497 s.
 - ``max-model-len-kv`` / ``max-model-len-model``: a context longer than the KV cache held at the
-  last launch on this node (predicted concurrency below 1: vLLM refuses to start) or than the model's maximum.
+  last launch on this node (predicted concurrency below 1: vLLM refuses to start) or than the
+  model's maximum (``max_position_embeddings`` of its config.json, rope scaling applied, as vLLM
+  derives it); vLLM refuses the latter unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` is set.
 - ``tp-chips``: ``--tensor-parallel-size`` that does not divide the node's chips.
 - ``boot-time``: predicted boot longer than the flex-start time left.
 - ``known-failure``: the history saw this accelerator type, model and flags fail.
 - ``unknown-flag``: a ``vllm serve`` flag this console does not know (vLLM may refuse it).
+- ``quantization``: a ``--quantization`` name outside vLLM's ``QuantizationMethods`` (v0.9 - v0.29).
 - ``dropped-setting``: a setting of the running container that a swap would not carry over.
 """
 
@@ -30,13 +35,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from remote.container.parse import parse_serve_args
+from remote.accelerators import FALLBACK_HBM_UTILIZATION, GenerationFacts, generation_facts
+from remote.container.parse import QUANTIZATION_METHODS, parse_serve_args
 from remote.container.spec import KNOWN_SERVE_FLAGS, ContainerSpec, split_volume
-from remote.models import chip_generation, chips_of, iso_utc
+from remote.models import chips_of, iso_utc
 
 SEVERITIES = ("error", "warning", "info")
-#: Highest safe ``--gpu-memory-utilization`` on v5e/v6e.
-MAX_SAFE_HBM_UTILIZATION = 0.92
 #: Where tpu-inference keeps the XLA cache unless ``VLLM_XLA_CACHE_PATH`` says otherwise.
 DEFAULT_XLA_CACHE_PATH = "/root/.cache/vllm/xla_cache"
 #: Host directory the compile-cache fix mounts (on the boot disk, survives container swaps).
@@ -91,9 +95,14 @@ def lint(spec: ContainerSpec, *, accelerator_type: str | None, time_left_s: floa
         Findings, errors first, in rule order within a severity.
     """
     findings: list[Finding] = []
-    generation = chip_generation(accelerator_type)
-    findings += _hbm_utilization(spec, generation)
-    findings += _fp8_kv_cache(spec, generation)
+    facts = generation_facts(accelerator_type)
+    if facts is None:
+        findings.append(Finding("generation", "info",
+                                f"Accelerator type {accelerator_type or '(unknown)'} is not a TPU generation "
+                                "this console knows: HBM utilization and KV cache dtype were not checked."))
+    else:
+        findings += _hbm_utilization(spec, facts)
+        findings += _fp8_kv_cache(spec, facts)
     findings += _floating_tag(spec, running_image_digest)
     findings += _compile_cache(spec)
     findings += _max_model_len(spec, last_kv_cache_tokens, model_max_len)
@@ -105,30 +114,47 @@ def lint(spec: ContainerSpec, *, accelerator_type: str | None, time_left_s: floa
                                 f"This accelerator type, model and flags failed before ({stamp}): {kind}"
                                 + (f": {detail}" if detail else "") + "."))
     findings += _unknown_flags(spec)
+    method = spec.serve_flags.get("quantization")
+    if method and method not in QUANTIZATION_METHODS:
+        findings.append(Finding("quantization", "warning",
+                                f"--quantization {method} is not a method vLLM 0.9 - 0.29 knows (fp8, awq, gptq, "
+                                "compressed-tensors, tpu_int8 ...); vLLM refuses an unknown one.",
+                                {"quantization": None}))
     findings += [Finding("dropped-setting", "warning",
                          f"The running container uses {item}, which this swap does not carry over.")
                  for item in spec.ignored]
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))
 
 
-def _hbm_utilization(spec: ContainerSpec, generation: str | None) -> list[Finding]:
+def _hbm_utilization(spec: ContainerSpec, facts: GenerationFacts) -> list[Finding]:
     raw = spec.serve_flags.get("gpu-memory-utilization")
-    if generation not in ("v5e", "v6e") or raw is None or float(raw) <= MAX_SAFE_HBM_UTILIZATION:
+    if raw is None:
         return []
-    why = (" On a v5e, 0.95 fails with RESOURCE_EXHAUSTED only after about ten minutes of compilation."
-           if generation == "v5e" else " The XLA programs need the remaining HBM; launches above it fail late.")
+    util, gen = float(raw), facts.generation
+    ceiling = facts.max_hbm_utilization
+    if ceiling is None:
+        if util <= FALLBACK_HBM_UTILIZATION:
+            return []
+        left = (1 - util) * facts.hbm_gib
+        return [Finding("hbm-utilization", "info",
+                        f"gpu-memory-utilization {raw} on {gen}: no ceiling is known for this generation, so it "
+                        f"was not checked; it leaves {left:.2f} GiB per chip for the compiled programs "
+                        f"(a v5e needs more than 0.79 GiB). {FALLBACK_HBM_UTILIZATION} is known to work on v5e/v6e.",
+                        {"gpu-memory-utilization": str(FALLBACK_HBM_UTILIZATION)})]
+    if util <= ceiling:
+        return []
     return [Finding("hbm-utilization", "warning",
-                    f"gpu-memory-utilization {raw} is above {MAX_SAFE_HBM_UTILIZATION} on {generation}.{why}",
-                    {"gpu-memory-utilization": str(MAX_SAFE_HBM_UTILIZATION)})]
+                    f"gpu-memory-utilization {raw} is above {ceiling}, the highest known to work on {gen} "
+                    f"({facts.ceiling_source}).", {"gpu-memory-utilization": str(ceiling)})]
 
 
-def _fp8_kv_cache(spec: ContainerSpec, generation: str | None) -> list[Finding]:
+def _fp8_kv_cache(spec: ContainerSpec, facts: GenerationFacts) -> list[Finding]:
     dtype = spec.serve_flags.get("kv-cache-dtype") or ""
-    if generation not in ("v5e", "v6e") or not dtype.startswith("fp8"):
+    if not dtype.startswith("fp8") or facts.supports_format(dtype):
         return []
     return [Finding("fp8-kv-cache", "warning",
-                    f"kv-cache-dtype {dtype} on {generation} gains no KV capacity: the log says fp8 "
-                    "but bf16 is allocated.", {"kv-cache-dtype": None})]
+                    f"kv-cache-dtype {dtype} on {facts.generation} gains no KV capacity: the chip has no native "
+                    "fp8, so the log says fp8 but bf16 is allocated.", {"kv-cache-dtype": None})]
 
 
 def _floating_tag(spec: ContainerSpec, running_digest: str | None) -> list[Finding]:
@@ -159,9 +185,10 @@ def _compile_cache(spec: ContainerSpec) -> list[Finding]:
                         "VLLM_DISABLE_COMPILE_CACHE is set, so every restart compiles from scratch "
                         "(a cache cut a v5e restart from 857 s to 497 s).",
                         {"env.VLLM_DISABLE_COMPILE_CACHE": None})]
-    path = posixpath.normpath(spec.env.get("VLLM_XLA_CACHE_PATH") or DEFAULT_XLA_CACHE_PATH)
-    if path.startswith("gs://"):
+    raw_path = spec.env.get("VLLM_XLA_CACHE_PATH") or DEFAULT_XLA_CACHE_PATH
+    if raw_path.startswith("gs://"):      # a bucket outlives any container (normpath would make it gs:/)
         return []
+    path = posixpath.normpath(raw_path)
     for volume in spec.volumes:
         target = posixpath.normpath(split_volume(volume)[1])
         if target != "/dev/shm" and (path == target or path.startswith(target.rstrip("/") + "/")):
@@ -180,9 +207,13 @@ def _max_model_len(spec: ContainerSpec, kv_tokens: int | None, model_max: int | 
     length = int(raw)
     out = []
     if model_max and length > model_max:
-        out.append(Finding("max-model-len-model", "error",
-                           f"max-model-len {length} is above the model's maximum of {model_max} tokens; "
-                           "vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.",
+        allowed = spec.env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").lower() in ("1", "true")
+        out.append(Finding("max-model-len-model", "warning" if allowed else "error",
+                           f"max-model-len {length} is above the model's maximum of {model_max} tokens"
+                           + ("; VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets vLLM start, but positions past the "
+                              "maximum give wrong output unless rope scaling covers them." if allowed else
+                              f": vLLM refuses it (use {model_max}, or set env VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 "
+                              "with rope scaling that covers the length)."),
                            {"max-model-len": str(model_max)}))
     if kv_tokens and length > kv_tokens:
         fit = kv_tokens // 1024 * 1024 or kv_tokens

@@ -34,6 +34,77 @@ KNOWN_SERVE_FLAGS = (
 SWITCH_FLAGS = frozenset({"enable-auto-tool-choice"})
 #: ``--kv-cache-dtype`` choices (vLLM ``CacheDType``, v0.9 - v0.11).
 KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+#: ``--dtype`` choices (vLLM ``ModelDType``, v0.9 - v0.29).
+MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+#: ``--quantization`` method names of vLLM's ``QuantizationMethods`` (union of v0.9 - v0.29 and
+#: the TPU ``tpu_int8``); a name outside it is a lint warning, not a refusal (new releases add names).
+QUANTIZATION_METHODS = frozenset({
+    "awq", "auto_awq", "deepspeedfp", "tpu_int8", "fp8", "ptpc_fp8", "fbgemm_fp8", "fp_quant", "modelopt",
+    "modelopt_fp4", "modelopt_mxfp8", "modelopt_mixed", "marlin", "bitblas", "gguf", "gptq_marlin_24",
+    "gptq_marlin", "gptq_bitblas", "awq_marlin", "gptq", "auto_gptq", "compressed-tensors", "bitsandbytes",
+    "qqq", "hqq", "experts_int8", "neuron_quant", "ipex", "quark", "moe_wna16", "torchao", "auto-round", "rtn",
+    "inc", "mxfp4", "gpt_oss_mxfp4", "petit_nvfp4", "deepseek_v4_fp8", "cpu_awq", "online", "fp8_per_tensor",
+    "fp8_per_block", "fp8_per_channel", "int8_per_channel_weight_only", "nvfp4_per_token", "mxfp8", "humming",
+})
+#: Flags whose value has a type, known or free-form: ``positive_int`` (tokens, counts, sizes),
+#: ``non_negative_int``, ``non_negative_number`` (GiB), ``fraction`` (0, 1], ``choice`` of a tuple, ``name``.
+TYPED_FLAGS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "max-model-len": ("positive_int", ()), "max-num-batched-tokens": ("positive_int", ()),
+    "tensor-parallel-size": ("positive_int", ()), "max-num-seqs": ("positive_int", ()),
+    "pipeline-parallel-size": ("positive_int", ()), "data-parallel-size": ("positive_int", ()),
+    "block-size": ("positive_int", ()), "num-gpu-blocks-override": ("positive_int", ()),
+    "max-logprobs": ("non_negative_int", ()), "seed": ("non_negative_int", ()),
+    "swap-space": ("non_negative_number", ()), "cpu-offload-gb": ("non_negative_number", ()),
+    "gpu-memory-utilization": ("fraction", ()),
+    "kv-cache-dtype": ("choice", KV_CACHE_DTYPES), "dtype": ("choice", MODEL_DTYPES),
+    "quantization": ("name", ()), "port": ("positive_int", ()),
+}
+_UNITS = {"max-model-len": " (tokens)", "max-num-batched-tokens": " (tokens)", "block-size": " (tokens)",
+          "swap-space": " (GiB)", "cpu-offload-gb": " (GiB)"}
+_METHOD_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
+def check_flag_value(name: str, value: str | None) -> None:
+    """Check one ``vllm serve`` flag value against :data:`TYPED_FLAGS` (untyped flags pass).
+
+    Args:
+        name: the flag without dashes (``max-model-len``).
+        value: its value; ``None`` (a bare switch) passes.
+
+    Raises:
+        ValueError: with the flag, the expected type and the value, e.g. ``quantization must be
+            a quantization method name (awq, fp8, gptq, ...), got '0.95'``.
+    """
+    kind, choices = TYPED_FLAGS.get(name, ("", ()))
+    if not kind or value is None:
+        return
+    unit = _UNITS.get(name, "")
+    if kind in ("positive_int", "non_negative_int"):
+        low = 1 if kind == "positive_int" else 0
+        if not (value.isdigit() and int(value) >= low):
+            what = "a positive integer" if low else "an integer >= 0"
+            raise ValueError(f"{name} must be {what}{unit}, got {value!r}")
+    elif kind == "non_negative_number":
+        try:
+            ok = float(value) >= 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"{name} must be a number >= 0{unit}, got {value!r}")
+    elif kind == "fraction":
+        try:
+            ok = 0.0 < float(value) <= 1.0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"{name} must be a fraction in (0, 1], got {value!r}")
+    elif kind == "choice" and value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    elif kind == "name" and not _METHOD_NAME.match(value):
+        raise ValueError(f"{name} must be a quantization method name (awq, fp8, gptq, compressed-tensors, "
+                         f"tpu_int8 ...), got {value!r}")
+
+
 #: ``with_changes`` keys that edit the container rather than a flag.
 SPEC_KEYS = ("image", "model", "name", "network", "shm-size", "privileged")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

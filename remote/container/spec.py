@@ -33,6 +33,7 @@ from remote.container.parse import (
     KV_CACHE_DTYPES,
     SPEC_KEYS,
     SWITCH_FLAGS,
+    check_flag_value,
     parse_inspect,
     parse_serve_args,
     set_env,
@@ -48,7 +49,6 @@ from remote.secrets import MASK, is_secret_name
 #: The launcher vLLM images are started with.
 VLLM_SERVE = ("vllm", "serve")
 
-_POSITIVE_INT_FLAGS = ("max-model-len", "max-num-batched-tokens", "tensor-parallel-size", "max-num-seqs")
 _TOKEN_SHAPE = re.compile(r"\b(hf_[A-Za-z0-9]{8,}|sk-[A-Za-z0-9_\-]{16,})")
 _CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 _IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._\-/:@]*[a-zA-Z0-9_]$")
@@ -242,22 +242,10 @@ class ContainerSpec:
             raise ValueError(f"image {self.image!r} is not a valid image reference")
         if not self.model or self.model.startswith("-") or any(c.isspace() for c in self.model):
             raise ValueError(f"model {self.model!r} must be a model id or path without spaces")
-        for name in _POSITIVE_INT_FLAGS:
-            value = self.serve_flags.get(name)
-            if value is not None and not (value.isdigit() and int(value) > 0):
-                unit = " (tokens)" if "len" in name or "tokens" in name else ""
-                raise ValueError(f"{name} must be a positive integer{unit}, got {value!r}")
-        util = self.serve_flags.get("gpu-memory-utilization")
-        if util is not None:
-            try:
-                ok = 0.0 < float(util) <= 1.0
-            except ValueError:
-                ok = False
-            if not ok:
-                raise ValueError(f"gpu-memory-utilization must be a fraction in (0, 1], got {util!r}")
-        dtype = self.serve_flags.get("kv-cache-dtype")
-        if dtype is not None and dtype not in KV_CACHE_DTYPES:
-            raise ValueError(f"kv-cache-dtype must be one of {', '.join(KV_CACHE_DTYPES)}, got {dtype!r}")
+        for name, value in self.serve_flags.items():
+            check_flag_value(name, value)
+        for name, value in parse_serve_args(["-", *self.extra_args]).extra_flags.items():
+            check_flag_value(name, value)
 
     # ---- output ------------------------------------------------------------------------
 

@@ -4,9 +4,12 @@ The reader (``remote.vllm_log.reader``) finds root-cause text and context; this 
 turns them into a :class:`~remote.startup.FailureKind`, a one-sentence
 explanation and a hint with concrete flag values when the log states enough.
 Texts recognised (source noted per pattern in ``remote.vllm_log.patterns``):
-XLA ``RESOURCE_EXHAUSTED`` HBM/VMEM OOMs (jax / libtpu), the V0/V1 KV-fit
-``max seq len`` errors, tpu-inference's HBM budget check and multi-host
-``MemoryStats`` error, and the OpenAI server's context-length 400.
+XLA ``RESOURCE_EXHAUSTED`` HBM/VMEM OOMs (jax / libtpu) and any allocation failure that states
+what it needed and what was free, the V0/V1 KV-fit ``max seq len`` errors, ``ModelConfig``'s
+``max_model_len`` above the model's derived maximum (a plain ValueError, or inside pydantic's
+``ValidationError`` block from vLLM 0.10 on), tpu-inference's HBM budget check and multi-host
+``MemoryStats`` error, and the OpenAI server's context-length 400. The README's "Failure
+catalogue" lists each kind, the text that triggers it and what to try.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from remote.accelerators import generation_facts
 from remote.models import chip_generation
 from remote.startup import FailureKind as K
 from remote.startup import Phase
@@ -67,6 +71,12 @@ def match_specific(message: str) -> Match | None:
     """Recognise a specific failure text in ``message`` (one line or joined lines)."""
     if "MemoryStats is only supported for addressable" in message:
         return Match(K.MULTIHOST_MEMORY_STATS_ERROR, True, {})
+    if "greater than the derived max_model_len" in message:
+        m = pat.DERIVED_MAX_LEN.search(message)
+        if m:
+            return Match(K.MAX_MODEL_LEN_TOO_LARGE, True,
+                         {"requested_max_model_len": pat.to_int(m[1]),
+                          "derived_max_model_len": int(float(m[3]))})
     if "maximum context length" in message:
         m = pat.CONTEXT_LENGTH.search(message)
         if m:
@@ -119,6 +129,23 @@ def _oom_numbers(message: str) -> dict[str, float | int]:
     return nums
 
 
+def pydantic_detail(text: str) -> str:
+    """The reason of a joined pydantic ``ValidationError`` block, without its header and link.
+
+    ``"pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig Value error,
+    User-specified ... [type=value_error, input_value=...] For further information visit https://..."``
+    -> ``"Value error, User-specified ..."``; ``text`` itself when it has no reason after the header.
+    """
+    m = pat.PYDANTIC_HEADER.search(text)
+    detail = text[m.end():] if m else text
+    for cut in (" [type=", " For further information visit"):
+        i = detail.find(cut)
+        if i >= 0:
+            detail = detail[:i]
+    detail = detail.strip()
+    return detail or text
+
+
 def resolve_oom(tb_context: str | None, phase: Phase) -> K:
     """HBM OOM kind from the innermost recognised traceback frame, else from the phase."""
     if tb_context == "kv":
@@ -162,9 +189,61 @@ def _lower_util(facts: Facts) -> str:
     util = facts.gpu_memory_utilization
     gen = chip_generation(facts.tpu_type)
     where = f" on this {gen}" if gen else ""
+    known = generation_facts(facts.tpu_type)
+    ceiling = known.max_hbm_utilization if known else None
     if util is not None and util > 0.5:
-        return (f"--gpu-memory-utilization {util - 0.03:.2f} instead of {util:.2f}{where}")
+        target = util - 0.03
+        if ceiling is not None and util > ceiling:
+            target = ceiling
+        return (f"--gpu-memory-utilization {target:.2f} instead of {util:.2f}{where}")
     return "a lower --gpu-memory-utilization (for example 0.92 instead of 0.95 on a v5e)"
+
+
+def _chip_hbm_gib(facts: Facts) -> float | None:
+    """HBM per chip: the log's limit, else the generation table's usable figure."""
+    if facts.hbm_limit_gib:
+        return facts.hbm_limit_gib
+    known = generation_facts(facts.tpu_type)
+    return known.hbm_usable_gib if known else None
+
+
+def allocation_advice(numbers: Mapping[str, float | int], facts: Facts) -> tuple[str, str]:
+    """What an allocation failure needed and had available, and the utilization that frees the difference.
+
+    Lowering ``--gpu-memory-utilization`` by ``short / HBM per chip`` shrinks the KV cache by the
+    missing GiB, so compiled programs or buffers allocated after it fit; it is never offered
+    above the generation's known ceiling (``remote.accelerators``).
+
+    Args:
+        numbers: ``required_gib`` and ``available_gib`` (GiB, per chip) from the message.
+        facts: ``gpu_memory_utilization`` and the per-chip HBM limit (``hbm_limit_gib`` or
+            ``tpu_type`` through ``remote.accelerators``).
+
+    Returns:
+        ``(figures, advice)``: ``" (needed 0.13 GiB, 0.07 GiB available: 0.06 GiB short)"`` and
+        ``"--gpu-memory-utilization 0.91 instead of 0.92 leaves those 0.06 GiB free"``; ``""``
+        for what the message or the log did not state.
+    """
+    need, free = numbers.get("required_gib"), numbers.get("available_gib")
+    if need is None or free is None:
+        return "", ""
+    short = max(0.0, float(need) - float(free))
+    figures = f" (needed {_gib(need)}, {_gib(free)} available: {_gib(short)} short)"
+    limit, util = _chip_hbm_gib(facts), facts.gpu_memory_utilization
+    if not limit or util is None or short <= 0:
+        return figures, ""
+    util = float(util)
+    target = math.floor((util * limit - short) / limit * 100) / 100
+    known = generation_facts(facts.tpu_type)
+    ceiling = known.max_hbm_utilization if known else None
+    if ceiling is not None and target > ceiling:
+        target = ceiling
+    if target >= util:
+        target = round(util - 0.01, 2)
+    if target < 0.5:
+        return figures, ""
+    return figures, (f"--gpu-memory-utilization {target:.2f} instead of {util:.2f} leaves those "
+                     f"{_gib(short)} free")
 
 
 def _gib(value: float | int | None) -> str:
@@ -183,25 +262,26 @@ def explain(kind: K, numbers: Mapping[str, float | int], facts: Facts) -> tuple[
         ``(explanation, hint)``, both plain sentences.
     """
     n = numbers
-    if kind is K.HBM_OOM_LOAD:
-        need = (f" (needs {_gib(n.get('required_gib'))}, {_gib(n.get('available_gib'))} available)"
-                if "required_gib" in n else "")
-        return (f"HBM ran out while loading the weights{need}.",
+    figures, advice = allocation_advice(n, facts)
+    if kind is K.HBM_OOM_LOAD:       # no KV cache yet: a lower utilization frees nothing
+        if "required_gib" in n and not figures:
+            figures = f" (needs {_gib(n.get('required_gib'))})"
+        return (f"HBM ran out while loading the weights{figures}.",
                 "Spread the model over more chips (--tensor-parallel-size), use a smaller or "
                 "quantized checkpoint, or pick a TPU type with more HBM per chip.")
     if kind is K.HBM_OOM_KV_ALLOC:
         if facts.num_gpu_blocks_override is not None:
             return ("HBM ran out allocating the KV cache: --num-gpu-blocks-override "
-                    f"{facts.num_gpu_blocks_override} asks for more blocks than fit.",
+                    f"{facts.num_gpu_blocks_override} asks for more blocks than fit{figures}.",
                     f"Drop --num-gpu-blocks-override (the engine computed "
                     f"{facts.num_gpu_blocks_computed} blocks fit), or free HBM with "
-                    f"{_lower_util(facts)}.")
-        return ("HBM ran out while allocating the KV cache.",
-                f"Try {_lower_util(facts)}, or a smaller --max-model-len / --max-num-seqs.")
+                    f"{advice or _lower_util(facts)}.")
+        return (f"HBM ran out while allocating the KV cache{figures}.",
+                f"Try {advice or _lower_util(facts)}, or a smaller --max-model-len / --max-num-seqs.")
     if kind is K.HBM_OOM_AFTER_COMPILE:
         return ("HBM ran out during XLA compilation or warm-up, after the weights and KV cache "
-                "were placed, so the compiled programs' temporaries do not fit.",
-                f"Leave more HBM for XLA: {_lower_util(facts)}; or lower "
+                f"were placed, so the compiled programs do not fit{figures}.",
+                f"Leave more HBM for XLA: {advice or _lower_util(facts)}; or lower "
                 "--max-num-batched-tokens / --max-num-seqs.")
     if kind is K.HBM_BUDGET_EXCEEDED:
         used, cap = n.get("total_hbm_used_gb"), n.get("total_hbm_limit_cap_gb")
@@ -220,6 +300,12 @@ def explain(kind: K, numbers: Mapping[str, float | int], facts: Facts) -> tuple[
         return ("A TPU kernel ran out of on-chip VMEM/SMEM while compiling.",
                 "Lower --max-num-batched-tokens (and --max-num-seqs), or try another "
                 "--block-size; if it persists, report it with the kernel name.")
+    if kind is K.MAX_MODEL_LEN_TOO_LARGE and "derived_max_model_len" in n:
+        derived = n["derived_max_model_len"]
+        return (f"max-model-len {n.get('requested_max_model_len')} is above the model's own maximum of "
+                f"{derived} tokens (derived from its config.json), so vLLM refused it before loading.",
+                f"Use --max-model-len {derived}. Only to go beyond it: set env VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 "
+                "with rope scaling that covers the length (--hf-overrides), or the output is wrong.")
     if kind is K.MAX_MODEL_LEN_TOO_LARGE:
         fits = n.get("estimated_max_model_len") or n.get("kv_cache_capacity_tokens")
         seq = n.get("max_seq_len")

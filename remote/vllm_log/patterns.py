@@ -123,6 +123,21 @@ CONTAINER_EXIT = re.compile(r"^(?:(\S+)\s+)?(Exited \((-?\d+)\))")
 #: A Python exception line: ``jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: ...``.
 EXCEPTION_LINE = re.compile(
     r"^((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt))(?::\s?(.*))?$")
+#: An exception line whose type does not end in Error/Exception (read only inside a traceback):
+#: ``triton.runtime.errors.OutOfResources: out of resource: ...``, ``torch._dynamo.exc.Unsupported: ...``.
+EXCEPTION_LINE_TB = re.compile(
+    r"^((?:[A-Za-z_]\w*\.)+[A-Z]\w*|[A-Z][a-z0-9]+(?:[A-Z][A-Za-z0-9]*)+):\s(.+)$")
+#: pydantic's header of a config ``ValidationError`` (vLLM 0.10+ builds ``ModelConfig`` and the other
+#: configs as pydantic dataclasses): ``pydantic_core._pydantic_core.ValidationError: 1 validation
+#: error for ModelConfig``; the reason follows on the next lines (``  Value error, ...``).
+PYDANTIC_HEADER = re.compile(r"\b\d+ validation errors? for \w+")
+#: vLLM ``ModelConfig`` (``_get_and_verify_max_len``, v0.4 - v0.29; inside the pydantic block from
+#: 0.10): ``User-specified max_model_len (200000) is greater than the derived max_model_len
+#: (max_position_embeddings=131072 or model_max_length=None in model's config.json).`` The key
+#: may be ``None=4096`` (old) and the value a float (``32768.0``).
+DERIVED_MAX_LEN = re.compile(
+    r"User-specified max_model_len \(([\d,]+)\) is greater than the derived max_model_len \(\s*"
+    r"(?:(\w+)=)?([\d.]+)")
 FRAME_FUNC = re.compile(r'^File ".*", line \d+, in (\S+)')
 #: KF2 (V1): ``... max seq len (131072), (16.00 GiB KV cache is needed, ... available KV
 #: cache memory (0.71 GiB). ... the estimated maximum model length is 5632.``
@@ -144,12 +159,16 @@ CONTEXT_LENGTH = re.compile(
 HBM_BUDGET = re.compile(
     r"total_hbm_used_gb=([\d.]+)GiB exceeds total_hbm_limit_cap_gb=([\d.]+)GiB by "
     r"(-?[\d.]+)GiB(?:.*?from ([\d.]+) to)?")
-#: XLA HBM OOM figures: ``HLO temporaries (16.23G) exceeds available HBM (15.75G)``,
-#: ``Used 49.34G of 32.00G hbm``, ``Attempting to allocate 128.00M ... There are 69.02M free``.
+#: Allocation failure figures, what was needed and what was free: XLA ``HLO temporaries
+#: (16.23G) exceeds available HBM (15.75G)`` (corpus 12), ``Used 49.34G of 32.00G hbm``, libtpu
+#: ``Attempting to allocate 128.00M ... There are 69.02M free`` (E0100, corpus 33; E0101 says
+#: ``reserve``), PyTorch ``Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 23.65 GiB of
+#: which 3.06 MiB is free`` (torch 2.1+).
 OOM_REQUIRED = re.compile(
-    r"(?:required for HLO temporaries|Used|Attempting to (?:allocate|reserve)) \(?([\d.]+)([KMGT])")
+    r"(?:required for HLO temporaries|Used|Attempting to (?:allocate|reserve)|Tried to allocate) "
+    r"\(?([\d.]+) ?([KMGT])")
 OOM_AVAILABLE = re.compile(
-    r"(?:available HBM \(|of |There are )([\d.]+)([KMGT])(?:\)| hbm| free)")
+    r"(?:available HBM \(|of |There are |of which )([\d.]+) ?([KMGT])(?:\)| hbm| free|i?B is free)")
 
 #: What ``grep -E`` would need to find the same lines (used by the benchmark).
 GREP_PATTERNS = (

@@ -207,7 +207,8 @@ class StartupReader:
                 if c == b" ":
                     if head == b"    ":  # array/padding continuations, source lines
                         continue
-                elif c.isdigit() or not c or not (b"rror" in raw or b"xception" in raw or c == b"\xe2"):
+                elif c.isdigit() or not c or not (b"rror" in raw or b"xception" in raw or c == b"\xe2"
+                                                  or boot.in_tb):
                     continue
             boot.lines_read = n
             line = raw.decode("utf-8", "replace")

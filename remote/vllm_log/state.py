@@ -204,7 +204,7 @@ class BootState:
         c = msg[:1]
         if c in pat.DIGITS:
             return
-        if "rror" in msg or "xception" in msg:
+        if "rror" in msg or "xception" in msg or self.in_tb:
             self.on_exception(msg, line)
         elif c in pat.BANNER_GLYPHS:
             self.on_banner(msg, line)
@@ -483,6 +483,8 @@ class BootState:
         if m:
             self.group_total = (self.group_total or 0.0) + float(m[1])
             self._compiling(line)
+        elif "rror" in msg or "xception" in msg or self.in_tb:   # torch.OutOfMemoryError: ...
+            self.on_exception(msg, line)
 
     def on_dynamo(self, msg: str, line: str) -> None:
         if msg.startswith("Dynamo bytecode"):
@@ -521,8 +523,17 @@ class BootState:
             return False
         text = f"{text} {msg}"
         left -= 1
+        if kind == "pydantic" and ("[type=" in msg or msg.startswith(("Value error", "Assertion failed"))):
+            evidence = line          # the reason, not the class header, is the evidence
         self.accum = [kind, text, left, evidence]
-        done = (not text.endswith(":")) if kind == "colon" else _kv_text_done(text)
+        if kind == "pydantic":
+            done = msg.startswith("For further information")
+        elif kind == "derived":      # a hand-wrapped max_model_len text: until its figures are in
+            done = pat.DERIVED_MAX_LEN.search(text) is not None
+        elif kind == "colon":
+            done = not text.endswith(":")
+        else:
+            done = _kv_text_done(text)
         if done or left <= 0:
             self.finish_accum()
         return True
@@ -530,26 +541,36 @@ class BootState:
     def finish_accum(self) -> None:
         """End a multi-line message and diagnose it."""
         assert self.accum is not None
-        _, text, _, evidence = self.accum
+        kind, text, _, evidence = self.accum
         self.accum = None
-        m = pat.EXCEPTION_LINE.match(text)
-        self.diagnose(m[1] if m else None, text, evidence)
+        m = pat.EXCEPTION_LINE.match(text) or pat.EXCEPTION_LINE_TB.match(text)
+        exc_type = m[1] if m else None
+        if kind == "pydantic":       # quote the reason ("Value error, ..."), not the class header
+            text = dx.pydantic_detail(text)
+        self.diagnose(exc_type, text, evidence)
 
     def on_exception(self, msg: str, line: str) -> None:
         """An ``XxxError: ...`` line, or a line mentioning an error."""
         m = pat.EXCEPTION_LINE.match(msg)
+        if m is None and self.in_tb:   # a type not ending in Error (OutOfResources, Unsupported ...)
+            m = pat.EXCEPTION_LINE_TB.match(msg)
         if m is None:
             if ("RESOURCE_EXHAUSTED" in msg or "max seq len" in msg or "context length" in msg
-                    or "MemoryStats" in msg or "out of memory" in msg):
+                    or "MemoryStats" in msg or "out of memory" in msg
+                    or "derived max_model_len" in msg):
                 self.diagnose(None, msg, line)
             return
         if any(p in msg for p in dx.ENVELOPE_PHRASES):
             self.signal_fatal(msg, line)
             return
-        if msg.endswith(":"):
+        if pat.PYDANTIC_HEADER.search(msg):
+            self.accum = ["pydantic", msg, _MAX_ACCUM_LINES, line]
+        elif msg.endswith(":"):
             self.accum = ["colon", msg, 3, line]
         elif "max seq len" in msg and not _kv_text_done(msg):
             self.accum = ["kv", msg, _MAX_ACCUM_LINES, line]
+        elif "User-specified max_model_len" in msg and pat.DERIVED_MAX_LEN.search(msg) is None:
+            self.accum = ["derived", msg, 4, line]
         else:
             self.diagnose(m[1], msg, line)
 

@@ -201,3 +201,46 @@ def test_swap_verb_never_asks_the_tpu_api_to_touch_the_node(demo_node, tmp_path:
     # the container it replaced, unknown to the history, is kept so a later rollback finds it (as the screen does)
     assert replaced.origin == "observed" and replaced.outcome == "replaced" and launch.replaced_launch_id == replaced.id
     assert launch.accelerator_type == "v5litepod-4" and "--max-model-len" in launch.serve_args
+
+
+def test_lint_errors_fail_the_dry_run_and_refuse_the_swap_unless_forced(demo_node, tmp_path: Path, capsys):
+    from console.cli import main
+
+    config, _api, vm = demo_node
+    base = ["--config", str(config), "--db", str(tmp_path / "history.db"), "swap", "vllm-v5e-a"]
+    bad = ["--set", "tensor-parallel-size=3"]                       # 3 does not divide the 4 chips
+    assert main([*base, *bad, "--dry-run"]) == 1
+    out = capsys.readouterr().out
+    assert "ERROR   tp-chips" in out and "1 lint error (tp-chips)" in out and "without --force" in out
+    assert main([*base, *bad, "--yes"]) == 1
+    out = capsys.readouterr().out
+    assert "Refused: 1 lint error (tp-chips); apply the fixes shown or pass --force" in out
+    assert not any(" rm " in c or " run " in c or " pull " in c for c in vm.commands)
+    assert main([*base, "--set", "max-model-len=8192"]) == 1       # no --yes and stdin is not a terminal
+    assert "no terminal to confirm on; pass --yes" in capsys.readouterr().out
+    assert not any(" rm " in c or " run " in c for c in vm.commands)
+    assert main([*base, *bad, "--yes", "--force"]) == 0             # forced: it runs (vLLM will refuse it)
+    assert "Swapped" in capsys.readouterr().out
+    cmd = vm.docker.find("vllm").inspect(0)["Config"]["Cmd"]
+    assert cmd[cmd.index("--tensor-parallel-size") + 1] == "3"
+
+
+def test_dry_run_errors_on_a_max_model_len_above_the_models_config(demo_node, tmp_path: Path, capsys):
+    """The node serves Qwen/Qwen3-8B (max_position_embeddings 40960 in the container's config.json)."""
+    from console.cli import main
+    from store.history import HistoryStore
+
+    config, _api, vm = demo_node
+    db = tmp_path / "history.db"
+    base = ["--config", str(config), "--db", str(db), "swap", "vllm-v5e-a"]
+    assert main([*base, "--set", "max-model-len=65536", "--dry-run"]) == 1
+    out = capsys.readouterr().out
+    assert "ERROR   max-model-len-model: max-model-len 65536 is above the model's maximum of 40960 tokens" in out
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in out and "[fix: max-model-len=40960]" in out
+    assert any(" exec vllm cat /root/.cache/huggingface/hub/models--Qwen--Qwen3-8B/snapshots/" in c
+               for c in vm.commands)
+    with HistoryStore(db) as store:                       # remembered for the model
+        limit, source = store.model_limit("Qwen/Qwen3-8B")
+    assert limit == 40960 and source.endswith("/config.json")
+    assert main([*base, "--set", "max-model-len=40960", "--dry-run"]) == 0
+    assert "max-model-len-model" not in capsys.readouterr().out

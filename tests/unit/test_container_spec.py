@@ -169,6 +169,15 @@ def test_with_changes_edits_flags_env_volumes_and_image(spec):
     ("gpu-memory-utilization", "0", "fraction"),
     ("gpu-memory-utilization", "nan", "fraction"),
     ("kv-cache-dtype", "int3", "kv-cache-dtype must be one of"),
+    ("quantization", "0.95", r"quantization must be a quantization method name .*got '0.95'"),
+    ("quantization", "Fp 8", "quantization method name"),
+    ("dtype", "bf16", r"dtype must be one of auto, half, float16, bfloat16, float, float32, got 'bf16'"),
+    ("max-num-seqs", "0", "max-num-seqs must be a positive integer"),
+    ("max-num-batched-tokens", "1e4", r"max-num-batched-tokens must be a positive integer \(tokens\)"),
+    ("block-size", "-16", r"block-size must be a positive integer \(tokens\), got '-16'"),
+    ("num-gpu-blocks-override", "many", "positive integer"),
+    ("swap-space", "-4", r"swap-space must be a number >= 0 \(GiB\)"),
+    ("seed", "x", "seed must be an integer >= 0"),
     ("image", "vllm tpu; rm -rf /", "not a valid image reference"),
     ("model", "--trust-remote-code", "model id or path"),
     ("name", "a b", "not a valid docker name"),
@@ -181,6 +190,15 @@ def test_with_changes_edits_flags_env_volumes_and_image(spec):
 def test_invalid_values_are_refused_with_the_reason(spec, key, value, reason):
     with pytest.raises(ValueError, match=reason):
         spec.with_changes({key: value})
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("quantization", "fp8"), ("quantization", "compressed-tensors"), ("quantization", "tpu_int8"),
+    ("dtype", "bfloat16"), ("block-size", "256"), ("swap-space", "0"), ("seed", "0"),
+    ("kv-cache-dtype", "fp8_e5m2"), ("max-num-seqs", "256"),
+])
+def test_valid_typed_values_are_kept(spec, key, value):
+    assert spec.with_changes({key: value}).flag(key) == value
 
 
 # ---- argv, quoting, masking ----------------------------------------------------------------

@@ -45,17 +45,33 @@ def test_hbm_utilization_above_092_on_v5e_v6e(accel):
     assert "hbm-utilization" not in rules(lint(fixed, accelerator_type=accel))
 
 
-def test_hbm_utilization_quiet_at_092_and_on_v5p():
+def test_hbm_utilization_quiet_at_092():
     assert "hbm-utilization" not in rules(lint(make("--gpu-memory-utilization", "0.92"), accelerator_type="v5litepod-4"))
-    assert "hbm-utilization" not in rules(lint(make("--gpu-memory-utilization", "0.95"), accelerator_type="v5p-8"))
 
 
-def test_fp8_kv_cache_on_v5e_v6e():
+@pytest.mark.parametrize(("accel", "left_gib"), [("v5p-8", "4.75"), ("tpu7x-8", "9.60"), ("v4-8", "1.60")])
+def test_hbm_utilization_without_a_known_ceiling_says_not_checked(accel, left_gib):
+    f = only(lint(make("--gpu-memory-utilization", "0.95"), accelerator_type=accel), "hbm-utilization")
+    assert f.severity == "info" and "not checked" in f.message and f"{left_gib} GiB" in f.message
+    assert f.fix == {"gpu-memory-utilization": "0.92"}
+    assert "hbm-utilization" not in rules(lint(make("--gpu-memory-utilization", "0.9"), accelerator_type=accel))
+
+
+@pytest.mark.parametrize("accel", ["v9z-8", None, ""])
+def test_unknown_generation_says_not_checked(accel):
+    spec = make("--gpu-memory-utilization", "0.99", "--kv-cache-dtype", "fp8")
+    f = only(lint(spec, accelerator_type=accel), "generation")
+    assert f.severity == "info" and "not checked" in f.message
+    assert "hbm-utilization" not in rules(lint(spec, accelerator_type=accel))
+
+
+def test_fp8_kv_cache_without_native_fp8():
     spec = make("--kv-cache-dtype", "fp8_e5m2")
     f = only(lint(spec, accelerator_type="v6e-4"), "fp8-kv-cache")
     assert f.severity == "warning" and "bf16 is allocated" in f.message and f.fix == {"kv-cache-dtype": None}
     assert "kv-cache-dtype" not in spec.with_changes(f.fix).serve_flags
-    assert "fp8-kv-cache" not in rules(lint(spec, accelerator_type="v5p-8"))
+    assert "fp8-kv-cache" in rules(lint(spec, accelerator_type="v5p-8"))
+    assert "fp8-kv-cache" not in rules(lint(spec, accelerator_type="tpu7x-8"))    # Ironwood has fp8
     assert "fp8-kv-cache" not in rules(lint(make("--kv-cache-dtype", "auto"), accelerator_type="v6e-4"))
 
 
@@ -99,6 +115,8 @@ def test_compile_cache_follows_the_env_path_and_parent_mounts():
     assert f.fix == {"env.VLLM_XLA_CACHE_PATH": "/cache/xla", "volume:/cache/xla": HOST_XLA_CACHE_DIR}
     parent = make(volumes=("/mnt/disks/persist/cache:/root/.cache",))
     assert "compile-cache" not in rules(lint(parent, accelerator_type="v6e-8"))
+    bucket = make(env={"VLLM_XLA_CACHE_PATH": "gs://my-bucket/xla-cache"}, volumes=())
+    assert "compile-cache" not in rules(lint(bucket, accelerator_type="v6e-8"))
     disabled = make(env={"VLLM_DISABLE_COMPILE_CACHE": "1"})
     assert only(lint(disabled, accelerator_type="v6e-8"), "compile-cache").fix == {"env.VLLM_DISABLE_COMPILE_CACHE": None}
 
@@ -117,6 +135,8 @@ def test_max_model_len_above_model_maximum():
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in f.message
     assert "max-model-len-model" not in rules(lint(spec.with_changes(f.fix), accelerator_type="v6e-8",
                                                    model_max_len=40960))
+    allowed = spec.with_changes({"env.VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
+    assert only(lint(allowed, accelerator_type="v6e-8", model_max_len=40960), "max-model-len-model").severity == "warning"
 
 
 @pytest.mark.parametrize(("accel", "tp", "severity"), [
@@ -171,3 +191,10 @@ def test_errors_come_first():
     spec = make("--gpu-memory-utilization", "0.95", "--tensor-parallel-size", "3", image="vllm/vllm-tpu:nightly")
     severities = [f.severity for f in lint(spec, accelerator_type="v6e-8")]
     assert severities == sorted(severities, key=["error", "warning", "info"].index) and severities[0] == "error"
+
+
+def test_unknown_quantization_method_is_a_warning_with_a_removal_fix():
+    spec = make("--quantization", "fp9")
+    f = only(lint(spec, accelerator_type="v6e-8"), "quantization")
+    assert f.severity == "warning" and "fp9" in f.message and f.fix == {"quantization": None}
+    assert "quantization" not in rules(lint(make("--quantization", "fp8"), accelerator_type="v6e-8"))

@@ -201,9 +201,9 @@ def test_max_model_len_the_kv_cache_cannot_hold_fails_with_the_v1_value_error() 
     assert (fits.outcome, fits.max_concurrency) == ("ready", 1.0)
 
 
-def test_max_model_len_above_max_positions_is_a_config_error_in_the_api_server() -> None:
+def test_max_model_len_above_max_positions_fails_in_the_api_server() -> None:
     plan = plan_startup(["Qwen/Qwen3-8B", "--max-model-len", "131072"], "v6e-1")
-    assert (plan.outcome, plan.failure_kind) == ("failed", "config_error")
+    assert (plan.outcome, plan.failure_kind) == ("failed", "max_model_len_too_large")
     assert plan.failure_message is not None and plan.failure_message.startswith(
         "User-specified max_model_len (131072) is greater than the derived max_model_len "
         "(max_position_embeddings=40960")

@@ -248,3 +248,20 @@ def test_every_sqlite_error_inside_the_store_is_a_store_error(tmp_path: Path) ->
         store.list_launches()
     with pytest.raises(StoreError, match=r"history start launch failed"):
         store.start_launch(node="n", model="m")
+
+
+def test_model_limits_are_remembered_per_model(tmp_path):
+    from store import StoreError
+    from store.history import HistoryStore
+
+    with HistoryStore(tmp_path / "h.db") as store:
+        assert store.model_limit("google/gemma-3-27b-it") is None
+        store.record_model_limit("google/gemma-3-27b-it", 131072, "/root/.cache/x/config.json")
+        store.record_model_limit("Qwen/Qwen3-8B", 40960, "boot log")
+        store.record_model_limit("google/gemma-3-27b-it", 131072, "boot log")     # newest wins, one row
+        assert store.model_limit("google/gemma-3-27b-it") == (131072, "boot log")
+        assert store.model_limit("Qwen/Qwen3-8B") == (40960, "boot log")
+        with pytest.raises(StoreError, match="positive length"):
+            store.record_model_limit("Qwen/Qwen3-8B", 0, "x")
+    with HistoryStore(tmp_path / "h.db") as again:                                  # it persists
+        assert again.model_limit("Qwen/Qwen3-8B") == (40960, "boot log")

@@ -225,7 +225,9 @@ def test_compile_oom_on_v5e_suggests_a_lower_utilisation() -> None:
              "Exceeded hbm capacity by 1.59G.").state
     f = s.failure
     assert f.kind is FailureKind.HBM_OOM_AFTER_COMPILE
-    assert "--gpu-memory-utilization 0.92 instead of 0.95 on this v5e" in f.hint
+    assert "(needed 17.34 GiB, 15.75 GiB available: 1.59 GiB short)" in f.explanation
+    # 0.95 x 15.75 - 1.59 = 13.37 GiB of cap = 0.849 of the chip's HBM
+    assert "--gpu-memory-utilization 0.84 instead of 0.95 leaves those 1.59 GiB free" in f.hint
     assert (s.tpu_type, s.num_chips, s.max_model_len) == ("v5litepod-4", 4, 8192)
 
 

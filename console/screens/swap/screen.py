@@ -173,6 +173,7 @@ class SwapScreen(ConsoleScreen):
             return
         self.running = current.running
         self.running_id = current.container_id
+        await swap_flow.learn_model_limit(conn, current, self._store(), label=self._label)   # for the lint
         target = await self._target_spec(current)
         if target is not None:
             self._ready(target)
