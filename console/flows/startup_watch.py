@@ -4,8 +4,9 @@ Shared by the startup view (``console/screens/startup.py``) and ``tpu-console wa
 connect the same way (an unknown host key goes to a callback), follow ``docker logs -f
 --timestamps`` with :class:`remote.container.tail.LogTail`, feed :class:`remote.vllm_log.reader.StartupReader`,
 and, once ready, reach ``/v1/models`` through an SSH local port forward. No Textual here:
-callers get plain callbacks. :class:`LaunchRecorder` writes what the watch learns into the
-history as it learns it.
+callers get plain callbacks. Both hand a followed container to :func:`observe_followed`, and
+their :class:`~console.flows.launch_recorder.LaunchRecorder` writes what the watch learns into
+the history as it learns it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from console.flows.launch_recorder import LaunchRecorder
 from remote.container.tail import LogLine, LogTail, TailStatus
 from remote.errors import RemoteError
 from remote.ssh import SshTarget, has_known_host, target_for
@@ -160,6 +162,17 @@ class StartupWatch:
 
         return await docker_inspect(await self.control(), self.container, label=self.target.label)
 
+    async def image_inspect(self, inspect: dict[str, Any]) -> dict[str, Any] | None:
+        """``docker image inspect`` of the image the container (its ``inspect`` JSON) runs, or ``None``
+        (:func:`remote.container.docker.container_image_inspect`).
+
+        Raises:
+            RemoteError: SSH or docker failure.
+        """
+        from remote.container.docker import container_image_inspect
+
+        return await container_image_inspect(await self.control(), inspect, label=self.target.label)
+
     async def open_tunnel(self, local_port: int = 0) -> str:
         """Forward ``127.0.0.1:<local_port>`` to the container port on the node; returns the URL.
 
@@ -223,3 +236,31 @@ class StartupWatch:
             if conn is not None:
                 conn.close()
         self._first = self._control = None
+
+
+async def observe_followed(watch: StartupWatch, recorder: LaunchRecorder, container_id: str) -> tuple[Any, str | None]:
+    """Read the container the watch now follows and have ``recorder`` find, claim or start its launch.
+
+    ``docker inspect`` gives the spec and the requested time (the container's start); ``docker
+    image inspect`` of its image gives the repo digest (``repo@sha256:...``). A container that
+    cannot be read is still recorded, without them.
+
+    Returns:
+        ``(spec or None, a sentence saying why the container could not be read, or None)``.
+    """
+    from remote.container.spec import ContainerSpec, container_start_time
+
+    spec, problem, inspect = None, None, None
+    try:
+        inspect = await watch.inspect()
+        if inspect:
+            image = None
+            try:
+                image = await watch.image_inspect(inspect)
+            except RemoteError as exc:
+                problem = f"docker image inspect of {container_id[:12]}: {exc}"
+            spec = ContainerSpec.from_inspect(inspect, image)
+    except (RemoteError, ValueError) as exc:
+        problem = f"docker inspect of {container_id[:12]}: {exc}"
+    recorder.observe_container(container_id, spec, requested_at=container_start_time(inspect))
+    return spec, problem

@@ -26,7 +26,7 @@ from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
 from console.flows.launch_recorder import LaunchRecorder
-from console.flows.startup_watch import StartupWatch, resolve_target
+from console.flows.startup_watch import StartupWatch, observe_followed, resolve_target
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
 from console.widgets.log_pane import LogPane
@@ -216,6 +216,8 @@ class StartupScreen(ConsoleScreen):
                     [f"──── container replaced: now following {status.container_id[:12]} ────"])
             self._container_id = status.container_id
             self._observe(message.watcher, status.container_id)
+        if status.kind == "exited" and self.recorder is not None:
+            self.recorder.record_exit(message.watcher.reader.state, status.exit_code)
         if status.kind == "error":
             self.app.notify(status.message, title="Log tail stopped", severity="error", timeout=10)
         self._dirty = True
@@ -233,19 +235,14 @@ class StartupScreen(ConsoleScreen):
     @work(group="startup-observe", exit_on_error=False)
     async def _observe(self, watch: StartupWatch, container_id: str) -> None:
         """Inspect the new container, find or start its launch, and look up the compile ETA."""
-        from remote.container.spec import ContainerSpec
         from store.records import compile_key
 
-        spec = None
-        try:
-            inspect = await watch.inspect()
-            spec = ContainerSpec.from_inspect(inspect) if inspect else None
-        except (RemoteError, ValueError) as exc:
-            self.log.warning(f"docker inspect of {container_id[:12]}: {exc}")
         store = self._store()
         if self.recorder is None or self.recorder.store is not store:
             self.recorder = LaunchRecorder(store, self.node, clock=self.services.clock)
-        self.recorder.observe_container(container_id, spec)
+        spec, problem = await observe_followed(watch, self.recorder, container_id)
+        if problem is not None:
+            self.log.warning(problem)
         if store is not None and spec is not None and self.node.accelerator_type:
             try:
                 key = compile_key(self.node.accelerator_type, spec.model, spec.serve_args())

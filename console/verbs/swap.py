@@ -159,6 +159,7 @@ class _SwapFlow:
     async def _swap(self, node: Any, conn: Any, label: str) -> int:
         from console.flows.swap import lint_spec
         from console.flows.swap_run import SwapRunner
+        from remote.container.spec import container_start_time
         from remote.container.swap import plan_swap
 
         try:
@@ -178,7 +179,8 @@ class _SwapFlow:
             _say("Refused: nothing was changed.")
             return 1
         runner = SwapRunner(conn, node, label=label, open_store=self._open_store,
-                            running_id=(inspect or {}).get("Id"), on_step=_progress,
+                            running_id=(inspect or {}).get("Id"), running_started_at=container_start_time(inspect),
+                            on_step=_progress,
                             on_history_error=lambda sentence: _say(f"tpu-console: {sentence}", err=True))
         outcome = await runner.run(plan)
         return await self._finish(node, runner, plan, outcome.result)

@@ -7,7 +7,10 @@ step of a swap asks the TPU API to delete, stop, reset or recreate anything.
 
 from __future__ import annotations
 
+import json
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import asyncssh
@@ -22,6 +25,7 @@ from sandbox.vm import SandboxVm
 V5E_ARGS = ["Qwen/Qwen3-8B", "--max-model-len", "32768", "--gpu-memory-utilization", "0.90",
             "--tensor-parallel-size", "4", "--max-num-batched-tokens", "2048"]
 ALIAS = "tpu.4711000000000000001-0"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -201,3 +205,67 @@ def test_swap_verb_never_asks_the_tpu_api_to_touch_the_node(demo_node, tmp_path:
     # the container it replaced, unknown to the history, is kept so a later rollback finds it (as the screen does)
     assert replaced.origin == "observed" and replaced.outcome == "replaced" and launch.replaced_launch_id == replaced.id
     assert launch.accelerator_type == "v5litepod-4" and "--max-model-len" in launch.serve_args
+
+
+def _swap_in_its_own_process(config: Path, db: Path, *sets: str) -> subprocess.CompletedProcess[str]:
+    """``tpu-console swap --yes`` as an operator's script runs it: a process that records the
+    launch ``running`` and exits (so the history's writer of that launch is gone)."""
+    argv = ["--config", str(config), "--db", str(db), "swap", "vllm-v5e-a", *[a for s in sets for a in ("--set", s)],
+            "--yes"]
+    return subprocess.run([sys.executable, "-c", "import sys; from console.cli import main; sys.exit(main())",
+                           *argv], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def _history_json(capsys, config: Path, db: Path) -> list[dict]:
+    from console.cli import main
+
+    capsys.readouterr()
+    assert main(["--config", str(config), "--db", str(db), "history", "--json", "--node", "vllm-v5e-a"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_cli_swap_then_watch_ends_ready_in_the_history(demo_node, tmp_path: Path, capsys):
+    from console.cli import main
+
+    config, _api, vm = demo_node
+    db = tmp_path / "history.db"
+    swapped = _swap_in_its_own_process(config, db, "max-model-len=16384")
+    assert swapped.returncode == 0, swapped.stderr
+    new_id = vm.docker.find("vllm").inspect(0)["Id"]
+    assert main(["--config", str(config), "--db", str(db), "watch", "vllm-v5e-a"]) == 0
+    launch, replaced = _history_json(capsys, config, db)
+    # the swap's launch, completed by the watch that saw the boot end (not a new observed one)
+    assert (launch["origin"], launch["container_id"], launch["outcome"]) == ("console", new_id, "ready")
+    assert launch["replaced_launch_id"] == replaced["id"] and replaced["outcome"] == "replaced"
+    assert launch["kv_cache_tokens"] > 0 and launch["compile_seconds"] > 0 and launch["hbm"]
+    assert launch["requested_at"] <= launch["started_at"] <= launch["ready_at"]
+    assert launch["image_digest"].startswith("vllm/vllm-tpu@sha256:") and len(launch["image_digest"]) == 85
+    assert replaced["image_digest"].startswith("vllm/vllm-tpu@sha256:")
+    # the container it replaced was requested when that container started, before the swap
+    assert replaced["requested_at"] < launch["requested_at"]
+
+
+def test_cli_swap_then_watch_of_a_failing_boot_ends_failed_with_its_kind(demo_node, tmp_path: Path, capsys):
+    from console.cli import main
+
+    config, _api, _vm = demo_node
+    db = tmp_path / "history.db"
+    assert _swap_in_its_own_process(config, db, "gpu-memory-utilization=0.95").returncode == 0
+    assert main(["--config", str(config), "--db", str(db), "watch", "vllm-v5e-a", "--json"]) == 1
+    launch = _history_json(capsys, config, db)[0]
+    assert (launch["origin"], launch["outcome"], launch["failure_kind"]) == ("console", "failed",
+                                                                             "hbm_oom_after_compile")
+    assert launch["failed_at"] and launch["failure_detail"]
+
+
+def test_a_watch_of_a_container_nobody_recorded_is_observed_from_its_start(demo_node, tmp_path: Path, capsys):
+    from console.cli import main
+
+    config, _api, vm = demo_node
+    db = tmp_path / "history.db"
+    running = vm.docker.find("vllm").inspect(0)
+    assert main(["--config", str(config), "--db", str(db), "watch", "vllm-v5e-a"]) == 0
+    (launch,) = _history_json(capsys, config, db)
+    assert (launch["origin"], launch["container_id"], launch["outcome"]) == ("observed", running["Id"], "ready")
+    assert launch["requested_at"][:19] == running["Created"][:19]
+    assert launch["requested_at"] <= launch["started_at"] <= launch["ready_at"]
