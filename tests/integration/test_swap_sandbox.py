@@ -21,6 +21,7 @@ from remote.container.spec import ContainerSpec
 from remote.container.swap import execute_swap, plan_swap, rollback_plan, ssh_runner
 from remote.ssh import SshTarget, connect
 from sandbox.vm import SandboxVm
+from store.history import HistoryStore
 
 V5E_ARGS = ["Qwen/Qwen3-8B", "--max-model-len", "32768", "--gpu-memory-utilization", "0.90",
             "--tensor-parallel-size", "4", "--max-num-batched-tokens", "2048"]
@@ -269,3 +270,41 @@ def test_a_watch_of_a_container_nobody_recorded_is_observed_from_its_start(demo_
     assert (launch["origin"], launch["container_id"], launch["outcome"]) == ("observed", running["Id"], "ready")
     assert launch["requested_at"][:19] == running["Created"][:19]
     assert launch["requested_at"] <= launch["started_at"] <= launch["ready_at"]
+
+
+def test_swap_json_then_rollback_verb_returns_to_the_replaced_spec(demo_node, tmp_path: Path, capsys):
+    from console.cli import main
+
+    config, _api, vm = demo_node
+    db = tmp_path / "history.db"
+    base = ["--config", str(config), "--db", str(db)]
+    first = vm.docker.find("vllm").inspect(0)
+    assert main([*base, "rollback", "vllm-a"]) == 2                             # no such node
+    assert main([*base, "rollback", "vllm-v5e-a", "--dry-run"]) == 1            # nothing recorded yet
+    assert "nothing to roll back to on vllm-v5e-a" in capsys.readouterr().err
+
+    assert main([*base, "swap", "vllm-v5e-a", "--set", "max-model-len=16384", "--yes", "--json"]) == 0
+    swapped = json.loads(capsys.readouterr().out)     # only the JSON on stdout
+    assert {"field": "--max-model-len", "old": "32768", "new": "16384"} in swapped["plan"]["changes"]
+    assert swapped["plan"]["commands"][0] == "sudo -n docker pull vllm/vllm-tpu:v0.29.1"
+    assert swapped["confirmed"] and swapped["outcome"]["ok"] and swapped["outcome"]["failed_step"] is None
+    assert swapped["outcome"]["container_id"] == vm.docker.find("vllm").inspect(0)["Id"]
+    assert swapped["outcome"]["image_digest"].startswith("vllm/vllm-tpu@sha256:")
+
+    sent = len(vm.commands)
+    assert main([*base, "rollback", "vllm-v5e-a", "--dry-run", "--json"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert not any(" rm " in c or " run " in c for c in vm.commands[sent:])
+    with HistoryStore(db) as store:
+        launch = store.get_launch(swapped["outcome"]["launch_id"])
+    assert dry["rollback_to_launch_id"] == launch.replaced_launch_id and dry["outcome"] is None
+    assert {"field": "--max-model-len", "old": "16384", "new": "32768"} in dry["plan"]["changes"]
+
+    assert main([*base, "rollback", "vllm-v5e-a", "--yes"]) == 0
+    assert "Rolling back to launch" in capsys.readouterr().out
+    back = vm.docker.find("vllm").inspect(0)
+    assert back["Config"]["Cmd"] == first["Config"]["Cmd"]
+    assert back["Config"]["Image"].startswith("vllm/vllm-tpu@sha256:")           # pinned to what ran
+    with HistoryStore(db) as store:
+        newest = store.list_launches(node="vllm-v5e-a", limit=1)[0]
+    assert newest.container_id == back["Id"] and newest.replaced_launch_id == launch.id
