@@ -4,15 +4,17 @@ Shared by the startup view (``console/screens/startup.py``) and ``tpu-console wa
 connect the same way (an unknown host key goes to a callback), follow ``docker logs -f
 --timestamps`` with :class:`remote.container.tail.LogTail`, feed :class:`remote.vllm_log.reader.StartupReader`,
 and, once ready, reach ``/v1/models`` through an SSH local port forward. No Textual here:
-callers get plain callbacks. Both hand a followed container to :func:`observe_followed`, and
+callers get plain callbacks. Both read a followed container with :func:`read_followed`, and
 their :class:`~console.flows.launch_recorder.LaunchRecorder` writes what the watch learns into
-the history as it learns it.
+the history as it learns it (``watch`` in its own loop, the startup view in its history thread).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from console.flows.launch_recorder import LaunchRecorder
@@ -238,16 +240,26 @@ class StartupWatch:
         self._first = self._control = None
 
 
-async def observe_followed(watch: StartupWatch, recorder: LaunchRecorder, container_id: str) -> tuple[Any, str | None]:
-    """Read the container the watch now follows and have ``recorder`` find, claim or start its launch.
+@dataclass(frozen=True)
+class FollowedContainer:
+    """What ``docker inspect`` says about the container a watch follows.
 
-    ``docker inspect`` gives the spec and the requested time (the container's start); ``docker
-    image inspect`` of its image gives the repo digest (``repo@sha256:...``). A container that
-    cannot be read is still recorded, without them.
-
-    Returns:
-        ``(spec or None, a sentence saying why the container could not be read, or None)``.
+    Attributes:
+        spec: its :class:`~remote.container.spec.ContainerSpec` (with the repo digest when
+            ``docker image inspect`` names one), or ``None`` when it could not be read.
+        requested_at: when it was asked to run (``Created`` / ``State.StartedAt``), UTC, or ``None``.
+        problem: a sentence saying why it could not be read fully, or ``None``.
     """
+
+    spec: Any
+    requested_at: datetime | None
+    problem: str | None
+
+
+async def read_followed(watch: StartupWatch, container_id: str) -> FollowedContainer:
+    """Read the container the watch now follows: ``docker inspect`` gives the spec and the requested
+    time (the container's start), ``docker image inspect`` of its image the repo digest
+    (``repo@sha256:...``). Never raises for SSH or docker failures (see ``problem``)."""
     from remote.container.spec import ContainerSpec, container_start_time
 
     spec, problem, inspect = None, None, None
@@ -262,5 +274,12 @@ async def observe_followed(watch: StartupWatch, recorder: LaunchRecorder, contai
             spec = ContainerSpec.from_inspect(inspect, image)
     except (RemoteError, ValueError) as exc:
         problem = f"docker inspect of {container_id[:12]}: {exc}"
-    recorder.observe_container(container_id, spec, requested_at=container_start_time(inspect))
-    return spec, problem
+    return FollowedContainer(spec, container_start_time(inspect), problem)
+
+
+async def observe_followed(watch: StartupWatch, recorder: LaunchRecorder, container_id: str) -> FollowedContainer:
+    """:func:`read_followed`, then have ``recorder`` find, claim or start the container's launch
+    (a container that cannot be read is still recorded, without its spec)."""
+    found = await read_followed(watch, container_id)
+    recorder.observe_container(container_id, found.spec, requested_at=found.requested_at)
+    return found

@@ -196,9 +196,9 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
     observing: dict[str, asyncio.Task[Any]] = {}
 
     async def observe(container_id: str) -> None:
-        _spec, problem = await observe_followed(watch, recorder, container_id)
-        if problem is not None:
-            say(f"warning: {problem}")
+        found = await observe_followed(watch, recorder, container_id)
+        if found.problem is not None:
+            say(f"warning: {found.problem}")
         recorder.record(watch.reader.state)
 
     def on_status(status: TailStatus) -> None:
