@@ -1,7 +1,7 @@
 """Record what a startup watch learns into the history, as it learns it.
 
 The startup view and ``tpu-console watch`` both call :meth:`LaunchRecorder.observe_container`
-when the tail finds a container (through :func:`console.flows.startup_watch.observe_followed`)
+when the tail finds a container (after :func:`console.flows.startup_watch.read_followed`)
 and :meth:`LaunchRecorder.record` as the log moves on; only changed fields are written (one
 small transaction each). Whoever sees the end of a boot writes it: a launch left ``running``
 or ``interrupted`` by a process that is gone (a ``swap`` that exited, a closed console) is
