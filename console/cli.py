@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 #: Verb modules under console/verbs, in help order.
-VERB_MODULES = ("nodes", "watch", "swap", "bench", "metrics", "history", "log_summary", "sandbox")
+VERB_MODULES = ("nodes", "watch", "swap", "rollback", "bench", "metrics", "history", "log_summary", "sandbox")
 
 
 def build_parser() -> argparse.ArgumentParser:

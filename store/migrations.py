@@ -15,11 +15,14 @@ Schema after all migrations (JSON columns hold TEXT):
   (interrupted) from a live one's.
 - ``benchmarks``: see :class:`store.records.BenchmarkRecord`.
 - ``launches_fts`` (m004): trigram full-text index of the launches' text columns.
+- m005: both tables' ids are ``AUTOINCREMENT`` (a deleted launch's id is never reused).
 - ``model_limits`` (m006): per model, its maximum length in tokens as vLLM derives it, with
   where and when it was read (``HistoryStore.record_model_limit`` / ``model_limit``).
 """
 
 from __future__ import annotations
+
+import sqlite3
 
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
@@ -146,6 +149,125 @@ def m004_launch_text_search(db: Database) -> None:
          "serve_args", "failure_kind", "failure_detail", "notes"],
         tokenize="trigram", create_triggers=True,
     )
+
+
+_M005_LAUNCHES = """
+CREATE TABLE "launches_m005" (
+   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+   "node" TEXT NOT NULL,
+   "project" TEXT,
+   "zone" TEXT,
+   "accelerator_type" TEXT,
+   "provisioning_model" TEXT,
+   "origin" TEXT NOT NULL DEFAULT 'console',
+   "container_id" TEXT,
+   "image" TEXT,
+   "image_digest" TEXT,
+   "model" TEXT,
+   "served_model_name" TEXT,
+   "container_spec" TEXT,
+   "serve_args" TEXT,
+   "requested_at" TEXT NOT NULL,
+   "started_at" TEXT,
+   "ready_at" TEXT,
+   "failed_at" TEXT,
+   "outcome" TEXT NOT NULL DEFAULT 'running',
+   "phase_durations" TEXT,
+   "compile_seconds" REAL,
+   "engine_init_seconds" REAL,
+   "hbm" TEXT,
+   "kv_cache_tokens" INTEGER,
+   "max_concurrency" REAL,
+   "max_model_len" INTEGER,
+   "failure_kind" TEXT,
+   "failure_detail" TEXT,
+   "replaced_launch_id" INTEGER,
+   "compile_key" TEXT,
+   "notes" TEXT,
+   "writer_host" TEXT,
+   "writer_pid" INTEGER,
+   "writer_pid_start" TEXT
+)"""
+# References the new launches table by its temporary name: renaming that table rewrites the
+# reference, so the old launches table is dropped with no benchmark pointing at it.
+_M005_BENCHMARKS = """
+CREATE TABLE "benchmarks_m005" (
+   "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+   "launch_id" INTEGER REFERENCES "launches_m005"("id"),
+   "kind" TEXT NOT NULL,
+   "started_at" TEXT NOT NULL,
+   "params" TEXT,
+   "results" TEXT,
+   "price_per_hour_usd" REAL,
+   "usd_per_mtok" REAL,
+   "concurrency" INTEGER,
+   "output_tokens_per_s" REAL,
+   "ttft_median_ms" REAL,
+   "tpot_median_ms" REAL
+)"""
+_M005_LAUNCH_COLUMNS = (
+    "id, node, project, zone, accelerator_type, provisioning_model, origin, container_id, image, image_digest, "
+    "model, served_model_name, container_spec, serve_args, requested_at, started_at, ready_at, failed_at, "
+    "outcome, phase_durations, compile_seconds, engine_init_seconds, hbm, kv_cache_tokens, max_concurrency, "
+    "max_model_len, failure_kind, failure_detail, replaced_launch_id, compile_key, notes, writer_host, "
+    "writer_pid, writer_pid_start")
+_M005_BENCH_COLUMNS = ("id, launch_id, kind, started_at, params, results, price_per_hour_usd, usd_per_mtok, "
+                       "concurrency, output_tokens_per_s, ttft_median_ms, tpot_median_ms")
+
+
+@migrations()
+def m005_ids_never_reused(db: Database) -> None:
+    """``AUTOINCREMENT`` ids for launches and benchmarks: a deleted launch's id is never given again,
+    so no benchmark (or ``replaced_launch_id``) left behind attaches to a newer launch.
+
+    SQLite cannot add ``AUTOINCREMENT`` to a table, so both are copied, ids and rows as they are, in
+    the store's one migration transaction (sqlite-utils' ``transform()`` keeps AUTOINCREMENT but has
+    no way to add it). ``PRAGMA foreign_keys`` cannot be switched off inside a transaction, so the
+    copies are dropped in child-first order with no row referencing a dropped table. Benchmarks whose
+    launch was deleted outside tpu-console (foreign keys are off in the sqlite3 shell) keep their row
+    with ``launch_id`` NULL and the old id in ``params.deleted_launch_id``. The id sequence starts
+    above every launch id still referenced. The FTS triggers (m004) are recreated as they were; the
+    index needs no rebuild since the rowids do not change. ``PRAGMA foreign_key_check`` runs last.
+
+    Raises:
+        sqlite3.IntegrityError: a foreign key is still violated after the copy (the store
+            rolls back and reports a ``StoreError``).
+    """
+    conn = db.conn
+    triggers = [row[0] for row in conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'launches' ORDER BY name")]
+    indexes = [row[0] for row in conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('launches', 'benchmarks') "
+        "AND sql IS NOT NULL ORDER BY name")]
+    conn.execute(
+        "UPDATE benchmarks SET params = json_set(CASE WHEN json_valid(params) THEN params ELSE '{}' END, "
+        "'$.deleted_launch_id', launch_id), launch_id = NULL "
+        "WHERE launch_id IS NOT NULL AND launch_id NOT IN (SELECT id FROM launches)")
+    highest_referenced = conn.execute(
+        "SELECT max(COALESCE((SELECT max(id) FROM launches), 0), "
+        "COALESCE((SELECT max(replaced_launch_id) FROM launches), 0), "
+        "COALESCE((SELECT max(json_extract(params, '$.deleted_launch_id')) FROM benchmarks "
+        "WHERE json_valid(params)), 0))").fetchone()[0]
+    conn.execute(_M005_LAUNCHES)
+    conn.execute(f"INSERT INTO launches_m005 ({_M005_LAUNCH_COLUMNS}) "
+                 f"SELECT {_M005_LAUNCH_COLUMNS} FROM launches ORDER BY id")
+    conn.execute(_M005_BENCHMARKS)
+    conn.execute(f"INSERT INTO benchmarks_m005 ({_M005_BENCH_COLUMNS}) "
+                 f"SELECT {_M005_BENCH_COLUMNS} FROM benchmarks ORDER BY id")
+    conn.execute("DROP TABLE benchmarks")
+    conn.execute("DROP TABLE launches")  # drops its indexes and the FTS triggers with it
+    conn.execute('ALTER TABLE "launches_m005" RENAME TO "launches"')
+    conn.execute('ALTER TABLE "benchmarks_m005" RENAME TO "benchmarks"')
+    if highest_referenced:
+        conn.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'launches'", [highest_referenced])
+        conn.execute("INSERT INTO sqlite_sequence (name, seq) SELECT 'launches', ? "
+                     "WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'launches')",
+                     [highest_referenced])
+    for sql in indexes + triggers:
+        conn.execute(sql)
+    violations = conn.execute("PRAGMA foreign_key_check").fetchall()
+    if violations:
+        raise sqlite3.IntegrityError(f"m005: foreign keys violated after the copy: {violations[:5]}")
 
 
 @migrations()

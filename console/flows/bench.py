@@ -256,13 +256,14 @@ async def current_launch_id(store: Any, node: Node, conn: Any, container: str) -
         # A container the history has not seen (started elsewhere): record it as an observed
         # launch, so the benchmark is listed with what it measured.
         from console.flows.launch_recorder import LaunchRecorder
-        from remote.container.spec import ContainerSpec
+        from remote.container.spec import ContainerSpec, container_start_time
 
         try:
             spec = ContainerSpec.from_inspect(inspect or {})
         except (ValueError, KeyError, TypeError):
             spec = None
-        observed = LaunchRecorder(store, node).observe_container(container_id, spec)
+        observed = LaunchRecorder(store, node).observe_container(
+            container_id, spec, requested_at=container_start_time(inspect))
         if observed is not None:
             return observed
     newest = store.list_launches(node=node.name, limit=1)

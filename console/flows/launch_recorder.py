@@ -1,10 +1,13 @@
 """Record what a startup watch learns into the history, as it learns it.
 
-The startup view calls :meth:`LaunchRecorder.observe_container` when the tail finds a
-container and :meth:`LaunchRecorder.record` as the log moves on; only changed fields are
-written (one small transaction each). Secrets never go in: the serve arguments and the
-container spec come masked from :class:`remote.container.spec.ContainerSpec`, and the store
-scrubs every value again.
+The startup view and ``tpu-console watch`` both call :meth:`LaunchRecorder.observe_container`
+when the tail finds a container (after :func:`console.flows.startup_watch.read_followed`)
+and :meth:`LaunchRecorder.record` as the log moves on; only changed fields are written (one
+small transaction each). Whoever sees the end of a boot writes it: a launch left ``running``
+or ``interrupted`` by a process that is gone (a ``swap`` that exited, a closed console) is
+claimed by the next watch of its container, which completes it with ``ready`` or ``failed``.
+Secrets never go in: the serve arguments and the container spec come masked from
+:class:`remote.container.spec.ContainerSpec`, and the store scrubs every value again.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from remote.container.spec import repo_digest
 from remote.models import utc_now
 from remote.startup import Phase, PhaseMark, StartupState
 from store.errors import StoreError
@@ -79,12 +83,19 @@ class LaunchRecorder:
             self.error = f"the history database refused a write, so this launch is not recorded: {exc}"
             return None
 
-    def observe_container(self, container_id: str, spec: Any = None) -> int | None:
+    def observe_container(self, container_id: str, spec: Any = None, *,
+                          requested_at: datetime | None = None) -> int | None:
         """Start following ``container_id``: its existing launch, or a new ``observed`` one.
+
+        An existing launch still ``running`` or ``interrupted`` (its end not seen yet) is
+        claimed: it becomes ``running`` again with this process as its writer, and its
+        missing image digest is filled in. Finished launches are left as they are.
 
         Args:
             container_id: full docker id.
             spec: its :class:`~remote.container.spec.ContainerSpec` (from ``docker inspect``), or ``None``.
+            requested_at: when the container was asked to run (``docker inspect`` ``Created`` /
+                ``State.StartedAt``), the requested time of a new observed launch; default now.
 
         Returns:
             The launch id, or ``None`` without a store.
@@ -101,13 +112,20 @@ class LaunchRecorder:
         def write() -> int:
             found = store.find_launch_by_container(self.node.name, container_id)
             if found is not None:
+                if found.outcome in ("running", "interrupted"):
+                    claim: dict[str, Any] = {"outcome": "running"}
+                    if not found.image_digest and spec is not None and spec.repo_digest:
+                        claim["image_digest"] = spec.repo_digest
+                    store.update_launch(found.id, **claim)
                 return int(found.id)
             fields: dict[str, Any] = dict(
                 node=self.node.name, project=self.node.project, zone=self.node.zone,
                 accelerator_type=self.node.accelerator_type, provisioning_model=self.node.provisioning_model,
                 origin="observed", container_id=container_id)
+            if requested_at is not None:
+                fields["requested_at"] = requested_at
             if spec is not None:
-                fields.update(image=spec.image, image_digest=spec.image_digest, model=spec.model,
+                fields.update(image=spec.image, image_digest=repo_digest(spec.image_digest), model=spec.model,
                               served_model_name=spec.serve_flags.get("served-model-name"),
                               container_spec=spec.to_dict(), serve_args=spec.serve_args())
                 if spec.flag("max-model-len"):
@@ -167,3 +185,19 @@ class LaunchRecorder:
             self._written.update(changed)
             return changed
         return {}
+
+    def record_exit(self, state: StartupState, exit_code: int | None) -> dict[str, Any]:
+        """The container exited: write what the log gave, then, unless the log already showed
+        ready or a fatal failure, the launch ``failed`` with kind ``container_exited``."""
+        written = self.record(state)
+        if self.launch_id is None or self._written.get("outcome") in ("ready", "failed"):
+            return written
+        end = {"outcome": "failed", "failed_at": state.last_line_at or self.clock(),
+               "failure_kind": "container_exited",
+               "failure_detail": f"the container exited with code {exit_code} before the log said it was ready"}
+        launch_id = self.launch_id
+        self._guard(lambda: self.store.update_launch(launch_id, **end))
+        if self.error is None:
+            self._written.update(end)
+            return written | end
+        return written

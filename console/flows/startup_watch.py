@@ -4,16 +4,20 @@ Shared by the startup view (``console/screens/startup.py``) and ``tpu-console wa
 connect the same way (an unknown host key goes to a callback), follow ``docker logs -f
 --timestamps`` with :class:`remote.container.tail.LogTail`, feed :class:`remote.vllm_log.reader.StartupReader`,
 and, once ready, reach ``/v1/models`` through an SSH local port forward. No Textual here:
-callers get plain callbacks. :class:`LaunchRecorder` writes what the watch learns into the
-history as it learns it.
+callers get plain callbacks. Both read a followed container with :func:`read_followed`, and
+their :class:`~console.flows.launch_recorder.LaunchRecorder` writes what the watch learns into
+the history as it learns it (``watch`` in its own loop, the startup view in its history thread).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from console.flows.launch_recorder import LaunchRecorder
 from remote.container.tail import LogLine, LogTail, TailStatus
 from remote.errors import RemoteError
 from remote.ssh import SshTarget, has_known_host, target_for
@@ -160,6 +164,17 @@ class StartupWatch:
 
         return await docker_inspect(await self.control(), self.container, label=self.target.label)
 
+    async def image_inspect(self, inspect: dict[str, Any]) -> dict[str, Any] | None:
+        """``docker image inspect`` of the image the container (its ``inspect`` JSON) runs, or ``None``
+        (:func:`remote.container.docker.container_image_inspect`).
+
+        Raises:
+            RemoteError: SSH or docker failure.
+        """
+        from remote.container.docker import container_image_inspect
+
+        return await container_image_inspect(await self.control(), inspect, label=self.target.label)
+
     async def open_tunnel(self, local_port: int = 0) -> str:
         """Forward ``127.0.0.1:<local_port>`` to the container port on the node; returns the URL.
 
@@ -223,3 +238,48 @@ class StartupWatch:
             if conn is not None:
                 conn.close()
         self._first = self._control = None
+
+
+@dataclass(frozen=True)
+class FollowedContainer:
+    """What ``docker inspect`` says about the container a watch follows.
+
+    Attributes:
+        spec: its :class:`~remote.container.spec.ContainerSpec` (with the repo digest when
+            ``docker image inspect`` names one), or ``None`` when it could not be read.
+        requested_at: when it was asked to run (``Created`` / ``State.StartedAt``), UTC, or ``None``.
+        problem: a sentence saying why it could not be read fully, or ``None``.
+    """
+
+    spec: Any
+    requested_at: datetime | None
+    problem: str | None
+
+
+async def read_followed(watch: StartupWatch, container_id: str) -> FollowedContainer:
+    """Read the container the watch now follows: ``docker inspect`` gives the spec and the requested
+    time (the container's start), ``docker image inspect`` of its image the repo digest
+    (``repo@sha256:...``). Never raises for SSH or docker failures (see ``problem``)."""
+    from remote.container.spec import ContainerSpec, container_start_time
+
+    spec, problem, inspect = None, None, None
+    try:
+        inspect = await watch.inspect()
+        if inspect:
+            image = None
+            try:
+                image = await watch.image_inspect(inspect)
+            except RemoteError as exc:
+                problem = f"docker image inspect of {container_id[:12]}: {exc}"
+            spec = ContainerSpec.from_inspect(inspect, image)
+    except (RemoteError, ValueError) as exc:
+        problem = f"docker inspect of {container_id[:12]}: {exc}"
+    return FollowedContainer(spec, container_start_time(inspect), problem)
+
+
+async def observe_followed(watch: StartupWatch, recorder: LaunchRecorder, container_id: str) -> FollowedContainer:
+    """:func:`read_followed`, then have ``recorder`` find, claim or start the container's launch
+    (a container that cannot be read is still recorded, without its spec)."""
+    found = await read_followed(watch, container_id)
+    recorder.observe_container(container_id, found.spec, requested_at=found.requested_at)
+    return found

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from remote.container.lint import Finding, lint
-from remote.container.spec import MASK, ContainerSpec, is_secret_name
+from remote.container.spec import MASK, ContainerSpec, container_start_time, is_secret_name, repo_digest
 from remote.models import Node, utc_now
 
 
@@ -36,6 +36,11 @@ class RunningSpec:
     def container_id(self) -> str | None:
         """The running container's id (64 hex), or ``None``."""
         return str(self.inspect.get("Id") or "") or None if self.inspect else None
+
+    @property
+    def started_at(self) -> datetime | None:
+        """When the running container was started (``Created`` / ``State.StartedAt``), or ``None``."""
+        return container_start_time(self.inspect)
 
     @property
     def running(self) -> ContainerSpec | None:
@@ -73,17 +78,12 @@ async def read_running(conn: Any, container: Any, *, label: str,
         ValueError: the container's command is not a vLLM server, or the template is invalid.
         RemoteError: SSH or docker failed (``DockerError``, ``SshFailure``...).
     """
-    from remote.container.docker import docker_image_inspect, docker_inspect
+    from remote.container.docker import container_image_inspect, docker_inspect
 
     inspect = await docker_inspect(conn, container.name, label=label)
     if inspect is None:
         return RunningSpec(template_spec(container, environ), None)
-    image_id = str(inspect.get("Image") or "")
-    image = await docker_image_inspect(conn, image_id, label=label) if image_id else None
-    if image is None:   # some daemons only resolve the tag; accept it if it is still the same image
-        tag = str((inspect.get("Config") or {}).get("Image") or "")
-        by_tag = await docker_image_inspect(conn, tag, label=label) if tag else None
-        image = by_tag if by_tag and by_tag.get("Id") == image_id else None
+    image = await container_image_inspect(conn, inspect, label=label)
     return RunningSpec(ContainerSpec.from_inspect(inspect, image), inspect)
 
 
@@ -173,14 +173,16 @@ def _launch_fields(node: Node, spec: ContainerSpec) -> dict[str, Any]:
 
 
 def record_start(store: Any, node: Node, spec: ContainerSpec, replaced_container_id: str | None, *,
-                 replaced_spec: ContainerSpec | None = None) -> int | None:
+                 replaced_spec: ContainerSpec | None = None,
+                 replaced_requested_at: datetime | None = None) -> int | None:
     """Record a launch as the ``docker run`` step starts; returns its id (``None`` without a store).
 
     The launch of the replaced container (found by its id) becomes ``replaced_launch_id`` and,
     if it was running or ready, is marked ``replaced``. When the history does not know the
     replaced container and ``replaced_spec`` is given, it is recorded first as an ``observed``
-    launch (outcome ``replaced``), so a console restarted later can still roll back to it.
-    Secrets are masked (``to_dict``).
+    launch (outcome ``replaced``, requested at ``replaced_requested_at``, the container's
+    start from ``docker inspect``), so a console restarted later can still roll back to it. Digests are kept only
+    as ``repo@sha256:...``. Secrets are masked (``to_dict``).
     """
     if store is None:
         return None
@@ -193,7 +195,8 @@ def record_start(store: Any, node: Node, spec: ContainerSpec, replaced_container
         if old is None and replaced_spec is not None:
             replaced = store.start_launch(**_launch_fields(node, replaced_spec), origin="observed",
                                           outcome="replaced", container_id=replaced_container_id,
-                                          image_digest=replaced_spec.image_digest)
+                                          image_digest=replaced_spec.repo_digest,
+                                          requested_at=replaced_requested_at or utc_now())
     return store.start_launch(**_launch_fields(node, spec), origin="console", replaced_launch_id=replaced)
 
 
@@ -203,7 +206,7 @@ def record_outcome(store: Any, launch_id: int | None, *, ok: bool, container_id:
     if store is None or launch_id is None:
         return
     if ok:
-        fields = {"started_at": utc_now(), "container_id": container_id, "image_digest": image_digest}
+        fields = {"started_at": utc_now(), "container_id": container_id, "image_digest": repo_digest(image_digest)}
     else:
         fields = {"outcome": "failed", "failed_at": utc_now(), "failure_kind": "docker run failed",
                   "failure_detail": failure_detail}

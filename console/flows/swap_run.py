@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from console.flows import swap as swap_flow
@@ -66,18 +67,22 @@ class SwapRunner:
         open_store: returns the history store, or raises ``store.StoreError``; ``None``
             records nothing.
         running_id: the id of the container the plan replaces, if one runs.
+        running_started_at: when that container was started (``docker inspect``), the requested
+            time of its launch if the history records it only now.
         on_step: called with ``(step, result or None, states)`` before and after each step.
         on_history_error: called with a sentence when the history could not be read or written.
     """
 
     def __init__(self, conn: Any, node: Node, *, label: str,
                  open_store: Callable[[], Any] | None = None, running_id: str | None = None,
+                 running_started_at: datetime | None = None,
                  on_step: Callable[[SwapStep, CommandResult | None, StepStates], None] | None = None,
                  on_history_error: Callable[[str], None] | None = None) -> None:
         self.conn = conn
         self.node = node
         self.label = label
         self.running_id = running_id
+        self.running_started_at = running_started_at
         self._open_store = open_store
         self._on_step = on_step
         self._on_history_error = on_history_error
@@ -108,7 +113,8 @@ class SwapRunner:
             states[step.kind] = step_state(step, res)
             if res is None and step.kind == "run":
                 launch["id"] = self._history(lambda s: swap_flow.record_start(
-                    s, self.node, plan.new, self.running_id, replaced_spec=plan.old))
+                    s, self.node, plan.new, self.running_id, replaced_spec=plan.old,
+                    replaced_requested_at=self.running_started_at))
             if self._on_step is not None:
                 self._on_step(step, res, states)
 

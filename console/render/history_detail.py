@@ -100,12 +100,6 @@ def launch_cells(launch: Launch, *, marked: bool = False) -> list[tuple[str, str
     ]
 
 
-def peak_hbm_gib(launch: Launch) -> float | None:
-    """Highest HBM used on any chip at any recorded stage (GiB), or ``None``."""
-    used = [u for stage in launch.hbm for u in (stage.get("used_gib") or []) if isinstance(u, (int, float))]
-    return max(used) if used else None
-
-
 def masked_secrets(launch: Launch) -> list[str]:
     """Names of env vars and flags whose values were masked when the launch was stored."""
     env = (launch.container_spec or {}).get("env") or {}

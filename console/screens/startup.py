@@ -15,7 +15,10 @@ search [log_search], ``n`` next match [log_next], ``z`` fold [log_fold], ``W`` n
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -25,8 +28,9 @@ from textual.message import Message
 from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
+from console.flows.history_query import HistoryReader
 from console.flows.launch_recorder import LaunchRecorder
-from console.flows.startup_watch import StartupWatch, resolve_target
+from console.flows.startup_watch import StartupWatch, read_followed, resolve_target
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
 from console.widgets.log_pane import LogPane
@@ -35,8 +39,10 @@ from console.widgets.serving_panel import ServingPanel
 from console.widgets.startup_panel import PanelInfo, StartupPanel
 from remote.container.tail import TailStatus
 from remote.errors import RemoteError
-from remote.startup import Phase
+from remote.startup import Phase, StartupState
 from store.errors import StoreError
+
+T = TypeVar("T")
 
 #: Lines the log pane keeps (older lines are counted, not shown).
 LOG_LINES_SHOWN = 5000
@@ -88,6 +94,10 @@ class StartupScreen(ConsoleScreen):
         self.worker = worker
         self.watcher: StartupWatch | None = None
         self.recorder: LaunchRecorder | None = None
+        self._db: HistoryReader | None = None
+        self._state_to_record: StartupState | None = None
+        self._recording = False
+        self._recorder_lock = asyncio.Lock()
         self.problem: str | None = None
         self.compile_eta_s: float | None = None
         self.history_known = False
@@ -110,6 +120,7 @@ class StartupScreen(ConsoleScreen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._db = HistoryReader(self.services.db_path)
         self.query_one("#log", LogView).focus()
         self.set_interval(PANEL_REFRESH_S, self._refresh_panel)
         self._start()
@@ -219,6 +230,8 @@ class StartupScreen(ConsoleScreen):
                     [f"──── container replaced: now following {status.container_id[:12]} ────"])
             self._container_id = status.container_id
             self._observe(message.watcher, status.container_id)
+        if status.kind == "exited":
+            self._write_exit(message.watcher.reader.state, status.exit_code)
         if status.kind == "error":
             self.app.notify(status.message, title="Log tail stopped", severity="error", timeout=10)
         if (status.kind == "reconnecting" and status.attempt == 1) or status.message.startswith("resumed"):
@@ -228,38 +241,76 @@ class StartupScreen(ConsoleScreen):
 
     # --- history ------------------------------------------------------------------------
 
-    def _store(self) -> Any:
-        try:
-            return self.services.store
-        except StoreError as exc:     # say it once, carry on without a history
-            if self.recorder is None or self.recorder.error is None:
-                self.app.notify(f"History unavailable: {exc}", severity="warning", timeout=8)
+    async def _history(self, write: Callable[[], T]) -> T | None:
+        """Run ``write()`` (a recorder call) in the history thread, never on the UI loop.
+
+        The recorder is created there, on the thread's own store, the first time; a history
+        that cannot be opened is said once, then nothing is recorded.
+        """
+        if self._db is None:
             return None
+        async with self._recorder_lock:   # one recorder, even when two workers start at once
+            if self.recorder is None:
+                clock = self.services.clock
+                try:
+                    self.recorder = await self._db.call(lambda store: LaunchRecorder(store, self.node, clock=clock))
+                except StoreError as exc:     # say it once, carry on without a history
+                    self.app.notify(f"History unavailable: {exc}", severity="warning", timeout=8)
+                    self.recorder = LaunchRecorder(None, self.node, clock=clock)
+        if self.recorder.store is None:
+            return None
+        return await self._db.call(lambda _store: write())
 
     @work(group="startup-observe", exit_on_error=False)
     async def _observe(self, watch: StartupWatch, container_id: str) -> None:
         """Inspect the new container, find or start its launch, and look up the compile ETA."""
-        from remote.container.spec import ContainerSpec
         from store.records import compile_key
 
-        spec = None
-        try:
-            inspect = await watch.inspect()
-            spec = ContainerSpec.from_inspect(inspect) if inspect else None
-        except (RemoteError, ValueError) as exc:
-            self.log.warning(f"docker inspect of {container_id[:12]}: {exc}")
-        store = self._store()
-        if self.recorder is None or self.recorder.store is not store:
-            self.recorder = LaunchRecorder(store, self.node, clock=self.services.clock)
-        self.recorder.observe_container(container_id, spec)
-        if store is not None and spec is not None and self.node.accelerator_type:
+        found = await read_followed(watch, container_id)
+        if found.problem is not None:
+            self.log.warning(found.problem)
+        await self._history(lambda: self._recorder().observe_container(
+            container_id, found.spec, requested_at=found.requested_at))
+        spec = found.spec
+        if spec is not None and self.node.accelerator_type:
+            key = compile_key(self.node.accelerator_type, spec.model, spec.serve_args())
             try:
-                key = compile_key(self.node.accelerator_type, spec.model, spec.serve_args())
-                self.compile_eta_s = store.compile_eta_s(key)
-                self.history_known = True
+                eta = await self._history(lambda: self._recorder().store.compile_eta_s(key))
             except StoreError as exc:     # no ETA is fine; say why in the log
                 self.log.warning(f"compile ETA: {exc}")
+            else:
+                if self.recorder is not None and self.recorder.store is not None:
+                    self.compile_eta_s, self.history_known = eta, True
         self._dirty = True
+
+    def _recorder(self) -> LaunchRecorder:
+        assert self.recorder is not None      # _history creates it before any write
+        return self.recorder
+
+    def _record(self, state: StartupState) -> None:
+        """Queue ``state`` for the history; one write in flight, the newest state wins."""
+        self._state_to_record = state
+        if not self._recording:
+            self._recording = True
+            self._write_states()
+
+    @work(group="startup-record", exit_on_error=False)
+    async def _write_states(self) -> None:
+        """Write the queued states in the history thread until none is left."""
+        try:
+            while self._state_to_record is not None:
+                state, self._state_to_record = self._state_to_record, None
+                await self._history(functools.partial(self._record_in_thread, state))
+        finally:
+            self._recording = False
+
+    def _record_in_thread(self, state: StartupState) -> dict[str, Any]:
+        return self._recorder().record(state)
+
+    @work(group="startup-record", exit_on_error=False)
+    async def _write_exit(self, state: StartupState, exit_code: int | None) -> None:
+        """The container exited: its launch ends (:meth:`LaunchRecorder.record_exit`), in the history thread."""
+        await self._history(lambda: self._recorder().record_exit(state, exit_code))
 
     # --- tunnel ------------------------------------------------------------------------
 
@@ -288,8 +339,6 @@ class StartupScreen(ConsoleScreen):
                                     f"{' yet' if attempt + 1 < PROBE_ATTEMPTS else ''}: {exc}")
                 self._dirty = True
                 if attempt + 1 < PROBE_ATTEMPTS:
-                    import asyncio
-
                     await asyncio.sleep(1.0)
         self._dirty = True
 
@@ -348,7 +397,7 @@ class StartupScreen(ConsoleScreen):
         if watch is None:
             return
         if self.recorder is not None:
-            self.recorder.record(info.state)
+            self._record(info.state)
         if info.state.ready and not self._tunnel_started:
             self._tunnel_started = True
             self._tunnel(watch)
@@ -414,3 +463,5 @@ class StartupScreen(ConsoleScreen):
         self.workers.cancel_group(self, "startup-watch")
         if self.watcher is not None:
             self.watcher.stop()               # the worker's finally closes the tunnel and connections
+        if self._db is not None:
+            self._db.close()                  # after the writes already queued

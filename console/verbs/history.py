@@ -4,13 +4,21 @@ Usage::
 
     tpu-console history [--json] [--limit N] [--node NAME] [--model M] [--outcome OUTCOME]
     tpu-console history show ID [--json]
+    tpu-console history compare ID ID [--json]
+    tpu-console history export [--format json|csv] [--limit N] [--node NAME] [--model M]
+                               [--outcome OUTCOME] [--accelerator TYPE] [--text WORDS]
 
 Without ``--json`` a table (or the launch detail); with ``--json`` a list of launch objects
 (the columns of :class:`store.records.Launch`) each with its ``benchmarks`` nested, or
-that one object for ``show``. The database is ``--db PATH``, else the config's ``db_path``,
-else the XDG data path.
+that one object for ``show``. ``compare`` shows the spec and figure differences of two
+launches (:mod:`console.flows.launch_compare`, as the compare view; ``--json``:
+:func:`~console.flows.launch_compare.compare_json`); the first id is the baseline. ``export``
+prints the filtered launches as the history pane's ``e`` writes them (JSON with benchmarks
+nested, or CSV one row per launch). The database is ``--db PATH``, else the config's
+``db_path``, else the XDG data path.
 
-Exit codes: 0 listed/shown, 1 no launch with that id, 2 bad arguments, config or database.
+Exit codes: 0 listed/shown/compared/exported, 1 no launch with that id, 2 bad arguments,
+config or database.
 """
 
 from __future__ import annotations
@@ -53,6 +61,18 @@ def add_parser(subparsers: Any) -> None:
     show = commands.add_parser("show", help="one launch in detail, with its benchmarks")
     show.add_argument("id", type=int, metavar="ID", help="launch id (first column of the list)")
     show.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    compare = commands.add_parser("compare", help="two launches side by side: spec and figure differences")
+    compare.add_argument("ids", type=int, nargs=2, metavar="ID", help="baseline launch id, then the other")
+    compare.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    export = commands.add_parser("export", help="the filtered launches as JSON or CSV on stdout")
+    export.add_argument("--format", choices=("json", "csv"), default="json", help="json (default) or csv")
+    export.add_argument("--limit", type=_positive_int, default=argparse.SUPPRESS, metavar="N",
+                        help="at most N launches (default 50)")
+    export.add_argument("--node", metavar="NAME", default=argparse.SUPPRESS, help="only launches on this node")
+    export.add_argument("--model", metavar="M", default=argparse.SUPPRESS, help="only this model")
+    export.add_argument("--outcome", choices=OUTCOMES, default=argparse.SUPPRESS, help="only this outcome")
+    export.add_argument("--accelerator", metavar="TYPE", help="only this accelerator type (v6e-8)")
+    export.add_argument("--text", metavar="WORDS", help="free text, as the history pane's filter")
     parser.set_defaults(run=run)
 
 
@@ -85,8 +105,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"tpu-console: history: {exc}", file=sys.stderr)
         return 2
     try:
-        if getattr(args, "history_command", None) == "show":
+        command = getattr(args, "history_command", None)
+        if command == "show":
             return _show(store, args.id, as_json=args.json)
+        if command == "compare":
+            return _compare(store, *args.ids, as_json=args.json)
+        if command == "export":
+            launches = store.list_launches(limit=args.limit, node=args.node, model=args.model,
+                                           outcome=args.outcome, accelerator_type=args.accelerator, text=args.text)
+            sys.stdout.write(store.export(launches, args.format).rstrip("\n") + "\n")
+            return 0
         launches = store.list_launches(limit=args.limit, node=args.node, model=args.model, outcome=args.outcome)
         if args.json:
             print(store.export(launches, "json"))
@@ -140,6 +168,32 @@ def _show(store: HistoryStore, launch_id: int, *, as_json: bool) -> int:
                           _num(b.output_tokens_per_s, 1), _num(b.ttft_median_ms, 1), _num(b.tpot_median_ms, 1),
                           _num(b.usd_per_mtok, 3))
         console.print(table)
+    return 0
+
+
+def _compare(store: HistoryStore, a_id: int, b_id: int, *, as_json: bool) -> int:
+    from console.flows.launch_compare import compare_json, figure_diff, spec_diff
+
+    launches = {i: store.get_launch(i) for i in (a_id, b_id)}
+    missing = [str(i) for i, launch in launches.items() if launch is None]
+    if missing:
+        print(f"tpu-console: history: no launch with id {', '.join(missing)}", file=sys.stderr)
+        return 1
+    a, b = launches[a_id], launches[b_id]
+    assert a is not None and b is not None
+    benches_a, benches_b = store.benchmarks_for(a.id), store.benchmarks_for(b.id)
+    if as_json:
+        print(json.dumps(compare_json(a, b, benches_a, benches_b), indent=2))
+        return 0
+    from rich.console import Console
+    from rich.text import Text
+
+    from console.render.launch_compare import figure_table, flag_table, who
+
+    console = Console(width=None if sys.stdout.isatty() else 140, highlight=False)
+    console.print(Text("\n").join([who("A", a), who("B", b)]))
+    console.print(flag_table(spec_diff(a, b)))
+    console.print(figure_table(figure_diff(a, b, benches_a, benches_b)))
     return 0
 
 

@@ -1,7 +1,7 @@
 """``tpu-console swap``: replace a node's vLLM container with new flags while the node stays.
 
 Usage: ``tpu-console swap NODE [--project P] [--zone Z] [--set KEY=VALUE]... [--unset KEY]...
-[--image IMAGE] [--dry-run] [--yes] [--force]``.
+[--image IMAGE] [--dry-run] [--yes] [--force] [--json]``.
 
 Reads the running container over SSH (``docker inspect``; the config's ``[container]``
 template when none runs) and its model's ``config.json`` (``docker exec``: the model's maximum
@@ -9,14 +9,20 @@ length, remembered in the history), applies the edits, prints the lint findings,
 commands (secrets masked), then, once confirmed, pulls the image while the old container
 still serves, removes it and runs the new one. KEYs: a ``vllm serve`` flag
 (``max-model-len``), ``env.NAME``, ``volume:/container/path``, ``image``, ``model``...
-(see ``remote.container.spec``). The launch is recorded in the history database.
+(see ``remote.container.spec``). The launch is recorded in the history database; follow the
+boot with ``tpu-console watch NODE``, which records its outcome.
 
 Lint verdicts drive it: with an ``error`` finding, ``--dry-run`` exits 1 and the swap is refused
 (``--yes`` or not) unless ``--force``. Without a terminal to ask on, it refuses unless ``--yes``.
 
+``--json``: the text goes to stderr and stdout gets one object, :meth:`SwapCommand.report`:
+``{"node", "plan": {"old", "new", "changes", "commands", "lint"}, "dry_run", "confirmed",
+"outcome": {"ok", "failed_step", "error", "container_id", "old_container_removed",
+"launch_id", "image_digest", "rolled_back"} or null}``.
+
 Exit codes: 0 swapped (or ``--dry-run`` printed a plan without lint errors), 1 refused (lint errors,
-not confirmed), failed or unreachable, 2 bad input (bad ``--set``/value, unknown node, bad config),
-all before anything runs.
+not confirmed), failed or unreachable,
+2 bad input (bad ``--set``/value, unknown node, bad config), all before anything runs.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     parser.add_argument("--force", action="store_true",
                         help="swap even when the lint finds errors (vLLM is expected to refuse or fail)")
+    parser.add_argument("--json", action="store_true", help="print the plan and the outcome as JSON on stdout")
     parser.set_defaults(run=run)
 
 
@@ -84,47 +91,88 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tpu-console: {exc}; nothing was changed.", file=sys.stderr)
         return 2
-    return asyncio.run(_SwapFlow(config, args, changes).run())
+    return asyncio.run(SwapCommand(config, args, changes).run())
 
 
-def _say(text: str = "", *, err: bool = False) -> None:
-    print(text, file=sys.stderr if err else sys.stdout, flush=True)
-
-
-async def _ask(question: str) -> bool:
-    """``question [y/N]`` on the terminal; ``False`` when stdin is not a terminal or at EOF."""
+async def ask(question: str) -> bool:
+    """``question [y/N]`` on the terminal (stderr); ``False`` when stdin is not a terminal or at EOF."""
     import asyncio
 
     if not sys.stdin.isatty():
         return False
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
     try:
-        answer = await asyncio.to_thread(input, f"{question} [y/N] ")
+        answer = await asyncio.to_thread(input)
     except EOFError:
         return False
     return answer.strip().lower() in ("y", "yes")
 
 
-class _SwapFlow:
-    """One ``swap`` invocation: resolve, read, edit, lint, show, confirm, execute, record."""
+def plan_json(plan: Any, findings: list[Any]) -> dict[str, Any]:
+    """A plan as JSON: specs (secrets masked), changes, the exact commands (masked) and lint findings."""
+    return {"old": plan.old.to_dict() if plan.old is not None else None, "new": plan.new.to_dict(),
+            "changes": [{"field": f, "old": a, "new": b} for f, a, b in plan.changes],
+            "commands": list(plan.commands),
+            "lint": [{"rule_id": f.rule_id, "severity": f.severity, "message": f.message, "fix": f.fix}
+                     for f in findings]}
+
+
+def outcome_json(outcome: Any) -> dict[str, Any]:
+    """A :class:`console.flows.swap_run.SwapOutcome` as JSON."""
+    result = outcome.result
+    return {"ok": result.ok, "failed_step": result.failed_step.kind if result.failed_step else None,
+            "error": result.error, "container_id": result.container_id,
+            "old_container_removed": result.old_container_removed, "launch_id": outcome.launch_id,
+            "image_digest": outcome.image_digest, "rolled_back": None}
+
+
+class SwapCommand:
+    """One ``swap`` invocation: resolve, read, edit, lint, show, confirm, execute, record.
+
+    :meth:`target` gives the spec to run; ``tpu-console rollback`` overrides it (the previous
+    spec from the history) and shares everything else. Text goes to stdout, or to stderr with
+    ``--json`` (then :attr:`report` is printed on stdout at the end).
+
+    Args:
+        config: the loaded config.
+        args: the parsed arguments (``node``, ``project``, ``zone``, ``dry_run``, ``yes``, ``json``,
+            ``image``).
+        changes: :func:`parse_changes` of ``--set``/``--unset``.
+    """
+
+    verb = "swap"
 
     def __init__(self, config: Any, args: argparse.Namespace, changes: dict[str, str | None]) -> None:
         self.config, self.args, self.changes = config, args, changes
         self.store: Any = None
+        self.json = bool(getattr(args, "json", False))
+        self.report: dict[str, Any] = {"node": args.node, "plan": None, "dry_run": bool(args.dry_run),
+                                       "confirmed": False, "outcome": None}
+
+    def say(self, text: str = "", *, err: bool = False) -> None:
+        """One line of text: stdout, or stderr for errors and in ``--json`` mode."""
+        print(text, file=sys.stderr if err or self.json else sys.stdout, flush=True)
 
     async def run(self) -> int:
+        """Run the command; returns the exit code (see the module docstring)."""
+        import json
+
         from remote.errors import RemoteError
 
         node = await self._resolve_node()
         if isinstance(node, int):
             return node
+        self.report["node"] = node.name
         try:
             return await self._on_node(node)
         except RemoteError as exc:
-            _say(f"tpu-console: {exc}", err=True)
+            self.say(f"tpu-console: {exc}", err=True)
             return 1
         finally:
             if self.store is not None:
                 self.store.close()
+            if self.json:
+                print(json.dumps(self.report, indent=2))
 
     async def _resolve_node(self) -> Any:
         """The node (:func:`console.flows.node_lookup.find_node`), or the exit code after saying why not."""
@@ -136,10 +184,10 @@ class _SwapFlow:
                 node = await node_lookup.find_node(source, self.args.node, project=self.args.project,
                                                    zone=self.args.zone)
         except node_lookup.NodeLookupError as exc:     # the name did not resolve: bad input, as in watch/bench
-            _say(f"tpu-console: {exc}", err=True)
+            self.say(f"tpu-console: {exc}", err=True)
             return 2
         except RemoteError as exc:
-            _say(f"tpu-console: {exc}", err=True)
+            self.say(f"tpu-console: {exc}", err=True)
             return 1
         return node
 
@@ -149,62 +197,72 @@ class _SwapFlow:
         target = target_for(node, self.config.ssh)
 
         async def trust(fingerprint: str) -> bool:
-            return await _ask(f"{target.label} presents the unknown host key {fingerprint}. Trust it?")
+            return await ask(f"{target.label} presents the unknown host key {fingerprint}. Trust it?")
 
         async with await connect(target, accept_new_host_key=trust) as conn:
             code = await self._swap(node, conn, target.label)
         return code
 
-    async def _read_spec(self, conn: Any, label: str) -> tuple[Any, dict[str, Any] | None]:
-        from console.flows.swap import read_running
+    async def target(self, node: Any, current: Any) -> Any:
+        """The spec to run, from what runs now (:class:`console.flows.swap.RunningSpec`): the edits
+        applied; ``None`` after saying why there is nothing to run.
 
-        current = await read_running(conn, self.config.container, label=label)
-        if current.inspect is None:
-            _say(f"No container named {self.config.container.name} on {label}: starting from the config's template.")
-        return current.spec, current.inspect
+        Raises:
+            ValueError: an edit is invalid for this container.
+        """
+        return current.spec.with_changes(self.changes, image=self.args.image)
 
     async def _swap(self, node: Any, conn: Any, label: str) -> int:
-        from console.flows.swap import RunningSpec, learn_model_limit, lint_spec
+        from console.flows.swap import learn_model_limit, lint_spec, read_running
         from console.flows.swap_run import SwapRunner
         from remote.container.swap import plan_swap
 
         try:
-            old, inspect = await self._read_spec(conn, label)
-            new = old.with_changes(self.changes, image=self.args.image)
+            current = await read_running(conn, self.config.container, label=label)
+            if current.inspect is None:
+                self.say(f"No container named {self.config.container.name} on {label}: "
+                         "starting from the config's template.")
+            new = await self.target(node, current)
         except ValueError as exc:
-            _say(f"tpu-console: {exc}; nothing was changed.", err=True)
+            self.say(f"tpu-console: {exc}; nothing was changed.", err=True)
             return 2
-        running = old if inspect is not None else None
-        plan = plan_swap(running, new)
-        limit = await learn_model_limit(conn, RunningSpec(old, inspect), self._open_store(), label=label)
+        if new is None:
+            return 1
+        old = current.spec
+        plan = plan_swap(current.running, new)
+        limit = await learn_model_limit(conn, current, self.open_store(), label=label)
         facts = self._history_facts(node, new)
         if limit is not None and new.model == old.model:
             facts["model_max_len"] = limit
         findings = lint_spec(node, new, old, facts)
-        _print_plan(node, plan, findings)
+        self.report["plan"] = plan_json(plan, findings)
+        self._print_plan(node, plan, findings)
         errors = [f for f in findings if f.severity == "error"]
         verdict = (f"{len(errors)} lint error{'s' if len(errors) != 1 else ''} "
                    f"({', '.join(dict.fromkeys(f.rule_id for f in errors))})")
         if self.args.dry_run:
             if errors:
-                _say(f"Dry run: nothing was changed. {verdict}: the swap would be refused without --force.")
+                self.say(f"Dry run: nothing was changed. {verdict}: the swap would be refused without --force.")
                 return 1
-            _say("Dry run: nothing was changed.")
+            self.say("Dry run: nothing was changed.")
             return 0
         if errors and not self.args.force:
-            _say(f"Refused: {verdict}; apply the fixes shown or pass --force. Nothing was changed.")
+            self.say(f"Refused: {verdict}; apply the fixes shown or pass --force. Nothing was changed.")
             return 1
         if not self.args.yes:
             if not sys.stdin.isatty():
-                _say("Refused: no terminal to confirm on; pass --yes to swap without asking. Nothing was changed.")
+                self.say("Refused: no terminal to confirm on; pass --yes to swap without asking. Nothing was changed.")
                 return 1
-            if not await _ask(f"Replace the container on {node.name} ({len(plan.steps)} commands)?"):
-                _say("Refused: nothing was changed.")
+            if not await ask(f"Replace the container on {node.name} ({len(plan.steps)} commands)?"):
+                self.say("Refused: nothing was changed.")
                 return 1
-        runner = SwapRunner(conn, node, label=label, open_store=self._open_store,
-                            running_id=(inspect or {}).get("Id"), on_step=_progress,
-                            on_history_error=lambda sentence: _say(f"tpu-console: {sentence}", err=True))
+        self.report["confirmed"] = True
+        runner = SwapRunner(conn, node, label=label, open_store=self.open_store,
+                            running_id=current.container_id, running_started_at=current.started_at,
+                            on_step=self._progress,
+                            on_history_error=lambda sentence: self.say(f"tpu-console: {sentence}", err=True))
         outcome = await runner.run(plan)
+        self.report["outcome"] = outcome_json(outcome)
         return await self._finish(node, runner, plan, outcome.result)
 
     async def _finish(self, node: Any, runner: Any, plan: Any, result: Any) -> int:
@@ -212,31 +270,35 @@ class _SwapFlow:
         from remote.container.swap import rollback_plan
 
         if result.ok:
-            _say(f"Swapped: container {plan.new.name} ({(result.container_id or '')[:12]}) is starting on "
-                 f"{node.name}. Follow it with: tpu-console watch {node.name}")
+            self.say(f"Swapped: container {plan.new.name} ({(result.container_id or '')[:12]}) is starting on "
+                     f"{node.name}. Follow it (and record its outcome) with: tpu-console watch {node.name}")
             return 0
-        _say(f"tpu-console: {result.failed_step.kind} failed: {result.error}", err=True)
+        self.say(f"tpu-console: {result.failed_step.kind} failed: {result.error}", err=True)
         if not result.old_container_removed:
-            _say("The old container was not touched; it is still serving.", err=True)
+            self.say("The old container was not touched; it is still serving.", err=True)
             return 1
         previous = result.rollback_spec
         if previous is None:
             return 1
         back = rollback_plan(previous, plan.new)
-        _say("The previous container spec is kept. Rollback would run:")
-        _print_plan(node, back, lint(back.new, accelerator_type=node.accelerator_type))
-        if self.args.yes or not await _ask("Roll back to the previous container?"):
-            _say(f"Not rolled back. To roll back later, run the previous command:\n  {back.steps[-1].display}")
+        self.say("The previous container spec is kept. Rollback would run:")
+        self._print_plan(node, back, lint(back.new, accelerator_type=node.accelerator_type))
+        if self.args.yes or not await ask("Roll back to the previous container?"):
+            self.say(f"Not rolled back. To roll back later: tpu-console rollback {node.name}, or run the "
+                     f"previous command:\n  {back.steps[-1].display}")
+            self.report["outcome"]["rolled_back"] = False
             return 1
         runner.running_id = None            # the failed swap removed the old container
         again = (await runner.run(back)).result
-        _say("Rolled back." if again.ok else f"tpu-console: rollback failed too: {again.error}",
-             err=not again.ok)
+        self.report["outcome"]["rolled_back"] = again.ok
+        self.say("Rolled back." if again.ok else f"tpu-console: rollback failed too: {again.error}",
+                 err=not again.ok)
         return 1
 
     # ---- history -------------------------------------------------------------------------
 
-    def _open_store(self) -> Any:
+    def open_store(self) -> Any:
+        """The history store (opened once), or ``None`` after saying why it cannot be opened."""
         if self.store is None:
             from console.flows.history_store import open_history
             from store import StoreError
@@ -244,7 +306,7 @@ class _SwapFlow:
             try:
                 self.store = open_history(self.config, getattr(self.args, "db", None))
             except StoreError as exc:
-                _say(f"tpu-console: history not recorded: {exc}", err=True)
+                self.say(f"tpu-console: history not recorded: {exc}", err=True)
                 self.store = False
         return self.store or None
 
@@ -252,29 +314,30 @@ class _SwapFlow:
         """Lint inputs from past launches (``console.flows.swap.history_facts``)."""
         from console.flows.swap import history_facts
 
-        return history_facts(self._open_store(), node, spec)
+        return history_facts(self.open_store(), node, spec)
 
+    # ---- text ----------------------------------------------------------------------------
 
-def _progress(step: Any, res: Any, _states: Any) -> None:
-    """Each command as it starts (``$ docker ...``) and a non-zero exit status as it ends."""
-    if res is None:
-        _say(f"$ {step.display}")
-    elif res.exit_status != 0:
-        _say(f"  exit {res.exit_status}")
+    def _progress(self, step: Any, res: Any, _states: Any) -> None:
+        """Each command as it starts (``$ docker ...``) and a non-zero exit status as it ends."""
+        if res is None:
+            self.say(f"$ {step.display}")
+        elif res.exit_status != 0:
+            self.say(f"  exit {res.exit_status}")
 
-
-def _print_plan(node: Any, plan: Any, findings: list[Any]) -> None:
-    """Lint findings, the diff and the commands, as plain text."""
-    _say(f"Node {node.name} ({node.accelerator_type}, {node.provisioning_model}"
-         + (f", {int(node.time_left_s() // 60)} min left" if node.time_left_s() is not None else "") + ")")
-    _say("Lint:" if findings else "Lint: no findings.")
-    for f in findings:
-        fix = (" [fix: " + ", ".join(f"{k}={'(unset)' if v is None else v}" for k, v in f.fix.items()) + "]"
-               if f.fix else "")
-        _say(f"  {f.severity.upper():7} {f.rule_id}: {f.message}{fix}")
-    _say("Changes:" if plan.changes else "Changes: none (the same spec is run again).")
-    for field, before, after in plan.changes:
-        _say(f"  {field}: {'-' if before is None else before} -> {'(removed)' if after is None else after}")
-    _say("Commands:")
-    for i, command in enumerate(plan.commands, 1):
-        _say(f"  {i}. {command}")
+    def _print_plan(self, node: Any, plan: Any, findings: list[Any]) -> None:
+        """Lint findings, the diff and the commands, as plain text."""
+        say = self.say
+        say(f"Node {node.name} ({node.accelerator_type}, {node.provisioning_model}"
+            + (f", {int(node.time_left_s() // 60)} min left" if node.time_left_s() is not None else "") + ")")
+        say("Lint:" if findings else "Lint: no findings.")
+        for f in findings:
+            fix = (" [fix: " + ", ".join(f"{k}={'(unset)' if v is None else v}" for k, v in f.fix.items()) + "]"
+                   if f.fix else "")
+            say(f"  {f.severity.upper():7} {f.rule_id}: {f.message}{fix}")
+        say("Changes:" if plan.changes else "Changes: none (the same spec is run again).")
+        for field, before, after in plan.changes:
+            say(f"  {field}: {'-' if before is None else before} -> {'(removed)' if after is None else after}")
+        say("Commands:")
+        for i, command in enumerate(plan.commands, 1):
+            say(f"  {i}. {command}")

@@ -7,7 +7,11 @@ unknown host key is asked about on a terminal, refused otherwise), follows
 ``docker logs -f --timestamps`` of the configured container (reconnecting and resuming after a
 drop), and feeds every line to the startup reader. Progress goes to stderr; the summary goes to
 stdout (``--json``: the ``log-summary --json`` object). Once ready, ``/v1/models`` is probed
-through an SSH port forward.
+through an SSH port forward. What the log shows is recorded in the history through the same
+:class:`~console.flows.launch_recorder.LaunchRecorder` as the startup view: the launch of the
+followed container (the one a ``swap`` recorded, found by container id, or a new observed
+one) ends ``ready`` or ``failed`` with its failure kind. A history that cannot be opened is
+reported and the watch goes on.
 
 Exit codes: 0 ready, 1 failed (or the container exited first), 2 bad arguments, no such node,
 an ambiguous name, or could not connect.
@@ -65,9 +69,17 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
     except RemoteError as exc:
         print(f"tpu-console: {exc}", file=sys.stderr)
         return 2
-    code, summary = await watch_target(target, container=config.container.name,
-                                       container_port=config.container.port,
-                                       accept_new_host_key=terminal_host_key_prompt(target), progress=sys.stderr)
+    recorder = _recorder(config, args, node)
+    try:
+        code, summary = await watch_target(target, container=config.container.name,
+                                           container_port=config.container.port,
+                                           accept_new_host_key=terminal_host_key_prompt(target),
+                                           progress=sys.stderr, recorder=recorder)
+    finally:
+        if recorder.store is not None:
+            recorder.store.close()
+    if recorder.error is not None:
+        print(f"tpu-console: {recorder.error}", file=sys.stderr)
     if summary is not None:
         if args.json:
             print(json.dumps(summary, indent=2))
@@ -76,6 +88,20 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
 
             print_summary_panel(f"watch {node.project}/{node.zone}/{node.name}", summary)
     return code
+
+
+def _recorder(config: Any, args: argparse.Namespace, node: Any) -> Any:
+    """A recorder on the history of ``config``/``--db``; one without a store (after saying why) when it cannot open."""
+    from console.flows.history_store import open_history
+    from console.flows.launch_recorder import LaunchRecorder
+    from store import StoreError
+
+    try:
+        store = open_history(config, getattr(args, "db", None))
+    except StoreError as exc:
+        print(f"tpu-console: this watch is not recorded in the history: {exc}", file=sys.stderr)
+        store = None
+    return LaunchRecorder(store, node)
 
 
 async def find_node(config: Any, name: str, *, project: str | None, zone: str | None,
@@ -121,13 +147,19 @@ def terminal_host_key_prompt(target: Any, stdin: TextIO | None = None,
 
 async def watch_target(target: Any, *, container: str, container_port: int = 8000,
                        accept_new_host_key: Callable[[str], Awaitable[bool]] | None = None,
-                       progress: TextIO | None = None, probe: bool = True) -> tuple[int, dict[str, Any] | None]:
+                       progress: TextIO | None = None, probe: bool = True,
+                       recorder: Any = None) -> tuple[int, dict[str, Any] | None]:
     """Follow ``container`` on ``target`` until ready or failed.
+
+    Args:
+        recorder: a :class:`~console.flows.launch_recorder.LaunchRecorder`: each container the
+            tail follows is observed (:func:`~console.flows.startup_watch.observe_followed`) and
+            the state recorded as lines arrive and at the end; ``None`` records nothing.
 
     Returns:
         ``(exit code, summary_json or None)``: 0 ready, 1 failed or exited, 2 could not connect.
     """
-    from console.flows.startup_watch import StartupWatch
+    from console.flows.startup_watch import StartupWatch, observe_followed
     from remote.container.tail import TailStatus
     from remote.errors import RemoteError
     from remote.vllm_log.reader import summary_json
@@ -143,6 +175,8 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
 
     def on_lines(batch: list[tuple[Any, str]]) -> None:
         state = watch.reader.state
+        if recorder is not None:
+            recorder.record(state)
         if state.phase != last["phase"]:
             last["phase"] = state.phase
             say(f"phase: {state.phase.value}")
@@ -159,8 +193,18 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
             say(f"failed: {state.failure.kind.value}: {state.failure.message}")
             asyncio.get_running_loop().call_later(FAILURE_GRACE_S, done.set)
 
+    observing: dict[str, asyncio.Task[Any]] = {}
+
+    async def observe(container_id: str) -> None:
+        found = await observe_followed(watch, recorder, container_id)
+        if found.problem is not None:
+            say(f"warning: {found.problem}")
+        recorder.record(watch.reader.state)
+
     def on_status(status: TailStatus) -> None:
         last["status"] = status
+        if recorder is not None and status.container_id and status.container_id not in observing:
+            observing[status.container_id] = asyncio.create_task(observe(status.container_id))
         if status.kind in ("reconnecting", "waiting", "exited", "error") or status.message.startswith("resumed"):
             say(status.message)
         if status.kind in ("exited", "error"):
@@ -184,6 +228,12 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
         watch.reader.close()
         state = watch.reader.state
         status = last["status"]
+        if recorder is not None:
+            await asyncio.gather(*observing.values())
+            if status is not None and status.kind == "exited" and not state.ready:
+                recorder.record_exit(state, status.exit_code)
+            else:
+                recorder.record(state)
         if state.ready:
             if probe:
                 await _probe(watch, container_port, say)

@@ -126,6 +126,26 @@ async def docker_image_inspect(
     return await _inspect(conn, ["image", "inspect", image], sudo=sudo, label=label)
 
 
+async def container_image_inspect(
+    conn: asyncssh.SSHClientConnection, inspect: dict[str, Any], *, sudo: bool = True, label: str = "the node",
+) -> dict[str, Any] | None:
+    """``docker image inspect`` of the image a container runs (its ``docker inspect`` JSON), or ``None``.
+
+    Looked up by the container's image id; some daemons only resolve the tag, which is then
+    accepted when it still names the same image (a re-tagged image is not the one running).
+
+    Raises:
+        DockerError, DockerMissing, SudoPasswordRequired, SshTimeout, SshUnreachable: as :func:`docker_inspect`.
+    """
+    image_id = str(inspect.get("Image") or "")
+    image = await docker_image_inspect(conn, image_id, sudo=sudo, label=label) if image_id else None
+    if image is None:
+        tag = str((inspect.get("Config") or {}).get("Image") or "")
+        by_tag = await docker_image_inspect(conn, tag, sudo=sudo, label=label) if tag else None
+        image = by_tag if by_tag and by_tag.get("Id") == image_id else None
+    return image
+
+
 async def _inspect(conn: asyncssh.SSHClientConnection, args: list[str], *, sudo: bool,
                    label: str) -> dict[str, Any] | None:
     """Run a ``docker ... inspect`` and return the first object of its JSON array (``None``: no such object)."""

@@ -19,6 +19,7 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -309,6 +310,35 @@ def parse_inspect(inspect: Mapping[str, Any] | list[Any],
 
 
 # ---- edit values (ContainerSpec.with_changes) ----------------------------------------
+
+
+_INSPECT_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+
+
+def inspect_time(raw: Any) -> datetime | None:
+    """A ``docker inspect`` time (RFC 3339, nanoseconds: ``2026-11-30T02:03:23.123456789Z``) as
+    UTC, or ``None`` for a missing, malformed or zero (``0001-01-01T00:00:00Z``) value."""
+    match = _INSPECT_TIME.match(str(raw or ""))
+    if not match:
+        return None
+    base, frac, zone = match.groups()
+    try:
+        value = datetime.fromisoformat(f"{base}.{(frac or '0')[:6].ljust(6, '0')}"
+                                       f"{'+00:00' if zone == 'Z' else zone}")
+    except ValueError:
+        return None
+    return None if value.year < 1970 else value.astimezone(UTC)
+
+
+def container_start_time(inspect: Mapping[str, Any] | None) -> datetime | None:
+    """When the container was asked to run: the earlier of ``Created`` and ``State.StartedAt``
+    (a restarted container's ``StartedAt`` is its latest start), UTC, or ``None``."""
+    if not isinstance(inspect, Mapping):
+        return None
+    state = inspect.get("State")
+    started = state.get("StartedAt") if isinstance(state, Mapping) else None
+    times = [t for t in (inspect_time(inspect.get("Created")), inspect_time(started)) if t]
+    return min(times) if times else None
 
 
 def split_volume(volume: str) -> tuple[str, str, str]:

@@ -34,6 +34,7 @@ from remote.container.parse import (
     SPEC_KEYS,
     SWITCH_FLAGS,
     check_flag_value,
+    container_start_time,
     parse_inspect,
     parse_serve_args,
     set_env,
@@ -315,11 +316,28 @@ class ContainerSpec:
             "launcher": list(self.launcher), "launcher_in_entrypoint": self.launcher_in_entrypoint,
         }
 
+    @property
+    def repo_digest(self) -> str | None:
+        """``image_digest`` when it is a pullable repo digest (``repo@sha256:...``), else ``None``.
+
+        The history keeps only this form: a bare local image id (``sha256:...``) names no
+        image another node can pull.
+        """
+        return repo_digest(self.image_digest)
+
     def pinned(self) -> ContainerSpec:
         """This spec with ``image`` replaced by its repo digest when that is known and pullable."""
         if self.image_digest and "@sha256:" in self.image_digest and self.image != self.image_digest:
             return replace(self, image=self.image_digest)
         return self
+
+
+def repo_digest(value: str | None) -> str | None:
+    """``value`` when it is a repo digest (``vllm/vllm-tpu@sha256:<64 hex>``), else ``None``."""
+    if not value or "@sha256:" not in value:
+        return None
+    repo, _, digest = value.partition("@sha256:")
+    return value if repo and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest) else None
 
 
 def diff(old: ContainerSpec | None, new: ContainerSpec) -> list[tuple[str, str | None, str | None]]:
@@ -366,10 +384,12 @@ __all__ = [
     "SWITCH_FLAGS",
     "VLLM_SERVE",
     "ContainerSpec",
+    "container_start_time",
     "diff",
     "display_argv",
     "is_secret_name",
     "mask_argv",
+    "repo_digest",
     "split_env",
     "split_volume",
 ]

@@ -7,7 +7,10 @@ step of a swap asks the TPU API to delete, stop, reset or recreate anything.
 
 from __future__ import annotations
 
+import json
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import asyncssh
@@ -18,10 +21,12 @@ from remote.container.spec import ContainerSpec
 from remote.container.swap import execute_swap, plan_swap, rollback_plan, ssh_runner
 from remote.ssh import SshTarget, connect
 from sandbox.vm import SandboxVm
+from store.history import HistoryStore
 
 V5E_ARGS = ["Qwen/Qwen3-8B", "--max-model-len", "32768", "--gpu-memory-utilization", "0.90",
             "--tensor-parallel-size", "4", "--max-num-batched-tokens", "2048"]
 ALIAS = "tpu.4711000000000000001-0"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -244,3 +249,105 @@ def test_dry_run_errors_on_a_max_model_len_above_the_models_config(demo_node, tm
     assert limit == 40960 and source.endswith("/config.json")
     assert main([*base, "--set", "max-model-len=40960", "--dry-run"]) == 0
     assert "max-model-len-model" not in capsys.readouterr().out
+
+
+def _swap_in_its_own_process(config: Path, db: Path, *sets: str) -> subprocess.CompletedProcess[str]:
+    """``tpu-console swap --yes`` as an operator's script runs it: a process that records the
+    launch ``running`` and exits (so the history's writer of that launch is gone)."""
+    argv = ["--config", str(config), "--db", str(db), "swap", "vllm-v5e-a", *[a for s in sets for a in ("--set", s)],
+            "--yes"]
+    return subprocess.run([sys.executable, "-c", "import sys; from console.cli import main; sys.exit(main())",
+                           *argv], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def _history_json(capsys, config: Path, db: Path) -> list[dict]:
+    from console.cli import main
+
+    capsys.readouterr()
+    assert main(["--config", str(config), "--db", str(db), "history", "--json", "--node", "vllm-v5e-a"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_cli_swap_then_watch_ends_ready_in_the_history(demo_node, tmp_path: Path, capsys):
+    from console.cli import main
+
+    config, _api, vm = demo_node
+    db = tmp_path / "history.db"
+    swapped = _swap_in_its_own_process(config, db, "max-model-len=16384")
+    assert swapped.returncode == 0, swapped.stderr
+    new_id = vm.docker.find("vllm").inspect(0)["Id"]
+    assert main(["--config", str(config), "--db", str(db), "watch", "vllm-v5e-a"]) == 0
+    launch, replaced = _history_json(capsys, config, db)
+    # the swap's launch, completed by the watch that saw the boot end (not a new observed one)
+    assert (launch["origin"], launch["container_id"], launch["outcome"]) == ("console", new_id, "ready")
+    assert launch["replaced_launch_id"] == replaced["id"] and replaced["outcome"] == "replaced"
+    assert launch["kv_cache_tokens"] > 0 and launch["compile_seconds"] > 0 and launch["hbm"]
+    assert launch["requested_at"] <= launch["started_at"] <= launch["ready_at"]
+    assert launch["image_digest"].startswith("vllm/vllm-tpu@sha256:") and len(launch["image_digest"]) == 85
+    assert replaced["image_digest"].startswith("vllm/vllm-tpu@sha256:")
+    # the container it replaced was requested when that container started, before the swap
+    assert replaced["requested_at"] < launch["requested_at"]
+
+
+def test_cli_swap_then_watch_of_a_failing_boot_ends_failed_with_its_kind(demo_node, tmp_path: Path, capsys):
+    from console.cli import main
+
+    config, _api, _vm = demo_node
+    db = tmp_path / "history.db"
+    assert _swap_in_its_own_process(config, db, "gpu-memory-utilization=0.95").returncode == 0
+    assert main(["--config", str(config), "--db", str(db), "watch", "vllm-v5e-a", "--json"]) == 1
+    launch = _history_json(capsys, config, db)[0]
+    assert (launch["origin"], launch["outcome"], launch["failure_kind"]) == ("console", "failed",
+                                                                             "hbm_oom_after_compile")
+    assert launch["failed_at"] and launch["failure_detail"]
+
+
+def test_a_watch_of_a_container_nobody_recorded_is_observed_from_its_start(demo_node, tmp_path: Path, capsys):
+    from console.cli import main
+
+    config, _api, vm = demo_node
+    db = tmp_path / "history.db"
+    running = vm.docker.find("vllm").inspect(0)
+    assert main(["--config", str(config), "--db", str(db), "watch", "vllm-v5e-a"]) == 0
+    (launch,) = _history_json(capsys, config, db)
+    assert (launch["origin"], launch["container_id"], launch["outcome"]) == ("observed", running["Id"], "ready")
+    assert launch["requested_at"][:19] == running["Created"][:19]
+    assert launch["requested_at"] <= launch["started_at"] <= launch["ready_at"]
+
+
+def test_swap_json_then_rollback_verb_returns_to_the_replaced_spec(demo_node, tmp_path: Path, capsys):
+    from console.cli import main
+
+    config, _api, vm = demo_node
+    db = tmp_path / "history.db"
+    base = ["--config", str(config), "--db", str(db)]
+    first = vm.docker.find("vllm").inspect(0)
+    assert main([*base, "rollback", "vllm-a"]) == 2                             # no such node
+    assert main([*base, "rollback", "vllm-v5e-a", "--dry-run"]) == 1            # nothing recorded yet
+    assert "nothing to roll back to on vllm-v5e-a" in capsys.readouterr().err
+
+    assert main([*base, "swap", "vllm-v5e-a", "--set", "max-model-len=16384", "--yes", "--json"]) == 0
+    swapped = json.loads(capsys.readouterr().out)     # only the JSON on stdout
+    assert {"field": "--max-model-len", "old": "32768", "new": "16384"} in swapped["plan"]["changes"]
+    assert swapped["plan"]["commands"][0] == "sudo -n docker pull vllm/vllm-tpu:v0.29.1"
+    assert swapped["confirmed"] and swapped["outcome"]["ok"] and swapped["outcome"]["failed_step"] is None
+    assert swapped["outcome"]["container_id"] == vm.docker.find("vllm").inspect(0)["Id"]
+    assert swapped["outcome"]["image_digest"].startswith("vllm/vllm-tpu@sha256:")
+
+    sent = len(vm.commands)
+    assert main([*base, "rollback", "vllm-v5e-a", "--dry-run", "--json"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert not any(" rm " in c or " run " in c for c in vm.commands[sent:])
+    with HistoryStore(db) as store:
+        launch = store.get_launch(swapped["outcome"]["launch_id"])
+    assert dry["rollback_to_launch_id"] == launch.replaced_launch_id and dry["outcome"] is None
+    assert {"field": "--max-model-len", "old": "16384", "new": "32768"} in dry["plan"]["changes"]
+
+    assert main([*base, "rollback", "vllm-v5e-a", "--yes"]) == 0
+    assert "Rolling back to launch" in capsys.readouterr().out
+    back = vm.docker.find("vllm").inspect(0)
+    assert back["Config"]["Cmd"] == first["Config"]["Cmd"]
+    assert back["Config"]["Image"].startswith("vllm/vllm-tpu@sha256:")           # pinned to what ran
+    with HistoryStore(db) as store:
+        newest = store.list_launches(node="vllm-v5e-a", limit=1)[0]
+    assert newest.container_id == back["Id"] and newest.replaced_launch_id == launch.id

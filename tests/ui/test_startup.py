@@ -18,6 +18,7 @@ from console.widgets.log_view import LogView
 from console.widgets.startup_panel import PanelInfo, StartupPanel
 from remote.container.tail import TailStatus
 from remote.vllm_log.reader import StartupReader
+from store.errors import StoreError
 from tests.ui.conftest import fleet_node, text_of
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm-logs"
@@ -275,6 +276,11 @@ async def test_booting_node_ends_ready_with_a_usable_tunnel(sandbox: Any, sandbo
         figures = text_of(serving.query_one("#serving-figures"))
         assert "0 running · 0 waiting" in figures and f"of {plan.kv_cache_tokens:,} tokens" in figures
         assert "note:" not in figures             # the server's KV cache size is the log's
+        # the launch was written off the UI loop: the recorder's store belongs to the history thread
+        # (sqlite3 refuses a connection used from another thread than the one that opened it)
+        assert screen.recorder is not None and screen.recorder.store is not sandbox_services.store
+        with pytest.raises(StoreError, match="thread"):
+            screen.recorder.store.get_launch(launch.id)
 
 
 PANEL_WAIT_S = 0.4

@@ -94,3 +94,39 @@ def test_db_path_from_config_then_default(db: Path, tmp_path: Path, monkeypatch:
     assert main(["history", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
     assert (tmp_path / "xdg" / "tpu-console" / "history.db").is_file()
+
+
+def test_compare_two_launches(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", str(db), "history", "compare", "1", "2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["a"], data["b"]) == (1, 2)
+    assert {"setting": "--max-model-len", "a": "8192", "b": None, "change": "removed"} in data["spec"]
+    kv = next(f for f in data["figures"] if f["figure"] == "KV cache (tokens)")
+    assert (kv["a"], kv["b"], kv["verdict"]) == (1_234_567, None, "")
+    tok = next(f for f in data["figures"] if f["figure"] == "out tok/s @16 streams")
+    assert (tok["a"], tok["b"]) == (2210.5, None)
+    assert main(["--db", str(db), "history", "compare", "1", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "A  launch 1  ready" in out and "B  launch 2  failed" in out
+    assert "--max-model-len" in out and "removed" in out and "noise" in out
+    assert main(["--db", str(db), "history", "compare", "1", "9"]) == 1
+    assert "no launch with id 9" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["--db", str(db), "history", "compare", "1"])
+    assert exc.value.code == 2
+
+
+def test_export_json_and_csv_with_filters(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", str(db), "history", "export"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [d["id"] for d in data] == [2, 1] and data[1]["benchmarks"][0]["output_tokens_per_s"] == 2210.5
+    assert main(["--db", str(db), "history", "export", "--format", "csv", "--outcome", "failed"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].startswith("id,node,") and len(rows) == 2 and rows[1].startswith("2,vllm-b,")
+    assert main(["--db", str(db), "history", "export", "--text", "memory space", "--format", "csv"]) == 0
+    assert [r.split(",")[0] for r in capsys.readouterr().out.splitlines()[1:]] == ["2"]
+    assert main(["--db", str(db), "history", "export", "--accelerator", "v6e-8"]) == 0
+    assert [d["id"] for d in json.loads(capsys.readouterr().out)] == [1]
+    with pytest.raises(SystemExit) as exc:
+        main(["--db", str(db), "history", "export", "--format", "xml"])
+    assert exc.value.code == 2

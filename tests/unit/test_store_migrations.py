@@ -84,6 +84,10 @@ def _check_current_schema(path: Path) -> None:
             assert _columns(db, table) == EXPECTED_COLUMNS[table]
             assert _indexes(db, table) == EXPECTED_INDEXES[table]
         assert db["benchmarks"].foreign_keys[0].other_table == "launches"
+        for table in ("launches", "benchmarks"):  # m005: ids are never reused
+            assert '"id" INTEGER PRIMARY KEY AUTOINCREMENT' in db[table].schema
+        assert db.execute("PRAGMA foreign_key_check").fetchall() == []
+        db.execute("INSERT INTO launches_fts(launches_fts) VALUES ('integrity-check')")  # raises when out of sync
         assert db["launches"].detect_fts() == "launches_fts"
         assert "tokenize='trigram'" in db["launches_fts"].schema
         assert [c.name for c in db["launches_fts"].columns] == [
@@ -209,4 +213,62 @@ def test_two_processes_upgrading_at_once_apply_each_migration_once(tmp_path: Pat
     _check_current_schema(path)
     db = Database(path)
     assert json.loads(db.execute("SELECT json_group_array(name) FROM _sqlite_migrations").fetchone()[0]) == NAMES
+    db.close()
+
+
+def _newest_launch_deleted_in_the_sqlite_shell(path: Path, launch_id: int) -> None:
+    """What an operator does with ``sqlite3 history.db``: foreign keys are off there by default."""
+    conn = sqlite3.connect(path)
+    conn.execute("DELETE FROM launches WHERE id = ?", [launch_id])
+    conn.commit()
+    conn.close()
+
+
+def test_a_deleted_launch_id_is_never_given_again(tmp_path: Path) -> None:
+    path = tmp_path / "h.db"
+    with HistoryStore(path) as store:
+        first = store.start_launch(node="vllm-a", requested_at="2026-11-01T10:00:00Z")
+        newest = store.start_launch(node="vllm-a", requested_at="2026-11-01T11:00:00Z")
+        bench = store.add_benchmark(newest, "smoke", {"prompt": "hi"}, {"ok": True})
+    _newest_launch_deleted_in_the_sqlite_shell(path, newest)
+    with HistoryStore(path) as store:
+        again = store.start_launch(node="vllm-b", requested_at="2026-11-01T12:00:00Z")
+        assert again > newest > first
+        assert store.benchmarks_for(again) == []
+        assert store.benchmarks_for(newest)[0].id == bench  # the orphan stays where it was
+        next_bench = store.add_benchmark(again, "smoke", {}, {"ok": True})
+        assert next_bench > bench
+        assert [l.id for l in store.list_launches(text="vllm-b")] == [again]
+
+
+def test_m005_keeps_ids_and_gives_orphans_no_new_parent(tmp_path: Path) -> None:
+    """A v4 database where the newest launch was deleted in the shell: its benchmark keeps its row
+    (unlinked, the old id noted), the id sequence starts above it, every other id stays."""
+    path = tmp_path / "v4.db"
+    db = Database(path)
+    migrations.apply(db, stop_before="m005_ids_never_reused")
+    _insert_v1_rows(db)
+    db.execute("""INSERT INTO launches (id, node, requested_at, outcome) VALUES
+                  (3, 'vllm-b', '2026-04-02T10:00:00.000Z', 'ready')""")
+    db.execute("""INSERT INTO benchmarks (id, launch_id, kind, started_at, params, results) VALUES
+                  (2, 3, 'smoke', '2026-04-02T10:30:00.000Z', '{"prompt": "hi"}', '{"ok": true}'),
+                  (3, 2, 'smoke', '2026-04-02T10:40:00.000Z', '{}', '{}')""")
+    db.execute("UPDATE benchmarks SET concurrency = 16, output_tokens_per_s = 2210.5, ttft_median_ms = 180.0, "
+               "tpot_median_ms = 7.1 WHERE id = 1")
+    db.conn.commit()
+    db.close()
+    _newest_launch_deleted_in_the_sqlite_shell(path, 3)
+    _check_v1_rows_kept(path)
+    _check_current_schema(path)
+    with HistoryStore(path) as store:
+        assert [l.id for l in store.list_launches()] == [2, 1]
+        assert [b.id for b in store.benchmarks_for(2)] == [3]
+        new = store.start_launch(node="vllm-c", requested_at="2026-11-01T12:00:00Z")
+        assert new == 4
+        assert store.benchmarks_for(new) == []
+    db = Database(path)
+    orphan = db["benchmarks"].get(2)
+    assert orphan["launch_id"] is None
+    assert json.loads(orphan["params"]) == {"prompt": "hi", "deleted_launch_id": 3}
+    assert json.loads(orphan["results"]) == {"ok": True}
     db.close()

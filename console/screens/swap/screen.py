@@ -16,6 +16,7 @@ No step calls the TPU API: the node itself is never stopped, reset or deleted.
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,7 @@ class SwapScreen(ConsoleScreen):
         self.base: ContainerSpec | None = None
         self.running: ContainerSpec | None = running if running is not None else spec
         self.running_id: str | None = None
+        self.running_started_at: datetime | None = None
         self.secrets: dict[str, str] = {}
         self.spec: ContainerSpec | None = None
         self.plan: SwapPlan | None = None
@@ -174,6 +176,7 @@ class SwapScreen(ConsoleScreen):
         self.running = current.running
         self.running_id = current.container_id
         await swap_flow.learn_model_limit(conn, current, self._store(), label=self._label)   # for the lint
+        self.running_started_at = current.started_at
         target = await self._target_spec(current)
         if target is not None:
             self._ready(target)
@@ -346,6 +349,7 @@ class SwapScreen(ConsoleScreen):
             return
         runner = SwapRunner(
             conn, self.node, label=self._label, open_store=self._store, running_id=self.running_id,
+            running_started_at=self.running_started_at,
             on_step=lambda _step, _res, states: self._render_steps(plan, states),
             on_history_error=lambda sentence: self.app.notify(sentence, severity="warning"))
         try:
