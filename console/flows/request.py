@@ -40,7 +40,9 @@ def build_request(*, name: str, project: str, zone: str, accelerator_type: str, 
     """
     runtime = (runtime_version or "").strip() or default_runtime_version(accelerator_type.strip())
     if not runtime:
-        raise ValueError(f"no default runtime version for {accelerator_type!r}: pass --runtime-version")
+        if not accelerator_type.strip():
+            raise ValueError("accelerator type is empty (for example v5litepod-1, v6e-8)")
+        raise ValueError(f"no default runtime version for {accelerator_type!r}: give a runtime version")
     run_s = parse_duration_s(max_run_duration) if max_run_duration and max_run_duration.strip() else None
     valid_s = parse_duration_s(valid_until) if valid_until and valid_until.strip() else None
     return QueuedResourceRequest(name=name.strip(), project=project.strip(), zone=zone.strip(),
