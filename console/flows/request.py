@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from remote.bench.cost import lookup_price
-from remote.models import Node, QueuedResource, chips_of
+from remote.models import Node, QueuedResource, chips_of, utc_now
 from remote.tpu.probe import classify_failure
 from remote.tpu.requests import (
     QueuedResourceRequest,
@@ -104,7 +105,19 @@ def is_settled(qr: QueuedResource, node: Node | None) -> bool:
     return is_ready(qr, node) or qr.state in SETTLED_STATES
 
 
-def explain(qr: QueuedResource, node: Node | None) -> str:
+def valid_until_left_s(qr: QueuedResource, now: datetime | None = None) -> float | None:
+    """Seconds until a waiting request's ``queueingPolicy.validUntilDuration`` runs out (>= 0), or ``None``."""
+    text = ((qr.raw.get("queueingPolicy") or {}).get("validUntilDuration")) if isinstance(qr.raw, dict) else None
+    if not text or qr.create_time is None:
+        return None
+    try:
+        valid_s = parse_duration_s(str(text).removesuffix("s"))
+    except ValueError:
+        return None
+    return max(0.0, (qr.create_time + timedelta(seconds=valid_s) - (now or utc_now())).total_seconds())
+
+
+def explain(qr: QueuedResource, node: Node | None, now: datetime | None = None) -> str:
     """One sentence on what the request is doing now and, for a wait or failure, what to try."""
     where = f"{qr.project}/{qr.zone}"
     state = qr.state
@@ -114,7 +127,11 @@ def explain(qr: QueuedResource, node: Node | None) -> str:
         hint = (f"A flex-start request without quota waits exactly like a stockout: "
                 f"`tpu-console probe --project {qr.project} --zone {qr.zone} --accelerator-type "
                 f"{qr.accelerator_type}` tells them apart; fewer chips or another zone may be granted sooner.")
-        return f"waiting for capacity in {where}. {hint}"
+        left = valid_until_left_s(qr, now)
+        expiry = "" if left is None else (
+            f" Its validUntil runs out in {int(left // 60)} min: it fails then unless capacity comes."
+            if left < 600 else f" It may wait {int(left // 60)} more min (validUntil).")
+        return f"waiting for capacity in {where}.{expiry} {hint}"
     if state == "PROVISIONING":
         return "capacity granted; the TPU VM is being created" + (f" (node {node.state})." if node else ".")
     if state == "ACTIVE":

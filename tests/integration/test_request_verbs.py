@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -237,3 +238,20 @@ def test_readonly_config_key_must_be_a_boolean(tmp_path: Path) -> None:
         load_config(path)
     path.write_text("readonly = true\n")
     assert load_config(path).readonly is True
+
+
+def test_explain_a_wait_names_the_valid_until_and_the_probe() -> None:
+    from console.flows.request import explain
+
+    now = utc_now()
+    waiting = QueuedResource(P, "asia-northeast1-b", "w", "WAITING_FOR_RESOURCES", provisioning_model="flex-start",
+                             accelerator_type="v6e-8", create_time=now - timedelta(minutes=55),
+                             raw={"queueingPolicy": {"validUntilDuration": "3600s"}})
+    text = explain(waiting, None, now)
+    assert "validUntil runs out in 5 min" in text
+    assert "tpu-console probe --project inference-prod --zone asia-northeast1-b --accelerator-type v6e-8" in text
+    early = dataclasses.replace(waiting, create_time=now - timedelta(minutes=10))
+    assert "may wait 50 more min" in explain(early, None, now)
+    failed = QueuedResource(P, "europe-west4-a", "f", "FAILED", failure='There is no more capacity in the zone "x"')
+    assert "try fewer chips, another zone" in explain(failed, None, now)
+    assert "tpu-console delete f --project=inference-prod --zone=europe-west4-a" in explain(failed, None, now)
