@@ -255,3 +255,11 @@ def test_explain_a_wait_names_the_valid_until_and_the_probe() -> None:
     failed = QueuedResource(P, "europe-west4-a", "f", "FAILED", failure='There is no more capacity in the zone "x"')
     assert "try fewer chips, another zone" in explain(failed, None, now)
     assert "tpu-console delete f --project=inference-prod --zone=europe-west4-a" in explain(failed, None, now)
+
+
+def test_nodes_table_lists_inactive_queued_resources_with_their_delete_commands(cli, capsys) -> None:
+    assert cli("nodes") == 0
+    out = capsys.readouterr().out
+    assert "quota: 1 inactive queued resource may hold quota in inference-prod/us-east5-a:" in out
+    assert "  tpu-console delete qr-flex-done --project=inference-prod --zone=us-east5-a" in out
+    assert "tpu-console delete qr-flex-b " not in out          # ACTIVE: not inactive
