@@ -97,6 +97,9 @@ class QueuedResourceLifecycle:
         self._operations: dict[str, _Operation] = {}
         self._deletions: dict[str, _Deletion] = {}
         self._ids = itertools.count(1)
+        #: Called as ``on_node_ready(project, node JSON copy)`` when a requested node turns READY
+        #: (from a server thread, under the world's lock: it must not block).
+        self.on_node_ready: Callable[[str, JsonDict], None] | None = None
 
     # --- create / delete ----------------------------------------------------------------------
 
@@ -238,6 +241,8 @@ class QueuedResourceLifecycle:
                 node = self.world.projects[request.project].nodes.get(node_name)
                 if node is not None:
                     node.update(self._ready_fields(node))
+                    if self.on_node_ready is not None:
+                        self.on_node_ready(request.project, copy.deepcopy(node))
             request.done = True
 
     def _ensure_nodes(self, request: _Request, qr: JsonDict) -> None:

@@ -8,8 +8,10 @@ Textual-free and Rich-free: callers render :class:`RequestPreview` and the state
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from remote.bench.cost import lookup_price
 from remote.models import Node, QueuedResource, chips_of, utc_now
@@ -153,3 +155,35 @@ def explain(qr: QueuedResource, node: Node | None, now: datetime | None = None) 
         return (f"suspended ({qr.state_initiator or 'initiator unknown'}); it may still hold quota. Delete it: "
                 f"{delete_command(qr.project, qr.zone, qr.name)}")
     return f"{state.lower()}."
+
+
+async def launch_container(config: Any, node: Node, changes: Mapping[str, str | None], *, image: str | None,
+                           open_store: Callable[[], Any] | None = None,
+                           on_step: Callable[[Any, Any, Any], None] | None = None) -> Any:
+    """Run the serving container on a node that just turned READY, through the swap machinery.
+
+    The spec is the running container's, or the config's ``[container]`` template when none runs,
+    with ``changes`` (``{"model": "...", "max-model-len": "8192"}``) and ``image`` applied; the
+    :class:`console.flows.swap_run.SwapRunner` pulls, runs and records it (a first launch in the
+    history).
+
+    Returns:
+        The runner's ``SwapOutcome`` (``outcome.result.ok``, ``container_id``, ``error``).
+
+    Raises:
+        ValueError: a change the container spec refuses (nothing ran).
+        RemoteError: SSH or docker failed before the plan ran.
+    """
+    from console.flows.swap import read_running
+    from console.flows.swap_run import SwapRunner
+    from remote.container.swap import plan_swap
+    from remote.ssh import connect, target_for
+
+    target = target_for(node, config.ssh)
+    async with await connect(target) as conn:
+        current = await read_running(conn, config.container, label=target.label)
+        spec = current.spec.with_changes(dict(changes), image=image)
+        plan = plan_swap(current.spec if current.inspect is not None else None, spec)
+        runner = SwapRunner(conn, node, label=target.label, open_store=open_store,
+                            running_id=(current.inspect or {}).get("Id"), on_step=on_step)
+        return await runner.run(plan)

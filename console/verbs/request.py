@@ -2,16 +2,20 @@
 
 Usage: ``tpu-console request NAME --project P --zone Z --accelerator-type T
 --provisioning-model flex-start|spot|on-demand|reserved [--runtime-version V] [--max-run-duration 4h]
-[--valid-until 1h] [--node-id N] [--dry-run] [--yes] [--wait] [--json]``.
+[--valid-until 1h] [--node-id N] [--image I] [--model M] [--set KEY=VALUE]... [--dry-run] [--yes] [--wait]
+[--json]``.
 
 Prints the exact REST call and body, the equivalent ``gcloud alpha compute tpus
 queued-resources create`` line and what it costs, then asks (on a terminal; ``--yes`` skips it,
 and without a terminal nothing is created without ``--yes``) and creates it. ``--wait`` follows
 the states (WAITING_FOR_RESOURCES -> PROVISIONING -> ACTIVE, node CREATING -> READY), one
-line each, until the node is READY or the request FAILED.
+line each, until the node is READY or the request FAILED. ``--image`` / ``--model`` / ``--set``
+(they imply ``--wait``) then run the serving container on the READY node through the swap
+machinery (pull, run, recorded in the history as a first launch); the config is read again first.
 
-Exit codes: 0 created (ready, with ``--wait``) or ``--dry-run`` printed, 1 not created (refused by
-the operator, the API or read-only mode) or FAILED while waiting, 2 bad input or config.
+Exit codes: 0 created (ready, with ``--wait``; the container started, with ``--image``) or
+``--dry-run`` printed, 1 not created (refused by the operator, the API or read-only mode), FAILED
+while waiting, or the container did not start, 2 bad input or config.
 """
 
 from __future__ import annotations
@@ -41,6 +45,10 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print the request; create nothing")
     parser.add_argument("--yes", action="store_true", help="create without asking")
     parser.add_argument("--wait", action="store_true", help="follow the states until READY or FAILED")
+    parser.add_argument("--image", metavar="IMAGE", help="once READY, run this vLLM image (implies --wait)")
+    parser.add_argument("--model", metavar="M", help="once READY, serve this model (implies --wait)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set_",
+                        help="once READY, a container setting, as for swap (max-model-len=8192); implies --wait")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(run=run)
 
@@ -65,9 +73,12 @@ def run(args: argparse.Namespace) -> int:
                                 accelerator_type=args.accelerator_type, provisioning_model=args.provisioning_model,
                                 runtime_version=args.runtime_version, max_run_duration=args.max_run_duration,
                                 valid_until=args.valid_until, node_id=args.node_id)
+        changes = _launch_changes(args)
     except ValueError as exc:
         _say(f"tpu-console: {exc}; nothing was created.", err=True)
         return 2
+    if changes is not None:
+        args.wait = True
     shown = preview(request, config.prices)
     out: dict[str, Any] = {**request.to_json(), "cost": shown.cost, "created": False, "queued_resource": None}
     if not args.json:
@@ -86,7 +97,26 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(out, indent=2))
         return 1
-    return asyncio.run(_create(config, request, args, out))
+    return asyncio.run(_create(config, request, args, out, changes))
+
+
+def _launch_changes(args: argparse.Namespace) -> dict[str, str | None] | None:
+    """The container changes of ``--image/--model/--set``, or ``None`` when none was given.
+
+    Raises:
+        ValueError: a bad ``--set`` or a value the container spec refuses (checked before creating).
+    """
+    if not (args.image or args.model or args.set_):
+        return None
+    from console.verbs.swap import parse_changes
+    from remote.container.spec import ContainerSpec
+
+    changes = parse_changes(args.set_, [])
+    if args.model:
+        changes["model"] = args.model
+    ContainerSpec.from_template(name="vllm", image="vllm/vllm-tpu:latest", model="org/model").with_changes(
+        changes, image=args.image)
+    return changes
 
 
 def _print_preview(shown: Any) -> None:
@@ -101,7 +131,8 @@ def _print_preview(shown: Any) -> None:
     _say(f"  {shown.gcloud}")
 
 
-async def _create(config: Any, request: Any, args: argparse.Namespace, out: dict[str, Any]) -> int:
+async def _create(config: Any, request: Any, args: argparse.Namespace, out: dict[str, Any],
+                  changes: dict[str, str | None] | None) -> int:
     import json
 
     from console.flows.node_lookup import fleet_source_for
@@ -128,6 +159,8 @@ async def _create(config: Any, request: Any, args: argparse.Namespace, out: dict
                 out["queued_resource"] = qr.to_json()
                 out["node"] = None if node is None else node.to_json()
                 code = 0 if is_ready(qr, node) else 1
+                if code == 0 and changes is not None:
+                    code = await _launch(config, node, changes, args, out)
             elif not args.json:
                 _say(f"Follow it: tpu-console nodes --project {request.project}   "
                      f"(or again with --wait); delete: tpu-console delete {request.name} "
@@ -140,3 +173,53 @@ async def _create(config: Any, request: Any, args: argparse.Namespace, out: dict
     if args.json:
         print(json.dumps(out, indent=2))
     return code
+
+
+async def _launch(config: Any, node: Any, changes: dict[str, str | None], args: argparse.Namespace,
+                  out: dict[str, Any]) -> int:
+    """Run the container on the READY node (the swap machinery); returns 0 started, 1 not."""
+    from console.config import ConfigError, load_config
+    from console.flows.request import launch_container
+    from remote.errors import RemoteError
+
+    try:
+        config = load_config(config.path) if config.path is not None else config   # new [ssh.hosts]
+    except ConfigError as exc:
+        _say(f"tpu-console: config error: {exc}; the container was not started.", err=True)
+        return 1
+    store: list[Any] = []
+
+    def open_store() -> Any:
+        from console.flows.history_store import open_history
+
+        if not store:
+            store.append(open_history(config, getattr(args, "db", None)))
+        return store[0]
+
+    def step(s: Any, res: Any, _states: Any) -> None:
+        if not args.json:
+            if res is None:
+                _say(f"$ {s.display}")
+            elif res.exit_status != 0:
+                _say(f"  exit {res.exit_status}")
+
+    try:
+        outcome = await launch_container(config, node, changes, image=args.image, open_store=open_store,
+                                         on_step=step)
+    except (RemoteError, ValueError) as exc:
+        _say(f"tpu-console: the container was not started on {node.name}: {exc}", err=True)
+        out["container"] = {"started": False, "error": str(exc)}
+        return 1
+    finally:
+        for s in store:
+            s.close()
+    result = outcome.result
+    out["container"] = {"started": result.ok, "container_id": result.container_id,
+                        "error": None if result.ok else str(result.error)}
+    if not result.ok:
+        _say(f"tpu-console: the container did not start on {node.name}: {result.error}", err=True)
+        return 1
+    if not args.json:
+        _say(f"Container started on {node.name} ({(result.container_id or '')[:12]}). "
+             f"Follow its startup: tpu-console watch {node.name} --project {node.project} --zone {node.zone}")
+    return 0
