@@ -26,6 +26,7 @@ FEATURES: dict[str, tuple[str, str]] = {
     "bench": ("console.screens.bench", "BenchScreen"),
     "history": ("console.screens.history.screen", "HistoryScreen"),
     "rollback": ("console.screens.swap.rollback", "RollbackScreen"),
+    "request": ("console.screens.request", "RequestScreen"),
 }
 
 
@@ -102,7 +103,8 @@ class TpuConsoleApp(App[None]):
         """The command palette: app commands plus every binding of the current screen."""
         yield from super().get_system_commands(screen)
         for binding in getattr(screen, "BINDINGS", []):
-            if isinstance(binding, Binding) and binding.description and binding.show:
+            if isinstance(binding, Binding) and binding.description and binding.show \
+                    and screen.check_action(binding.action, ()) is not False:
                 action = binding.action
                 yield SystemCommand(
                     f"{binding.description} ({binding.key_display or binding.key})",

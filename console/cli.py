@@ -16,7 +16,8 @@ import sys
 from collections.abc import Sequence
 
 #: Verb modules under console/verbs, in help order.
-VERB_MODULES = ("nodes", "watch", "swap", "rollback", "bench", "metrics", "history", "log_summary", "sandbox")
+VERB_MODULES = ("nodes", "watch", "swap", "rollback", "request", "delete", "probe", "bench", "metrics", "history",
+                "log_summary", "sandbox")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--db", metavar="PATH", help="history database (default: the XDG data path)")
     parser.add_argument("--demo", action="store_true",
                         help="run against the built-in sandbox (no cloud account needed)")
+    parser.add_argument("--readonly", action="store_true",
+                        help="hide and refuse every action that changes the fleet (like config readonly = true)")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for name in VERB_MODULES:
         importlib.import_module(f"console.verbs.{name}").add_parser(sub)

@@ -8,6 +8,7 @@ line, and is shown as one message without a traceback.
 Example::
 
     refresh_interval_s = 10
+    # readonly = true           # hide every action that changes the fleet
     # api_endpoint = "http://127.0.0.1:8470"   # sandbox or private endpoint
 
     [[projects]]
@@ -127,6 +128,8 @@ class Config:
         prices: $ per chip-hour, ``prices[generation][provisioning_model]``.
         keys: binding overrides, action id -> key (``{"refresh": "ctrl+r"}``).
         db_path: history database override, or ``None`` for the XDG data path.
+        readonly: hide and refuse every action that changes the fleet (request, delete, probe,
+            swap, rollback), as k9s ``--readonly`` does; ``readonly = true`` or ``--readonly``.
     """
 
     path: Path | None = None
@@ -139,6 +142,7 @@ class Config:
     prices: dict[str, dict[str, float]] = field(default_factory=lambda: {k: dict(v) for k, v in DEFAULT_PRICES.items()})
     keys: dict[str, str] = field(default_factory=dict)
     db_path: Path | None = None
+    readonly: bool = False
 
     def price_per_chip_hour(self, generation: str | None, provisioning_model: str) -> float | None:
         """$ per chip-hour for a chip generation (``v6e``) and model (``spot``), or ``None``."""
@@ -245,7 +249,7 @@ def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
     chk = _Checker(file, text)
     chk.table(data, "", {
         "projects": list, "api_endpoint": str, "refresh_interval_s": float, "request_timeout_s": float,
-        "ssh": dict, "container": dict, "prices": dict, "keys": dict, "db_path": str,
+        "ssh": dict, "container": dict, "prices": dict, "keys": dict, "db_path": str, "readonly": bool,
     })
     projects = []
     for item in data.get("projects", []):
@@ -310,4 +314,5 @@ def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
         prices=prices,
         keys=dict(keys),
         db_path=Path(os.path.expanduser(data["db_path"])) if data.get("db_path") else None,
+        readonly=bool(data.get("readonly", False)),
     )

@@ -18,6 +18,7 @@ from remote.models import FleetSnapshot, utc_now
 
 if TYPE_CHECKING:
     from remote.container.spec import ContainerSpec
+    from remote.tpu.requests import QueuedResourceService
     from sandbox.runner import Sandbox
     from store.history import HistoryStore
 
@@ -50,6 +51,24 @@ class Services:
     clock: Callable[[], datetime] = utc_now
     previous_specs: dict[tuple[str, str, str], ContainerSpec] = field(default_factory=dict)
     _store: HistoryStore | None = field(default=None, repr=False)
+    _queued: QueuedResourceService | None = field(default=None, repr=False)
+
+    @property
+    def queued_resources(self) -> QueuedResourceService:
+        """Create / get / delete of queued resources over ``fleet``'s clients (built on first use).
+
+        Raises:
+            remote.errors.RemoteError: ``fleet`` is not a ``FleetSource`` (it has no TPU API client).
+        """
+        if self._queued is None:
+            from remote.errors import RemoteError
+            from remote.tpu.api import FleetSource
+            from remote.tpu.requests import QueuedResourceService
+
+            if not isinstance(self.fleet, FleetSource):
+                raise RemoteError("this fleet source cannot create or delete queued resources")
+            self._queued = QueuedResourceService(self.fleet)
+        return self._queued
 
     @property
     def store(self) -> HistoryStore:

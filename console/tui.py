@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -26,6 +27,8 @@ def run_tui(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             print(f"tpu-console: config error: {exc}", file=sys.stderr)
             return 2
+        if getattr(args, "readonly", False):
+            config = dataclasses.replace(config, readonly=True)
         if not config.projects:
             from console.config import default_config_path
 

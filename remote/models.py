@@ -186,6 +186,7 @@ class QueuedResource:
             "zone": self.zone,
             "name": self.name,
             "state": self.state,
+            "state_initiator": self.state_initiator,
             "provisioning_model": self.provisioning_model,
             "accelerator_type": self.accelerator_type,
             "max_run_duration_s": None if self.max_run_duration_s is None else int(self.max_run_duration_s),

@@ -124,15 +124,16 @@ def _default_guest_items(node_id: str, worker: int) -> list[JsonDict]:
 # --- the default world ----------------------------------------------------------------------
 
 
-def _ts(value: datetime) -> str:
+def rfc3339(value: datetime) -> str:
+    """``2026-12-01T09:30:00.000000Z`` (RFC 3339 UTC with microseconds, as the API writes times)."""
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _node(project: str, zone: str, name: str, *, node_id: str, accelerator: str, topology: str,
-          state: str, created: datetime, runtime: str, health: str | None = "HEALTHY",
-          scheduling: JsonDict | None = None, workers: int = 1, ip_base: tuple[int, int] = (0, 2),
-          external: bool = True, queued_resource: str | None = None,
-          symptoms: list[JsonDict] | None = None) -> JsonDict:
+def node_json(project: str, zone: str, name: str, *, node_id: str, accelerator: str, topology: str,
+              state: str, created: datetime, runtime: str, health: str | None = "HEALTHY",
+              scheduling: JsonDict | None = None, workers: int = 1, ip_base: tuple[int, int] = (0, 2),
+              external: bool = True, queued_resource: str | None = None,
+              symptoms: list[JsonDict] | None = None) -> JsonDict:
     """A node in the v2alpha1 REST shape (cf. ``node-v2alpha1-flex-start.schema-derived.json``)."""
     acc_type = {"v5litepod": "V5LITE_POD", "v6e": "V6E", "v5p": "V5P"}[accelerator.rsplit("-", 1)[0]]
     region = zone.rsplit("-", 1)[0]
@@ -148,7 +149,7 @@ def _node(project: str, zone: str, name: str, *, node_id: str, accelerator: str,
         "acceleratorConfig": {"type": acc_type, "topology": topology},
         "state": state,
         "runtimeVersion": runtime,
-        "createTime": _ts(created),
+        "createTime": rfc3339(created),
         "networkConfig": {
             "network": f"projects/{project}/global/networks/default",
             "subnetwork": f"projects/{project}/regions/{region}/subnetworks/default",
@@ -172,9 +173,9 @@ def _node(project: str, zone: str, name: str, *, node_id: str, accelerator: str,
     return node
 
 
-def _qr(project: str, zone: str, name: str, *, node_id: str, accelerator: str, runtime: str,
-        created: datetime, state: JsonDict, flex_s: int | None = None,
-        termination: datetime | None = None, spot: bool = False) -> JsonDict:
+def queued_resource_json(project: str, zone: str, name: str, *, node_id: str, accelerator: str, runtime: str,
+                         created: datetime, state: JsonDict, flex_s: int | None = None,
+                         termination: datetime | None = None, spot: bool = False) -> JsonDict:
     """A queued resource in the v2alpha1 REST shape (cf. the ``queued-resource-*`` corpus files)."""
     spec_node: JsonDict = {"acceleratorType": accelerator, "runtimeVersion": runtime,
                            "networkConfig": {"network": "default", "enableExternalIps": True}}
@@ -182,7 +183,7 @@ def _qr(project: str, zone: str, name: str, *, node_id: str, accelerator: str, r
         spec_node["schedulingConfig"] = {"spot": True}
     qr: JsonDict = {
         "name": f"projects/{project}/locations/{zone}/queuedResources/{name}",
-        "createTime": _ts(created),
+        "createTime": rfc3339(created),
         "tpu": {"nodeSpec": [{"parent": f"projects/{project}/locations/{zone}", "nodeId": node_id,
                               "node": spec_node}]},
         "state": state,
@@ -193,9 +194,15 @@ def _qr(project: str, zone: str, name: str, *, node_id: str, accelerator: str, r
         qr["provisioningModel"] = "FLEX_START"
         qr["runDuration"] = {"maxRunDuration": f"{flex_s}s"}
         if termination is not None:
-            qr["runDuration"]["terminationTime"] = _ts(termination)
+            qr["runDuration"]["terminationTime"] = rfc3339(termination)
         qr["queueingPolicy"] = {"validUntilDuration": "7200s"}
     return qr
+
+
+def topology_of(accelerator_type: str) -> str:
+    """A plausible ``acceleratorConfig.topology`` for a chip count: 1 -> ``1x1``, 4 -> ``2x2``, 8 -> ``2x4``."""
+    chips = int(accelerator_type.rsplit("-", 1)[-1]) if accelerator_type.rsplit("-", 1)[-1].isdigit() else 1
+    return {1: "1x1", 2: "1x2", 4: "2x2", 8: "2x4", 16: "4x4", 32: "4x8", 64: "8x8"}.get(chips, f"1x{chips}")
 
 
 def default_world(now: datetime) -> SandboxWorld:
@@ -211,51 +218,52 @@ def default_world(now: datetime) -> SandboxWorld:
     world = SandboxWorld()
     h = timedelta(hours=1)
     p = "inference-prod"
-    world.add_project(p, ("us-east5-a", "us-west4-a", "us-central1-a", "asia-northeast1-b"))
+    world.add_project(p, ("us-east5-a", "us-west4-a", "us-central1-a", "asia-northeast1-b", "europe-west4-a",
+                          "us-central1-b"))
     v5e_rt, v6e_rt = "v2-alpha-tpuv5-lite", "v2-alpha-tpuv6e"
     nodes = [
-        _node(p, "us-west4-a", "vllm-v5e-a", node_id="4711000000000000001", accelerator="v5litepod-4",
+        node_json(p, "us-west4-a", "vllm-v5e-a", node_id="4711000000000000001", accelerator="v5litepod-4",
               topology="2x2", state="READY", created=now - 26 * h, runtime=v5e_rt, ip_base=(10, 11)),
-        _node(p, "us-east5-a", "vllm-flex-b", node_id="4711000000000000002", accelerator="v6e-8",
+        node_json(p, "us-east5-a", "vllm-flex-b", node_id="4711000000000000002", accelerator="v6e-8",
               topology="2x4", state="READY", created=now - 2 * h, runtime=v6e_rt, ip_base=(20, 21),
-              scheduling={"terminationTimestamp": _ts(now + 2 * h)}, queued_resource="qr-flex-b"),
-        _node(p, "us-central1-a", "vllm-spot-c", node_id="4711000000000000003", accelerator="v5litepod-8",
+              scheduling={"terminationTimestamp": rfc3339(now + 2 * h)}, queued_resource="qr-flex-b"),
+        node_json(p, "us-central1-a", "vllm-spot-c", node_id="4711000000000000003", accelerator="v5litepod-8",
               topology="2x4", state="READY", created=now - 5 * h, runtime=v5e_rt, ip_base=(30, 31),
               scheduling={"spot": True, "provisioningModel": "SPOT"}, queued_resource="qr-spot-c"),
-        _node(p, "us-east5-a", "vllm-reserved-d", node_id="4711000000000000004", accelerator="v6e-4",
+        node_json(p, "us-east5-a", "vllm-reserved-d", node_id="4711000000000000004", accelerator="v6e-4",
               topology="2x2", state="READY", created=now - 72 * h, runtime=v6e_rt, ip_base=(20, 41),
               scheduling={"reserved": True, "provisioningModel": "RESERVATION_BOUND",
                           "reservationName": f"projects/{p}/reservations/res-v6e"}),
-        _node(p, "asia-northeast1-b", "vllm-new-e", node_id="4711000000000000005", accelerator="v6e-8",
+        node_json(p, "asia-northeast1-b", "vllm-new-e", node_id="4711000000000000005", accelerator="v6e-8",
               topology="2x4", state="CREATING", created=now - timedelta(minutes=3), runtime=v6e_rt,
               health=None),
-        _node(p, "us-central1-a", "vllm-spot-gone", node_id="4711000000000000006", accelerator="v5litepod-4",
+        node_json(p, "us-central1-a", "vllm-spot-gone", node_id="4711000000000000006", accelerator="v5litepod-4",
               topology="2x2", state="PREEMPTED", created=now - 30 * h, runtime=v5e_rt, ip_base=(30, 61),
               external=False, health=None, scheduling={"spot": True, "provisioningModel": "SPOT"}),
-        _node(p, "us-west4-a", "vllm-v5e-16", node_id="4711000000000000007", accelerator="v5litepod-16",
+        node_json(p, "us-west4-a", "vllm-v5e-16", node_id="4711000000000000007", accelerator="v5litepod-16",
               topology="4x4", state="READY", created=now - 50 * h, runtime=v5e_rt, ip_base=(10, 71), workers=4),
-        _node(p, "us-central1-a", "batch-preempt-f", node_id="4711000000000000008", accelerator="v5litepod-1",
+        node_json(p, "us-central1-a", "batch-preempt-f", node_id="4711000000000000008", accelerator="v5litepod-1",
               topology="1x1", state="READY", created=now - 8 * h, runtime=v5e_rt, ip_base=(30, 81),
               health="TIMEOUT", scheduling={"preemptible": True},
-              symptoms=[{"createTime": _ts(now - 10 * timedelta(minutes=1)), "symptomType": "EXECUTE_TIMED_OUT",
+              symptoms=[{"createTime": rfc3339(now - 10 * timedelta(minutes=1)), "symptomType": "EXECUTE_TIMED_OUT",
                          "details": "Worker 0 did not answer the health check", "workerId": "0"}]),
-        _node(p, "us-east5-a", "vllm-ondemand-g", node_id="4711000000000000009", accelerator="v6e-1",
+        node_json(p, "us-east5-a", "vllm-ondemand-g", node_id="4711000000000000009", accelerator="v6e-1",
               topology="1x1", state="READY", created=now - 100 * h, runtime=v6e_rt, ip_base=(20, 91)),
     ]
     for node in nodes:
         world.add_node(p, node)
     qrs = [
-        _qr(p, "us-east5-a", "qr-flex-b", node_id="vllm-flex-b", accelerator="v6e-8", runtime=v6e_rt,
+        queued_resource_json(p, "us-east5-a", "qr-flex-b", node_id="vllm-flex-b", accelerator="v6e-8", runtime=v6e_rt,
             created=now - 2 * h - timedelta(minutes=5), state={"state": "ACTIVE", "activeData": {}},
             flex_s=14400, termination=now + 2 * h),
-        _qr(p, "us-central1-a", "qr-spot-c", node_id="vllm-spot-c", accelerator="v5litepod-8", runtime=v5e_rt,
+        queued_resource_json(p, "us-central1-a", "qr-spot-c", node_id="vllm-spot-c", accelerator="v5litepod-8", runtime=v5e_rt,
             created=now - 5 * h - timedelta(minutes=2), state={"state": "ACTIVE", "activeData": {}}, spot=True),
-        _qr(p, "asia-northeast1-b", "qr-flex-wait", node_id="vllm-flex-h", accelerator="v6e-8", runtime=v6e_rt,
+        queued_resource_json(p, "asia-northeast1-b", "qr-flex-wait", node_id="vllm-flex-h", accelerator="v6e-8", runtime=v6e_rt,
             created=now - timedelta(minutes=40), state={"state": "WAITING_FOR_RESOURCES"}, flex_s=14400),
-        _qr(p, "us-east5-a", "qr-flex-done", node_id="vllm-flex-old", accelerator="v6e-8", runtime=v6e_rt,
+        queued_resource_json(p, "us-east5-a", "qr-flex-done", node_id="vllm-flex-old", accelerator="v6e-8", runtime=v6e_rt,
             created=now - 30 * h, flex_s=14400, termination=now - 26 * h,
             state={"state": "SUSPENDED", "suspendedData": {}, "stateInitiator": "SERVICE"}),
-        _qr(p, "asia-northeast1-b", "qr-failed", node_id="vllm-big-i", accelerator="v6e-8", runtime=v6e_rt,
+        queued_resource_json(p, "asia-northeast1-b", "qr-failed", node_id="vllm-big-i", accelerator="v6e-8", runtime=v6e_rt,
             created=now - 3 * h, state={"state": "FAILED", "failedData": {"error": {"code": 8, "message": (
                 'There is no more capacity in the zone "asia-northeast1-b"; you can try in another zone '
                 "where Cloud TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions) "
@@ -266,10 +274,10 @@ def default_world(now: datetime) -> SandboxWorld:
 
     r = "research-sandbox"
     world.add_project(r, ("us-central1-a", "us-east5-a", "europe-west4-a"), unreachable_zones=("europe-west4-a",))
-    world.add_node(r, _node(r, "us-central1-a", "research-v5e-1", node_id="5822000000000000001",
+    world.add_node(r, node_json(r, "us-central1-a", "research-v5e-1", node_id="5822000000000000001",
                             accelerator="v5litepod-1", topology="1x1", state="READY", created=now - 4 * h,
                             runtime=v5e_rt, ip_base=(40, 111)))
-    world.add_node(r, _node(r, "europe-west4-a", "research-eu-v6e", node_id="5822000000000000002",
+    world.add_node(r, node_json(r, "europe-west4-a", "research-eu-v6e", node_id="5822000000000000002",
                             accelerator="v6e-4", topology="2x2", state="READY", created=now - 9 * h,
                             runtime=v6e_rt, ip_base=(50, 121)))
     world.add_project("denied-project", ("us-central1-a",), denied=True)

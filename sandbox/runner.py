@@ -85,13 +85,15 @@ class Sandbox:
         latency_s: extra seconds the TPU API adds to each response.
         clock: current UTC time, for the fleet's countdowns.
         boot: start containers on the ready nodes (False: VMs with no container).
+        time_scale: factor on the TPU API's queued-resource state durations (tests: 0.05).
 
     Attributes (after :meth:`start`):
         config_path, db_path, api_endpoint, vms (node name -> SandboxVm), nodes (VmNode list).
     """
 
     def __init__(self, state_dir: Path | None = None, *, boot_s: float = 25.0, fast_boot_s: float = 2.0,
-                 latency_s: float = 0.0, clock: Callable[[], datetime] = utc_now, boot: bool = True) -> None:
+                 latency_s: float = 0.0, clock: Callable[[], datetime] = utc_now, boot: bool = True,
+                 time_scale: float = 1.0) -> None:
         self._explicit_dir = state_dir is not None
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self._lock_file: Any = None
@@ -100,6 +102,7 @@ class Sandbox:
         self.latency_s = latency_s
         self.clock = clock
         self.boot = boot
+        self.time_scale = time_scale
         self.config_path = self.state_dir / "config.toml"
         self.db_path = self.state_dir / "history.db"
         self.key_path = self.state_dir / "id_ed25519"
@@ -112,6 +115,7 @@ class Sandbox:
         self.projects: list[str] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._client_public_key = ""
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -123,13 +127,14 @@ class Sandbox:
         self._take_state_dir()
         self.world = default_world(self.clock())
         self.projects = list(self.world.projects)
-        self.tpu_api = SandboxTpuApi(self.world, latency_s=self.latency_s)
+        self.tpu_api = SandboxTpuApi(self.world, latency_s=self.latency_s, time_scale=self.time_scale)
         self.api_endpoint = self.tpu_api.start()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="sandbox", daemon=True)
         self._thread.start()
         self.call(self._start_vms())
         self._write_config()
+        self.tpu_api.lifecycle.on_node_ready = self._node_ready
 
     def _take_state_dir(self) -> None:
         """Lock the state dir; a second sandbox at the default dir moves to a temporary one."""
@@ -207,6 +212,7 @@ class Sandbox:
         from sandbox.vm import SandboxVm
 
         client_key = asyncssh.generate_private_key("ssh-ed25519")
+        self._client_public_key = client_key.export_public_key().decode()
         self.key_path.write_bytes(client_key.export_private_key())
         os.chmod(self.key_path, 0o600)
         self.nodes = self._vm_nodes()
@@ -225,6 +231,34 @@ class Sandbox:
                 await vm.boot_container(argv, image=SANDBOX_IMAGE)
         self.known_hosts_path.write_text("".join(line if line.endswith("\n") else line + "\n"
                                                  for line in known_lines))
+
+    def _node_ready(self, project: str, node: dict[str, Any]) -> None:
+        """A node created by a queued-resource request turned READY: give it a VM (no container yet).
+
+        Called from a TPU API thread; the VM starts on the sandbox loop, then the config
+        (``[ssh.hosts]``) and the known-hosts file are rewritten, so a client that reloads the
+        config can reach it.
+        """
+        if self._loop is None or len(node.get("networkEndpoints") or []) != 1:
+            return
+        vm_node = VmNode(name=node["name"].rsplit("/", 1)[-1], node_id=str(node.get("id", "")),
+                         accelerator_type=node.get("acceleratorType", ""))
+        asyncio.run_coroutine_threadsafe(self._add_vm(vm_node), self._loop)
+
+    async def _add_vm(self, node: VmNode) -> None:
+        from sandbox.vm import SandboxVm
+
+        if node.name in self.vms:
+            return
+        vm = SandboxVm(node_name=node.name, accelerator_type=node.accelerator_type,
+                       authorized_client_key=self._client_public_key, boot_s=self.fast_boot_s)
+        vm.ssh_port = await vm.start()
+        self.vms[node.name] = vm
+        self.nodes.append(node)
+        line = vm.known_hosts_line(f"tpu.{node.node_id}-0")
+        with self.known_hosts_path.open("a", encoding="utf-8") as known:
+            known.write(line if line.endswith("\n") else line + "\n")
+        self._write_config()
 
     async def _stop_vms(self) -> None:
         for vm in self.vms.values():
@@ -261,7 +295,9 @@ class Sandbox:
             'model = "meta-llama/Llama-3.1-8B-Instruct"',
             "",
         ]
-        self.config_path.write_text("\n".join(lines), encoding="utf-8")
+        partial = self.config_path.with_suffix(".toml.partial")
+        partial.write_text("\n".join(lines), encoding="utf-8")
+        os.replace(partial, self.config_path)         # readers never see half a file
 
     def describe(self) -> str:
         """Human-readable lines: config path and every endpoint."""

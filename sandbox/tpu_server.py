@@ -6,16 +6,21 @@ Serves, for every project of a :class:`~sandbox.fleet_data.SandboxWorld`:
 - ``GET /{v}/projects/P/locations/{zone|-}/nodes`` and ``.../queuedResources`` (paginated with
   ``nextPageToken``; ``pageSize`` honoured; ``unreachable`` zones on ``-``),
 - ``GET .../nodes/N`` and ``.../queuedResources/Q``,
-- ``POST .../nodes/N:getGuestAttributes`` (body ``{"queryPath", "workerIds"}``).
+- ``POST .../nodes/N:getGuestAttributes`` (body ``{"queryPath", "workerIds"}``),
+- ``POST .../queuedResources?queuedResourceId=ID`` (create; the body is a QueuedResource) and
+  ``DELETE .../queuedResources/Q[?force=true]``: both answer a long-running Operation, read back
+  with ``GET .../operations/OP``; the request then moves through its states over time
+  (:mod:`sandbox.queued_lifecycle`) as the zone's capacity allows (:mod:`sandbox.capacity`).
 
 ``v2`` answers leave out the v2alpha1-only fields (``provisioningModel``, ``runDuration``,
 ``schedulingConfig.terminationTimestamp`` / ``provisioningModel`` / ``reservationName``), like
 the real API. Errors use the real envelope ``{"error": {"code", "message", "status", ...}}``.
 Enums are sent as strings (the client asks for ``enum-encoding=int`` but parses both).
 
-It never performs a destructive call: any other non-GET request (delete, stop, reset, patch,
-create) answers 403 "sandbox refuses destructive calls". Every request is recorded in
-``requests`` so tests can prove that nothing was deleted.
+Deleting a queued resource is what an operator asks for, so it is served (an ACTIVE one only
+with ``force=true``, like the API); every other destructive call (node delete, stop, reset,
+patch, node create) answers 403 "sandbox refuses destructive calls". Every request is
+recorded in ``requests`` so tests can prove what was asked.
 """
 
 from __future__ import annotations
@@ -30,14 +35,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from sandbox.capacity import answer_request
 from sandbox.fleet_data import JsonDict, SandboxWorld
+from sandbox.queued_lifecycle import QueuedResourceLifecycle, duration_s
 
 _LIST = re.compile(r"^/(v2|v2alpha1)/projects/([^/]+)/locations/([^/]+)/(nodes|queuedResources)$")
 _GET = re.compile(r"^/(v2|v2alpha1)/projects/([^/]+)/locations/([^/]+)/(nodes|queuedResources)/([^/:]+)$")
 _GUEST = re.compile(r"^/(v2|v2alpha1)/projects/([^/]+)/locations/([^/]+)/nodes/([^/:]+):getGuestAttributes$")
 _LOCATIONS = re.compile(r"^/(v2|v2alpha1)/projects/([^/]+)/locations$")
+_OPERATION = re.compile(r"^/(v2|v2alpha1)/projects/([^/]+)/locations/([^/]+)/operations/([^/:]+)$")
+_RESOURCE_ID = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
-_STATUS_WORD = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 503: "UNAVAILABLE"}
+_STATUS_WORD = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 409: "ALREADY_EXISTS",
+                503: "UNAVAILABLE"}
+#: Flex-start run durations the API accepts: 10 minutes to 7 days.
+FLEX_RUN_RANGE_S = (600.0, 7 * 86400.0)
 
 
 def strip_v2alpha1_fields(item: JsonDict) -> JsonDict:
@@ -57,9 +69,9 @@ def strip_v2alpha1_fields(item: JsonDict) -> JsonDict:
 
 
 class _ApiError(Exception):
-    def __init__(self, code: int, message: str, *, reason: str = "", permission: str = "") -> None:
+    def __init__(self, code: int, message: str, *, reason: str = "", permission: str = "", status: str = "") -> None:
         super().__init__(message)
-        body: JsonDict = {"code": code, "message": message, "status": _STATUS_WORD.get(code, "UNKNOWN")}
+        body: JsonDict = {"code": code, "message": message, "status": status or _STATUS_WORD.get(code, "UNKNOWN")}
         if reason:
             body["details"] = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason,
                                 "domain": "tpu.googleapis.com", "metadata": {"permission": permission}}]
@@ -77,14 +89,17 @@ class SandboxTpuApi:
             to exercise the zone-by-zone fallback.
         refuse_v2alpha1: answer 404 to every ``/v2alpha1`` call (an endpoint without the alpha API).
         page_size: items per page when the client sends no ``pageSize``.
+        time_scale: factor on every queued-resource state duration (1.0: the documented seconds).
 
     Attributes:
         requests: ``(method, path with query)`` of every request received, in order.
+        lifecycle: the created and deleted queued resources as they move through their states.
     """
 
     def __init__(self, world: SandboxWorld, *, latency_s: float = 0.0, refuse_wildcard_qr: bool = False,
-                 refuse_v2alpha1: bool = False, page_size: int = 3) -> None:
+                 refuse_v2alpha1: bool = False, page_size: int = 3, time_scale: float = 1.0) -> None:
         self.world = world
+        self.lifecycle = QueuedResourceLifecycle(world, time_scale=time_scale)
         self.latency_s = latency_s
         self.refuse_wildcard_qr = refuse_wildcard_qr
         self.refuse_v2alpha1 = refuse_v2alpha1
@@ -136,9 +151,13 @@ class SandboxTpuApi:
         parts = urlsplit(raw_path)
         path, query = parts.path, parse_qs(parts.query)
         try:
-            if method != "GET" and not _GUEST.match(path):
+            create = method == "POST" and (m := _LIST.match(path)) is not None and m.group(4) == "queuedResources"
+            delete = method == "DELETE" and (m := _GET.match(path)) is not None and m.group(4) == "queuedResources"
+            if method != "GET" and not (_GUEST.match(path) or create or delete):
                 raise _ApiError(403, "sandbox refuses destructive calls")
-            match = _LOCATIONS.match(path) or _LIST.match(path) or _GET.match(path) or _GUEST.match(path)
+            self.lifecycle.advance()
+            match = (_LOCATIONS.match(path) or _LIST.match(path) or _GET.match(path) or _GUEST.match(path)
+                     or _OPERATION.match(path))
             if not match:
                 raise _ApiError(404, f"Method not found: {path}")
             version, project_id = match.group(1), match.group(2)
@@ -154,6 +173,17 @@ class SandboxTpuApi:
                 raise _ApiError(404, f"Location projects/{project_id}/locations/{zone} not found")
             if zone in project.unreachable_zones:
                 raise _ApiError(503, f"The zone {zone} is currently unreachable")
+            if create:
+                return 200, self._create(version, project_id, zone, query, body)
+            if delete:
+                return 200, self._delete(version, project_id, zone, path, query)
+            if match.re is _OPERATION:
+                op = self.lifecycle.operation_json(path.split("/", 2)[2], version)
+                if op is None:
+                    raise _ApiError(404, f'Operation "{path.split("/", 2)[2]}" not found')
+                if version == "v2" and "@type" in op.get("response", {}):
+                    op["response"] = strip_v2alpha1_fields(op["response"])
+                return 200, op
             if match.re is _LIST:
                 return 200, self._list(version, project_id, zone, match.group(4), query)
             if match.re is _GET:
@@ -213,6 +243,69 @@ class SandboxTpuApi:
             raise _ApiError(404, f'{kind} "{name}" not found')
         return strip_v2alpha1_fields(item) if version == "v2" else item
 
+    def _create(self, version: str, project_id: str, zone: str, query: dict[str, list[str]],
+                body: bytes) -> JsonDict:
+        """``POST .../queuedResources?queuedResourceId=ID``: validate, store, answer the Operation."""
+        qr_id = (query.get("queuedResourceId") or [""])[0]
+        if zone == "-":
+            raise _ApiError(400, "A queued resource must be created in one zone, not locations/-")
+        if not _RESOURCE_ID.match(qr_id):
+            raise _ApiError(400, f"Invalid queued resource id {qr_id!r}: 1-63 characters, lower-case letters, "
+                                 "digits and hyphens, starting with a letter")
+        try:
+            qr = json.loads(body or b"{}")
+        except ValueError:
+            raise _ApiError(400, "Invalid JSON payload received.") from None
+        if not isinstance(qr, dict):
+            raise _ApiError(400, "Invalid JSON payload received: expected a QueuedResource object.")
+        if version == "v2":
+            qr = strip_v2alpha1_fields(qr)
+        parent = f"projects/{project_id}/locations/{zone}"
+        name = f"{parent}/queuedResources/{qr_id}"
+        specs = (qr.get("tpu") or {}).get("nodeSpec")
+        if not isinstance(specs, list) or not specs:
+            raise _ApiError(400, "Field tpu.node_spec is required: a queued resource needs at least one node spec.")
+        for spec in specs:
+            if spec.get("parent") != parent:
+                raise _ApiError(400, f"tpu.node_spec.parent must be {parent!r}, got {spec.get('parent')!r}")
+            if not _RESOURCE_ID.match(spec.get("nodeId") or ""):
+                raise _ApiError(400, f"Invalid node id {spec.get('nodeId')!r}")
+            if not (spec.get("node") or {}).get("acceleratorType"):
+                raise _ApiError(400, "Field tpu.node_spec.node.accelerator_type is required.")
+            if not (spec.get("node") or {}).get("runtimeVersion"):
+                raise _ApiError(400, "Field tpu.node_spec.node.runtime_version is required.")
+            if self.world.get(project_id, "nodes", f"{parent}/nodes/{spec['nodeId']}") is not None:
+                raise _ApiError(409, f'TPU node "{parent}/nodes/{spec["nodeId"]}" already exists')
+        if self.world.get(project_id, "queuedResources", name) is not None:
+            raise _ApiError(409, f'Queued resource "{name}" already exists')
+        tier = _tier_of(qr)
+        if tier == "flex-start":
+            run_s = duration_s((qr.get("runDuration") or {}).get("maxRunDuration"))
+            low, high = FLEX_RUN_RANGE_S
+            if run_s is None or not low <= run_s <= high:
+                raise _ApiError(400, "runDuration.maxRunDuration is required for FLEX_START and must be between "
+                                     f"{low:g}s (10 minutes) and {high:g}s (7 days)")
+        accelerator = specs[0]["node"]["acceleratorType"]
+        answer = answer_request(zone, accelerator, tier)
+        if answer.outcome == "refuse":
+            raise _ApiError(400, answer.message, status="FAILED_PRECONDITION")
+        qr["name"] = name
+        return self.lifecycle.create(project_id, zone, qr, answer, version)
+
+    def _delete(self, version: str, project_id: str, zone: str, path: str,
+                query: dict[str, list[str]]) -> JsonDict:
+        """``DELETE .../queuedResources/Q[?force=true]``: an ACTIVE one needs ``force``."""
+        name = path.split("/", 2)[2]
+        item = self.world.get(project_id, "queuedResources", name)
+        if item is None:
+            raise _ApiError(404, f'Queued resource "{name}" not found')
+        state = (item.get("state") or {}).get("state", "")
+        force = (query.get("force") or ["false"])[0].lower() == "true"
+        if state in ("ACTIVE", "PROVISIONING") and not force:
+            raise _ApiError(400, f'Queued resource "{name}" is {state} and has TPU nodes: delete them first, '
+                                 "or delete with force=true", status="FAILED_PRECONDITION")
+        return self.lifecycle.delete(project_id, zone, name, version)
+
     def _guest_attributes(self, project_id: str, path: str, body: bytes) -> JsonDict:
         name = path.split("/", 2)[2].rsplit(":", 1)[0]
         if self.world.get(project_id, "nodes", name) is None:
@@ -230,6 +323,21 @@ class SandboxTpuApi:
                 raise _ApiError(400, f"Invalid worker id {worker!r}")
             out.append({"queryPath": request.get("queryPath", ""), "queryValue": {"items": per_worker[int(worker)]}})
         return {"guestAttributes": out}
+
+
+def _tier_of(qr: JsonDict) -> str:
+    """The provisioning tier a create body asks for: one of :data:`sandbox.capacity.TIERS`."""
+    specs = (qr.get("tpu") or {}).get("nodeSpec") or [{}]
+    scheduling = ((specs[0].get("node") or {}).get("schedulingConfig") or {})
+    if qr.get("provisioningModel") == "FLEX_START":
+        tier = "flex-start"
+    elif "spot" in qr or scheduling.get("spot"):
+        tier = "spot"
+    elif (qr.get("guaranteed") or {}).get("reserved") or scheduling.get("reserved") or qr.get("reservationName"):
+        tier = "reserved"
+    else:
+        tier = "on-demand"
+    return tier
 
 
 class _Server(ThreadingHTTPServer):

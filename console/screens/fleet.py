@@ -3,7 +3,12 @@
 Keys (ids in brackets, remappable through ``[keys]`` in the config):
 ``r`` refresh [refresh], ``/`` filter [filter], ``escape`` clear filter,
 ``j`` raw JSON [raw_json], ``enter``/``w`` startup watch [watch], ``s`` hot swap [swap],
-``R`` roll back [rollback], ``b`` benchmark [bench], ``H`` history [history].
+``R`` roll back [rollback], ``b`` benchmark [bench], ``H`` history [history],
+``n`` request capacity [request], ``d`` delete the selected queued resource [delete].
+
+Under the problems, one banner per zone with inactive (SUSPENDED / FAILED) queued resources that
+may hold quota, each with its exact delete command. Read-only mode (``--readonly`` /
+``readonly = true``) hides and refuses swap, rollback, request and delete.
 """
 
 from __future__ import annotations
@@ -22,13 +27,18 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Input, Label, Static
 
+from console.flows.delete import owned_nodes, plan_delete
+from console.flows.triage import inactive_by_zone
 from console.render import format as fmt
 from console.screens.base import ConsoleScreen
+from console.screens.confirm import ConfirmScreen
 from remote.errors import RemoteError
 from remote.models import FleetSnapshot, Node, QueuedResource
 
 NODE_COLUMNS = ("NAME", "STATE", "HEALTH", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "PROJECT", "ZONE",
                 "EXTERNAL IP", "INTERNAL IP", "RUNTIME", "QUEUED RESOURCE", "AGE")
+#: Actions that change the fleet: hidden and refused in read-only mode.
+MUTATING_ACTIONS = frozenset({"swap", "rollback", "request", "delete_qr"})
 QR_COLUMNS = ("NAME", "STATE", "PROVISIONING", "ACCELERATOR", "MAX RUN", "TIME LEFT", "PROJECT", "ZONE",
               "AGE", "FAILURE")
 
@@ -67,6 +77,8 @@ class FleetScreen(ConsoleScreen):
         Binding("R", "rollback", "Roll back", id="rollback"),
         Binding("b", "bench", "Bench", id="bench"),
         Binding("H", "history", "History", id="history"),
+        Binding("n", "request", "Request", id="request"),
+        Binding("d", "delete_qr", "Delete QR", id="delete"),
     ]
 
     def __init__(self) -> None:
@@ -147,10 +159,15 @@ class FleetScreen(ConsoleScreen):
         self._render_problems()
         self._render_tables()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Read-only mode hides (and refuses) every action that changes the fleet."""
+        return not (action in MUTATING_ACTIONS and self.services.config.readonly)
+
     def _render_problems(self) -> None:
         widget = self.query_one("#problems", Static)
         problems = self.snapshot.problems if self.snapshot else ()
-        widget.display = bool(problems)
+        inactive = inactive_by_zone(self.snapshot) if self.snapshot else []
+        widget.display = bool(problems or inactive)
         lines = Text()
         for p in problems:
             where = f"{p.project}/{p.zone}" if p.zone else p.project
@@ -160,6 +177,18 @@ class FleetScreen(ConsoleScreen):
             lines.append("⚠ ", style="bold red")
             lines.append(f"{where}", style="bold")
             lines.append(f" ({code}): {p.message}")
+        readonly = self.services.config.readonly
+        for zone in inactive:
+            if lines:
+                lines.append("\n")
+            lines.append("⚑ ", style="bold yellow")
+            lines.append(zone.headline, style="bold")
+            if readonly:
+                lines.append(" (read-only: delete hidden)", style="dim")
+                continue
+            for command in zone.commands:
+                lines.append("\n   ")
+                lines.append(command)
         widget.update(lines)
 
     def _now(self):
@@ -367,3 +396,49 @@ class FleetScreen(ConsoleScreen):
     def action_history(self) -> None:
         """Open the history pane."""
         self.open_feature("history", self.selected_node)
+
+    # --- queued resources ------------------------------------------------------------------
+
+    def action_request(self) -> None:
+        """Open the request form (prefilled with the selected row's project and zone)."""
+        self.open_feature("request", self.selected)
+
+    def selected_queued_resource(self) -> QueuedResource | None:
+        """The selected queued resource, or the one owning the selected node, or ``None``."""
+        item = self.selected
+        if isinstance(item, QueuedResource):
+            return item
+        if isinstance(item, Node) and item.queued_resource and self.snapshot is not None:
+            return next((q for q in self.snapshot.queued_resources
+                         if (q.project, q.zone, q.name) == (item.project, item.zone, item.queued_resource)), None)
+        return None
+
+    def action_delete_qr(self) -> None:
+        """Delete the selected queued resource after the operator types its name (never an ACTIVE one)."""
+        qr = self.selected_queued_resource()
+        if qr is None:
+            self.app.notify("Select a queued resource to delete.", severity="warning")
+            return
+        plan = plan_delete(qr, owned_nodes(qr, self.snapshot.nodes if self.snapshot else ()),
+                           self.services.config.prices, self._now())
+        if plan.needs_force:
+            self.app.notify(f"{qr.name} is {qr.state}: not offered here. To delete it and its nodes anyway: "
+                                 f"{plan.command}", markup=False, title="Delete refused", severity="warning", timeout=10)
+            return
+        self._delete(plan)
+
+    @work(group="delete", exclusive=True, exit_on_error=False)
+    async def _delete(self, plan: Any) -> None:
+        qr = plan.qr
+        question = ConfirmScreen(f"Delete queued resource {qr.name}?", " ".join(plan.lines()), [plan.command],
+                                 confirm_label="Delete", require_text=qr.name)
+        if not await self.ask(question):
+            self.app.notify("Not deleted: nothing was changed.", markup=False)
+            return
+        try:
+            await self.services.queued_resources.delete(qr.project, qr.zone, qr.name)
+        except RemoteError as exc:
+            self.app.notify(str(exc), markup=False, title=f"{qr.name} not deleted", severity="error", timeout=10)
+            return
+        self.app.notify(f"Deleted queued resource {qr.name}.", markup=False, title="Deleted")
+        self.action_refresh_fleet()

@@ -1,8 +1,9 @@
-"""Helpers shared by CLI verbs: loading the config with one clear message, naming a node."""
+"""Helpers shared by CLI verbs: loading the config with one clear message, read-only mode, naming a node."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from console.config import Config, ConfigError, load_config
@@ -16,10 +17,21 @@ def config_or_exit(args: argparse.Namespace) -> Config | None:
         stderr; the caller then exits with code 2.
     """
     try:
-        return load_config(getattr(args, "config", None))
+        config = load_config(getattr(args, "config", None))
     except ConfigError as exc:
         print(f"tpu-console: config error: {exc}", file=sys.stderr)
         return None
+    if getattr(args, "readonly", False):
+        config = dataclasses.replace(config, readonly=True)
+    return config
+
+
+def refused_readonly(config: Config, verb: str) -> bool:
+    """``True`` (after one line on stderr) when ``config.readonly`` forbids the mutating ``verb``."""
+    if config.readonly:
+        print(f"tpu-console: {verb} changes the fleet and read-only mode is on (--readonly or "
+              f"readonly = true in {config.path or 'the config'}); nothing was changed.", file=sys.stderr)
+    return config.readonly
 
 
 def add_node_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,3 +39,31 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("node", metavar="NODE", help="TPU node name (NAME, ZONE/NAME or PROJECT/ZONE/NAME)")
     parser.add_argument("--project", metavar="P", help="project of the node (default: every configured project)")
     parser.add_argument("--zone", metavar="Z", help="zone of the node (default: every zone)")
+
+
+def ask_yes_no(question: str) -> bool:
+    """``question [y/N]`` on the terminal; ``False`` when stdin is not a terminal or at EOF."""
+    if not sys.stdin.isatty():
+        return False
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def ask_typed(prompt: str, expected: str) -> bool:
+    """The operator types ``expected`` (e.g. the resource's name) to confirm; ``False`` without a terminal."""
+    if not sys.stdin.isatty():
+        return False
+    try:
+        answer = input(f"{prompt} ")
+    except EOFError:
+        return False
+    return answer.strip() == expected
+
+
+def add_location_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--project P --zone Z``, both required (a queued resource or probe lives in one zone)."""
+    parser.add_argument("--project", metavar="P", required=True, help="GCP project id")
+    parser.add_argument("--zone", metavar="Z", required=True, help="zone, e.g. us-west4-a")

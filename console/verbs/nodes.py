@@ -4,7 +4,8 @@ Usage: ``tpu-console nodes [--project P]... [--json] [--api-endpoint URL]``.
 
 ``--json`` prints one object ``{"nodes": [...], "queued_resources": [...], "errors": [...]}``
 (keys: :meth:`remote.models.FleetSnapshot.to_json`; times ISO 8601 UTC, missing values null).
-Without it: two tables (rich) and one line per problem.
+Without it: two tables (rich), one line per problem, and per zone the inactive (SUSPENDED /
+FAILED) queued resources that may hold quota with their delete commands.
 
 Exit codes: 0 every project answered, 1 some did not (or no credentials), 2 bad arguments or config.
 """
@@ -138,3 +139,9 @@ def _print_tables(snapshot: Any, now: datetime) -> None:
     for p in snapshot.problems:
         where = f"{p.project}/{p.zone}" if p.zone else p.project
         console.print(f"problem: {where}: {p.code or 'no answer'}: {p.message}", markup=False)
+    from console.flows.triage import inactive_by_zone
+
+    for zone in inactive_by_zone(snapshot):
+        console.print(f"quota: {zone.headline}:", markup=False)
+        for command in zone.commands:
+            console.print(f"  {command}", markup=False)

@@ -74,4 +74,8 @@ def run(args: argparse.Namespace) -> int:
     config = config_or_exit(args)
     if config is None:
         return 2
+    from console.verbs.common import refused_readonly
+
+    if refused_readonly(config, "rollback") and not args.dry_run:
+        return 1
     return asyncio.run(RollbackCommand(config, args, {}).run())

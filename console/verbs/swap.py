@@ -81,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
     config = config_or_exit(args)
     if config is None:
         return 2
+    from console.verbs.common import refused_readonly
+
+    if refused_readonly(config, "swap"):
+        return 1
     from remote.container.spec import ContainerSpec
 
     try:

@@ -32,6 +32,7 @@ from google.api_core import exceptions as gexc
 from google.auth.credentials import AnonymousCredentials
 from google.auth.transport.requests import AuthorizedSession, Request
 from google.cloud import tpu_v2
+from google.protobuf import json_format
 from requests.adapters import HTTPAdapter
 
 from remote.errors import CredentialsError, TpuApiError
@@ -88,11 +89,13 @@ def api_error(exc: BaseException, timeout_s: float) -> TpuApiError:
         return TpuApiError(f"no answer within {timeout_s:g} s (timed out)")
     if isinstance(exc, google.auth.exceptions.RefreshError):
         return TpuApiError(f"credentials could not be refreshed: {exc}", code=401)
+    if isinstance(exc, json_format.Error):
+        return TpuApiError(f"unreadable answer from the TPU API: {exc}")
     return TpuApiError(f"{type(exc).__name__}: {exc}")
 
 
 _CAUGHT = (gexc.GoogleAPIError, google.auth.exceptions.GoogleAuthError, requests.RequestException, OSError,
-           ValueError)
+           ValueError, json_format.Error)
 
 
 class V2alpha1Supplement:
@@ -138,6 +141,18 @@ class V2alpha1Supplement:
     def get(self, name: str) -> JsonDict:
         """One resource by full name (``projects/P/locations/Z/nodes/N``)."""
         return self._get_json(name)
+
+    def post(self, path: str, body: JsonDict, params: dict[str, str] | None = None) -> JsonDict:
+        """``POST /v2alpha1/{path}`` with a JSON ``body``; the answer as JSON (e.g. an Operation).
+
+        Used only to create a flex-start queued resource (library 1.28 cannot send
+        ``provisioningModel`` / ``runDuration``). Raises google-api-core exceptions like the library.
+        """
+        response = self.session.post(f"{self.base_url}/v2alpha1/{path}", json=body, params=params,
+                                     timeout=self.timeout_s)
+        if response.status_code >= 400:
+            raise gexc.from_http_response(response)
+        return response.json()
 
 
 @dataclass
@@ -201,6 +216,24 @@ class FleetSource:
                     s.mount("http://", adapter)
             self._alpha = V2alpha1Supplement(session, base, self.timeout_s)
             self._client = client
+
+    async def clients(self) -> tuple[tpu_v2.TpuClient, V2alpha1Supplement]:
+        """The v2 library client and the v2alpha1 supplement, built on first use (same credentials).
+
+        Raises:
+            CredentialsError: no usable Google credentials.
+        """
+        await asyncio.get_running_loop().run_in_executor(self._pool, self._setup)
+        assert self._client is not None and self._alpha is not None
+        return self._client, self._alpha
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run the blocking ``fn(*args)`` on the source's thread pool.
+
+        Raises:
+            TpuApiError: for any google-api-core / google-auth / transport / OS error of ``fn``.
+        """
+        return await self._run(fn, *args)
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(*args)`` on the pool; library errors come out as :class:`TpuApiError`."""
@@ -382,6 +415,21 @@ class FleetSource:
             except TpuApiError:
                 pass            # the node still shows; only the owner-derived fields are missing
         return node_from_json(merged, owner)
+
+    async def get_queued_resource(self, project: str, zone: str, name: str) -> QueuedResource:
+        """One queued resource, fresh, with its flex-start fields (v2 + v2alpha1).
+
+        Raises:
+            TpuApiError: the v2 call failed (404 when there is no such queued resource).
+            CredentialsError: no usable credentials.
+        """
+        client, _ = await self.clients()
+        merged = await self._get_merged(client.get_queued_resource,
+                                        f"projects/{project}/locations/{zone}/queuedResources/{name}")
+        try:
+            return queued_resource_from_json(merged)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TpuApiError(f"unreadable queued resource {name!r} in the API's answer: {exc}") from None
 
     async def get_guest_attributes(self, node: Node, worker: int = 0) -> dict[str, str]:
         """Guest attributes of one worker VM of ``node`` as ``{key: value}``.

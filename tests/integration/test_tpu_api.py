@@ -229,8 +229,8 @@ async def test_no_credentials_is_a_credentials_error(monkeypatch, tmp_path) -> N
 NODE_KEYS = {"project", "zone", "name", "state", "accelerator_type", "provisioning_model", "external_ip",
              "internal_ip", "termination_time", "time_left_s", "health", "runtime_version", "queued_resource",
              "create_time"}
-QR_KEYS = {"project", "zone", "name", "state", "provisioning_model", "accelerator_type", "max_run_duration_s",
-           "termination_time", "create_time", "failure"}
+QR_KEYS = {"project", "zone", "name", "state", "state_initiator", "provisioning_model", "accelerator_type",
+           "max_run_duration_s", "termination_time", "create_time", "failure"}
 
 
 def test_nodes_json_contract(start_server, capsys, tmp_path) -> None:
@@ -242,6 +242,8 @@ def test_nodes_json_contract(start_server, capsys, tmp_path) -> None:
     assert set(out) == {"nodes", "queued_resources", "errors"} and out["errors"] == []
     assert all(set(n) == NODE_KEYS for n in out["nodes"]) and len(out["nodes"]) == 9
     assert all(set(q) == QR_KEYS for q in out["queued_resources"]) and len(out["queued_resources"]) == 5
+    initiators = {q["name"]: q["state_initiator"] for q in out["queued_resources"]}
+    assert initiators["qr-flex-done"] == "SERVICE" and initiators["qr-flex-b"] is None
     flex = next(n for n in out["nodes"] if n["name"] == "vllm-flex-b")
     assert flex["termination_time"].endswith("Z") and 7100 < flex["time_left_s"] <= 7200
     assert datetime.fromisoformat(flex["create_time"]).utcoffset().total_seconds() == 0

@@ -1,0 +1,91 @@
+"""Deleting a queued resource: what it holds, what it has cost, and whether ``--force`` is needed.
+
+Shared by ``tpu-console delete`` and the fleet's delete key. Textual-free; the caller asks for
+the typed confirm (the operator types the queued resource's name).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from remote.bench.cost import lookup_price
+from remote.models import Node, QueuedResource, chips_of, utc_now
+from remote.tpu.requests import delete_command
+
+#: States in which the API deletes a queued resource only with ``force`` (it owns live nodes).
+FORCE_STATES = ("ACTIVE", "PROVISIONING")
+
+
+@dataclass(frozen=True)
+class DeletePlan:
+    """One queued resource about to be deleted.
+
+    Attributes:
+        qr: the queued resource.
+        nodes: the nodes it owns (``force`` deletes them with it).
+        needs_force: it is ACTIVE / PROVISIONING: refused without ``--force``.
+        force: the operator passed ``--force``.
+        billed_s: flex-start seconds billed so far (start of the run to now or its end), or ``None``.
+        cost_so_far_usd: ``billed_s`` x chips x the flex-start price, or ``None``.
+        command: the exact ``tpu-console delete`` line.
+    """
+
+    qr: QueuedResource
+    nodes: tuple[Node, ...]
+    needs_force: bool
+    force: bool
+    billed_s: float | None
+    cost_so_far_usd: float | None
+    command: str
+
+    def lines(self) -> list[str]:
+        """The plan as plain sentences (resource, nodes, cost, force), for a verb or a confirm screen."""
+        q = self.qr
+        out = [f"Queued resource {q.name} in {q.project}/{q.zone}: {q.state}, {q.provisioning_model}, "
+               f"{q.accelerator_type or 'unknown type'}."]
+        if self.nodes:
+            out.append("It owns node" + ("s " if len(self.nodes) > 1 else " ")
+                       + ", ".join(f"{n.name} ({n.state})" for n in self.nodes) + "; they are deleted with it.")
+        if self.cost_so_far_usd is not None and self.billed_s is not None:
+            chips = chips_of(q.accelerator_type) or 1
+            out.append(f"Flex-start cost so far: ${self.cost_so_far_usd:.2f} "
+                       f"({self.billed_s / 3600:.2f} h x {chips} chip{'s' if chips != 1 else ''}).")
+        if self.needs_force:
+            out.append(f"It is {q.state}: deleting it stops what runs on it"
+                       + ("; --force was given." if self.force else "; refused without --force."))
+        return out
+
+
+def flex_billed_s(qr: QueuedResource, node: Node | None, now: datetime) -> float | None:
+    """Seconds a flex-start request has been billed: run start (``terminationTime - maxRunDuration``,
+    else the node's create time) to ``now`` or the run's end. ``None`` for other models or before a run."""
+    if qr.provisioning_model != "flex-start":
+        return None
+    start = None
+    if qr.termination_time is not None and qr.max_run_duration_s:
+        start = qr.termination_time - timedelta(seconds=qr.max_run_duration_s)
+    elif node is not None and node.create_time is not None:
+        start = node.create_time
+    if start is None:
+        return None
+    end = min(now, qr.termination_time) if qr.termination_time is not None else now
+    return max(0.0, (end - start).total_seconds())
+
+
+def plan_delete(qr: QueuedResource, nodes: tuple[Node, ...], prices: dict[str, dict[str, float]],
+                now: datetime | None = None, *, force: bool = False) -> DeletePlan:
+    """The :class:`DeletePlan` for ``qr`` (``nodes``: the fleet's nodes it owns)."""
+    now = now or utc_now()
+    billed = flex_billed_s(qr, nodes[0] if nodes else None, now)
+    price = lookup_price(prices, qr.accelerator_type, "flex-start")
+    cost = None if billed is None or price is None else billed / 3600 * price * (chips_of(qr.accelerator_type) or 1)
+    needs_force = qr.state in FORCE_STATES
+    return DeletePlan(qr=qr, nodes=nodes, needs_force=needs_force, force=force, billed_s=billed, cost_so_far_usd=cost,
+                      command=delete_command(qr.project, qr.zone, qr.name, force=needs_force or force))
+
+
+def owned_nodes(qr: QueuedResource, nodes: tuple[Node, ...] | list[Node]) -> tuple[Node, ...]:
+    """The nodes of ``nodes`` that ``qr`` owns (same project and zone; by ``queuedResource`` or node id)."""
+    return tuple(n for n in nodes if n.project == qr.project and n.zone == qr.zone
+                 and (n.queued_resource == qr.name or n.name in qr.node_ids))

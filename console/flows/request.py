@@ -1,0 +1,189 @@
+"""Requesting TPU capacity: the use case shared by ``tpu-console request`` and the fleet's form.
+
+build -> preview (the exact REST body, the REST call, the equivalent gcloud line, what it
+costs) -> the operator confirms -> submit -> follow the states, each wait explained.
+Textual-free and Rich-free: callers render :class:`RequestPreview` and the state sentences.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from remote.bench.cost import lookup_price
+from remote.models import Node, QueuedResource, chips_of, utc_now
+from remote.tpu.probe import classify_failure
+from remote.tpu.requests import (
+    QueuedResourceRequest,
+    default_runtime_version,
+    delete_command,
+    format_duration,
+    parse_duration_s,
+)
+
+#: Queued-resource states after which nothing more happens on its own.
+SETTLED_STATES = ("FAILED", "SUSPENDED", "DELETING")
+
+
+def build_request(*, name: str, project: str, zone: str, accelerator_type: str, provisioning_model: str,
+                  runtime_version: str | None = None, max_run_duration: str | None = None,
+                  valid_until: str | None = None, node_id: str | None = None) -> QueuedResourceRequest:
+    """A checked :class:`QueuedResourceRequest` from the operator's text fields.
+
+    Args:
+        max_run_duration, valid_until: durations as typed (``4h``, ``90m``, ``1h30m``, ``600``), or
+            ``None`` / empty.
+        runtime_version: ``None`` / empty takes the usual one for the chip generation.
+
+    Raises:
+        ValueError: any field is unusable; the message names it and says what is allowed.
+    """
+    runtime = (runtime_version or "").strip() or default_runtime_version(accelerator_type.strip())
+    if not runtime:
+        if not accelerator_type.strip():
+            raise ValueError("accelerator type is empty (for example v5litepod-1, v6e-8)")
+        raise ValueError(f"no default runtime version for {accelerator_type!r}: give a runtime version")
+    run_s = parse_duration_s(max_run_duration) if max_run_duration and max_run_duration.strip() else None
+    valid_s = parse_duration_s(valid_until) if valid_until and valid_until.strip() else None
+    return QueuedResourceRequest(name=name.strip(), project=project.strip(), zone=zone.strip(),
+                                 accelerator_type=accelerator_type.strip(), runtime_version=runtime,
+                                 provisioning_model=provisioning_model.strip(), max_run_duration_s=run_s,
+                                 valid_until_s=valid_s, node_id=(node_id or "").strip() or None)
+
+
+@dataclass(frozen=True)
+class RequestPreview:
+    """What the operator sees before confirming.
+
+    Attributes:
+        request: the request.
+        rest_call: ``POST https://tpu.googleapis.com/v2alpha1/.../queuedResources?queuedResourceId=N``.
+        body_text: the REST body, JSON indented by 2.
+        gcloud: the equivalent ``gcloud alpha compute tpus queued-resources create`` line (shlex-quoted).
+        price_per_chip_hour_usd: the configured price, or ``None`` when unknown.
+        cost: one sentence on what it costs and until when it bills.
+    """
+
+    request: QueuedResourceRequest
+    rest_call: str
+    body_text: str
+    gcloud: str
+    price_per_chip_hour_usd: float | None
+    cost: str
+
+
+def preview(request: QueuedResourceRequest, prices: dict[str, dict[str, float]]) -> RequestPreview:
+    """The :class:`RequestPreview` of ``request`` with prices from ``prices[generation][model]``."""
+    price = lookup_price(prices, request.accelerator_type, request.provisioning_model)
+    chips = chips_of(request.accelerator_type) or 1
+    if price is None:
+        cost = f"no price configured for {request.accelerator_type} {request.provisioning_model} ([prices])."
+    else:
+        hourly = price * chips
+        cost = f"${price:.2f}/chip-hour x {chips} chip{'s' if chips != 1 else ''} = ${hourly:.2f}/h"
+        if request.provisioning_model == "flex-start" and request.max_run_duration_s:
+            most = hourly * request.max_run_duration_s / 3600
+            cost += (f", billed from ACTIVE until the run ends "
+                     f"({format_duration(request.max_run_duration_s)}: at most ${most:.2f}) or it is deleted.")
+        elif request.provisioning_model == "spot":
+            cost += ", billed while it runs; it can be preempted at any time."
+        else:
+            cost += ", billed until it is deleted."
+    return RequestPreview(request=request, rest_call=request.rest_call(),
+                          body_text=json.dumps(request.rest_body(), indent=2), gcloud=request.gcloud_line(),
+                          price_per_chip_hour_usd=price, cost=cost)
+
+
+def is_ready(qr: QueuedResource, node: Node | None) -> bool:
+    """The request is ACTIVE and its node READY."""
+    return qr.state == "ACTIVE" and node is not None and node.state == "READY"
+
+
+def is_settled(qr: QueuedResource, node: Node | None) -> bool:
+    """Nothing more will happen on its own: ready, or FAILED / SUSPENDED / DELETING."""
+    return is_ready(qr, node) or qr.state in SETTLED_STATES
+
+
+def valid_until_left_s(qr: QueuedResource, now: datetime | None = None) -> float | None:
+    """Seconds until a waiting request's ``queueingPolicy.validUntilDuration`` runs out (>= 0), or ``None``."""
+    text = ((qr.raw.get("queueingPolicy") or {}).get("validUntilDuration")) if isinstance(qr.raw, dict) else None
+    if not text or qr.create_time is None:
+        return None
+    try:
+        valid_s = parse_duration_s(str(text).removesuffix("s"))
+    except ValueError:
+        return None
+    return max(0.0, (qr.create_time + timedelta(seconds=valid_s) - (now or utc_now())).total_seconds())
+
+
+def explain(qr: QueuedResource, node: Node | None, now: datetime | None = None) -> str:
+    """One sentence on what the request is doing now and, for a wait or failure, what to try."""
+    where = f"{qr.project}/{qr.zone}"
+    state = qr.state
+    if state in ("ACCEPTED", "CREATING"):
+        return "accepted by the API; it is queued for capacity."
+    if state == "WAITING_FOR_RESOURCES":
+        hint = (f"A flex-start request without quota waits exactly like a stockout: "
+                f"`tpu-console probe --project {qr.project} --zone {qr.zone} --accelerator-type "
+                f"{qr.accelerator_type}` tells them apart; fewer chips or another zone may be granted sooner.")
+        left = valid_until_left_s(qr, now)
+        expiry = "" if left is None else (
+            f" Its validUntil runs out in {int(left // 60)} min: it fails then unless capacity comes."
+            if left < 600 else f" It may wait {int(left // 60)} more min (validUntil).")
+        return f"waiting for capacity in {where}.{expiry} {hint}"
+    if state == "PROVISIONING":
+        return "capacity granted; the TPU VM is being created" + (f" (node {node.state})." if node else ".")
+    if state == "ACTIVE":
+        if node is None:
+            return "active; its node is not listed yet."
+        if node.state == "READY":
+            return (f"active: node {node.name} is READY at {node.external_ip or node.internal_ip or 'no address yet'}"
+                    + (f", {int((node.time_left_s() or 0) // 60)} min of run time left." if node.termination_time
+                       else "."))
+        return f"active; node {node.name} is {node.state}."
+    if state == "FAILED":
+        kind = classify_failure(qr.failure or "")
+        advice = {"stockout": "no hardware right now: try fewer chips, another zone that offers this type, or spot.",
+                  "quota": "no quota for this type here: request quota, or use a zone where you have it."}.get(
+            kind or "", "read the reason; it may still hold quota until deleted.")
+        return (f"failed: {qr.failure or 'no reason given'} - {advice} Delete it: "
+                f"{delete_command(qr.project, qr.zone, qr.name)}")
+    if state == "SUSPENDED":
+        return (f"suspended ({qr.state_initiator or 'initiator unknown'}); it may still hold quota. Delete it: "
+                f"{delete_command(qr.project, qr.zone, qr.name)}")
+    return f"{state.lower()}."
+
+
+async def launch_container(config: Any, node: Node, changes: Mapping[str, str | None], *, image: str | None,
+                           open_store: Callable[[], Any] | None = None,
+                           on_step: Callable[[Any, Any, Any], None] | None = None) -> Any:
+    """Run the serving container on a node that just turned READY, through the swap machinery.
+
+    The spec is the running container's, or the config's ``[container]`` template when none runs,
+    with ``changes`` (``{"model": "...", "max-model-len": "8192"}``) and ``image`` applied; the
+    :class:`console.flows.swap_run.SwapRunner` pulls, runs and records it (a first launch in the
+    history).
+
+    Returns:
+        The runner's ``SwapOutcome`` (``outcome.result.ok``, ``container_id``, ``error``).
+
+    Raises:
+        ValueError: a change the container spec refuses (nothing ran).
+        RemoteError: SSH or docker failed before the plan ran.
+    """
+    from console.flows.swap import read_running
+    from console.flows.swap_run import SwapRunner
+    from remote.container.swap import plan_swap
+    from remote.ssh import connect, target_for
+
+    target = target_for(node, config.ssh)
+    async with await connect(target) as conn:
+        current = await read_running(conn, config.container, label=target.label)
+        spec = current.spec.with_changes(dict(changes), image=image)
+        plan = plan_swap(current.spec if current.inspect is not None else None, spec)
+        runner = SwapRunner(conn, node, label=target.label, open_store=open_store,
+                            running_id=(current.inspect or {}).get("Id"), on_step=on_step)
+        return await runner.run(plan)

@@ -1,0 +1,225 @@
+"""``tpu-console request``: ask the TPU API for capacity (create a queued resource).
+
+Usage: ``tpu-console request NAME --project P --zone Z --accelerator-type T
+--provisioning-model flex-start|spot|on-demand|reserved [--runtime-version V] [--max-run-duration 4h]
+[--valid-until 1h] [--node-id N] [--image I] [--model M] [--set KEY=VALUE]... [--dry-run] [--yes] [--wait]
+[--json]``.
+
+Prints the exact REST call and body, the equivalent ``gcloud alpha compute tpus
+queued-resources create`` line and what it costs, then asks (on a terminal; ``--yes`` skips it,
+and without a terminal nothing is created without ``--yes``) and creates it. ``--wait`` follows
+the states (WAITING_FOR_RESOURCES -> PROVISIONING -> ACTIVE, node CREATING -> READY), one
+line each, until the node is READY or the request FAILED. ``--image`` / ``--model`` / ``--set``
+(they imply ``--wait``) then run the serving container on the READY node through the swap
+machinery (pull, run, recorded in the history as a first launch); the config is read again first.
+
+Exit codes: 0 created (ready, with ``--wait``; the container started, with ``--image``) or
+``--dry-run`` printed, 1 not created (refused by the operator, the API or read-only mode), FAILED
+while waiting, or the container did not start, 2 bad input or config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the ``request`` verb."""
+    from console.verbs.common import add_location_arguments
+    from remote.tpu.requests import REQUEST_MODELS
+
+    parser = subparsers.add_parser(
+        "request", help="request TPU capacity (create a queued resource): preview, confirm, create",
+        description="Create a queued resource: shows the REST body and the gcloud line, confirms, creates.")
+    parser.add_argument("name", metavar="NAME", help="queued resource id (also the node id unless --node-id)")
+    add_location_arguments(parser)
+    parser.add_argument("--accelerator-type", required=True, metavar="T", help="e.g. v5litepod-1, v6e-8")
+    parser.add_argument("--provisioning-model", required=True, choices=REQUEST_MODELS, metavar="MODEL",
+                        help="flex-start, spot, on-demand or reserved")
+    parser.add_argument("--runtime-version", metavar="V", help="TPU VM runtime (default: the usual one for the type)")
+    parser.add_argument("--max-run-duration", metavar="D", help="flex-start run duration, 10m to 7d (e.g. 4h)")
+    parser.add_argument("--valid-until", metavar="D", help="how long it may wait in the queue (e.g. 1h)")
+    parser.add_argument("--node-id", metavar="N", help="node id (default: NAME)")
+    parser.add_argument("--dry-run", action="store_true", help="print the request; create nothing")
+    parser.add_argument("--yes", action="store_true", help="create without asking")
+    parser.add_argument("--wait", action="store_true", help="follow the states until READY or FAILED")
+    parser.add_argument("--image", metavar="IMAGE", help="once READY, run this vLLM image (implies --wait)")
+    parser.add_argument("--model", metavar="M", help="once READY, serve this model (implies --wait)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set_",
+                        help="once READY, a container setting, as for swap (max-model-len=8192); implies --wait")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=run)
+
+
+def _say(text: str = "", *, err: bool = False) -> None:
+    print(text, file=sys.stderr if err else sys.stdout, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the verb; returns the exit code (see the module docstring)."""
+    import asyncio
+    import json
+
+    from console.flows.request import build_request, preview
+    from console.verbs.common import ask_yes_no, config_or_exit, refused_readonly
+
+    config = config_or_exit(args)
+    if config is None:
+        return 2
+    try:
+        request = build_request(name=args.name, project=args.project, zone=args.zone,
+                                accelerator_type=args.accelerator_type, provisioning_model=args.provisioning_model,
+                                runtime_version=args.runtime_version, max_run_duration=args.max_run_duration,
+                                valid_until=args.valid_until, node_id=args.node_id)
+        changes = _launch_changes(args)
+    except ValueError as exc:
+        _say(f"tpu-console: {exc}; nothing was created.", err=True)
+        return 2
+    if changes is not None:
+        args.wait = True
+    shown = preview(request, config.prices)
+    out: dict[str, Any] = {**request.to_json(), "cost": shown.cost, "created": False, "queued_resource": None}
+    if not args.json:
+        _print_preview(shown)
+    if args.dry_run:
+        if args.json:
+            print(json.dumps(out, indent=2))
+        else:
+            _say("Dry run: nothing was created.")
+        return 0
+    if refused_readonly(config, "request"):
+        return 1
+    if not args.yes and (args.json or not ask_yes_no(f"Create queued resource {request.name} in {request.zone}?")):
+        _say("Not created" + (": pass --yes to create without a terminal." if not sys.stdin.isatty() or args.json
+                              else "."), err=True)
+        if args.json:
+            print(json.dumps(out, indent=2))
+        return 1
+    return asyncio.run(_create(config, request, args, out, changes))
+
+
+def _launch_changes(args: argparse.Namespace) -> dict[str, str | None] | None:
+    """The container changes of ``--image/--model/--set``, or ``None`` when none was given.
+
+    Raises:
+        ValueError: a bad ``--set`` or a value the container spec refuses (checked before creating).
+    """
+    if not (args.image or args.model or args.set_):
+        return None
+    from console.verbs.swap import parse_changes
+    from remote.container.spec import ContainerSpec
+
+    changes = parse_changes(args.set_, [])
+    if args.model:
+        changes["model"] = args.model
+    ContainerSpec.from_template(name="vllm", image="vllm/vllm-tpu:latest", model="org/model").with_changes(
+        changes, image=args.image)
+    return changes
+
+
+def _print_preview(shown: Any) -> None:
+    r = shown.request
+    _say(f"Request {r.name}: {r.accelerator_type} {r.provisioning_model} in {r.project}/{r.zone} (node {r.node})")
+    _say(f"Cost: {shown.cost}")
+    _say(f"REST call: {shown.rest_call}")
+    _say("Body:")
+    for line in shown.body_text.splitlines():
+        _say(f"  {line}")
+    _say("Equivalent gcloud:")
+    _say(f"  {shown.gcloud}")
+
+
+async def _create(config: Any, request: Any, args: argparse.Namespace, out: dict[str, Any],
+                  changes: dict[str, str | None] | None) -> int:
+    import json
+
+    from console.flows.node_lookup import fleet_source_for
+    from console.flows.request import explain, is_ready, is_settled
+    from remote.errors import RemoteError
+    from remote.tpu.requests import QueuedResourceService
+
+    code = 0
+    with fleet_source_for(config, project=request.project, zone=request.zone) as source:
+        service = QueuedResourceService(source)
+        try:
+            qr = await service.create(request, timeout_s=max(60.0, config.request_timeout_s * 3))
+            out["created"] = True
+            out["queued_resource"] = qr.to_json()
+            if not args.json:
+                _say(f"Created: {qr.name} is {qr.state}: {explain(qr, None)}")
+            if args.wait:
+                def changed(q: Any, node: Any) -> None:
+                    if not args.json:
+                        _say(f"  {q.state}" + (f" / node {node.state}" if node else "") + f": {explain(q, node)}")
+
+                qr, node = await service.follow(request.project, request.zone, request.name, on_change=changed,
+                                                until=is_settled, poll_s=2.0, timeout_s=6 * 3600)
+                out["queued_resource"] = qr.to_json()
+                out["node"] = None if node is None else node.to_json()
+                code = 0 if is_ready(qr, node) else 1
+                if code == 0 and changes is not None:
+                    code = await _launch(config, node, changes, args, out)
+            elif not args.json:
+                _say(f"Follow it: tpu-console nodes --project {request.project}   "
+                     f"(or again with --wait); delete: tpu-console delete {request.name} "
+                     f"--project {request.project} --zone {request.zone}")
+        except RemoteError as exc:
+            out["error"] = str(exc)
+            if not args.json:
+                _say(f"tpu-console: {'not created' if not out['created'] else 'while following'}: {exc}", err=True)
+            code = 1
+    if args.json:
+        print(json.dumps(out, indent=2))
+    return code
+
+
+async def _launch(config: Any, node: Any, changes: dict[str, str | None], args: argparse.Namespace,
+                  out: dict[str, Any]) -> int:
+    """Run the container on the READY node (the swap machinery); returns 0 started, 1 not."""
+    from console.config import ConfigError, load_config
+    from console.flows.request import launch_container
+    from remote.errors import RemoteError
+
+    try:
+        config = load_config(config.path) if config.path is not None else config   # new [ssh.hosts]
+    except ConfigError as exc:
+        _say(f"tpu-console: config error: {exc}; the container was not started.", err=True)
+        return 1
+    store: list[Any] = []
+
+    def open_store() -> Any:
+        from console.flows.history_store import open_history
+
+        if not store:
+            store.append(open_history(config, getattr(args, "db", None)))
+        return store[0]
+
+    def step(s: Any, res: Any, _states: Any) -> None:
+        if not args.json:
+            if res is None:
+                _say(f"$ {s.display}")
+            elif res.exit_status != 0:
+                _say(f"  exit {res.exit_status}")
+
+    try:
+        outcome = await launch_container(config, node, changes, image=args.image, open_store=open_store,
+                                         on_step=step)
+    except (RemoteError, ValueError) as exc:
+        _say(f"tpu-console: the container was not started on {node.name}: {exc}", err=True)
+        out["container"] = {"started": False, "error": str(exc)}
+        return 1
+    finally:
+        for s in store:
+            s.close()
+    result = outcome.result
+    out["container"] = {"started": result.ok, "container_id": result.container_id,
+                        "error": None if result.ok else str(result.error)}
+    if not result.ok:
+        _say(f"tpu-console: the container did not start on {node.name}: {result.error}", err=True)
+        return 1
+    if not args.json:
+        _say(f"Container started on {node.name} ({(result.container_id or '')[:12]}). "
+             f"Follow its startup: tpu-console watch {node.name} --project {node.project} --zone {node.zone}")
+    return 0

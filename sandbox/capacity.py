@@ -1,0 +1,101 @@
+"""The sandbox's capacity facts per zone: what a new queued resource request gets.
+
+The facts are the article's (a v5e-1 flex-start request in us-west4-a, a v6e-8 in europe-west4-a
+answered with stockout while a v6e-4 is granted, a zone with v6e hardware but no v6e quota,
+a zone that refuses flex-start):
+
+- ``us-west4-a``: everything is granted after a short wait (``v5litepod-1`` flex-start waits
+  :data:`FLEX_WAIT_S` in ``WAITING_FOR_RESOURCES``).
+- ``europe-west4-a``: ``v6e-8`` (and larger) is out of stock: spot / on-demand requests fail at
+  once with the API's stockout error; a flex-start request waits until its ``validUntil``;
+  ``v6e-4`` and smaller are granted.
+- ``asia-northeast1-b``: no v6e quota: a spot (or on-demand) request fails with a quota error;
+  a flex-start request waits in ``WAITING_FOR_RESOURCES`` and looks exactly like a stockout.
+- ``us-central1-b``: refuses flex-start at create time (400); other tiers are granted.
+- every other zone: granted after :data:`DEFAULT_WAIT_S`.
+
+Error texts: the stockout message is the one the API writes in ``failedData.error`` (see
+``queued-resource-v2-failed.schema-derived.json``); the quota, refusal and expiry texts are
+illustrative (no public capture was found).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from remote.models import chip_generation, chips_of
+
+#: Seconds a granted flex-start request waits for capacity in us-west4-a (before the time scale).
+FLEX_WAIT_S = 8.0
+#: Seconds any other granted request waits (before the time scale).
+DEFAULT_WAIT_S = 3.0
+
+#: Provisioning tiers a request can ask for.
+TIERS = ("flex-start", "spot", "on-demand", "reserved")
+
+
+@dataclass(frozen=True)
+class CapacityAnswer:
+    """What the zone does with one request.
+
+    Attributes:
+        outcome: ``"grant"`` (waits ``wait_s`` then provisions), ``"stockout"`` or ``"quota"``
+            (FAILED after the ACCEPTED step, with ``message``), ``"wait"`` (WAITING_FOR_RESOURCES
+            until ``validUntil``), ``"refuse"`` (the create call itself answers 400 ``message``).
+        message: the API's error text for a failure or refusal.
+        wait_s: seconds in WAITING_FOR_RESOURCES before provisioning (``grant`` only).
+    """
+
+    outcome: str
+    message: str = ""
+    wait_s: float = 0.0
+
+
+def stockout_message(zone: str) -> str:
+    """The API's stockout text for ``zone`` (``failedData.error.message``, code 8)."""
+    return (f'There is no more capacity in the zone "{zone}"; you can try in another zone where Cloud TPU '
+            "Nodes are offered (see https://cloud.google.com/tpu/docs/regions) [EID: 0x5e1f00d5a1b2c3d4]")
+
+
+def quota_message(zone: str, accelerator_type: str, tier: str) -> str:
+    """A quota failure text (``failedData.error.message``, code 8) for ``accelerator_type`` in ``zone``."""
+    family = (chip_generation(accelerator_type) or "tpu").upper()
+    kind = "Preemptible" if tier in ("spot", "flex-start") else ""
+    chips = chips_of(accelerator_type) or 1
+    return (f"Quota limit 'TPU{family}{kind}PodPerProjectPerZoneForTPUAPI' has been exceeded: "
+            f"{chips} chips requested, limit 0 in zone {zone}.")
+
+
+def expired_message(valid_until_s: float) -> str:
+    """The failure text of a request whose ``queueingPolicy.validUntilDuration`` ran out."""
+    return (f"The queued resource could not be provisioned before its validUntilDuration "
+            f"({valid_until_s:g}s) ran out; no capacity became available.")
+
+
+def answer_request(zone: str, accelerator_type: str, tier: str) -> CapacityAnswer:
+    """What ``zone`` does with a request for ``accelerator_type`` on ``tier``.
+
+    Args:
+        zone: e.g. ``europe-west4-a``.
+        accelerator_type: e.g. ``v6e-8``.
+        tier: one of :data:`TIERS`.
+
+    Returns:
+        The :class:`CapacityAnswer` (see the module docstring for the facts).
+    """
+    generation = chip_generation(accelerator_type)
+    chips = chips_of(accelerator_type) or 1
+    if zone == "us-central1-b" and tier == "flex-start":
+        return CapacityAnswer("refuse", f"Provisioning model FLEX_START is not supported for {accelerator_type} "
+                                        f"in zone {zone}.")
+    if zone == "asia-northeast1-b" and generation == "v6e":
+        if tier == "flex-start":
+            return CapacityAnswer("wait")
+        return CapacityAnswer("quota", quota_message(zone, accelerator_type, tier))
+    if zone == "europe-west4-a" and generation == "v6e" and chips >= 8:
+        if tier == "flex-start":
+            return CapacityAnswer("wait")
+        return CapacityAnswer("stockout", stockout_message(zone))
+    if zone == "us-west4-a" and tier == "flex-start":
+        return CapacityAnswer("grant", wait_s=FLEX_WAIT_S)
+    return CapacityAnswer("grant", wait_s=DEFAULT_WAIT_S)

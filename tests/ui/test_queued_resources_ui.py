@@ -1,0 +1,176 @@
+"""Queued resources in the console, driven by Pilot against the sandbox TPU API (real client):
+the inactive-quota banners, the delete key (typed confirm; never an ACTIVE one), the request
+form (same flow as the verb) and read-only mode."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from textual.widgets import Button, DataTable, Input, Static
+
+from console.app import TpuConsoleApp
+from console.screens.confirm import ConfirmScreen
+from console.screens.fleet import FleetScreen
+from console.screens.request import RequestScreen
+from console.services import Services
+from tests.ui.conftest import text_of
+
+
+async def _loaded(pilot: Any) -> FleetScreen:
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    screen = pilot.app.screen
+    assert isinstance(screen, FleetScreen) and screen.snapshot is not None, "the fleet never loaded"
+    return screen
+
+
+async def _select_qr(pilot: Any, screen: FleetScreen, name: str) -> None:
+    table = screen.query_one("#qrs", DataTable)
+    table.focus()
+    await pilot.pause()
+    names = [str(table.get_cell(row, "NAME")) for row in table.rows]
+    table.move_cursor(row=names.index(name), animate=False)
+    await pilot.pause()
+    assert screen.selected is not None and screen.selected.name == name
+
+
+async def _qr_names(services: Services) -> set[str]:
+    return {q.name for q in (await services.fleet.list_fleet()).queued_resources}
+
+
+async def test_banner_per_zone_with_the_exact_delete_commands(services: Services) -> None:
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _loaded(pilot)
+        text = text_of(screen.query_one("#problems", Static))
+        assert "⚑ 1 inactive queued resource may hold quota in inference-prod/us-east5-a" in text
+        assert "tpu-console delete qr-flex-done --project=inference-prod --zone=us-east5-a" in text
+        assert "⚑ 1 inactive queued resource may hold quota in inference-prod/asia-northeast1-b" in text
+        assert "tpu-console delete qr-failed --project=inference-prod --zone=asia-northeast1-b" in text
+        assert "qr-flex-wait" not in text and "qr-flex-b " not in text      # waiting / active: not inactive
+
+
+async def test_delete_key_asks_for_the_typed_name_then_deletes(services: Services) -> None:
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _loaded(pilot)
+        await _select_qr(pilot, screen, "qr-flex-done")
+        await pilot.press("d")
+        await pilot.pause()
+        modal = app.screen
+        assert isinstance(modal, ConfirmScreen) and modal.require_text == "qr-flex-done"
+        assert "Flex-start cost so far: $43.20" in modal.message           # 4 h x 8 chips x $1.35
+        await pilot.press(*"qr-flex")
+        assert modal.query_one("#confirm-yes", Button).disabled             # a prefix is not the name
+        await pilot.press(*"-done", "enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        assert "qr-flex-done" not in await _qr_names(services)
+        assert isinstance(app.screen, FleetScreen)
+        assert {q.name for q in screen.snapshot.queued_resources} == await _qr_names(services)
+
+
+async def test_delete_key_cancelled_deletes_nothing(services: Services) -> None:
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _loaded(pilot)
+        await _select_qr(pilot, screen, "qr-failed")
+        await pilot.press("d")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("escape")
+        await app.workers.wait_for_complete()
+        assert "qr-failed" in await _qr_names(services)
+
+
+async def test_delete_key_never_offers_an_active_queued_resource(services: Services) -> None:
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _loaded(pilot)
+        await _select_qr(pilot, screen, "qr-flex-b")
+        await pilot.press("d")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)                         # no confirm at all
+        messages = [n.message for n in app._notifications]
+        assert any("--force" in m and "qr-flex-b is ACTIVE" in m for m in messages)
+        assert "qr-flex-b" in await _qr_names(services)
+
+
+async def test_request_form_previews_confirms_and_the_fleet_lists_it(services: Services) -> None:
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _loaded(pilot)
+        await pilot.press("n")
+        await pilot.pause()
+        form = app.screen
+        assert isinstance(form, RequestScreen)
+        form.query_one("#rq-name", Input).value = "demo-v5e"
+        form.query_one("#rq-zone", Input).value = "us-west4-a"
+        form.query_one("#rq-accelerator_type", Input).value = "v5litepod-1"
+        form.query_one("#rq-valid_until", Input).value = "1h"
+        await pilot.pause()
+        shown = text_of(form.query_one("#rq-preview", Static), width=400)
+        assert ("POST https://tpu.googleapis.com/v2alpha1/projects/inference-prod/locations/us-west4-a/"
+                "queuedResources?queuedResourceId=demo-v5e") in shown
+        assert '"provisioningModel": "FLEX_START"' in shown and '"maxRunDuration": "14400s"' in shown
+        assert ("gcloud alpha compute tpus queued-resources create demo-v5e --node-id=demo-v5e "
+                "--project=inference-prod --zone=us-west4-a --accelerator-type=v5litepod-1 "
+                "--runtime-version=v2-alpha-tpuv5-lite --provisioning-model=flex-start --max-run-duration=4h "
+                "--valid-until-duration=1h") in shown
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        modal = app.screen
+        assert isinstance(modal, ConfirmScreen) and modal.require_text == "demo-v5e"
+        await pilot.press(*"demo-v5e", "enter")
+        for _ in range(3):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        assert "demo-v5e" in await _qr_names(services)
+        listed = {q.name: q for q in screen.snapshot.queued_resources}
+        assert listed["demo-v5e"].provisioning_model == "flex-start"
+
+
+async def test_request_form_says_what_is_wrong_and_creates_nothing(services: Services) -> None:
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await _loaded(pilot)
+        await pilot.press("n")
+        await pilot.pause()
+        form = app.screen
+        assert isinstance(form, RequestScreen)
+        form.query_one("#rq-name", Input).value = "Bad_Name"
+        form.query_one("#rq-zone", Input).value = "us-west4-a"
+        form.query_one("#rq-accelerator_type", Input).value = "v5litepod-1"
+        await pilot.pause()
+        assert "Not ready: queued resource name 'Bad_Name'" in text_of(form.query_one("#rq-preview", Static))
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert app.screen is form                                           # no confirm
+        await pilot.press("escape")
+        assert isinstance(app.screen, FleetScreen)
+        assert "Bad_Name" not in await _qr_names(services)
+
+
+async def test_readonly_hides_every_mutating_key(services: Services) -> None:
+    services.config = dataclasses.replace(services.config, readonly=True)
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _loaded(pilot)
+        for action in ("swap", "rollback", "request", "delete_qr"):
+            assert screen.check_action(action, ()) is False
+        assert screen.check_action("refresh_fleet", ()) is True
+        shown_keys = {b.binding.key for b in screen.active_bindings.values()}
+        assert shown_keys.isdisjoint({"s", "R", "n", "d"}) and "r" in shown_keys
+        text = text_of(screen.query_one("#problems", Static))
+        assert "may hold quota" in text and "tpu-console delete" not in text
+        await _select_qr(pilot, screen, "qr-flex-done")
+        await pilot.press("d", "n")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        palette = [c.title for c in app.get_system_commands(screen)]
+        assert not any(t.startswith(("Swap", "Request", "Delete QR", "Roll back")) for t in palette)
+        assert "qr-flex-done" in await _qr_names(services)
