@@ -197,13 +197,14 @@ class Tunnel:
 
 
 @asynccontextmanager
-async def open_tunnel(node: Node, ssh: Any, vllm_port: int, *,
+async def open_tunnel(node: Node, target: Any, vllm_port: int, *,
                       accept_new_host_key: HostKeyQuestion | None = None) -> AsyncIterator[Tunnel]:
-    """SSH to worker 0 of ``node`` and forward ``vllm_port`` there to a free local port.
+    """SSH to ``target`` (worker 0 of ``node``) and forward ``vllm_port`` there to a free local port.
 
     Args:
         node: the node.
-        ssh: the config's ``[ssh]`` section (see :func:`remote.ssh.target_for`).
+        target: its :class:`remote.ssh.SshTarget`, from :mod:`console.flows.ssh_target` (the
+            one resolution every connection uses, so the same known-hosts verdict).
         vllm_port: vLLM's port on the node (the config's ``container.port``).
         accept_new_host_key: asked with ``(target, fingerprint)`` for an unknown host key;
             ``None`` refuses unknown keys.
@@ -211,9 +212,8 @@ async def open_tunnel(node: Node, ssh: Any, vllm_port: int, *,
     Raises:
         SshFailure: connecting or forwarding failed (one sentence).
     """
-    from remote.ssh import connect, forward_port, target_for
+    from remote.ssh import connect, forward_port
 
-    target = target_for(node, ssh)
     ask = None
     if accept_new_host_key is not None:
         async def ask(fingerprint: str) -> bool:

@@ -48,6 +48,7 @@ from console.flows.bench import (
     record_result,
     run_benchmark,
 )
+from console.flows.ssh_target import resolve_target
 from console.render.bench_tables import result_view
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen, host_key_question
@@ -238,7 +239,8 @@ class BenchScreen(ConsoleScreen):
         config = services.config
         try:
             self._status(f"Connecting to {self.node.name} over SSH…")
-            async with open_tunnel(self.node, config.ssh, config.container.port,
+            target = await resolve_target(self.node, config.ssh, 0, services.fleet)
+            async with open_tunnel(self.node, target, config.container.port,
                                    accept_new_host_key=self._ask_host_key) as tunnel:
                 store = self._store()
                 launch_id = await current_launch_id(store, self.node, tunnel.conn, config.container.name)

@@ -26,7 +26,8 @@ from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
 from console.flows.launch_recorder import LaunchRecorder
-from console.flows.startup_watch import StartupWatch, resolve_target
+from console.flows.ssh_target import resolve_target
+from console.flows.startup_watch import StartupWatch
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
 from console.widgets.log_pane import LogPane

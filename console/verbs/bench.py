@@ -134,10 +134,12 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
         if args.url is not None:
             pricing = Pricing(args.price_per_chip_hour, args.chips)
             return await _bench(args, params, args.url, pricing)
+        from console.flows.ssh_target import resolve_target
         from console.verbs.watch import terminal_host_key_prompt
 
         with fleet_source_for(config) as source:
             node = await find_node(source, args.node, require_ready=True)
+            target = await resolve_target(node, config.ssh, 0, source)
         pricing = pricing_for(node, config.prices, provisioning_model=args.provisioning_model)
         if args.price_per_chip_hour is not None or args.chips is not None:
             pricing = Pricing(args.price_per_chip_hour or pricing.price_per_chip_hour_usd, args.chips or node.chips,
@@ -146,7 +148,7 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
         async def ask(target: Any, fingerprint: str) -> bool:
             return await terminal_host_key_prompt(target)(fingerprint)
 
-        async with open_tunnel(node, config.ssh, config.container.port, accept_new_host_key=ask) as tunnel:
+        async with open_tunnel(node, target, config.container.port, accept_new_host_key=ask) as tunnel:
             return await _bench(args, params, tunnel.base_url, pricing, node=node, conn=tunnel.conn, config=config)
     except NodeLookupError as exc:      # unknown or ambiguous NODE: bad input; not READY: unreachable
         return _fail(str(exc), 1 if isinstance(exc, NodeNotReady) else 2)

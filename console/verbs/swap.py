@@ -107,11 +107,11 @@ class _SwapFlow:
     async def run(self) -> int:
         from remote.errors import RemoteError
 
-        node = await self._resolve_node()
-        if isinstance(node, int):
-            return node
+        found = await self._resolve_node()
+        if isinstance(found, int):
+            return found
         try:
-            return await self._on_node(node)
+            return await self._on_node(*found)
         except RemoteError as exc:
             _say(f"tpu-console: {exc}", err=True)
             return 1
@@ -119,27 +119,28 @@ class _SwapFlow:
             if self.store is not None:
                 self.store.close()
 
-    async def _resolve_node(self) -> Any:
-        """The node (:func:`console.flows.node_lookup.find_node`), or the exit code after saying why not."""
+    async def _resolve_node(self) -> tuple[Any, Any] | int:
+        """``(node, SSH target)`` (:func:`console.flows.node_lookup.find_node`,
+        :func:`console.flows.ssh_target.resolve_target`), or the exit code after saying why not."""
         from console.flows import node_lookup
+        from console.flows.ssh_target import resolve_target
         from remote.errors import RemoteError
 
         try:
             with node_lookup.fleet_source_for(self.config, project=self.args.project, zone=self.args.zone) as source:
                 node = await node_lookup.find_node(source, self.args.node, project=self.args.project,
                                                    zone=self.args.zone)
+                target = await resolve_target(node, self.config.ssh, 0, source)
         except node_lookup.NodeLookupError as exc:     # the name did not resolve: bad input, as in watch/bench
             _say(f"tpu-console: {exc}", err=True)
             return 2
         except RemoteError as exc:
             _say(f"tpu-console: {exc}", err=True)
             return 1
-        return node
+        return node, target
 
-    async def _on_node(self, node: Any) -> int:
-        from remote.ssh import connect, target_for
-
-        target = target_for(node, self.config.ssh)
+    async def _on_node(self, node: Any, target: Any) -> int:
+        from remote.ssh import connect
 
         async def trust(fingerprint: str) -> bool:
             return await _ask(f"{target.label} presents the unknown host key {fingerprint}. Trust it?")

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, config: Any) -> int:
-    from console.flows.startup_watch import choose_target
+    from console.flows.ssh_target import choose_target
     from remote.errors import RemoteError
 
     found = await find_node(config, args.node, project=args.project, zone=args.zone, worker=args.worker)
@@ -86,18 +86,16 @@ async def find_node(config: Any, name: str, *, project: str | None, zone: str | 
     or ``PROJECT/ZONE/NAME``.
     """
     from console.flows import node_lookup
+    from console.flows.ssh_target import host_key_suffix
     from remote.errors import RemoteError
 
     try:
         with node_lookup.fleet_source_for(config, project=project, zone=zone) as source:
             node = await node_lookup.find_node(source, name, project=project, zone=zone)
-            try:
-                attributes = await source.get_guest_attributes(node, worker)
-            except RemoteError:
-                attributes = {}
+            suffix = await host_key_suffix(source, node, worker)
     except RemoteError as exc:
         return str(exc)
-    return node, attributes.get("ssh-ed25519")
+    return node, suffix
 
 
 def terminal_host_key_prompt(target: Any, stdin: TextIO | None = None,

@@ -146,11 +146,12 @@ class SwapScreen(ConsoleScreen):
 
     async def _connect(self) -> Any:
         """The SSH connection to the node, opened (asking about an unknown host key) if needed."""
-        from remote.ssh import connect, target_for
+        from console.flows.ssh_target import resolve_target
+        from remote.ssh import connect
 
         if self._conn is not None and not self._conn.is_closed():
             return self._conn
-        target = target_for(self.node, self.services.config.ssh)
+        target = await resolve_target(self.node, self.services.config.ssh, 0, self.services.fleet)
 
         async def trust(fingerprint: str) -> bool:
             return await self.ask(host_key_question(target, fingerprint))
