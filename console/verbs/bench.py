@@ -32,6 +32,7 @@ from typing import Any
 
 from console.flows.bench import KINDS, parse_depths, parse_streams
 from console.verbs.common import config_or_exit
+from remote.printable import printable
 
 
 def _arg(parse: Any) -> Any:
@@ -84,7 +85,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"tpu-console: {message}", file=sys.stderr)
+    print(f"tpu-console: {printable(message)}", file=sys.stderr)
     return code
 
 
@@ -188,7 +189,8 @@ async def _record(args: argparse.Namespace, config: Any, node: Any, conn: Any, p
             for result in results:
                 record_result(store, launch_id, node, params, result, pricing)
     except StoreError as exc:
-        print(f"tpu-console: the results were not recorded in the history ({path}): {exc}", file=sys.stderr)
+        print(printable(f"tpu-console: the results were not recorded in the history ({path}): {exc}"),
+              file=sys.stderr)
 
 
 # --- output ---------------------------------------------------------------------------------
@@ -221,5 +223,5 @@ def _report(kind: str, results: list[Any], *, pricing: Any, label: str | None, a
 
     from console.render.bench_tables import result_view
 
-    console = Console(width=None if sys.stdout.isatty() else 200, highlight=False)
+    console = Console(width=None if sys.stdout.isatty() else 200, highlight=False, markup=False)
     console.print(result_view(kind, f"{results[0].model} at {label or results[0].base_url}", results, pricing))

@@ -20,6 +20,8 @@ import argparse
 import sys
 from typing import Any
 
+from remote.printable import printable
+
 
 def add_parser(subparsers: Any) -> None:
     """Register the ``swap`` verb."""
@@ -75,13 +77,15 @@ def run(args: argparse.Namespace) -> int:
         ContainerSpec.from_template(name="vllm", image="vllm/vllm-tpu:latest", model="org/model").with_changes(
             changes, image=args.image)
     except ValueError as exc:
-        print(f"tpu-console: {exc}; nothing was changed.", file=sys.stderr)
+        print(printable(f"tpu-console: {exc}; nothing was changed."), file=sys.stderr)
         return 2
     return asyncio.run(_SwapFlow(config, args, changes).run())
 
 
 def _say(text: str = "", *, err: bool = False) -> None:
-    print(text, file=sys.stderr if err else sys.stdout, flush=True)
+    """One output line, through the one sanitizer: a value from the node or the API cannot add
+    lines to the plan, hide the command with escapes or be read as markup."""
+    print(printable(text), file=sys.stderr if err else sys.stdout, flush=True)
 
 
 async def _ask(question: str) -> bool:
@@ -91,7 +95,7 @@ async def _ask(question: str) -> bool:
     if not sys.stdin.isatty():
         return False
     try:
-        answer = await asyncio.to_thread(input, f"{question} [y/N] ")
+        answer = await asyncio.to_thread(input, printable(f"{question} [y/N] "))
     except EOFError:
         return False
     return answer.strip().lower() in ("y", "yes")
@@ -203,7 +207,8 @@ class _SwapFlow:
         _say("The previous container spec is kept. Rollback would run:")
         _print_plan(node, back, lint(back.new, accelerator_type=node.accelerator_type))
         if self.args.yes or not await _ask("Roll back to the previous container?"):
-            _say(f"Not rolled back. To roll back later, run the previous command:\n  {back.steps[-1].display}")
+            _say("Not rolled back. To roll back later, run the previous command:")
+            _say(f"  {back.steps[-1].display}")
             return 1
         runner.running_id = None            # the failed swap removed the old container
         again = (await runner.run(back)).result

@@ -23,6 +23,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
 from console.verbs.common import add_node_arguments, config_or_exit
+from remote.printable import printable
+from remote.secrets import scrub_text
 
 #: Seconds to keep reading after a fatal failure line (the traceback's remaining lines).
 FAILURE_GRACE_S = 3.0
@@ -57,13 +59,13 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
 
     found = await find_node(config, args.node, project=args.project, zone=args.zone, worker=args.worker)
     if isinstance(found, str):
-        print(f"tpu-console: {found}", file=sys.stderr)
+        print(f"tpu-console: {printable(found)}", file=sys.stderr)
         return 2
     node, host_key_suffix = found
     try:
         target = choose_target(node, config.ssh, args.worker, host_key_suffix)
     except RemoteError as exc:
-        print(f"tpu-console: {exc}", file=sys.stderr)
+        print(f"tpu-console: {printable(exc)}", file=sys.stderr)
         return 2
     code, summary = await watch_target(target, container=config.container.name,
                                        container_port=config.container.port,
@@ -107,9 +109,9 @@ def terminal_host_key_prompt(target: Any, stdin: TextIO | None = None,
     async def ask(fingerprint: str) -> bool:
         if not stdin.isatty():
             return False
-        stderr.write(f"The authenticity of {target.label} (host key alias {target.known_hosts_name}) can't be "
-                     f"established.\nIts host key fingerprint is {fingerprint}.\n"
-                     f"Accept it and record it in {target.known_hosts}? [y/N] ")
+        stderr.write(printable(f"The authenticity of {target.label} (host key alias {target.known_hosts_name}) "
+                               f"can't be established.\nIts host key fingerprint is {fingerprint}.\n"
+                               f"Accept it and record it in {target.known_hosts}? [y/N] ", keep_newlines=True))
         stderr.flush()
         answer = await asyncio.to_thread(stdin.readline)
         return answer.strip().lower() in ("y", "yes")
@@ -133,7 +135,7 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
     out = progress or sys.stderr
 
     def say(text: str) -> None:
-        out.write(f"{text}\n")
+        out.write(f"{printable(text)}\n")        # log lines, docker and server text: one clean line
         out.flush()
 
     done = asyncio.Event()
@@ -154,7 +156,7 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
             done.set()
         elif state.failure is not None and state.failure.fatal and last["failed_at"] is None:
             last["failed_at"] = asyncio.get_running_loop().time()
-            say(f"failed: {state.failure.kind.value}: {state.failure.message}")
+            say(f"failed: {state.failure.kind.value}: {scrub_text(state.failure.message)}")
             asyncio.get_running_loop().call_later(FAILURE_GRACE_S, done.set)
 
     def on_status(status: TailStatus) -> None:

@@ -45,3 +45,87 @@ def test_nodes_json_keeps_the_data(hostile_api, capsys) -> None:
     assert node["runtime_version"] == HOSTILE             # ... and keeps them
     assert any(n["name"] == HOSTILE_NAME for n in data["nodes"])
     assert next(q for q in data["queued_resources"] if q["name"] == "qr-failed")["failure"] == HOSTILE
+
+
+# --- log lines: log-summary and watch ---------------------------------------------------------
+
+#: A log line cannot hold a newline (it ends the line); the rest of HOSTILE can.
+HOSTILE_LINE = HOSTILE.replace("\n", " ")
+SECRET = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123"
+
+
+def _hostile_failure_log(tmp_path) -> str:
+    from pathlib import Path
+
+    corpus = Path(__file__).resolve().parents[2].parent / "shared/corpus/vllm-logs"
+    text = (corpus / "15-tpujax-maxtext3574-v5e-tp4-config-crash.log").read_text()
+    assert "ValueError: Resource axis" in text
+    path = tmp_path / "hostile.log"
+    path.write_text(text.replace("ValueError: Resource axis", f"ValueError: {HOSTILE_LINE} token={SECRET} axis"))
+    return str(path)
+
+
+def test_log_summary_shows_a_hostile_failure_line_literally(tmp_path, capsys) -> None:
+    from remote.printable import printable
+    from remote.vllm_log.reader import read_log, summary_json
+
+    path = _hostile_failure_log(tmp_path)
+    assert main(["log-summary", path]) == 0
+    out = capsys.readouterr().out
+    assert_clean(out)
+    detail = summary_json(read_log(path))["failure_detail"]
+    # the reader drops ANSI sequences itself; NUL, the markup and the secret reach the summary
+    assert detail.startswith("ValueError: [/x][link=http://e.x]L[/link] forged\x00! token=*** axis")
+    # the panel folds long values: join the value column's lines
+    shown = "".join(line[22:].rstrip(" │") + " " for line in out.splitlines()[1:-1])
+    expected = printable(detail)
+    assert expected.startswith("ValueError: [/x][link=http://e.x]L[/link] forged! token=*** axis")
+    assert " ".join(expected.split()) in " ".join(shown.split())
+    assert SECRET not in out
+
+
+def test_log_summary_json_does_not_echo_a_token(tmp_path, capsys) -> None:
+    assert main(["log-summary", _hostile_failure_log(tmp_path), "--json"]) == 0
+    out = capsys.readouterr().out
+    data = json.loads(out)
+    assert SECRET not in out and "token=***" in data["failure_detail"] and "token=***" in data["failure_evidence"]
+    assert "[/x][link=http://e.x]L[/link] forged\x00!" in data["failure_detail"]       # the data, JSON-escaped
+
+
+async def test_watch_prints_hostile_log_lines_and_status_literally(tmp_path) -> None:
+    import dataclasses
+    import io
+
+    import asyncssh
+
+    from console.verbs.watch import watch_target
+    from remote.ssh import SshTarget
+    from sandbox.engine import plan_startup
+    from sandbox.vm import SandboxVm
+
+    def plan_for(argv, accel, boot_s):
+        plan = plan_startup(argv, accel, boot_s=boot_s)
+        lines = tuple((t, line.replace("for ModelConfig", f"for ModelConfig {HOSTILE_LINE} --api-key {SECRET}")) for t, line in plan.lines)
+        return dataclasses.replace(plan, lines=lines)
+
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    vm = SandboxVm(node_name="vllm-a", accelerator_type="v5litepod-4", authorized_client_key=key, boot_s=0.5,
+                   plan_for=plan_for)
+    port = await vm.start()
+    try:
+        known = tmp_path / "kh"
+        known.write_text(vm.known_hosts_line("tpu.1-0"))
+        await vm.boot_container(["Qwen/Qwen3-8B", "--max-model-len", "1000000", "--tensor-parallel-size", "4"])
+        target = SshTarget(host="127.0.0.1", port=port, user="operator", private_key=None, known_hosts=known,
+                           host_key_alias="tpu.1-0", client_keys=(key,), node_name="vllm-a")
+        progress = io.StringIO()
+        code, summary = await watch_target(target, container="vllm", progress=progress, probe=False)
+    finally:
+        await vm.stop()
+    assert code == 1 and summary is not None
+    said = progress.getvalue()
+    assert_clean(said)
+    failed = next(line for line in said.splitlines() if line.startswith("failed: "))
+    assert failed.endswith("ModelConfig [/x][link=http://e.x]L[/link] forged! --api-key ***"), failed
+    assert SECRET not in said and SECRET not in json.dumps(summary)            # watch --json prints summary
+    assert "ModelConfig [/x][link=http://e.x]L[/link] forged\x00! --api-key ***" in summary["failure_evidence"]  # the data
