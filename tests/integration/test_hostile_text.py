@@ -129,3 +129,109 @@ async def test_watch_prints_hostile_log_lines_and_status_literally(tmp_path) -> 
     assert failed.endswith("ModelConfig [/x][link=http://e.x]L[/link] forged! --api-key ***"), failed
     assert SECRET not in said and SECRET not in json.dumps(summary)            # watch --json prints summary
     assert "ModelConfig [/x][link=http://e.x]L[/link] forged\x00! --api-key ***" in summary["failure_evidence"]  # the data
+
+
+# --- servers: bench -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def hostile_vllm():
+    """A ready sandbox vLLM whose served model name is HOSTILE."""
+    from sandbox.openai_server import SandboxOpenAIServer
+
+    srv = SandboxOpenAIServer()
+    srv.configure(model="Qwen/Qwen3-8B", served_model_name=HOSTILE, max_model_len=32768,
+                  accelerator_type="v6e-1", chips=1)
+    srv.start()
+    srv.set_ready(True)
+    yield f"http://127.0.0.1:{srv.port}"
+    srv.stop()
+
+
+@pytest.mark.parametrize("kind", ["smoke", "throughput"])
+def test_bench_shows_a_hostile_served_model_name_literally(hostile_vllm, capsys, kind) -> None:
+    argv = ["bench", "--url", hostile_vllm, "--kind", kind]
+    if kind == "throughput":
+        argv += ["--streams", "1", "--requests", "2", "--prompt-tokens", "32", "--output-tokens", "8"]
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert_clean(captured.out + captured.err)
+    flat = " ".join(captured.out.split())
+    assert f"{SHOWN} at {hostile_vllm}" in flat                 # the table's title
+    if kind == "smoke":
+        assert f"served model │ {SHOWN}" in flat or f"served model {SHOWN}" in flat
+
+
+def test_bench_json_keeps_the_served_model_name(hostile_vllm, capsys) -> None:
+    assert main(["bench", "--url", hostile_vllm, "--kind", "smoke", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["results"][0]["model"] == HOSTILE
+
+
+# --- the history: history list and history show -------------------------------------------
+
+
+@pytest.fixture
+def hostile_db(tmp_path):
+    from store.history import HistoryStore
+
+    path = tmp_path / "history.db"
+    with HistoryStore(path) as store:
+        launch = store.start_launch(node=HOSTILE_NAME, accelerator_type="v6e-8", model=HOSTILE,
+                                    serve_args=["--served-model-name", HOSTILE], requested_at="2026-05-01T10:00:00Z")
+        store.update_launch(launch, outcome="failed", failure_kind="config_error", failure_detail=HOSTILE)
+    return path
+
+
+def test_history_list_and_show_print_hostile_values_literally(hostile_db, capsys) -> None:
+    assert main(["--db", str(hostile_db), "history"]) == 0
+    out = capsys.readouterr().out
+    assert_clean(out)
+    assert SHOWN_NAME in out and "[/x][link=http://e.x]L[/link]" in out
+    assert main(["--db", str(hostile_db), "history", "show", "1"]) == 0
+    out = capsys.readouterr().out
+    assert_clean(out)
+    lines = {line.split(None, 1)[0]: line.split(None, 1)[1].rstrip() for line in out.splitlines() if line.strip()
+             and not line.startswith(" ")}
+    assert lines["node"] == SHOWN_NAME
+    assert lines["model"] == SHOWN
+    assert lines["failure_detail"] == SHOWN
+    assert main(["--db", str(hostile_db), "history", "show", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["failure_detail"] == HOSTILE
+
+
+# --- docker inspect values: the swap plan ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory):
+    from sandbox.runner import Sandbox
+
+    box = Sandbox(tmp_path_factory.mktemp("sandbox"), boot_s=0.5, fast_boot_s=0.3)
+    box.start()
+    yield box
+    box.stop()
+
+
+async def _boot_hostile(vm) -> None:
+    vm.docker.remove(vm.docker.find("vllm"))
+    await vm.boot_container(["Qwen/Qwen3-0.6B", "--served-model-name", HOSTILE], env=[f"NOTE={HOSTILE}"])
+
+
+def test_swap_plan_shows_hostile_container_values_on_their_own_lines(sandbox, capsys, monkeypatch) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    sandbox.call(_boot_hostile(sandbox.vms["vllm-v5e-a"]))
+    code = main(["--config", str(sandbox.config_path), "swap", "vllm-v5e-a", "--set", "max-num-seqs=64",
+                 "--dry-run"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert_clean(captured.out)
+    lines = captured.out.splitlines()
+    assert not [line for line in lines if line.startswith("forged")]       # no value adds a line
+    (run,) = [line for line in lines if "docker run" in line]
+    assert "--served-model-name '[/x][link=http://e.x]L[/link]]52;c;QQ==[2J\\nforged!'" in run
+    assert "-e 'NOTE=[/x][link=http://e.x]L[/link]]52;c;QQ==[2J\\nforged!'" in run
+    assert lines[-1] == "Dry run: nothing was changed."
