@@ -13,6 +13,7 @@ from typing import Any
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.content import Content
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
@@ -120,6 +121,10 @@ class TpuConsoleApp(App[None]):
         often carry outside text (error messages, log lines, container values)."""
         super().notify(printable(message), title=printable(title), severity=severity, timeout=timeout,
                        markup=False)
+
+    def format_title(self, title: str, sub_title: str) -> Content:
+        """Every screen's header: titles carry node names from the API, so through the one sanitizer."""
+        return super().format_title(printable(title), printable(sub_title))
 
     def report_unexpected(self, what: str, error: BaseException) -> None:
         """The one route for a failure no code expected (a bug): its traceback goes to the

@@ -6,13 +6,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Static
 
 from console.app import TpuConsoleApp
 from console.config import Config, ProjectConfig
 from console.screens.fleet import FleetScreen
 from console.services import Services
-from tests.hostile import HOSTILE_NAME, SHOWN, SHOWN_NAME, assert_clean, hostile_world
+from console.widgets.log_pane import LogPane
+from console.widgets.startup_panel import PanelInfo, StartupPanel
+from remote.vllm_log.reader import StartupReader
+from tests.hostile import HOSTILE, HOSTILE_NAME, SHOWN, SHOWN_NAME, assert_clean, hostile_world
 from tests.ui.conftest import FROZEN_NOW, text_of
 
 
@@ -88,8 +92,6 @@ def test_toasts_never_parse_markup() -> None:
     import asyncio
 
     async def run() -> None:
-        from tests.hostile import HOSTILE
-
         services = Services(config=Config(projects=(), refresh_interval_s=3600), fleet=_NoFleet(),
                             db_path=Path("/nonexistent/h.db"), clock=lambda: FROZEN_NOW)
         app = TpuConsoleApp(services)
@@ -107,3 +109,65 @@ class _NoFleet:
         from remote.models import FleetSnapshot
 
         return FleetSnapshot(fetched_at=FROZEN_NOW)
+
+
+# --- the startup view: its panel and log view fed a hostile container log --------------------
+
+
+class _StartupParts(App[None]):
+    """The startup screen's panel and log pane, fed like the screen feeds them."""
+
+    def compose(self) -> ComposeResult:
+        yield StartupPanel(id="panel")
+        yield LogPane(5000, id="log-pane")
+
+    def feed(self, lines: list[str], **info: Any) -> None:
+        reader = StartupReader()
+        for line in lines:
+            reader.feed_line(line)
+        reader.close()
+        pane = self.query_one(LogPane)
+        pane.view.write_lines(lines)
+        pane.update_title()
+        self.query_one("#panel", StartupPanel).show(PanelInfo(state=reader.state, **info))
+
+
+def _hostile_log() -> list[str]:
+    corpus = Path(__file__).resolve().parents[2].parent / "shared/corpus/vllm-logs"
+    text = (corpus / "15-tpujax-maxtext3574-v5e-tp4-config-crash.log").read_text()
+    line = HOSTILE.replace("\n", " ")
+    return text.replace("ValueError: Resource axis", f"ValueError: {line} --api-key sk-{'a' * 20} axis").splitlines()
+
+
+async def test_startup_panel_and_log_view_show_a_hostile_log_literally() -> None:
+    app = _StartupParts()
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.feed(_hostile_log(), problem=HOSTILE, served_models=(HOSTILE,), tunnel_note=HOSTILE)
+        await pilot.pause()
+        banner = text_of(app.query_one("#panel-banner", Static), width=400)
+        assert_clean(banner)
+        evidence = next(line for line in banner.splitlines() if line.startswith("Evidence "))
+        # the reader drops the ANSI sequences; NUL goes, the markup stays, the key is masked
+        assert evidence.rstrip() == "Evidence (EngineCore_DP0 pid=1356450) ERROR 04-04 21:50:30 [core.py:1111] " \
+            "ValueError: [/x][link=http://e.x]L[/link] forged! --api-key *** axis: attn_dp of PartitionSpec(" \
+            "'data', None, ('model', 'attn_dp')) is not found in mesh: ('data', 'model')."
+        status = text_of(app.query_one("#panel-status", Static), width=400)
+        assert status.strip() == f"✘ {SHOWN}"
+        view = app.query_one(LogPane).view
+        shown = [line for line in view.shown_lines() if "ValueError: [/x]" in line]
+        # the log view drops whole escape sequences (the log's colours), like the reader
+        assert len(shown) == 1 and shown[0].endswith("ValueError: [/x][link=http://e.x]L[/link] forged! "
+                                                     "--api-key *** axis: attn_dp of PartitionSpec("
+                                                     "'data', None, ('model', 'attn_dp')) is not found in mesh: "
+                                                     "('data', 'model').")
+        assert all(line.isprintable() for line in view.shown_lines())
+
+
+async def test_the_log_view_keeps_a_line_a_line() -> None:
+    app = _StartupParts()
+    async with app.run_test(size=(200, 50)) as pilot:
+        view = app.query_one(LogPane).view
+        view.write_lines([f"INFO 01-02 03:04:05 [x.py:1] {HOSTILE}\x9b2J\x1b]8;;http://e.x\x1b\\link"])
+        await pilot.pause()
+        # whole escape sequences go (as the reader drops them), then every other control byte
+        assert view.shown_lines() == ["INFO 01-02 03:04:05 [x.py:1] [/x][link=http://e.x]L[/link]\\nforged!2Jlink"]

@@ -248,3 +248,20 @@ def test_every_sqlite_error_inside_the_store_is_a_store_error(tmp_path: Path) ->
         store.list_launches()
     with pytest.raises(StoreError, match=r"history start launch failed"):
         store.start_launch(node="n", model="m")
+
+
+def test_the_database_is_created_owner_only(tmp_path) -> None:
+    import os
+    import stat
+
+    path = tmp_path / "new" / "history.db"
+    old = os.umask(0o022)
+    try:
+        with HistoryStore(path) as store:
+            store.start_launch(node="vllm-a", accelerator_type="v6e-8", model="m", requested_at="2026-05-01T10:00:00Z")
+            modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.parent.iterdir()}
+    finally:
+        os.umask(old)
+    assert modes["history.db"] == 0o600
+    assert all(mode == 0o600 for name, mode in modes.items() if name.startswith("history.db")), modes
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
