@@ -171,3 +171,77 @@ async def test_the_log_view_keeps_a_line_a_line() -> None:
         await pilot.pause()
         # whole escape sequences go (as the reader drops them), then every other control byte
         assert view.shown_lines() == ["INFO 01-02 03:04:05 [x.py:1] [/x][link=http://e.x]L[/link]\\nforged!2Jlink"]
+
+
+# --- the swap view and its confirm dialog, for a container with hostile values ----------------
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path):
+    from sandbox.runner import Sandbox
+
+    box = Sandbox(tmp_path / "sandbox", boot_s=0.5, fast_boot_s=0.3)
+    box.start()
+    yield box
+    box.stop()
+
+
+#: What the swap form accepts to edit (it refuses NUL, and a newline in an env line, with a reason).
+EDITABLE = HOSTILE.replace("\x00", "")
+
+
+async def _boot_hostile(vm: Any) -> None:
+    vm.docker.remove(vm.docker.find("vllm"))
+    await vm.boot_container(["Qwen/Qwen3-0.6B", "--served-model-name", EDITABLE],
+                            env=[f"NOTE={EDITABLE.replace(chr(10), ' ')}"])
+
+
+async def _until(pilot: Any, cond: Any, what: str, timeout_s: float = 20.0) -> Any:
+    for _ in range(int(timeout_s / 0.05)):
+        value = cond()
+        if value:
+            return value
+        await pilot.pause(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_swap_view_and_confirm_show_one_printable_line_per_command(sandbox: Any) -> None:
+    from console.config import load_config
+    from console.screens.confirm import ConfirmScreen
+    from console.screens.swap.screen import SwapScreen
+    from console.services import build_services
+
+    sandbox.call(_boot_hostile(sandbox.vms["vllm-v5e-a"]))
+    app = TpuConsoleApp(build_services(load_config(str(sandbox.config_path)), db_path=sandbox.db_path))
+    async with app.run_test(size=(220, 60)) as pilot:
+        fleet = await _until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.snapshot
+                             and app.screen, "the fleet")
+        table = fleet.query_one("#nodes", DataTable)
+        table.move_cursor(row=_cells(table, "NAME").index("vllm-v5e-a"))
+        await pilot.pause()
+        await pilot.press("s")
+        screen = await _until(pilot, lambda: type(app.screen) is SwapScreen and app.screen.base is not None
+                              and app.screen, "the swap view")
+        from textual.widgets import Input
+
+        screen.query_one("#f-max-model-len", Input).value = "16384"
+        await pilot.pause()
+        assert screen.plan is not None, screen.problem
+        await pilot.pause()
+        quoted = "'[/x][link=http://e.x]L[/link]]52;c;QQ==[2J\\nforged!'"     # the newline: one line
+        commands = text_of(screen.query_one("#swap-commands", Static), width=600)
+        assert_clean(commands)
+        lines = commands.rstrip("\n").splitlines()
+        assert len(lines) == len(screen.plan.commands)             # no value added a line
+        (run,) = [line for line in lines if "docker run" in line]
+        assert f"--served-model-name {quoted}" in run
+        assert "-e 'NOTE=[/x][link=http://e.x]L[/link]]52;c;QQ==[2J forged!'" in run
+        await pilot.press("ctrl+s")
+        modal = await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen, "the confirm")
+        shown = text_of(modal.query_one("#confirm-commands", Static), width=600)
+        assert_clean(shown)
+        assert shown.rstrip("\n").splitlines() == lines
+        message = text_of(modal.query_one("#confirm-message", Static), width=600)
+        assert_clean(message)
+        await pilot.press("n")
+        assert isinstance(app.screen, SwapScreen)

@@ -38,6 +38,7 @@ from textual.widgets.option_list import Option
 
 from console.flows import swap as swap_flow
 from console.render import swap_preview as preview
+from console.render.plain import plain, printable
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen, host_key_question
 from console.widgets.swap_form import SwapForm, secrets_of
@@ -134,12 +135,12 @@ class SwapScreen(ConsoleScreen):
             self.node, self.services.clock(), self.running, self.running_id, self.base is not None))
 
     def _status(self, message: str) -> None:
-        self.query_one("#swap-status", Static).update(Text(message, style="dim"))
+        self.query_one("#swap-status", Static).update(plain(message, style="dim"))
 
     def _show_problem(self, message: str | None) -> None:
         self.problem = message
         widget = self.query_one("#swap-problem", Static)
-        widget.update(Text(message or ""))
+        widget.update(Text(printable(message or "", keep_newlines=True)))
         widget.display = bool(message)
 
     # --- loading ------------------------------------------------------------------------
