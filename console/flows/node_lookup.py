@@ -147,6 +147,17 @@ async def find_node(fleet_source: Any, name: str, *, project: str | None = None,
     return pick_node(snapshot, name, project, zone, require_ready=require_ready, searched=searched)
 
 
+def lookup_exit_code(error: NodeLookupError) -> int:
+    """The verbs' exit code for a failed lookup (README table): ``1`` when the fleet could not be
+    read (a project or zone did not answer, so the node may be there; the node is not READY),
+    ``2`` when the name is bad input (unknown while every project answered, ambiguous, malformed)."""
+    if isinstance(error, NodeNotReady):
+        return 1
+    if isinstance(error, NodeNotFound) and error.problems:
+        return 1
+    return 2
+
+
 @contextmanager
 def fleet_source_for(config: Any, *, project: str | None = None, zone: str | None = None) -> Iterator[Any]:
     """A ``FleetSource`` over the config's projects (only ``project`` when given), closed on exit.

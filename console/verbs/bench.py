@@ -121,9 +121,9 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
     from console.flows.bench import BenchParams, Pricing, open_tunnel, pricing_for
     from console.flows.node_lookup import (
         NodeLookupError,
-        NodeNotReady,
         find_node,
         fleet_source_for,
+        lookup_exit_code,
     )
     from remote.errors import RemoteError
 
@@ -151,8 +151,8 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
 
         async with open_tunnel(node, target, config.container.port, accept_new_host_key=ask) as tunnel:
             return await _bench(args, params, tunnel.base_url, pricing, node=node, conn=tunnel.conn, config=config)
-    except NodeLookupError as exc:      # unknown or ambiguous NODE: bad input; not READY: unreachable
-        return _fail(str(exc), 1 if isinstance(exc, NodeNotReady) else 2)
+    except NodeLookupError as exc:      # unknown or ambiguous NODE: bad input; not READY or API down: unreachable
+        return _fail(str(exc), lookup_exit_code(exc))
     except RemoteError as exc:
         return _fail(str(exc), 1)
 

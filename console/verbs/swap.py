@@ -135,9 +135,9 @@ class _SwapFlow:
                 node = await node_lookup.find_node(source, self.args.node, project=self.args.project,
                                                    zone=self.args.zone)
                 target = await resolve_target(node, self.config.ssh, 0, source)
-        except node_lookup.NodeLookupError as exc:     # the name did not resolve: bad input, as in watch/bench
+        except node_lookup.NodeLookupError as exc:     # bad input, or the API did not answer (lookup_exit_code)
             _say(f"tpu-console: {exc}", err=True)
-            return 2
+            return node_lookup.lookup_exit_code(exc)
         except RemoteError as exc:
             _say(f"tpu-console: {exc}", err=True)
             return 1

@@ -235,3 +235,23 @@ def test_swap_plan_shows_hostile_container_values_on_their_own_lines(sandbox, ca
     assert "--served-model-name '[/x][link=http://e.x]L[/link]]52;c;QQ==[2J\\nforged!'" in run
     assert "-e 'NOTE=[/x][link=http://e.x]L[/link]]52;c;QQ==[2J\\nforged!'" in run
     assert lines[-1] == "Dry run: nothing was changed."
+
+
+# --- exit codes when the TPU API does not answer ---------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["swap", "vllm-a", "--set", "max-num-seqs=8", "--dry-run"],
+                                  ["bench", "vllm-a", "--kind", "smoke"]])
+def test_swap_and_bench_exit_1_when_the_api_is_down(tmp_path, capsys, argv) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]                    # closed once the block ends
+    config = tmp_path / "config.toml"
+    config.write_text(f'api_endpoint = "http://127.0.0.1:{port}"\nrequest_timeout_s = 3\n'
+                      '[[projects]]\nid = "inference-prod"\n')
+    code = main(["--config", str(config), *argv])
+    err = capsys.readouterr().err
+    assert code == 1, err                               # unreachable, per the README table; not 2 (bad input)
+    assert "No node 'vllm-a'" in err and "did not list" in err
