@@ -36,7 +36,7 @@ def _ms(stats: Any) -> str:
 def smoke_view(head: str, result: Any) -> RenderableType:
     """The smoke check: answer and latency, then the tool-calling check."""
     r = result
-    table = Table(title=plain(f"Smoke: {head}"), title_justify="left", show_header=False, expand=False)
+    table = Table(title=plain(f"Smoke: {head}", style="table.title"), title_justify="left", show_header=False, expand=False)
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
     _add(table, "served model", r.model)
@@ -61,7 +61,7 @@ def throughput_view(head: str, results: Sequence[Any], pricing: Pricing) -> Rend
     """One row per concurrency level; the price used (or why there is none) under the table."""
     first = results[0]
     table = Table(title=plain(f"Throughput: {head}; prompt ~{first.prompt_tokens_target} tokens, "
-                              f"output {first.output_tokens_target} tokens"), title_justify="left")
+                              f"output {first.output_tokens_target} tokens", style="table.title"), title_justify="left")
     for column in ("STREAMS", "OK", "FAILED", "SECONDS", "PROMPT\nTOK", "REQ/S", "OUT\nTOK/S", "TOTAL\nTOK/S",
                    "TTFT ms\nmean / med / p99", "TPOT ms\nmean / med / p99", "ITL ms\nmean / med / p99", "$/Mtok"):
         table.add_column(column, justify="right", no_wrap=True)
@@ -88,7 +88,7 @@ def longctx_view(head: str, result: Any) -> RenderableType:
     """One row per depth: found or not, seconds, prefill tokens/s, answer or the server's refusal."""
     r = result
     limit = f", max-model-len {r.max_model_len:,}" if r.max_model_len else ""
-    table = Table(title=plain(f"Long-context recall: {head}; ~{r.context_tokens:,} tokens{limit}"),
+    table = Table(title=plain(f"Long-context recall: {head}; ~{r.context_tokens:,} tokens{limit}", style="table.title"),
                   title_justify="left")
     for column in ("DEPTH", "PROMPT TOK", "FOUND", "SECONDS", "PROMPT TOK/S", "ANSWER / SERVER MESSAGE"):
         table.add_column(column, justify="left" if column.startswith("ANSWER") else "right", overflow="fold")

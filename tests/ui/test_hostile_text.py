@@ -245,3 +245,37 @@ async def test_swap_view_and_confirm_show_one_printable_line_per_command(sandbox
         assert_clean(message)
         await pilot.press("n")
         assert isinstance(app.screen, SwapScreen)
+
+
+# --- the history pane: recorded values from hostile launches ----------------------------------
+
+
+async def test_history_pane_and_detail_show_recorded_values_literally(hostile_services: Services) -> None:
+    from console.screens.history.screen import HistoryScreen
+    from store.history import HistoryStore
+
+    with HistoryStore(hostile_services.db_path) as store:
+        launch = store.start_launch(node=HOSTILE_NAME, accelerator_type="v6e-8", model=HOSTILE,
+                                    serve_args=["--served-model-name", HOSTILE], requested_at="2026-05-01T10:00:00Z")
+        store.update_launch(launch, outcome="failed", failure_kind="config_error", failure_detail=HOSTILE)
+        store.add_benchmark(launch, "smoke", {"model": HOSTILE}, {"error": HOSTILE})
+    app = TpuConsoleApp(hostile_services)
+    async with app.run_test(size=(220, 60)) as pilot:
+        await _loaded(pilot)
+        app.open_feature("history", None)
+        screen = await _until(pilot, lambda: isinstance(app.screen, HistoryScreen) and app.screen.benches_loaded
+                              and app.screen, "the history pane")
+        table = screen.query_one("#launches", DataTable)
+        table.focus()
+        table.move_cursor(row=0)
+        await pilot.pause()
+        await pilot.pause()
+        cells = [text_of(type("W", (), {"content": table.get_cell_at((0, c))})(), width=400).strip()
+                 for c in range(len(table.columns))]
+        assert_clean(" ".join(cells))
+        assert SHOWN_NAME in cells
+        detail = text_of(screen.query_one("#launch-detail-body", Static), width=600)
+        assert_clean(detail)
+        assert f"failure config_error: {SHOWN}" in detail
+        assert f"{SHOWN_NAME} · v6e-8 · {SHOWN}" in detail
+        assert isinstance(app.screen, HistoryScreen)

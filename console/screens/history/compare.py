@@ -24,6 +24,7 @@ from console.render.history_detail import (
     short_time,
     styled_outcome,
 )
+from console.render.plain import printable, row
 from console.screens.base import ConsoleScreen
 from store.records import BenchmarkRecord, Launch, parse_flags
 
@@ -143,10 +144,10 @@ def flag_table(changes: Sequence[FlagChange]) -> Table:
     table.add_column("change", no_wrap=True)
     styles = {"added": "green", "removed": "red", "changed": "yellow"}
     for c in changes:
-        table.add_row(c.setting, Text(fmt.dash(c.a), style="dim" if c.a is None else ""),
-                      Text(fmt.dash(c.b), style="dim" if c.b is None else ""), Text(c.change, style=styles[c.change]))
+        table.add_row(*row(c.setting, Text(fmt.dash(c.a), style="dim" if c.a is None else ""),
+                      Text(fmt.dash(c.b), style="dim" if c.b is None else ""), Text(c.change, style=styles[c.change])))
     if not changes:
-        table.add_row(Text("same image, model, flags and env", style="dim"), "", "", "")
+        table.add_row(*row(Text("same image, model, flags and env", style="dim"), "", "", ""))
     return table
 
 
@@ -163,15 +164,15 @@ def figure_table(rows: Sequence[FigureDelta]) -> Table:
             delta = ("+" if r.delta > 0 else "") + _value(r.delta, r.figure)
             pct = f"{r.delta / r.a * 100:+.1f}%" if r.a else "-"
         style = _VERDICT_STYLES.get(r.verdict, "")
-        table.add_row(r.figure, _value(r.a, r.figure), _value(r.b, r.figure), Text(delta, style=style),
-                      Text(pct, style=style), Text(r.verdict, style=style))
+        table.add_row(*row(r.figure, _value(r.a, r.figure), _value(r.b, r.figure), Text(delta, style=style),
+                           Text(pct, style=style), Text(r.verdict, style=style)))
     return table
 
 
 def _who(tag: str, launch: Launch) -> Text:
     return Text.assemble((f"{tag}  launch {launch.id}  ", "bold"), styled_outcome(launch.outcome),
-                         f"  {short_time(launch.requested_at)}  {launch.node} · {fmt.dash(launch.accelerator_type)}"
-                         f" · {fmt.dash(launch.model)}")
+                         printable(f"  {short_time(launch.requested_at)}  {launch.node} · "
+                                   f"{fmt.dash(launch.accelerator_type)} · {fmt.dash(launch.model)}"))
 
 
 class CompareScreen(ConsoleScreen):
