@@ -80,6 +80,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--chips", type=_positive(int), metavar="N", help="chips billed")
     p.add_argument("--provisioning-model", metavar="M",
                    help="price the node as this provisioning model (default: the node's own)")
+    p.add_argument("--api-key", metavar="KEY",
+                   help="the server's --api-key (default: $VLLM_API_KEY, else the running container's)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(run=run)
 
@@ -118,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, config: Any) -> int:
-    from console.flows.bench import BenchParams, Pricing, open_tunnel, pricing_for
+    from console.flows.bench import BenchParams, Pricing, api_key_for, open_tunnel, pricing_for
     from console.flows.node_lookup import (
         NodeLookupError,
         find_node,
@@ -134,7 +136,8 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
     try:
         if args.url is not None:
             pricing = Pricing(args.price_per_chip_hour, args.chips)
-            return await _bench(args, params, args.url, pricing)
+            return await _bench(args, params, args.url, pricing,
+                                api_key=await api_key_for(None, "", given=args.api_key))
         from console.flows.ssh_target import resolve_target
         from console.verbs.watch import terminal_host_key_prompt
 
@@ -150,7 +153,9 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
             return await terminal_host_key_prompt(target)(fingerprint)
 
         async with open_tunnel(node, target, config.container.port, accept_new_host_key=ask) as tunnel:
-            return await _bench(args, params, tunnel.base_url, pricing, node=node, conn=tunnel.conn, config=config)
+            key = await api_key_for(tunnel.conn, config.container.name, given=args.api_key, label=target.label)
+            return await _bench(args, params, tunnel.base_url, pricing, node=node, conn=tunnel.conn, config=config,
+                                api_key=key)
     except NodeLookupError as exc:      # unknown or ambiguous NODE: bad input; not READY or API down: unreachable
         return _fail(str(exc), lookup_exit_code(exc))
     except RemoteError as exc:
@@ -158,11 +163,11 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
 
 
 async def _bench(args: argparse.Namespace, params: Any, url: str, pricing: Any, *, node: Any = None,
-                 conn: Any = None, config: Any = None) -> int:
+                 conn: Any = None, config: Any = None, api_key: str | None = None) -> int:
     from console.flows.bench import every_request_failed, run_benchmark
 
     progress = None if args.json or not sys.stderr.isatty() else _progress_line
-    results = await run_benchmark(url, params, on_progress=progress)
+    results = await run_benchmark(url, params, on_progress=progress, api_key=api_key)
     if progress is not None:
         _clear_progress()
     label = f"node {node.name} ({node.accelerator_type}, {node.provisioning_model})" if node is not None else None

@@ -255,3 +255,51 @@ def test_swap_and_bench_exit_1_when_the_api_is_down(tmp_path, capsys, argv) -> N
     err = capsys.readouterr().err
     assert code == 1, err                               # unreachable, per the README table; not 2 (bad input)
     assert "No node 'vllm-a'" in err and "did not list" in err
+
+
+# --- bench against a key-protected vLLM ------------------------------------------------------
+
+KEYED_NODE = "vllm-reserved-d"
+API_KEY = "s3cret-bench-key-4711"
+
+
+async def _boot_keyed(vm) -> None:
+    vm.docker.remove(vm.docker.find("vllm"))
+    await vm.boot_container(["Qwen/Qwen3-0.6B", "--api-key", API_KEY])
+
+
+def _ready(sandbox, node: str) -> str:
+    import time
+
+    import httpx
+
+    url = f"http://127.0.0.1:{sandbox.vms[node].openai_port}"
+    for _ in range(400):
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError("the keyed vLLM never became ready")
+
+
+def test_bench_sends_the_running_containers_api_key(sandbox, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("VLLM_API_KEY", raising=False)
+    sandbox.call(_boot_keyed(sandbox.vms[KEYED_NODE]))
+    url = _ready(sandbox, KEYED_NODE)
+    config = ["--config", str(sandbox.config_path)]
+    # without the key the server refuses, as vLLM does with --api-key
+    assert main(["bench", "--url", url, "--kind", "smoke"]) == 1
+    assert "401" in capsys.readouterr().err
+    # through the node: the key comes from the running container's spec
+    code = main(config + ["bench", KEYED_NODE, "--kind", "smoke", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert json.loads(captured.out)["results"][0]["ok"] is True and API_KEY not in captured.out
+    # --url mode: --api-key, or the operator's VLLM_API_KEY
+    assert main(["bench", "--url", url, "--kind", "smoke", "--api-key", API_KEY, "--json"]) == 0
+    monkeypatch.setenv("VLLM_API_KEY", API_KEY)
+    assert main(["bench", "--url", url, "--kind", "smoke", "--json"]) == 0
+    capsys.readouterr()
+    assert API_KEY.encode() not in sandbox.db_path.read_bytes()          # never recorded
