@@ -51,6 +51,7 @@ from console.flows.bench import (
 )
 from console.flows.ssh_target import resolve_target
 from console.render.bench_tables import result_view
+from console.render.plain import safe
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen, host_key_question
 from remote.models import Node
@@ -230,7 +231,8 @@ class BenchScreen(ConsoleScreen):
         self._worker = self._run(params)
 
     def _status(self, text: str | Text) -> None:
-        self.query_one("#bench-status", Static).update(text)
+        """The status line; node names, server and error messages in it shown literally."""
+        self.query_one("#bench-status", Static).update(safe(text))
 
     @work(group="bench", exclusive=True, exit_on_error=False)
     async def _run(self, params: BenchParams) -> None:

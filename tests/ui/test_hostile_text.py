@@ -279,3 +279,54 @@ async def test_history_pane_and_detail_show_recorded_values_literally(hostile_se
         assert f"failure config_error: {SHOWN}" in detail
         assert f"{SHOWN_NAME} · v6e-8 · {SHOWN}" in detail
         assert isinstance(app.screen, HistoryScreen)
+
+
+# --- the bench view: a server whose served model name and key check are hostile/strict -------
+
+
+async def test_bench_view_shows_a_hostile_served_model_name_literally(sandbox: Any) -> None:
+    import time
+
+    import httpx
+    from textual.widgets import Select
+
+    from console.config import load_config
+    from console.screens.bench import BenchScreen
+    from console.services import build_services
+
+    vm = sandbox.vms["vllm-v5e-a"]
+
+    async def boot() -> None:
+        vm.docker.remove(vm.docker.find("vllm"))
+        await vm.boot_container(["Qwen/Qwen3-0.6B", "--served-model-name", "[/x][link=http://e.x]L[/link]\x1b[2J",
+                                 "--api-key", "k-4711-secret"])
+
+    sandbox.call(boot())
+    for _ in range(400):                                    # the new container's vLLM is ready
+        try:
+            if httpx.get(f"http://127.0.0.1:{vm.openai_port}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    app = TpuConsoleApp(build_services(load_config(str(sandbox.config_path)), db_path=sandbox.db_path))
+    async with app.run_test(size=(200, 50)) as pilot:
+        fleet = await _until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.snapshot
+                             and app.screen, "the fleet")
+        table = fleet.query_one("#nodes", DataTable)
+        table.move_cursor(row=_cells(table, "NAME").index("vllm-v5e-a"))
+        await pilot.pause()
+        await pilot.press("b")
+        screen = await _until(pilot, lambda: isinstance(app.screen, BenchScreen) and app.screen, "the bench view")
+        screen.query_one("#f-kind", Select).value = "smoke"
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        await _until(pilot, lambda: not screen.running, "the smoke run", timeout_s=60)
+        results = text_of(screen.query_one("#results-body", Static), width=300)
+        assert_clean(results)
+        flat = " ".join(results.split())
+        assert "Smoke: [/x][link=http://e.x]L[/link][2J on vllm-v5e-a (v5litepod-4, on-demand)" in flat   # literal
+        assert "served model │ [/x][link=http://e.x]L[/link][2J" in flat
+        assert "PASS" in flat                                # the container's --api-key was sent
+        assert b"k-4711-secret" not in sandbox.db_path.read_bytes()
