@@ -13,11 +13,14 @@ from typing import Any
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.content import Content
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from console.screens.fleet import FleetScreen
 from console.screens.help import HelpScreen
 from console.services import Services
+from remote.printable import printable
 
 #: feature name -> (module, screen class). Each screen takes ``(node)``.
 FEATURES: dict[str, tuple[str, str]] = {
@@ -112,6 +115,18 @@ class TpuConsoleApp(App[None]):
                     lambda a=action, s=screen: self.call_later(s.run_action, a),
                 )
         yield SystemCommand("Help: all keys", "Show every binding", self.action_help)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Every toast of the console: ``message`` and ``title`` shown literally (never parsed as
+        markup, whatever ``markup`` says) after :func:`remote.printable.printable`, since they
+        often carry outside text (error messages, log lines, container values)."""
+        super().notify(printable(message), title=printable(title), severity=severity, timeout=timeout,
+                       markup=False)
+
+    def format_title(self, title: str, sub_title: str) -> Content:
+        """Every screen's header: titles carry node names from the API, so through the one sanitizer."""
+        return super().format_title(printable(title), printable(sub_title))
 
     def report_unexpected(self, what: str, error: BaseException) -> None:
         """The one route for a failure no code expected (a bug): its traceback goes to the

@@ -48,6 +48,10 @@ import platformdirs
 APP_NAME = "tpu-console"
 
 
+#: Docker's own rule for a container name (``docker run --name``).
+CONTAINER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
+
+
 class ConfigError(Exception):
     """A config file that cannot be used. ``str()`` is the one message to show."""
 
@@ -273,6 +277,10 @@ def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
         host, _, port = target.rpartition(":")
         if not host or not port.isdigit():
             raise chk.fail("ssh.hosts", node, f"expected \"host:port\", got {target!r}")
+        if not 1 <= int(port) <= 65535:
+            raise chk.fail("ssh.hosts", node, f"port {int(port)} is not a TCP port (1-65535), in {target!r}")
+    if "port" in s and not 1 <= s["port"] <= 65535:
+        raise chk.fail("ssh", "port", f"{s['port']} is not a TCP port (1-65535)")
     ssh_defaults = SshConfig()
     ssh = SshConfig(
         user=s.get("user") or ssh_defaults.user,
@@ -290,6 +298,11 @@ def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
     if not all(isinstance(a, str) for a in c.get("args", [])):
         raise chk.fail("container", "args", "expected a list of strings")
     env = chk.table(c.get("env", {}), "container.env", {k: str for k in c.get("env", {})})
+    if "name" in c and not CONTAINER_NAME.fullmatch(c["name"]):
+        raise chk.fail("container", "name", f"{c['name']!r} is not a docker container name "
+                                            "(letters, digits, then also _ . -: [a-zA-Z0-9][a-zA-Z0-9_.-]*)")
+    if "port" in c and not 1 <= c["port"] <= 65535:
+        raise chk.fail("container", "port", f"{c['port']} is not a TCP port (1-65535)")
     defaults = ContainerConfig()
     container = ContainerConfig(
         name=c.get("name", defaults.name), port=c.get("port", defaults.port),

@@ -44,7 +44,12 @@ _TOKEN_SHAPES = re.compile(
     re.VERBOSE,
 )
 _BEARER = re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9_\-.~+/=]+", re.IGNORECASE)
-_VALUE = r"(?:'[^']*'|\"[^\"]*\"|[^\s,;'\"}\]]+)"
+# user:password@ in a URL (https://u:p@host, redis://:p@host).
+_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][\w+.\-]*://[^\s:/@]*):(?P<password>[^\s/@]+)@")
+_VALUE = r"(?:'[^']*'|\"[^\"]*\"|[^\s,;'\"}\]\[()]+)"
+# Only text holding one of these can hold a secret this module masks (a cheap first test).
+_MAYBE_SECRET = re.compile(r"key|token|secret|pass|pwd|auth|cred|hf_|sk-|gh[pousr]_|ya29\.|aiza|bearer|basic|://",
+                           re.IGNORECASE)
 # --flag value, --flag=value, -flag value.
 _FLAG_WITH_VALUE = re.compile(r"(?P<flag>(?<![\w-])--?[A-Za-z][\w\-.]*)(?P<sep>=|\s+)(?P<value>" + _VALUE + ")")
 # NAME=value, NAME: value, "name": "value", 'name':'value'; a bare colon needs a space after
@@ -75,9 +80,57 @@ def is_secret_name(name: str) -> bool:
 
 
 def _mask_quoted(value: str) -> str:
+    """``'x'`` -> ``'***'``; ``['a', 'b']`` / ``('a',)`` -> ``['***']`` / ``('***')``; else ``***``."""
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
         return value[0] + MASK + value[0]
+    if len(value) >= 2 and (value[0], value[-1]) in (("[", "]"), ("(", ")")):
+        inner = value[1:-1].strip()
+        quote = inner[0] if inner and inner[0] in "'\"" else ""
+        return value[0] + quote + MASK + quote + value[-1]
     return MASK
+
+
+# ``'api_key': [`` / ``"token": (`` / ``API_KEY=[``: a secret name whose value is a list or tuple.
+_NAME_BEFORE_SEQUENCE = re.compile(
+    r"(?P<q>['\"]?)(?P<name>(?<![\w-])[A-Za-z_][\w\-.]*)(?P=q)(?:\s*=\s*|\s*:\s*)(?=[\[(])")
+_CLOSING = {"[": "]", "(": ")"}
+
+
+def _sequence_end(text: str, start: int) -> int:
+    """Index just after the bracket closing the one at ``start`` (quotes respected), or ``len(text)``."""
+    depth, quote, i = 0, "", start
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return len(text)
+
+
+def _mask_sequences(text: str) -> str:
+    """Mask whole list/tuple values under secret names, however deep they nest."""
+    out, pos = [], 0
+    for match in _NAME_BEFORE_SEQUENCE.finditer(text):
+        if match.start() < pos or not is_secret_name(match["name"]):
+            continue
+        start = match.end()
+        end = _sequence_end(text, start)
+        first = text[start + 1:end].lstrip("[( ")[:1]
+        quote = first if first in ("'", '"') else ""
+        out.append(f"{text[pos:start]}{text[start]}{quote}{MASK}{quote}{_CLOSING[text[start]]}")
+        pos = end
+    return "".join(out) + text[pos:] if out else text
 
 
 def scrub_text(text: str) -> str:
@@ -87,10 +140,12 @@ def scrub_text(text: str) -> str:
         text: any text.
 
     Returns:
-        The text with token-shaped strings, ``Bearer`` credentials, ``--secret-flag value``
-        and ``SECRET_NAME=value`` / ``"secret_name": "value"`` values replaced by ``***``.
+        The text with token-shaped strings, ``Bearer`` credentials, the password of
+        ``scheme://user:password@host``, ``--secret-flag value`` and ``SECRET_NAME=value`` /
+        ``"secret_name": "value"`` values replaced by ``***``; a list or tuple value (vLLM's
+        ``non-default args: {'api_key': ['sk-...']}``) keeps its brackets: ``['***']``.
     """
-    if not text:
+    if not text or not _MAYBE_SECRET.search(text):
         return text
 
     def flag(match: re.Match[str]) -> str:
@@ -104,8 +159,10 @@ def scrub_text(text: str) -> str:
         q = match["q"]
         return q + match["name"] + q + match["sep"] + _mask_quoted(match["value"])
 
+    text = _mask_sequences(text)
     text = _TOKEN_SHAPES.sub(MASK, text)
     text = _BEARER.sub(lambda m: f"{m[1]} {MASK}", text)
+    text = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{MASK}@", text)
     text = _FLAG_WITH_VALUE.sub(flag, text)
     return _NAME_WITH_VALUE.sub(named, text)
 

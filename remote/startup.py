@@ -17,6 +17,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from remote.secrets import scrub_value
+
 
 class Phase(StrEnum):
     """Startup phase of one vLLM server boot, in the order a healthy boot visits them.
@@ -301,7 +303,9 @@ def summary_json(state: StartupState) -> dict[str, Any]:
 
     Keys follow the corpus sidecars' ``expected`` keys (``hbm_used_gib``, ``kv_cache_tokens``,
     ``failure``, ``failure_detail`` ...) plus the phase timeline and extras; anything the
-    log did not state is ``None``. Sizes GiB, durations s, times ISO 8601 UTC.
+    log did not state is ``None``. Sizes GiB, durations s, times ISO 8601 UTC. Every value is
+    scrubbed of secrets (:func:`remote.secrets.scrub_value`): a failure line that echoes a
+    token or ``--api-key`` does not carry it into the JSON or the panel.
     """
     model = state.hbm_model_loaded
     after_kv = state.hbm_after_kv
@@ -317,7 +321,7 @@ def summary_json(state: StartupState) -> dict[str, Any]:
                 detail = f"{detail}; container {name}{state.container_status}"
     blocks_key = "num_tpu_blocks" if state.device_blocks_label == "TPU" else "gpu_blocks"
     comp = state.compile
-    return {
+    return scrub_value({
         "phase": state.phase.value,
         "phase_timeline": [{"phase": m.phase.value, "started_at": _iso(m.started_at),
                             "line": m.line_no} for m in state.timeline],
@@ -374,4 +378,4 @@ def summary_json(state: StartupState) -> dict[str, Any]:
         "previous_failure": state.previous_failure.kind.value if state.previous_failure else None,
         "lines_read": state.lines_read,
         "last_line_at": _iso(state.last_line_at),
-    }
+    })

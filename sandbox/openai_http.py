@@ -86,8 +86,17 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         data = (f"data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n").encode()
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
 
+    def _refused(self, path: str) -> bool:
+        """vLLM's ``--api-key`` check: ``/v1`` routes without the key get 401 ``Unauthorized``."""
+        if path.startswith("/v1/") and not self.server.app.authorized(self.headers.get("Authorization")):
+            self._json(401, {"error": "Unauthorized"})
+            return True
+        return False
+
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
+        if self._refused(path):
+            return
         if path == "/health":
             self._send(200, b"", None)
         elif path == "/v1/models":
@@ -102,6 +111,8 @@ class OpenAIHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         app, path = self.server.app, self.path.split("?", 1)[0]
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self._refused(path):
+            return
         if path not in _COMPLETIONS:
             self._json(405 if path in ("/health", "/v1/models") else 404,
                        {"detail": "Method Not Allowed" if path in ("/health", "/v1/models") else "Not Found"})

@@ -91,9 +91,12 @@ class SandboxOpenAIServer:
     # ---------------------------------------------------------------- control
     def configure(self, *, model: str, served_model_name: str | None, max_model_len: int,
                   accelerator_type: str, chips: int, kv_cache_tokens: int | None = None,
-                  gpu_memory_utilization: float = 0.9) -> None:
+                  gpu_memory_utilization: float = 0.9, api_key: str | None = None) -> None:
         """Set what is served: model id, max-model-len (tokens), chip generation and chip count, and
         the engine's KV cache size in tokens (default: 8 requests at max-model-len) for ``/metrics``.
+
+        ``api_key`` is vLLM's ``--api-key``: every ``/v1`` route then answers 401 unless the
+        request carries ``Authorization: Bearer <api_key>`` (``/health`` stays open).
 
         Raises:
             ValueError: a non-positive ``max_model_len`` or ``chips``, or an unknown chip generation.
@@ -105,6 +108,7 @@ class SandboxOpenAIServer:
         scale = min(4.0, max(0.25, (8.0 / model_spec(model).params_b) ** 0.7))
         with self._lock:
             self._model, self._served_name = model, served_model_name or model
+            self._api_key = api_key or None
             self._max_model_len = max_model_len
             self._decode_base = DECODE_TOK_S_PER_CHIP[generation] * chips * scale
             self._prefill_rate = PREFILL_TOK_S_PER_CHIP[generation] * chips * scale
@@ -114,6 +118,12 @@ class SandboxOpenAIServer:
     def metrics_text(self) -> bytes:
         """``GET /metrics``: vLLM's Prometheus text for what this server carries now."""
         return self._metrics.render()
+
+    def authorized(self, authorization: str | None) -> bool:
+        """Whether a request with this ``Authorization`` header may use the ``/v1`` routes."""
+        with self._lock:
+            key = self._api_key
+        return key is None or authorization == f"Bearer {key}"
 
     def set_access_log(self, sink: Callable[[str], None] | None) -> None:
         """Receive one uvicorn-style access line per request (``INFO:     ip:port - "GET ..." 200 OK``)."""

@@ -236,7 +236,8 @@ class SandboxVm:
                 self._openai.configure(model=model, served_model_name=getattr(plan, "served_model_name", "") or model,
                                        max_model_len=getattr(plan, "max_model_len", 0),
                                        accelerator_type=self.accelerator_type, chips=getattr(plan, "chips", 1),
-                                       kv_cache_tokens=getattr(plan, "kv_cache_tokens", None))
+                                       kv_cache_tokens=getattr(plan, "kv_cache_tokens", None),
+                                       api_key=_api_key(box.command, box.env))
             except ValueError:
                 return                        # an unservable plan: the server keeps refusing
             self._openai.set_ready(True)
@@ -333,3 +334,17 @@ def with_burst(plan: Any, lines_per_s: int, duration_s: float) -> Any:
         if getattr(plan, attr, None) is not None:
             changes[attr] = getattr(plan, attr) + duration_s
     return dataclasses.replace(plan, **changes)
+
+
+def _api_key(command: Sequence[str], env: Sequence[str]) -> str | None:
+    """vLLM's key: ``--api-key K`` / ``--api-key=K`` in the serve command, else ``VLLM_API_KEY`` in the env."""
+    for i, arg in enumerate(command):
+        if arg == "--api-key" and i + 1 < len(command):
+            return command[i + 1]
+        if arg.startswith("--api-key="):
+            return arg.split("=", 1)[1]
+    for item in env:
+        name, _, value = item.partition("=")
+        if name == "VLLM_API_KEY" and value:
+            return value
+    return None

@@ -121,7 +121,10 @@ class HistoryStore:
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 5000) -> None:
         self.path = Path(path).expanduser()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # Created owner-only (its -wal/-shm files follow the database's mode): launches
+            # hold container specs and failure text, scrubbed but still the operator's.
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
             conn = sqlite3.connect(str(self.path), timeout=busy_timeout_ms / 1000)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{self.path}: cannot open the history database: {exc}") from None

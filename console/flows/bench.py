@@ -197,13 +197,14 @@ class Tunnel:
 
 
 @asynccontextmanager
-async def open_tunnel(node: Node, ssh: Any, vllm_port: int, *,
+async def open_tunnel(node: Node, target: Any, vllm_port: int, *,
                       accept_new_host_key: HostKeyQuestion | None = None) -> AsyncIterator[Tunnel]:
-    """SSH to worker 0 of ``node`` and forward ``vllm_port`` there to a free local port.
+    """SSH to ``target`` (worker 0 of ``node``) and forward ``vllm_port`` there to a free local port.
 
     Args:
         node: the node.
-        ssh: the config's ``[ssh]`` section (see :func:`remote.ssh.target_for`).
+        target: its :class:`remote.ssh.SshTarget`, from :mod:`console.flows.ssh_target` (the
+            one resolution every connection uses, so the same known-hosts verdict).
         vllm_port: vLLM's port on the node (the config's ``container.port``).
         accept_new_host_key: asked with ``(target, fingerprint)`` for an unknown host key;
             ``None`` refuses unknown keys.
@@ -211,9 +212,8 @@ async def open_tunnel(node: Node, ssh: Any, vllm_port: int, *,
     Raises:
         SshFailure: connecting or forwarding failed (one sentence).
     """
-    from remote.ssh import connect, forward_port, target_for
+    from remote.ssh import connect, forward_port
 
-    target = target_for(node, ssh)
     ask = None
     if accept_new_host_key is not None:
         async def ask(fingerprint: str) -> bool:
@@ -227,6 +227,43 @@ async def open_tunnel(node: Node, ssh: Any, vllm_port: int, *,
             listener.close()
     finally:
         conn.close()
+
+
+def container_api_key(inspect: dict[str, Any] | None) -> str | None:
+    """The ``--api-key`` a container's vLLM was started with (``docker inspect`` JSON), else its
+    ``VLLM_API_KEY`` env, else ``None``. The key is only sent to that server, never recorded."""
+    if not inspect:
+        return None
+    config = inspect.get("Config") or {}
+    argv = [str(a) for a in (config.get("Entrypoint") or []) + (config.get("Cmd") or [])]
+    for i, arg in enumerate(argv):
+        if arg == "--api-key" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--api-key="):
+            return arg.split("=", 1)[1]
+    for item in config.get("Env") or []:
+        name, _, value = str(item).partition("=")
+        if name == "VLLM_API_KEY" and value:
+            return value
+    return None
+
+
+async def api_key_for(conn: Any, container: str, *, given: str | None = None, label: str = "") -> str | None:
+    """The key a benchmark sends: ``given`` (``--api-key``, else the operator's ``VLLM_API_KEY``),
+    else the running container's (:func:`container_api_key`; an unreadable container means none).
+    """
+    import os
+
+    given = given or os.environ.get("VLLM_API_KEY") or None
+    if given or conn is None:
+        return given
+    from remote.container.docker import docker_inspect
+    from remote.errors import RemoteError
+
+    try:
+        return container_api_key(await docker_inspect(conn, container, label=label))
+    except RemoteError:
+        return None
 
 
 async def current_launch_id(store: Any, node: Node, conn: Any, container: str) -> int | None:
@@ -274,7 +311,7 @@ async def current_launch_id(store: Any, node: Node, conn: Any, container: str) -
 
 
 async def run_benchmark(base_url: str, params: BenchParams, *, on_progress: Callable[[Any], None] | None = None,
-                        on_result: Callable[[Any], None] | None = None) -> list[Any]:
+                        on_result: Callable[[Any], None] | None = None, api_key: str | None = None) -> list[Any]:
     """Run ``params`` against ``base_url``; throughput levels run one after the other.
 
     Args:
@@ -283,6 +320,7 @@ async def run_benchmark(base_url: str, params: BenchParams, *, on_progress: Call
         on_progress: called with each :class:`remote.bench.BenchProgress`.
         on_result: called with each result as soon as it is complete (one per sweep level),
             so a cancelled sweep keeps its finished levels.
+        api_key: the server's ``--api-key`` (:func:`api_key_for`), sent as a Bearer token.
 
     Returns:
         ``[SmokeResult]``, one ``ThroughputResult`` per level, or ``[LongCtxResult]``.
@@ -302,9 +340,10 @@ async def run_benchmark(base_url: str, params: BenchParams, *, on_progress: Call
             on_result(result)
 
     if params.kind == "smoke":
-        done(await run_smoke(base_url, model=params.model))
+        done(await run_smoke(base_url, model=params.model, api_key=api_key))
     elif params.kind == "throughput":
-        async with client_scope(base_url, None, REQUEST_TIMEOUT_S, connections=max(params.streams)) as client:
+        async with client_scope(base_url, None, REQUEST_TIMEOUT_S, connections=max(params.streams),
+                                api_key=api_key) as client:
             for level in params.streams:
                 (result,) = await run_sweep(
                     base_url, concurrencies=[level], prompt_tokens=params.prompt_tokens,
@@ -313,7 +352,8 @@ async def run_benchmark(base_url: str, params: BenchParams, *, on_progress: Call
                 done(result)
     else:
         done(await run_longctx(base_url, context_tokens=params.context_tokens, depths=params.depths,
-                               model=params.model, on_progress=on_progress, over_limit=params.over_limit))
+                               model=params.model, on_progress=on_progress, over_limit=params.over_limit,
+                               api_key=api_key))
     return results
 
 

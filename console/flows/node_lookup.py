@@ -36,13 +36,16 @@ class NodeNotFound(NodeLookupError):
 
     Attributes:
         problems: the projects (or zones) that did not list; the node may be in one of them.
+        unanswered: no searched project listed at all (the TPU API is down or unreachable), so
+            the name may well be right.
     """
 
     title = "No such node"
 
-    def __init__(self, message: str, problems: Sequence[FleetProblem] = ()) -> None:
+    def __init__(self, message: str, problems: Sequence[FleetProblem] = (), *, unanswered: bool = False) -> None:
         super().__init__(message)
         self.problems = tuple(problems)
+        self.unanswered = unanswered
 
 
 class NodeAmbiguous(NodeLookupError):
@@ -106,7 +109,10 @@ def pick_node(snapshot: FleetSnapshot, name: str, project: str | None = None, zo
                if all(want is None or have == want for have, want in zip(n.key, spec))
                and project in (None, n.project) and zone in (None, n.zone)]
     if not matches:
-        raise NodeNotFound(_not_found(snapshot, name, zone, searched), snapshot.problems)
+        failed = {p.project for p in snapshot.problems if p.zone is None}
+        wanted = [spec[0] or project] if (spec[0] or project) else list(searched)
+        unanswered = bool(wanted) and not snapshot.nodes and all(p in failed for p in wanted)
+        raise NodeNotFound(_not_found(snapshot, name, zone, searched), snapshot.problems, unanswered=unanswered)
     if len(matches) > 1:
         listing = ", ".join(f"{'/'.join(n.key)} ({n.state}, {n.accelerator_type})" for n in matches)
         raise NodeAmbiguous(f"{len(matches)} nodes are named {name!r} ({listing}); name one as "
@@ -145,6 +151,17 @@ async def find_node(fleet_source: Any, name: str, *, project: str | None = None,
     snapshot = await fleet_source.list_fleet()
     searched = [p.id for p in getattr(fleet_source, "projects", ())]
     return pick_node(snapshot, name, project, zone, require_ready=require_ready, searched=searched)
+
+
+def lookup_exit_code(error: NodeLookupError) -> int:
+    """The verbs' exit code for a failed lookup (README table): ``1`` when the fleet could not be
+    read (no searched project answered: the API is down) or the node is not READY, ``2`` when the
+    name is bad input (unknown in the projects that answered, ambiguous, malformed)."""
+    if isinstance(error, NodeNotReady):
+        return 1
+    if isinstance(error, NodeNotFound) and error.unanswered:
+        return 1
+    return 2
 
 
 @contextmanager

@@ -20,41 +20,11 @@ from typing import Any
 from console.flows.launch_recorder import LaunchRecorder
 from remote.container.tail import LogLine, LogTail, TailStatus
 from remote.errors import RemoteError
-from remote.ssh import SshTarget, has_known_host, target_for
+from remote.ssh import SshTarget
 from remote.vllm_log.reader import StartupReader
 
 #: Seconds between attempts to re-open a tunnel whose connection dropped (doubles up to 30 s).
 TUNNEL_RETRY_S = 1.0
-
-
-def choose_target(node: Any, ssh: Any, worker: int = 0, host_key_suffix: str | None = None) -> SshTarget:
-    """The :class:`SshTarget` for ``worker`` of ``node``, with gcloud's host-key alias.
-
-    The alias carries the host key suffix when the guest attributes gave one, unless the
-    known-hosts file only records the key under the plain alias (older gcloud, the sandbox).
-
-    Raises:
-        SshFailure: the worker does not exist or has no address.
-    """
-    target = target_for(node, ssh, worker=worker, host_key_suffix=host_key_suffix)
-    if host_key_suffix and not has_known_host(target.known_hosts, target.known_hosts_name):
-        plain = target_for(node, ssh, worker=worker)
-        if has_known_host(plain.known_hosts, plain.known_hosts_name):
-            return plain
-    return target
-
-
-async def resolve_target(node: Any, ssh: Any, worker: int = 0, fleet: Any = None) -> SshTarget:
-    """Like :func:`choose_target`, reading the host key suffix from ``fleet.get_guest_attributes``
-    when the fleet source has it (a failed call just means no suffix)."""
-    suffix = None
-    getter = getattr(fleet, "get_guest_attributes", None)
-    if getter is not None:
-        try:
-            suffix = (await getter(node, worker)).get("ssh-ed25519")
-        except RemoteError:
-            suffix = None
-    return choose_target(node, ssh, worker, suffix)
 
 
 class StartupWatch:

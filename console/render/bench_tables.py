@@ -16,6 +16,12 @@ from rich.table import Table
 from rich.text import Text
 
 from console.flows.bench import Pricing
+from console.render.plain import plain, row
+
+
+def _add(table: Table, *cells: Any) -> None:
+    """One row, each outside value literal and printable (:func:`console.render.plain.row`)."""
+    table.add_row(*row(*cells))
 
 
 def json_args(arguments: dict[str, Any] | None) -> str:
@@ -30,32 +36,32 @@ def _ms(stats: Any) -> str:
 def smoke_view(head: str, result: Any) -> RenderableType:
     """The smoke check: answer and latency, then the tool-calling check."""
     r = result
-    table = Table(title=f"Smoke: {head}", title_justify="left", show_header=False, expand=False)
+    table = Table(title=plain(f"Smoke: {head}", style="table.title"), title_justify="left", show_header=False, expand=False)
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
-    table.add_row("served model", r.model)
+    _add(table, "served model", r.model)
     if r.ok:
-        table.add_row("latency", f"{r.latency_s:.2f} s ({r.prompt_tokens} prompt + {r.completion_tokens} "
+        _add(table, "latency", f"{r.latency_s:.2f} s ({r.prompt_tokens} prompt + {r.completion_tokens} "
                                  "output tokens)")
-        table.add_row("answer", r.answer.strip())
+        _add(table, "answer", r.answer.strip())
     else:
-        table.add_row("answer", Text(f"FAILED: {r.error}", style="red"))
+        _add(table, "answer", Text(f"FAILED: {r.error}", style="red"))
     t = r.tool
     if t.called:
-        table.add_row("tool call", f"{t.name}({json_args(t.arguments)}) {'right' if t.arguments_ok else 'WRONG'}")
-        table.add_row("final answer", f"{t.final_answer.strip()!r} "
+        _add(table, "tool call", f"{t.name}({json_args(t.arguments)}) {'right' if t.arguments_ok else 'WRONG'}")
+        _add(table, "final answer", f"{t.final_answer.strip()!r} "
                                       f"{'right' if t.final_ok else f'WRONG (expected {t.expected})'}")
     if t.error:
-        table.add_row("tool check", t.error)
-    table.add_row("tool calling", Text("PASS", style="green") if t.passed else Text("FAIL", style="red"))
+        _add(table, "tool check", t.error)
+    _add(table, "tool calling", Text("PASS", style="green") if t.passed else Text("FAIL", style="red"))
     return table
 
 
 def throughput_view(head: str, results: Sequence[Any], pricing: Pricing) -> RenderableType:
     """One row per concurrency level; the price used (or why there is none) under the table."""
     first = results[0]
-    table = Table(title=f"Throughput: {head}; prompt ~{first.prompt_tokens_target} tokens, "
-                        f"output {first.output_tokens_target} tokens", title_justify="left")
+    table = Table(title=plain(f"Throughput: {head}; prompt ~{first.prompt_tokens_target} tokens, "
+                              f"output {first.output_tokens_target} tokens", style="table.title"), title_justify="left")
     for column in ("STREAMS", "OK", "FAILED", "SECONDS", "PROMPT\nTOK", "REQ/S", "OUT\nTOK/S", "TOTAL\nTOK/S",
                    "TTFT ms\nmean / med / p99", "TPOT ms\nmean / med / p99", "ITL ms\nmean / med / p99", "$/Mtok"):
         table.add_column(column, justify="right", no_wrap=True)
@@ -63,18 +69,18 @@ def throughput_view(head: str, results: Sequence[Any], pricing: Pricing) -> Rend
         m = r.metrics
         cost = pricing.usd_per_mtok(m.output_throughput)
         failed = Text(str(m.failed), style="red" if m.failed else "")
-        table.add_row(str(r.concurrency), str(m.completed), failed, f"{m.duration_s:.1f}",
+        _add(table, str(r.concurrency), str(m.completed), failed, f"{m.duration_s:.1f}",
                       f"{r.mean_prompt_tokens:,.0f}", f"{m.request_throughput:.2f}",
                       f"{m.output_throughput:,.1f}", f"{m.total_token_throughput:,.1f}",
                       _ms(m.ttft), _ms(m.tpot), _ms(m.itl), "-" if cost is None else f"{cost:.3f}")
     lines: list[RenderableType] = [table]
     if pricing.price_per_hour_usd is None:
-        lines.append(Text(f"$/Mtok: {pricing.describe()}"))
+        lines.append(plain(f"$/Mtok: {pricing.describe()}"))
     else:
-        lines.append(Text(f"$/Mtok at {pricing.describe()}"))
+        lines.append(plain(f"$/Mtok at {pricing.describe()}"))
     for r in results:
         for message, count in r.errors:
-            lines.append(Text(f"{r.concurrency} streams: {count} failed: {message}", style="red"))
+            lines.append(plain(f"{r.concurrency} streams: {count} failed: {message}", style="red"))
     return Group(*lines)
 
 
@@ -82,17 +88,18 @@ def longctx_view(head: str, result: Any) -> RenderableType:
     """One row per depth: found or not, seconds, prefill tokens/s, answer or the server's refusal."""
     r = result
     limit = f", max-model-len {r.max_model_len:,}" if r.max_model_len else ""
-    table = Table(title=f"Long-context recall: {head}; ~{r.context_tokens:,} tokens{limit}", title_justify="left")
+    table = Table(title=plain(f"Long-context recall: {head}; ~{r.context_tokens:,} tokens{limit}", style="table.title"),
+                  title_justify="left")
     for column in ("DEPTH", "PROMPT TOK", "FOUND", "SECONDS", "PROMPT TOK/S", "ANSWER / SERVER MESSAGE"):
         table.add_column(column, justify="left" if column.startswith("ANSWER") else "right", overflow="fold")
     for p in r.probes:
         if p.error is not None:
             status = f"HTTP {p.status_code}: " if p.status_code else ""
-            table.add_row(f"{p.depth:.2f}", f"~{p.context_tokens_target:,}", Text("refused", style="yellow"),
+            _add(table, f"{p.depth:.2f}", f"~{p.context_tokens_target:,}", Text("refused", style="yellow"),
                           "-", "-", Text(f"{status}{p.error}", style="yellow"))
         else:
             found = Text("yes", style="green") if p.found else Text("NO", style="bold red")
-            table.add_row(f"{p.depth:.2f}", f"{p.prompt_tokens:,}", found, f"{p.seconds:.2f}",
+            _add(table, f"{p.depth:.2f}", f"{p.prompt_tokens:,}", found, f"{p.seconds:.2f}",
                           f"{p.prompt_tokens_per_s:,.0f}", p.answer)
     return table
 

@@ -11,6 +11,7 @@ from datetime import datetime
 from rich.text import Text
 
 from remote.models import utc_now
+from remote.printable import printable
 
 #: State -> Rich style. Green: serving/usable; yellow: in progress; red: broken or gone.
 STATE_STYLES: dict[str, str] = {
@@ -43,7 +44,7 @@ def styled_state(state: str | None) -> Text:
     """``state`` as Rich text coloured by :data:`STATE_STYLES` (``-`` when missing)."""
     if not state:
         return Text("-", style="dim")
-    return Text(state, style=STATE_STYLES.get(state, ""))
+    return Text(printable(state), style=STATE_STYLES.get(state, ""))
 
 
 def duration(seconds: float | None) -> str:
@@ -85,5 +86,5 @@ def when(value: datetime | None) -> str:
 
 
 def dash(value: object) -> str:
-    """``str(value)``, or ``-`` for ``None``/empty."""
-    return "-" if value is None or value == "" else str(value)
+    """``str(value)`` made printable (:func:`remote.printable.printable`), or ``-`` for ``None``/empty."""
+    return "-" if value is None or value == "" else printable(value)

@@ -15,7 +15,14 @@ from rich.table import Table
 from rich.text import Text
 
 from console.render import format as fmt
+from console.render.plain import plain, printable, row
 from store.records import BenchmarkRecord, Launch, parse_flags
+
+
+def _add(table: Any, *cells: Any) -> None:
+    """One row, each recorded value literal and printable (:func:`console.render.plain.row`)."""
+    table.add_row(*row(*cells))
+
 
 #: Outcome -> Rich style (green serving, red failed, yellow cut short, dim superseded).
 OUTCOME_STYLES: dict[str, str] = {
@@ -50,7 +57,7 @@ def number(value: float | int | None, digits: int = 0) -> str:
 
 def styled_outcome(outcome: str) -> Text:
     """The outcome coloured by :data:`OUTCOME_STYLES`."""
-    return Text(outcome, style=OUTCOME_STYLES.get(outcome, ""))
+    return Text(printable(outcome), style=OUTCOME_STYLES.get(outcome, ""))
 
 
 def key_flags(launch: Launch) -> dict[str, str | None]:
@@ -75,8 +82,8 @@ class TableCell:
         self.style = style
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
-        return Text(self.plain, style=self.style, no_wrap=True, overflow="ellipsis", end="").__rich_console__(
-            console, options)
+        return Text(printable(self.plain), style=self.style, no_wrap=True, overflow="ellipsis",
+                    end="").__rich_console__(console, options)
 
     def __str__(self) -> str:
         return self.plain
@@ -144,15 +151,15 @@ def _timeline(launch: Launch) -> Table:
     for label, at in (("requested", launch.requested_at), ("started", launch.started_at),
                       ("ready", launch.ready_at), ("failed", launch.failed_at)):
         if at:
-            grid.add_row(label, short_time(at))
+            _add(grid, label, short_time(at))
     if launch.time_to_ready_s is not None:
-        grid.add_row("time to ready", fmt.duration(launch.time_to_ready_s))
+        _add(grid, "time to ready", fmt.duration(launch.time_to_ready_s))
     if launch.phase_durations:
-        grid.add_row("phases", "  ".join(f"{k} {fmt.duration(v)}" for k, v in launch.phase_durations.items()))
+        _add(grid, "phases", "  ".join(f"{k} {fmt.duration(v)}" for k, v in launch.phase_durations.items()))
     if launch.compile_seconds is not None:
-        grid.add_row("XLA compile", f"{launch.compile_seconds:,.1f} s")
+        _add(grid, "XLA compile", f"{launch.compile_seconds:,.1f} s")
     if launch.engine_init_seconds is not None:
-        grid.add_row("engine init", f"{launch.engine_init_seconds:,.1f} s")
+        _add(grid, "engine init", f"{launch.engine_init_seconds:,.1f} s")
     return grid
 
 
@@ -169,28 +176,28 @@ def _hbm_line(stage: dict[str, Any]) -> str:
 def _figures(launch: Launch) -> Table:
     grid = _grid()
     kv = launch.kv_cache_tokens
-    grid.add_row("KV cache", "-" if kv is None else f"{number(kv)} tokens")
-    grid.add_row("max concurrency", number(launch.max_concurrency, 2))
-    grid.add_row("max-model-len", number(launch.max_model_len))
+    _add(grid, "KV cache", "-" if kv is None else f"{number(kv)} tokens")
+    _add(grid, "max concurrency", number(launch.max_concurrency, 2))
+    _add(grid, "max-model-len", number(launch.max_model_len))
     for stage in launch.hbm:
-        grid.add_row(f"HBM {stage.get('label') or stage.get('stage') or '?'}", _hbm_line(stage))
+        _add(grid, f"HBM {stage.get('label') or stage.get('stage') or '?'}", _hbm_line(stage))
     return grid
 
 
 def _container(launch: Launch) -> Table:
     grid = _grid()
     spec = launch.container_spec or {}
-    grid.add_row("image", fmt.dash(launch.image or spec.get("image")))
+    _add(grid, "image", fmt.dash(launch.image or spec.get("image")))
     if launch.image_digest:
-        grid.add_row("digest", launch.image_digest)
+        _add(grid, "digest", launch.image_digest)
     for key in ("name", "network", "shm_size"):
         if spec.get(key):
-            grid.add_row(key, str(spec[key]))
+            _add(grid, key, str(spec[key]))
     if spec.get("volumes"):
-        grid.add_row("volumes", "  ".join(spec["volumes"]))
+        _add(grid, "volumes", "  ".join(spec["volumes"]))
     for name, value in (spec.get("env") or {}).items():
-        grid.add_row(f"env {name}", Text(str(value), style="dim italic" if value == MASK else ""))
-    grid.add_row("serve args", shlex.join(launch.serve_args) if launch.serve_args else "-")
+        _add(grid, f"env {name}", Text(str(value), style="dim italic" if value == MASK else ""))
+    _add(grid, "serve args", shlex.join(launch.serve_args) if launch.serve_args else "-")
     return grid
 
 
@@ -202,7 +209,7 @@ def benchmarks_table(benches: Sequence[BenchmarkRecord]) -> Table:
     table.add_column("key results", overflow="fold")
     table.add_column("$/Mtok", justify="right")
     for b in benches:
-        table.add_row(short_time(b.started_at), b.kind, bench_summary(b), number(b.usd_per_mtok, 3))
+        _add(table, short_time(b.started_at), b.kind, bench_summary(b), number(b.usd_per_mtok, 3))
     return table
 
 
@@ -219,20 +226,20 @@ def launch_detail(launch: Launch, benches: Sequence[BenchmarkRecord] | None) -> 
         benches: its benchmarks (oldest first), or ``None`` while they load.
     """
     head = Text.assemble((f"Launch {launch.id} ", "bold"), styled_outcome(launch.outcome),
-                         f"  {launch.node} · {fmt.dash(launch.accelerator_type)} · {fmt.dash(launch.model)}"
-                         f" · {launch.origin}")
-    where = Text(f"{fmt.dash(launch.project)}/{fmt.dash(launch.zone)} · {fmt.dash(launch.provisioning_model)}"
-                 + (f" · replaced launch {launch.replaced_launch_id}" if launch.replaced_launch_id else ""),
-                 style="dim")
+                         printable(f"  {launch.node} · {fmt.dash(launch.accelerator_type)} · "
+                                   f"{fmt.dash(launch.model)} · {launch.origin}"))
+    where = plain(f"{fmt.dash(launch.project)}/{fmt.dash(launch.zone)} · {fmt.dash(launch.provisioning_model)}"
+                  + (f" · replaced launch {launch.replaced_launch_id}" if launch.replaced_launch_id else ""),
+                  style="dim")
     parts: list[RenderableType] = [head, where]
     if launch.failure_kind or launch.failure_detail:
         parts.append(Text.assemble(("failure ", "bold red"), fmt.dash(launch.failure_kind), ": ",
-                                   launch.failure_detail or ""))
+                                   printable(launch.failure_detail or "")))
     parts += [section("Timeline"), _timeline(launch), section("HBM / KV cache"), _figures(launch),
               section("Container"), _container(launch)]
     secrets = masked_secrets(launch)
     if secrets:
-        parts.append(Text(f"secrets masked in the history: {', '.join(secrets)}", style="dim italic"))
+        parts.append(plain(f"secrets masked in the history: {', '.join(secrets)}", style="dim italic"))
     parts.append(section("Benchmarks"))
     if benches is None:
         parts.append(Text("loading…", style="dim"))

@@ -11,6 +11,7 @@ from rich.text import Text
 from console.flows.launch_compare import NOISE_PCT, FigureDelta, FlagChange
 from console.render import format as fmt
 from console.render.history_detail import number, short_time, styled_outcome
+from console.render.plain import printable, row
 from store.records import Launch
 
 _VERDICT_STYLES = {"better": "green", "worse": "bold red", "same": "dim", "within noise": "dim"}
@@ -39,8 +40,9 @@ def flag_table(changes: Sequence[FlagChange]) -> Table:
     table.add_column("change", no_wrap=True)
     styles = {"added": "green", "removed": "red", "changed": "yellow"}
     for c in changes:
-        table.add_row(c.setting, Text(fmt.dash(c.a), style="dim" if c.a is None else ""),
-                      Text(fmt.dash(c.b), style="dim" if c.b is None else ""), Text(c.change, style=styles[c.change]))
+        table.add_row(*row(c.setting, Text(fmt.dash(c.a), style="dim" if c.a is None else ""),
+                           Text(fmt.dash(c.b), style="dim" if c.b is None else ""),
+                           Text(c.change, style=styles[c.change])))
     if not changes:
         table.add_row(Text("same image, model, flags, env and volumes", style="dim"), "", "", "")
     return table
@@ -68,13 +70,13 @@ def figure_table(rows: Sequence[FigureDelta]) -> Table:
             pct = f"{r.delta_pct:+.1f}%" if r.delta_pct is not None else "-"
         noise = f"±{r.noise_pct:g}%" if r.noise_pct and r.higher_is_better is not None else ""
         style = _VERDICT_STYLES.get(r.verdict, "")
-        table.add_row(r.figure, _value(r.a, r.figure), _value(r.b, r.figure), Text(delta, style=style),
-                      Text(pct, style=style), Text(noise, style="dim"), Text(r.verdict, style=style))
+        table.add_row(*row(r.figure, _value(r.a, r.figure), _value(r.b, r.figure), Text(delta, style=style),
+                           Text(pct, style=style), Text(noise, style="dim"), Text(r.verdict, style=style)))
     return table
 
 
 def who(tag: str, launch: Launch) -> Text:
     """``A  launch 3  ready  2026-11-29 11:00  node · accelerator · model``."""
     return Text.assemble((f"{tag}  launch {launch.id}  ", "bold"), styled_outcome(launch.outcome),
-                         f"  {short_time(launch.requested_at)}  {launch.node} · {fmt.dash(launch.accelerator_type)}"
-                         f" · {fmt.dash(launch.model)}")
+                         printable(f"  {short_time(launch.requested_at)}  {launch.node} · "
+                                   f"{fmt.dash(launch.accelerator_type)} · {fmt.dash(launch.model)}"))

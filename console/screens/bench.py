@@ -39,6 +39,7 @@ from console.flows.bench import (
     KINDS,
     BenchParams,
     Pricing,
+    api_key_for,
     current_launch_id,
     open_tunnel,
     parse_depths,
@@ -48,7 +49,9 @@ from console.flows.bench import (
     record_result,
     run_benchmark,
 )
+from console.flows.ssh_target import resolve_target
 from console.render.bench_tables import result_view
+from console.render.plain import safe
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen, host_key_question
 from remote.models import Node
@@ -228,7 +231,8 @@ class BenchScreen(ConsoleScreen):
         self._worker = self._run(params)
 
     def _status(self, text: str | Text) -> None:
-        self.query_one("#bench-status", Static).update(text)
+        """The status line; node names, server and error messages in it shown literally."""
+        self.query_one("#bench-status", Static).update(safe(text))
 
     @work(group="bench", exclusive=True, exit_on_error=False)
     async def _run(self, params: BenchParams) -> None:
@@ -238,14 +242,17 @@ class BenchScreen(ConsoleScreen):
         config = services.config
         try:
             self._status(f"Connecting to {self.node.name} over SSH…")
-            async with open_tunnel(self.node, config.ssh, config.container.port,
+            target = await resolve_target(self.node, config.ssh, 0, services.fleet)
+            async with open_tunnel(self.node, target, config.container.port,
                                    accept_new_host_key=self._ask_host_key) as tunnel:
                 store = self._store()
                 launch_id = await current_launch_id(store, self.node, tunnel.conn, config.container.name)
+                api_key = await api_key_for(tunnel.conn, config.container.name, label=target.label)
                 self._status(f"Running {params.kind} through {tunnel.base_url} "
                              f"(→ port {config.container.port} on the node)…")
                 await run_benchmark(tunnel.base_url, params, on_progress=self._on_progress,
-                                    on_result=lambda r: self._on_result(store, launch_id, params, r))
+                                    on_result=lambda r: self._on_result(store, launch_id, params, r),
+                                    api_key=api_key)
             self._finish(Text(self._summary("Done"), style="green"))
         except asyncio.CancelledError:
             self._finish(Text(self._summary("Cancelled"), style="yellow"))

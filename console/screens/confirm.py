@@ -20,6 +20,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
+from console.render.plain import plain, printable
+from console.render.swap_preview import numbered
+
 
 class ConfirmScreen(ModalScreen[bool]):
     """Ask before a destructive action, showing the exact commands.
@@ -89,18 +92,13 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box"):
-            yield Label(Text(self.title_text), id="confirm-title")
-            yield Static(Text(self.message), id="confirm-message")
+            yield Label(plain(self.title_text), id="confirm-title")
+            # the callers compose the message's lines; the values in them are printable already
+            yield Static(Text(printable(self.message, keep_newlines=True)), id="confirm-message")
             if self.commands:
-                lines = Text()
-                for i, command in enumerate(self.commands, 1):
-                    if i > 1:
-                        lines.append("\n")
-                    lines.append(f"{i}. ", style="bold")
-                    lines.append(command)
-                yield Static(lines, id="confirm-commands")
+                yield Static(numbered(self.commands), id="confirm-commands")
             if self.require_text:
-                yield Input(placeholder=f"type {self.require_text} to go ahead", id="confirm-typed")
+                yield Input(placeholder=printable(f"type {self.require_text} to go ahead"), id="confirm-typed")
             with Horizontal(id="confirm-buttons"):
                 yield Button(f"{self.cancel_label} (n)", id="confirm-no")
                 yield Button(f"{self.confirm_label} (y)", id="confirm-yes", variant="error",
@@ -160,6 +158,7 @@ def host_key_question(target: Any, fingerprint: str) -> ConfirmScreen:
     """
     return ConfirmScreen(
         "Unknown host key",
-        f"{target.label} presented an unknown host key {fingerprint} (host key alias {target.known_hosts_name}). "
-        f"Accept it once to record it in {target.known_hosts} and connect; refusing does not connect.",
+        printable(f"{target.label} presented an unknown host key {fingerprint} (host key alias "
+                  f"{target.known_hosts_name}). Accept it once to record it in {target.known_hosts} and "
+                  f"connect; refusing does not connect."),
         confirm_label="Accept", cancel_label="Refuse")

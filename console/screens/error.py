@@ -9,6 +9,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from remote.printable import printable
+
 
 class ErrorScreen(ModalScreen[None]):
     """A bug's traceback: what failed, the traceback (plain text, never markup), Escape closes.
@@ -34,11 +36,11 @@ class ErrorScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(Content(self.error_title), id="error-title")
+            yield Static(Content(printable(self.error_title)), id="error-title")
             yield Static(Content("This is a bug in tpu-console; the traceback is also in the log. "
                                  "The console carries on. Escape closes."))
             with VerticalScroll():
-                yield Static(Content(self.traceback_text), id="error-traceback")
+                yield Static(Content(printable(self.traceback_text, keep_newlines=True)), id="error-traceback")
 
     def action_close(self) -> None:
         """Back to the screen that was open."""

@@ -30,6 +30,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Label, Static
 from console.flows.delete import owned_nodes, plan_delete
 from console.flows.triage import inactive_by_zone
 from console.render import format as fmt
+from console.render.plain import plain, printable, row
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen
 from remote.errors import RemoteError
@@ -55,7 +56,7 @@ def qr_row_key(qr: QueuedResource) -> str:
 
 def _health(node: Node) -> Text:
     if node.symptoms:
-        return Text(f"{node.health or '?'} ({', '.join(node.symptoms)})", style="bold red")
+        return Text(printable(f"{node.health or '?'} ({', '.join(node.symptoms)})"), style="bold red")
     return fmt.styled_state(node.health)
 
 
@@ -139,7 +140,7 @@ class FleetScreen(ConsoleScreen):
             self._last_error = message
             self.sub_title = "refresh failed"
             problems = self.query_one("#problems", Static)
-            problems.update(Text.assemble(("⚠ ", "bold red"), ("refresh failed: ", "bold"), message))
+            problems.update(Text.assemble(("⚠ ", "bold red"), ("refresh failed: ", "bold"), printable(message)))
             problems.display = True
             return
         finally:
@@ -175,20 +176,20 @@ class FleetScreen(ConsoleScreen):
             if lines:
                 lines.append("\n")
             lines.append("⚠ ", style="bold red")
-            lines.append(f"{where}", style="bold")
-            lines.append(f" ({code}): {p.message}")
+            lines.append(printable(where), style="bold")
+            lines.append(printable(f" ({code}): {p.message}"))
         readonly = self.services.config.readonly
         for zone in inactive:
             if lines:
                 lines.append("\n")
             lines.append("⚑ ", style="bold yellow")
-            lines.append(zone.headline, style="bold")
+            lines.append(printable(zone.headline), style="bold")
             if readonly:
                 lines.append(" (read-only: delete hidden)", style="dim")
                 continue
             for command in zone.commands:
                 lines.append("\n   ")
-                lines.append(command)
+                lines.append(printable(command))
         widget.update(lines)
 
     def _now(self):
@@ -196,17 +197,17 @@ class FleetScreen(ConsoleScreen):
 
     def _node_cells(self, n: Node) -> list[Any]:
         now = self._now()
-        return [n.name, fmt.styled_state(n.state), _health(n), n.accelerator_type,
-                n.provisioning_model, fmt.countdown(n.time_left_s(now)), n.project, n.zone, fmt.dash(n.external_ip),
-                fmt.dash(n.internal_ip), fmt.dash(n.runtime_version), fmt.dash(n.queued_resource),
-                fmt.age(n.create_time, now)]
+        return row(n.name, fmt.styled_state(n.state), _health(n), n.accelerator_type,
+                   n.provisioning_model, fmt.countdown(n.time_left_s(now)), n.project, n.zone, fmt.dash(n.external_ip),
+                   fmt.dash(n.internal_ip), fmt.dash(n.runtime_version), fmt.dash(n.queued_resource),
+                   fmt.age(n.create_time, now))
 
     def _qr_cells(self, q: QueuedResource) -> list[Any]:
         now = self._now()
-        failure = Text(q.failure, style="red") if q.failure else Text("-", style="dim")
-        return [q.name, fmt.styled_state(q.state), q.provisioning_model,
-                fmt.dash(q.accelerator_type), fmt.duration(q.max_run_duration_s),
-                self._qr_time_left(q, now), q.project, q.zone, fmt.age(q.create_time, now), failure]
+        failure = plain(q.failure, style="red") if q.failure else Text("-", style="dim")
+        return row(q.name, fmt.styled_state(q.state), q.provisioning_model,
+                   fmt.dash(q.accelerator_type), fmt.duration(q.max_run_duration_s),
+                   self._qr_time_left(q, now), q.project, q.zone, fmt.age(q.create_time, now), failure)
 
     @staticmethod
     def _qr_time_left(q: QueuedResource, now: Any) -> Text:
@@ -244,9 +245,9 @@ class FleetScreen(ConsoleScreen):
             self._selected_key = shown[0] if shown else None
         suffix = f" (filter: {' '.join(self.filter_words)})" if self.filter_words else ""
         self.query_one("#nodes-title", Label).update(
-            f"Nodes {shown_nodes}/{len(self.snapshot.nodes)}{suffix}")
+            plain(f"Nodes {shown_nodes}/{len(self.snapshot.nodes)}{suffix}"))
         self.query_one("#qrs-title", Label).update(
-            f"Queued resources {shown_qrs}/{len(self.snapshot.queued_resources)}{suffix}")
+            plain(f"Queued resources {shown_qrs}/{len(self.snapshot.queued_resources)}{suffix}"))
         self._render_detail()
 
     def _tick(self) -> None:
@@ -318,20 +319,20 @@ class FleetScreen(ConsoleScreen):
         table.add_column()
         data = item.to_json(now) if isinstance(item, Node) else item.to_json()
         for key, value in data.items():
-            table.add_row(key, fmt.dash(value))
+            table.add_row(*row(key, fmt.dash(value)))
         extra = Table.grid(padding=(0, 1))
         extra.add_column(style="bold")
         extra.add_column()
         if isinstance(item, Node):
-            extra.add_row("node_id", fmt.dash(item.node_id))
-            extra.add_row("health_description", fmt.dash(item.health_description))
-            extra.add_row("symptoms", ", ".join(item.symptoms) or "-")
+            extra.add_row(*row("node_id", fmt.dash(item.node_id)))
+            extra.add_row(*row("health_description", fmt.dash(item.health_description)))
+            extra.add_row(*row("symptoms", ", ".join(item.symptoms) or "-"))
             for w in item.workers:
-                extra.add_row(f"worker {w.worker}", f"{fmt.dash(w.external_ip)} / {fmt.dash(w.internal_ip)}")
+                extra.add_row(*row(f"worker {w.worker}", f"{fmt.dash(w.external_ip)} / {fmt.dash(w.internal_ip)}"))
         else:
-            extra.add_row("state_initiator", fmt.dash(item.state_initiator))
-            extra.add_row("node_ids", ", ".join(item.node_ids) or "-")
-        title = Text(f"{'Node' if isinstance(item, Node) else 'Queued resource'} {item.name}", style="bold")
+            extra.add_row(*row("state_initiator", fmt.dash(item.state_initiator)))
+            extra.add_row(*row("node_ids", ", ".join(item.node_ids) or "-"))
+        title = plain(f"{'Node' if isinstance(item, Node) else 'Queued resource'} {item.name}", style="bold")
         body.update(Group(title, table, extra, Text("j: raw JSON", style="dim")))
 
     def action_toggle_raw(self) -> None:

@@ -30,7 +30,8 @@ from textual.worker import Worker, WorkerState
 
 from console.flows.history_query import HistoryReader
 from console.flows.launch_recorder import LaunchRecorder
-from console.flows.startup_watch import StartupWatch, read_followed, resolve_target
+from console.flows.ssh_target import resolve_target
+from console.flows.startup_watch import StartupWatch, read_followed
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
 from console.widgets.log_pane import LogPane

@@ -32,6 +32,7 @@ from typing import Any
 
 from console.flows.bench import KINDS, parse_depths, parse_streams
 from console.verbs.common import config_or_exit
+from remote.printable import printable
 
 
 def _arg(parse: Any) -> Any:
@@ -79,12 +80,14 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--chips", type=_positive(int), metavar="N", help="chips billed")
     p.add_argument("--provisioning-model", metavar="M",
                    help="price the node as this provisioning model (default: the node's own)")
+    p.add_argument("--api-key", metavar="KEY",
+                   help="the server's --api-key (default: $VLLM_API_KEY, else the running container's)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(run=run)
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"tpu-console: {message}", file=sys.stderr)
+    print(f"tpu-console: {printable(message)}", file=sys.stderr)
     return code
 
 
@@ -117,12 +120,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, config: Any) -> int:
-    from console.flows.bench import BenchParams, Pricing, open_tunnel, pricing_for
+    from console.flows.bench import BenchParams, Pricing, api_key_for, open_tunnel, pricing_for
     from console.flows.node_lookup import (
         NodeLookupError,
-        NodeNotReady,
         find_node,
         fleet_source_for,
+        lookup_exit_code,
     )
     from remote.errors import RemoteError
 
@@ -133,11 +136,14 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
     try:
         if args.url is not None:
             pricing = Pricing(args.price_per_chip_hour, args.chips)
-            return await _bench(args, params, args.url, pricing)
+            return await _bench(args, params, args.url, pricing,
+                                api_key=await api_key_for(None, "", given=args.api_key))
+        from console.flows.ssh_target import resolve_target
         from console.verbs.watch import terminal_host_key_prompt
 
         with fleet_source_for(config) as source:
             node = await find_node(source, args.node, require_ready=True)
+            target = await resolve_target(node, config.ssh, 0, source)
         pricing = pricing_for(node, config.prices, provisioning_model=args.provisioning_model)
         if args.price_per_chip_hour is not None or args.chips is not None:
             pricing = Pricing(args.price_per_chip_hour or pricing.price_per_chip_hour_usd, args.chips or node.chips,
@@ -146,20 +152,22 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
         async def ask(target: Any, fingerprint: str) -> bool:
             return await terminal_host_key_prompt(target)(fingerprint)
 
-        async with open_tunnel(node, config.ssh, config.container.port, accept_new_host_key=ask) as tunnel:
-            return await _bench(args, params, tunnel.base_url, pricing, node=node, conn=tunnel.conn, config=config)
-    except NodeLookupError as exc:      # unknown or ambiguous NODE: bad input; not READY: unreachable
-        return _fail(str(exc), 1 if isinstance(exc, NodeNotReady) else 2)
+        async with open_tunnel(node, target, config.container.port, accept_new_host_key=ask) as tunnel:
+            key = await api_key_for(tunnel.conn, config.container.name, given=args.api_key, label=target.label)
+            return await _bench(args, params, tunnel.base_url, pricing, node=node, conn=tunnel.conn, config=config,
+                                api_key=key)
+    except NodeLookupError as exc:      # unknown or ambiguous NODE: bad input; not READY or API down: unreachable
+        return _fail(str(exc), lookup_exit_code(exc))
     except RemoteError as exc:
         return _fail(str(exc), 1)
 
 
 async def _bench(args: argparse.Namespace, params: Any, url: str, pricing: Any, *, node: Any = None,
-                 conn: Any = None, config: Any = None) -> int:
+                 conn: Any = None, config: Any = None, api_key: str | None = None) -> int:
     from console.flows.bench import every_request_failed, run_benchmark
 
     progress = None if args.json or not sys.stderr.isatty() else _progress_line
-    results = await run_benchmark(url, params, on_progress=progress)
+    results = await run_benchmark(url, params, on_progress=progress, api_key=api_key)
     if progress is not None:
         _clear_progress()
     label = f"node {node.name} ({node.accelerator_type}, {node.provisioning_model})" if node is not None else None
@@ -186,7 +194,8 @@ async def _record(args: argparse.Namespace, config: Any, node: Any, conn: Any, p
             for result in results:
                 record_result(store, launch_id, node, params, result, pricing)
     except StoreError as exc:
-        print(f"tpu-console: the results were not recorded in the history ({path}): {exc}", file=sys.stderr)
+        print(printable(f"tpu-console: the results were not recorded in the history ({path}): {exc}"),
+              file=sys.stderr)
 
 
 # --- output ---------------------------------------------------------------------------------
@@ -219,5 +228,5 @@ def _report(kind: str, results: list[Any], *, pricing: Any, label: str | None, a
 
     from console.render.bench_tables import result_view
 
-    console = Console(width=None if sys.stdout.isatty() else 200, highlight=False)
+    console = Console(width=None if sys.stdout.isatty() else 200, highlight=False, markup=False)
     console.print(result_view(kind, f"{results[0].model} at {label or results[0].base_url}", results, pricing))

@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from remote.printable import printable
 from store.records import OUTCOMES
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         store = open_history(None, path)
     except StoreError as exc:
-        print(f"tpu-console: history: {exc}", file=sys.stderr)
+        print(printable(f"tpu-console: history: {exc}"), file=sys.stderr)
         return 2
     try:
         command = getattr(args, "history_command", None)
@@ -119,8 +120,8 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(store.export(launches, "json"))
         elif not launches:
-            print(f"No launches recorded in {path}" + (" match those filters." if
-                  (args.node or args.model or args.outcome) else "."))
+            print(printable(f"No launches recorded in {path}" + (" match those filters." if
+                            (args.node or args.model or args.outcome) else ".")))
         else:
             _print_table(launches)
         return 0
@@ -138,6 +139,9 @@ def _show(store: HistoryStore, launch_id: int, *, as_json: bool) -> int:
         return 0
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from console.render.plain import row
 
     console = Console(width=None if sys.stdout.isatty() else 140, markup=False, highlight=False)
     grid = Table.grid(padding=(0, 2))
@@ -146,9 +150,9 @@ def _show(store: HistoryStore, launch_id: int, *, as_json: bool) -> int:
     data = launch.to_json() | {"time_to_ready_s": launch.time_to_ready_s}
     for key, value in data.items():
         if key not in ("hbm", "container_spec") and value not in (None, "", [], {}):
-            grid.add_row(key, _plain(value))
-    if launch.container_spec:
-        grid.add_row("container_spec", json.dumps(launch.container_spec, indent=1))
+            grid.add_row(*row(key, _plain(value)))
+    if launch.container_spec:      # JSON: controls escaped by json.dumps, its line breaks are ours
+        grid.add_row("container_spec", Text(json.dumps(launch.container_spec, indent=1)))
     console.print(grid)
     if launch.hbm:
         hbm = Table(title="HBM per chip (GiB used / limit)", title_justify="left")
@@ -156,7 +160,7 @@ def _show(store: HistoryStore, launch_id: int, *, as_json: bool) -> int:
         hbm.add_column("chips")
         for stage in launch.hbm:
             pairs = zip(stage.get("used_gib") or [], stage.get("limit_gib") or [])
-            hbm.add_row(str(stage.get("label", "")), "  ".join(f"{used:.2f}/{limit:.2f}" for used, limit in pairs))
+            hbm.add_row(*row(str(stage.get("label", "")), "  ".join(f"{used:.2f}/{limit:.2f}" for used, limit in pairs)))
         console.print(hbm)
     benches = store.benchmarks_for(launch_id)
     if benches:
@@ -164,9 +168,9 @@ def _show(store: HistoryStore, launch_id: int, *, as_json: bool) -> int:
         for column in ("id", "kind", "started", "streams", "out tok/s", "TTFT ms", "TPOT ms", "$/Mtok"):
             table.add_column(column, justify="right" if column not in ("kind", "started") else "left")
         for b in benches:
-            table.add_row(str(b.id), b.kind, b.started_at[:19].replace("T", " "), _num(b.concurrency),
-                          _num(b.output_tokens_per_s, 1), _num(b.ttft_median_ms, 1), _num(b.tpot_median_ms, 1),
-                          _num(b.usd_per_mtok, 3))
+            table.add_row(*row(str(b.id), b.kind, b.started_at[:19].replace("T", " "), _num(b.concurrency),
+                               _num(b.output_tokens_per_s, 1), _num(b.ttft_median_ms, 1), _num(b.tpot_median_ms, 1),
+                               _num(b.usd_per_mtok, 3)))
         console.print(table)
     return 0
 
@@ -201,6 +205,8 @@ def _print_table(launches: list[Launch]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from console.render.plain import row
+
     table = Table(box=None, header_style="bold", pad_edge=False)
     columns = ("ID", "Requested (UTC)", "Node", "Accelerator", "Model", "Outcome", "Ready s",
                "Compile s", "KV tokens", "Conc.", "Max len", "Failure")
@@ -208,10 +214,10 @@ def _print_table(launches: list[Launch]) -> None:
         numeric = name in ("ID", "Ready s", "Compile s", "KV tokens", "Conc.", "Max len")
         table.add_column(name, justify="right" if numeric else "left", overflow="fold")
     for launch in launches:
-        table.add_row(str(launch.id), launch.requested_at[:16].replace("T", " "), launch.node, launch.accelerator_type or "",
-                      launch.model or "", launch.outcome, _num(launch.time_to_ready_s), _num(launch.compile_seconds),
-                      _num(launch.kv_cache_tokens), _num(launch.max_concurrency, 2), _num(launch.max_model_len),
-                      launch.failure_kind or "")
+        table.add_row(*row(str(launch.id), launch.requested_at[:16].replace("T", " "), launch.node,
+                           launch.accelerator_type or "", launch.model or "", launch.outcome,
+                           _num(launch.time_to_ready_s), _num(launch.compile_seconds), _num(launch.kv_cache_tokens),
+                           _num(launch.max_concurrency, 2), _num(launch.max_model_len), launch.failure_kind or ""))
     Console(width=None if sys.stdout.isatty() else 160, markup=False, highlight=False).print(table)
 
 

@@ -14,6 +14,8 @@ import json
 import sys
 from typing import Any
 
+from remote.printable import printable
+
 
 def add_parser(subparsers: Any) -> None:
     """Register ``log-summary`` on the CLI's subparsers."""
@@ -33,13 +35,13 @@ def run(args: argparse.Namespace) -> int:
         state = read_log(args.file)
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        print(f"tpu-console: log-summary: cannot read {args.file}: {reason}", file=sys.stderr)
+        print(printable(f"tpu-console: log-summary: cannot read {args.file}: {reason}"), file=sys.stderr)
         return 2
     summary = summary_json(state)
     if not _recognised(state):
         source = "standard input" if args.file == "-" else args.file
-        print(f"tpu-console: log-summary: no vLLM startup line recognised in {source} "
-              f"({state.lines_read} lines read); is it a vLLM server log?", file=sys.stderr)
+        print(printable(f"tpu-console: log-summary: no vLLM startup line recognised in {source} "
+                        f"({state.lines_read} lines read); is it a vLLM server log?"), file=sys.stderr)
     if args.json:
         json.dump(summary, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -117,9 +119,11 @@ def print_summary_panel(title: str, summary: dict[str, Any]) -> None:
     from rich.panel import Panel
     from rich.table import Table
 
+    from console.render.plain import plain, row
+
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
     for key, value in _rows(summary):
-        table.add_row(key, value)
-    Console().print(Panel(table, title=title, expand=False))
+        table.add_row(*row(key, value))
+    Console(markup=False, highlight=False).print(Panel(table, title=plain(title), expand=False))

@@ -29,6 +29,7 @@ import sys
 from typing import Any
 
 from console.verbs.common import config_or_exit
+from remote.printable import printable
 
 
 def add_parser(subparsers: Any) -> None:
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _run(args: argparse.Namespace, config: Any) -> int:
     from console.flows.bench import open_tunnel
-    from console.flows.node_lookup import NodeLookupError, NodeNotReady, find_node, fleet_source_for
+    from console.flows.node_lookup import NodeLookupError, find_node, fleet_source_for, lookup_exit_code
     from remote.bench.client import normalize_base_url
     from remote.errors import RemoteError, VllmHttpError
 
@@ -73,18 +74,20 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
             except VllmHttpError as exc:
                 return _fail(f"--url: {exc.message}", 2)
             return await _sample(args, url)
+        from console.flows.ssh_target import resolve_target
         from console.verbs.watch import terminal_host_key_prompt
 
         with fleet_source_for(config) as source:
             node = await find_node(source, args.node, require_ready=True)
+            target = await resolve_target(node, config.ssh, 0, source)
 
         async def ask(target: Any, fingerprint: str) -> bool:
             return await terminal_host_key_prompt(target)(fingerprint)
 
-        async with open_tunnel(node, config.ssh, config.container.port, accept_new_host_key=ask) as tunnel:
+        async with open_tunnel(node, target, config.container.port, accept_new_host_key=ask) as tunnel:
             return await _sample(args, tunnel.base_url)
-    except NodeLookupError as exc:      # unknown or ambiguous NODE: bad input; not READY: unreachable
-        return _fail(str(exc), 1 if isinstance(exc, NodeNotReady) else 2)
+    except NodeLookupError as exc:      # unknown or ambiguous NODE: bad input; not READY or API down: unreachable
+        return _fail(str(exc), lookup_exit_code(exc))
     except RemoteError as exc:
         return _fail(str(exc), 1)
 
@@ -135,5 +138,5 @@ def _line(f: Any) -> str:
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"tpu-console: {message}", file=sys.stderr)
+    print(f"tpu-console: {printable(message)}", file=sys.stderr)
     return code

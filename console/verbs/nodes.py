@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from console.verbs.common import config_or_exit
+from remote.printable import printable
 
 
 def add_parser(subparsers: Any) -> None:
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         snapshot = FleetSnapshot(problems=tuple(FleetProblem(p.id, None, 401, exc.message) for p in projects),
                                  fetched_at=utc_now())
         if not args.json:
-            print(f"tpu-console: {exc}", file=sys.stderr)
+            print(f"tpu-console: {printable(exc)}", file=sys.stderr)
             return 1
     finally:
         source.close()
@@ -113,7 +114,9 @@ def _print_tables(snapshot: Any, now: datetime) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=None if sys.stdout.isatty() else 250, highlight=False)
+    from console.render.plain import row
+
+    console = Console(width=None if sys.stdout.isatty() else 250, highlight=False, markup=False)
     nodes = Table(title=f"TPU nodes ({len(snapshot.nodes)})", title_justify="left")
     for column in ("PROJECT", "ZONE", "NAME", "STATE", "TYPE", "PROVISIONING", "LEFT", "EXTERNAL IP",
                    "INTERNAL IP", "HEALTH", "RUNTIME", "QUEUED RESOURCE", "AGE"):
@@ -122,9 +125,9 @@ def _print_tables(snapshot: Any, now: datetime) -> None:
         health = n.health or "-"
         if n.symptoms:
             health += " (" + ", ".join(n.symptoms) + ")"
-        nodes.add_row(n.project, n.zone, n.name, n.state, n.accelerator_type, n.provisioning_model,
-                      _span(n.time_left_s(now)), n.external_ip or "-", n.internal_ip or "-", health,
-                      n.runtime_version or "-", n.queued_resource or "-", _age(n.create_time, now))
+        nodes.add_row(*row(n.project, n.zone, n.name, n.state, n.accelerator_type, n.provisioning_model,
+                           _span(n.time_left_s(now)), n.external_ip or "-", n.internal_ip or "-", health,
+                           n.runtime_version or "-", n.queued_resource or "-", _age(n.create_time, now)))
     console.print(nodes)
     qrs = Table(title=f"Queued resources ({len(snapshot.queued_resources)})", title_justify="left")
     for column in ("PROJECT", "ZONE", "NAME", "STATE", "PROVISIONING", "TYPE", "MAX RUN", "LEFT", "AGE", "FAILURE"):
@@ -132,16 +135,16 @@ def _print_tables(snapshot: Any, now: datetime) -> None:
                        max_width=70 if column == "FAILURE" else None)
     for q in snapshot.queued_resources:
         state = q.state + (f" by {q.state_initiator}" if q.state_initiator else "")
-        qrs.add_row(q.project, q.zone, q.name, state, q.provisioning_model, q.accelerator_type or "-",
-                    _span(q.max_run_duration_s), _span(q.time_left_s(now)), _age(q.create_time, now),
-                    q.failure or "")
+        qrs.add_row(*row(q.project, q.zone, q.name, state, q.provisioning_model, q.accelerator_type or "-",
+                         _span(q.max_run_duration_s), _span(q.time_left_s(now)), _age(q.create_time, now),
+                         q.failure or ""))
     console.print(qrs)
     for p in snapshot.problems:
         where = f"{p.project}/{p.zone}" if p.zone else p.project
-        console.print(f"problem: {where}: {p.code or 'no answer'}: {p.message}", markup=False)
+        console.print(printable(f"problem: {where}: {p.code or 'no answer'}: {p.message}"), markup=False)
     from console.flows.triage import inactive_by_zone
 
     for zone in inactive_by_zone(snapshot):
-        console.print(f"quota: {zone.headline}:", markup=False)
+        console.print(printable(f"quota: {zone.headline}:"), markup=False)
         for command in zone.commands:
-            console.print(f"  {command}", markup=False)
+            console.print(printable(f"  {command}"), markup=False)

@@ -31,6 +31,8 @@ import argparse
 import sys
 from typing import Any
 
+from remote.printable import printable
+
 
 def add_parser(subparsers: Any) -> None:
     """Register the ``swap`` verb."""
@@ -93,18 +95,19 @@ def run(args: argparse.Namespace) -> int:
         ContainerSpec.from_template(name="vllm", image="vllm/vllm-tpu:latest", model="org/model").with_changes(
             changes, image=args.image)
     except ValueError as exc:
-        print(f"tpu-console: {exc}; nothing was changed.", file=sys.stderr)
+        print(printable(f"tpu-console: {exc}; nothing was changed."), file=sys.stderr)
         return 2
     return asyncio.run(SwapCommand(config, args, changes).run())
 
 
 async def ask(question: str) -> bool:
-    """``question [y/N]`` on the terminal (stderr); ``False`` when stdin is not a terminal or at EOF."""
+    """``question [y/N]`` on the terminal (stderr, through the one sanitizer); ``False`` when stdin
+    is not a terminal or at EOF."""
     import asyncio
 
     if not sys.stdin.isatty():
         return False
-    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    print(printable(f"{question} [y/N] "), end="", file=sys.stderr, flush=True)
     try:
         answer = await asyncio.to_thread(input)
     except EOFError:
@@ -154,8 +157,10 @@ class SwapCommand:
                                        "confirmed": False, "outcome": None}
 
     def say(self, text: str = "", *, err: bool = False) -> None:
-        """One line of text: stdout, or stderr for errors and in ``--json`` mode."""
-        print(text, file=sys.stderr if err or self.json else sys.stdout, flush=True)
+        """One line of text through the one sanitizer (a value from the node or the API cannot add
+        lines to the plan, hide the command with escapes or be read as markup): stdout, or stderr
+        for errors and in ``--json`` mode."""
+        print(printable(text), file=sys.stderr if err or self.json else sys.stdout, flush=True)
 
     async def run(self) -> int:
         """Run the command; returns the exit code (see the module docstring)."""
@@ -163,12 +168,12 @@ class SwapCommand:
 
         from remote.errors import RemoteError
 
-        node = await self._resolve_node()
-        if isinstance(node, int):
-            return node
-        self.report["node"] = node.name
+        found = await self._resolve_node()
+        if isinstance(found, int):
+            return found
+        self.report["node"] = found[0].name
         try:
-            return await self._on_node(node)
+            return await self._on_node(*found)
         except RemoteError as exc:
             self.say(f"tpu-console: {exc}", err=True)
             return 1
@@ -178,27 +183,28 @@ class SwapCommand:
             if self.json:
                 print(json.dumps(self.report, indent=2))
 
-    async def _resolve_node(self) -> Any:
-        """The node (:func:`console.flows.node_lookup.find_node`), or the exit code after saying why not."""
+    async def _resolve_node(self) -> tuple[Any, Any] | int:
+        """``(node, SSH target)`` (:func:`console.flows.node_lookup.find_node`,
+        :func:`console.flows.ssh_target.resolve_target`), or the exit code after saying why not."""
         from console.flows import node_lookup
+        from console.flows.ssh_target import resolve_target
         from remote.errors import RemoteError
 
         try:
             with node_lookup.fleet_source_for(self.config, project=self.args.project, zone=self.args.zone) as source:
                 node = await node_lookup.find_node(source, self.args.node, project=self.args.project,
                                                    zone=self.args.zone)
-        except node_lookup.NodeLookupError as exc:     # the name did not resolve: bad input, as in watch/bench
+                target = await resolve_target(node, self.config.ssh, 0, source)
+        except node_lookup.NodeLookupError as exc:     # bad input, or the API did not answer (lookup_exit_code)
             self.say(f"tpu-console: {exc}", err=True)
-            return 2
+            return node_lookup.lookup_exit_code(exc)
         except RemoteError as exc:
             self.say(f"tpu-console: {exc}", err=True)
             return 1
-        return node
+        return node, target
 
-    async def _on_node(self, node: Any) -> int:
-        from remote.ssh import connect, target_for
-
-        target = target_for(node, self.config.ssh)
+    async def _on_node(self, node: Any, target: Any) -> int:
+        from remote.ssh import connect
 
         async def trust(fingerprint: str) -> bool:
             return await ask(f"{target.label} presents the unknown host key {fingerprint}. Trust it?")
@@ -289,7 +295,8 @@ class SwapCommand:
         self._print_plan(node, back, lint(back.new, accelerator_type=node.accelerator_type))
         if self.args.yes or not await ask("Roll back to the previous container?"):
             self.say(f"Not rolled back. To roll back later: tpu-console rollback {node.name}, or run the "
-                     f"previous command:\n  {back.steps[-1].display}")
+                     "previous command:")
+            self.say(f"  {back.steps[-1].display}")
             self.report["outcome"]["rolled_back"] = False
             return 1
         runner.running_id = None            # the failed swap removed the old container

@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
 from console.verbs.common import add_node_arguments, config_or_exit
+from remote.printable import printable
+from remote.secrets import scrub_text
 
 #: Seconds to keep reading after a fatal failure line (the traceback's remaining lines).
 FAILURE_GRACE_S = 3.0
@@ -56,18 +58,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, config: Any) -> int:
-    from console.flows.startup_watch import choose_target
+    from console.flows.ssh_target import choose_target
     from remote.errors import RemoteError
 
     found = await find_node(config, args.node, project=args.project, zone=args.zone, worker=args.worker)
     if isinstance(found, str):
-        print(f"tpu-console: {found}", file=sys.stderr)
+        print(f"tpu-console: {printable(found)}", file=sys.stderr)
         return 2
     node, host_key_suffix = found
     try:
         target = choose_target(node, config.ssh, args.worker, host_key_suffix)
     except RemoteError as exc:
-        print(f"tpu-console: {exc}", file=sys.stderr)
+        print(f"tpu-console: {printable(exc)}", file=sys.stderr)
         return 2
     recorder = _recorder(config, args, node)
     try:
@@ -112,18 +114,16 @@ async def find_node(config: Any, name: str, *, project: str | None, zone: str | 
     or ``PROJECT/ZONE/NAME``.
     """
     from console.flows import node_lookup
+    from console.flows.ssh_target import host_key_suffix
     from remote.errors import RemoteError
 
     try:
         with node_lookup.fleet_source_for(config, project=project, zone=zone) as source:
             node = await node_lookup.find_node(source, name, project=project, zone=zone)
-            try:
-                attributes = await source.get_guest_attributes(node, worker)
-            except RemoteError:
-                attributes = {}
+            suffix = await host_key_suffix(source, node, worker)
     except RemoteError as exc:
         return str(exc)
-    return node, attributes.get("ssh-ed25519")
+    return node, suffix
 
 
 def terminal_host_key_prompt(target: Any, stdin: TextIO | None = None,
@@ -135,9 +135,9 @@ def terminal_host_key_prompt(target: Any, stdin: TextIO | None = None,
     async def ask(fingerprint: str) -> bool:
         if not stdin.isatty():
             return False
-        stderr.write(f"The authenticity of {target.label} (host key alias {target.known_hosts_name}) can't be "
-                     f"established.\nIts host key fingerprint is {fingerprint}.\n"
-                     f"Accept it and record it in {target.known_hosts}? [y/N] ")
+        stderr.write(printable(f"The authenticity of {target.label} (host key alias {target.known_hosts_name}) "
+                               f"can't be established.\nIts host key fingerprint is {fingerprint}.\n"
+                               f"Accept it and record it in {target.known_hosts}? [y/N] ", keep_newlines=True))
         stderr.flush()
         answer = await asyncio.to_thread(stdin.readline)
         return answer.strip().lower() in ("y", "yes")
@@ -167,7 +167,7 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
     out = progress or sys.stderr
 
     def say(text: str) -> None:
-        out.write(f"{text}\n")
+        out.write(f"{printable(text)}\n")        # log lines, docker and server text: one clean line
         out.flush()
 
     done = asyncio.Event()
@@ -190,7 +190,7 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
             done.set()
         elif state.failure is not None and state.failure.fatal and last["failed_at"] is None:
             last["failed_at"] = asyncio.get_running_loop().time()
-            say(f"failed: {state.failure.kind.value}: {state.failure.message}")
+            say(f"failed: {state.failure.kind.value}: {scrub_text(state.failure.message)}")
             asyncio.get_running_loop().call_later(FAILURE_GRACE_S, done.set)
 
     observing: dict[str, asyncio.Task[Any]] = {}

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from remote.printable import printable
 from store.records import BenchmarkRecord, Launch
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -120,7 +121,7 @@ def render_plot(launches: Sequence[Launch], benches: Mapping[int, Sequence[Bench
     for launch in chosen:
         mark = "▶ " if launch.id == selected_id else "  "
         model = (launch.model or "?").rsplit("/", 1)[-1]
-        cells: list[Text | str] = [Text(f"{mark}{launch.id} {launch.accelerator_type or '?'} {model}"[:44])]
+        cells: list[Text | str] = [Text(printable(f"{mark}{launch.id} {launch.accelerator_type or '?'} {model}")[:44])]
         for level in levels:
             value = points.get((launch.id, level))
             if value is None:

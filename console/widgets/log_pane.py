@@ -11,9 +11,11 @@ from __future__ import annotations
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.content import Content
 from textual.widgets import Input
 
 from console.widgets.log_view import LogView
+from remote.printable import printable
 
 FILTER_PLACEHOLDER = "filter: lines containing this text (Esc clears)"
 SEARCH_PLACEHOLDER = "search: highlight this text, Enter/n jumps to the next match (Esc clears)"
@@ -62,7 +64,7 @@ class LogPane(Vertical):
             parts.append(f"search: {view.search_text}")
         if not buf.folded:
             parts.append("unfolded")
-        view.border_title = "Log · " + " · ".join(parts)
+        view.border_title = Content(printable("Log · " + " · ".join(parts)))     # typed text: never markup
 
     def toggle_follow(self) -> None:
         """Follow new lines, or stop scrolling to read."""

@@ -28,7 +28,9 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from remote.vllm_log.patterns import overlay_cr
+from remote.printable import printable
+from remote.secrets import scrub_text
+from remote.vllm_log.patterns import ANSI, overlay_cr
 
 #: The envelope before a vLLM message: optional process prefix, then ``LEVEL MM-DD HH:MM:SS
 #: [file:line]`` (vLLM V0/V1, tpu-inference) or uvicorn's ``LEVEL:   ``.
@@ -36,7 +38,6 @@ _ENVELOPE = re.compile(
     r"(?:\([^()]{1,60}? pid=\d+[^()]{0,40}\) ?)?"
     r"(?:(DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: \[[^\]]{0,80}\])? ?"
     r"|(DEBUG|INFO|WARNING|ERROR|CRITICAL):(?=\s))?")
-_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")
 #: Cut lines to this many characters for display (the reader already saw the whole line).
 MAX_SHOWN_CHARS = 2000
 
@@ -105,7 +106,10 @@ class LogBuffer:
         """Add lines (each without its newline) and update :attr:`rows`."""
         needle = self.filter_text.lower()
         for raw in lines:
-            text = raw if raw.isprintable() else _CONTROL.sub("", raw.expandtabs())
+            # whole escape sequences (a log's colours) go, the same way the reader drops them; the
+            # one sanitizer removes every other control byte
+            text = raw if raw.isprintable() else printable(ANSI.sub("", raw.expandtabs()))
+            text = scrub_text(text)          # vLLM logs its api_key with its arguments: not on screen
             if len(text) > MAX_SHOWN_CHARS:
                 text = text[:MAX_SHOWN_CHARS] + "…"
             level, cont = classify(text)

@@ -41,8 +41,8 @@ def figures_text(f: ServingFigures, log_kv_tokens: int | None) -> Text:
         kv,
         Text(f"output    {_num(f.generation_tokens_per_s, ',.1f')} tok/s"
              + ("" if f.prefix_cache_hit_rate is None else f" · prefix hits {100 * f.prefix_cache_hit_rate:.1f}%")),
-        Text(f"TTFT      p50 {_ms(f.ttft_p50_s)} · p90 {_ms(f.ttft_p90_s)}   "
-             f"ITL p50 {_ms(f.itl_p50_s)} · p90 {_ms(f.itl_p90_s)}  (last {f.window_s:.0f} s)"),
+        Text(f"TTFT      p50 {_ms(f.ttft_p50_s)} · p90 {_ms(f.ttft_p90_s)}  (last {f.window_s:.0f} s)"),
+        Text(f"ITL       p50 {_ms(f.itl_p50_s)} · p90 {_ms(f.itl_p90_s)}"),
     ]
     if f.kv_cache_size_tokens is not None and log_kv_tokens is not None and f.kv_cache_size_tokens != log_kv_tokens:
         lines.append(Text(f"note: the server reports {f.kv_cache_size_tokens:,} KV cache tokens, the startup "

@@ -20,10 +20,12 @@ from textual.containers import VerticalScroll
 from textual.widgets import Label, Static
 
 from console.render import format as fmt
+from console.render.plain import plain, printable
 from console.widgets.hbm_bars import HbmBars
 from console.widgets.serving_panel import ServingPanel
 from remote.accelerators import generation_by_hbm_limit, generation_facts
 from remote.container.tail import TailStatus
+from remote.secrets import scrub_text
 from remote.startup import Phase, StartupState
 
 #: The step in flight is cut to this many characters (jax array reprs run to kilobytes).
@@ -63,12 +65,12 @@ class PanelInfo:
 def status_text(info: PanelInfo) -> Text:
     """The status line: connected / reconnecting (attempt n) / waiting / exited (code) / error."""
     if info.problem:
-        return Text.assemble(("✘ ", "bold red"), (info.problem, "red"))
+        return Text.assemble(("✘ ", "bold red"), (printable(info.problem), "red"))
     status = info.status
     if status is None:
         return Text("… connecting", style="yellow")
     glyph, style = _STATUS_STYLES.get(status.kind, ("?", ""))
-    return Text.assemble((f"{glyph} {status.kind}", f"bold {style}".strip()), f": {status.message}")
+    return Text.assemble((f"{glyph} {status.kind}", f"bold {style}".strip()), printable(f": {status.message}"))
 
 
 def banner(info: PanelInfo) -> RenderableType | None:
@@ -78,23 +80,23 @@ def banner(info: PanelInfo) -> RenderableType | None:
     if state.ready:
         lines = [Text("✔ READY", style="bold green")]
         if info.tunnel_url:
-            lines.append(Text.assemble("Local URL ", (info.tunnel_url, "bold underline"),
+            lines.append(Text.assemble("Local URL ", (printable(info.tunnel_url), "bold underline"),
                                        " (SSH tunnel to the node's vLLM port)"))
-            lines.append(Text(f"curl {info.tunnel_url}/v1/models", style="dim"))
+            lines.append(plain(f"curl {info.tunnel_url}/v1/models", style="dim"))
         if info.served_models is not None:
-            lines.append(Text(f"/v1/models answers: {', '.join(info.served_models) or 'no models'}",
-                              style="green"))
+            lines.append(plain(f"/v1/models answers: {', '.join(info.served_models) or 'no models'}",
+                               style="green"))
         if info.tunnel_note:
-            lines.append(Text(info.tunnel_note, style="yellow"))
+            lines.append(plain(info.tunnel_note, style="yellow"))
         if state.server_url:
-            lines.append(Text(f"the log says: serving on {state.server_url}", style="dim"))
+            lines.append(plain(f"the log says: serving on {state.server_url}", style="dim"))
         return Group(*lines)
     if failure is not None and failure.fatal:
         return Group(
             Text(f"✘ FAILED: {failure.kind.value}", style="bold red"),
-            Text.assemble(("Evidence ", "bold"), (failure.evidence_line.strip()[:300], "red")),
-            Text.assemble(("Why ", "bold"), failure.explanation),
-            Text.assemble(("Try ", "bold"), failure.hint),
+            Text.assemble(("Evidence ", "bold"), (printable(scrub_text(failure.evidence_line.strip()[:300])), "red")),
+            Text.assemble(("Why ", "bold"), printable(scrub_text(failure.explanation))),
+            Text.assemble(("Try ", "bold"), printable(scrub_text(failure.hint))),
         )
     return None
 
@@ -249,7 +251,7 @@ def facts_text(state: StartupState) -> Text:
                          f"vLLM {state.vllm_version}" if state.vllm_version else None) if p]
     if state.restarts:
         parts.append(f"restarted {state.restarts}x")
-    return Text(" · ".join(parts), style="dim")
+    return plain(" · ".join(parts), style="dim")
 
 
 class StartupPanel(VerticalScroll):

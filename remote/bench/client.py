@@ -37,11 +37,14 @@ def normalize_base_url(url: str) -> str:
     return url.removesuffix("/v1")
 
 
-def make_client(base_url: str, timeout_s: float, *, connections: int = 100) -> httpx.AsyncClient:
-    """An ``httpx.AsyncClient`` for ``base_url`` with a read timeout of ``timeout_s`` seconds."""
+def make_client(base_url: str, timeout_s: float, *, connections: int = 100,
+                api_key: str | None = None) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` for ``base_url`` with a read timeout of ``timeout_s`` seconds;
+    ``api_key`` (vLLM's ``--api-key``) is sent as ``Authorization: Bearer <key>``."""
     url = normalize_base_url(base_url)
     return httpx.AsyncClient(
         base_url=url,
+        headers={"Authorization": f"Bearer {api_key}"} if api_key else None,
         # plain http:// never uses TLS: skip loading the CA bundle (~50-80 ms per client)
         verify=not url.startswith("http://"),
         timeout=httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s)),
@@ -51,13 +54,15 @@ def make_client(base_url: str, timeout_s: float, *, connections: int = 100) -> h
 
 @asynccontextmanager
 async def client_scope(
-    base_url: str, client: httpx.AsyncClient | None, timeout_s: float, *, connections: int = 100
+    base_url: str, client: httpx.AsyncClient | None, timeout_s: float, *, connections: int = 100,
+    api_key: str | None = None,
 ) -> AsyncIterator[httpx.AsyncClient]:
-    """Yield ``client`` as is, or a new one for ``base_url`` that is closed afterwards."""
+    """Yield ``client`` as is, or a new one for ``base_url`` (sending ``api_key``, see
+    :func:`make_client`) that is closed afterwards."""
     if client is not None:
         yield client
         return
-    async with make_client(base_url, timeout_s, connections=connections) as owned:
+    async with make_client(base_url, timeout_s, connections=connections, api_key=api_key) as owned:
         yield owned
 
 

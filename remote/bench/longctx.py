@@ -140,6 +140,7 @@ async def run_longctx(
     seed: int | None = None,
     timeout_s: float = 600.0,
     client: httpx.AsyncClient | None = None,
+    api_key: str | None = None,
 ) -> LongCtxResult:
     """Probe recall of a passphrase at each depth of a ``context_tokens`` prompt.
 
@@ -155,6 +156,7 @@ async def run_longctx(
         seed: makes passphrases and filler reproducible; default random.
         timeout_s: read timeout per request in seconds.
         client: an existing ``httpx.AsyncClient``.
+        api_key: vLLM's ``--api-key`` (sent as a Bearer token when ``client`` is not given).
 
     Raises:
         ValueError: no depths, a depth outside 0..1, or ``context_tokens`` < 1.
@@ -165,7 +167,7 @@ async def run_longctx(
     if context_tokens < 1:
         raise ValueError(f"context length must be at least 1 token, got {context_tokens}")
     rng = random.Random(seed)
-    async with client_scope(base_url, client, timeout_s) as c:
+    async with client_scope(base_url, client, timeout_s, api_key=api_key) as c:
         served = await resolve_model(c, model)
         plan = [(context_tokens, d) for d in depths]
         if over_limit and served.max_model_len:

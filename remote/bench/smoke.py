@@ -175,6 +175,7 @@ async def run_smoke(
     model: str | None = None,
     timeout_s: float = 60.0,
     client: httpx.AsyncClient | None = None,
+    api_key: str | None = None,
 ) -> SmokeResult:
     """One chat completion plus the tool-calling check.
 
@@ -183,6 +184,7 @@ async def run_smoke(
         model: model name; default the first of ``/v1/models``.
         timeout_s: read timeout per request in seconds.
         client: an existing ``httpx.AsyncClient``.
+        api_key: vLLM's ``--api-key`` (sent as a Bearer token when ``client`` is not given).
 
     Returns:
         The result; a failing request is reported in it (``ok``/``error``), not raised.
@@ -190,7 +192,7 @@ async def run_smoke(
     Raises:
         VllmHttpError: the server could not be reached at all.
     """
-    async with client_scope(base_url, client, timeout_s) as c:
+    async with client_scope(base_url, client, timeout_s, api_key=api_key) as c:
         served = await resolve_model(c, model)
         url = str(c.base_url).rstrip("/")
         body = {"model": served.name, "messages": [{"role": "user", "content": SMOKE_QUESTION}],

@@ -15,7 +15,9 @@ one sentence an operator can act on; ``retryable`` says whether trying again may
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import shlex
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -82,17 +84,47 @@ class SshTarget:
         return f"node {self.node_name} ({where})" if self.node_name else where
 
 
+#: What the TPU API may give as a node id (digits on real nodes): no spaces, no known-hosts patterns.
+_NODE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+#: The tail of a base64 public key body (the ``ssh-ed25519`` guest attribute).
+_KEY_SUFFIX = re.compile(r"[A-Za-z0-9+/]{6}")
+#: One DNS label (RFC 1123): what a host name from the API may be made of.
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
 def host_key_alias(node_id: str | None, worker: int, host_key_suffix: str | None = None) -> str | None:
     """gcloud's host-key alias ``tpu.<node_id>-<worker>[-<suffix>]``, or ``None`` without an id.
 
     ``host_key_suffix`` is the last 6 characters of the worker's ``ssh-ed25519`` guest
-    attribute (gcloud adds it when the guest attributes are readable).
+    attribute (gcloud adds it when the guest attributes are readable); a value that is not
+    base64 (it comes from the API) is ignored, so the plain alias is used.
+
+    Raises:
+        SshFailure: ``node_id`` is not a plain id (it would be a pattern or several names in
+            the known-hosts file).
     """
     if not node_id:
         return None
+    if not _NODE_ID.fullmatch(node_id):
+        raise SshFailure(f"The TPU API gave the node id {node_id!r}, which is not a plain id; "
+                         f"refusing to use it as a host-key alias.", title="Bad node id")
     alias = f"tpu.{node_id}-{worker}"
-    suffix = (host_key_suffix or "").strip()[-6:]
-    return f"{alias}-{suffix}" if suffix else alias
+    suffix = (host_key_suffix or "").strip().rstrip("=")[-6:]
+    return f"{alias}-{suffix}" if _KEY_SUFFIX.fullmatch(suffix) else alias
+
+
+def is_host_address(host: str) -> bool:
+    """True when ``host`` is an IPv4/IPv6 address or an RFC 1123 host name (nothing else).
+
+    Used on addresses from the TPU API before they reach ``asyncssh`` or ``%h`` in a proxy command.
+    """
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    labels = host.removesuffix(".").split(".")
+    return 0 < len(host) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in labels)
 
 
 def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | None = None) -> SshTarget:
@@ -107,7 +139,8 @@ def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | Non
         host_key_suffix: see :func:`host_key_alias`.
 
     Raises:
-        SshFailure: the worker does not exist or has no address yet.
+        SshFailure: the worker does not exist, has no address yet, or the API's address or
+            node id is not one (see :func:`is_host_address`, :func:`host_key_alias`).
     """
     override = (getattr(ssh, "hosts", None) or {}).get(node.name)
     port = int(getattr(ssh, "port", 22))
@@ -126,6 +159,10 @@ def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | Non
         if not host:
             raise SshFailure(f"Worker {worker} of node {node.name} has no IP address yet "
                              f"(state {node.state}).", title="No address")
+        if not is_host_address(host):
+            raise SshFailure(f"The TPU API gave worker {worker} of node {node.name} the address {host!r}, "
+                             f"which is not an IP address or host name; refusing to connect.",
+                             title="Bad address")
     proxy = (getattr(ssh, "proxy_command", "") or "").strip() or None
     private_key = getattr(ssh, "private_key", None)
     return SshTarget(
@@ -141,8 +178,11 @@ def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | Non
 # --- known hosts ------------------------------------------------------------------------
 
 
-def _known_host_entries(path: Path, name: str) -> list[tuple[int, list[asyncssh.SSHKey]]]:
+def known_host_entries(path: Path, name: str) -> list[tuple[int, list[asyncssh.SSHKey]]]:
     """``(line number, host keys)`` for each line of ``path`` that matches ``name``.
+
+    Raises:
+        SshFailure: the file exists but cannot be read.
 
     Unparseable lines are ignored (OpenSSH skips them too); a missing file has no entries.
     """
@@ -169,7 +209,7 @@ def _known_host_entries(path: Path, name: str) -> list[tuple[int, list[asyncssh.
 
 def has_known_host(path: Path, name: str) -> bool:
     """True when the known-hosts file has a key recorded for ``name`` (alias or host)."""
-    return bool(_known_host_entries(path, name))
+    return bool(known_host_entries(path, name))
 
 
 def append_known_host(path: Path, name: str, key: asyncssh.SSHKey) -> str:
@@ -185,6 +225,26 @@ def append_known_host(path: Path, name: str, key: asyncssh.SSHKey) -> str:
     with os.fdopen(fd, "a", encoding="utf-8") as handle:
         handle.write(f"{prefix}{line}\n")
     return line
+
+
+def changed_key_message(target: SshTarget, entries: Sequence[tuple[int, Sequence[asyncssh.SSHKey]]],
+                        presented: asyncssh.SSHKey) -> str:
+    """The refusal of a changed host key: the file, the line, both fingerprints and the fix.
+
+    ``entries`` are ``(line number, recorded keys)`` for the target's alias (see
+    :func:`known_host_entries`); ``presented`` is the key the server offered. The fix is the
+    exact ``ssh-keygen -f FILE -R ALIAS`` (shell-quoted) to run once the node is known to have
+    been recreated.
+    """
+    recorded = ", ".join(f"{k.get_algorithm()} {k.get_fingerprint('sha256')}" for _, keys in entries for k in keys)
+    lines = ", ".join(str(n) for n, _ in entries)
+    plural = "s" if len(entries) > 1 else ""
+    fix = f"ssh-keygen -f {shlex.quote(str(target.known_hosts))} -R {shlex.quote(target.known_hosts_name)}"
+    return (f"{target.label} presented the host key {presented.get_algorithm()} "
+            f"{presented.get_fingerprint('sha256')}, which differs from the one recorded for "
+            f"{target.known_hosts_name} at line{plural} {lines} of {target.known_hosts} ({recorded}): either "
+            f"someone is intercepting the connection or the node was recreated. The connection was "
+            f"refused. If you know the node was recreated, run `{fix}` and connect again.")
 
 
 class _Untrusted(Exception):
@@ -209,16 +269,30 @@ class _HostKeyRecorder(asyncssh.SSHClient):
 # --- connect ----------------------------------------------------------------------------
 
 
-def _proxy_argv(target: SshTarget) -> list[str] | None:
+def proxy_argv(target: SshTarget) -> list[str] | None:
+    """The proxy command's argv, ``%h``/``%p``/``%%`` substituted inside each word after splitting.
+
+    The host is substituted as data: it cannot add words (flags) to the proxy program.
+
+    Raises:
+        SshFailure: the host is not an address or host name (:func:`is_host_address`).
+    """
     if not target.proxy_command:
         return None
-    command = target.proxy_command.replace("%%", "\0").replace("%h", target.host)
-    command = command.replace("%p", str(target.port)).replace("\0", "%")
-    return shlex.split(command)
+    if not is_host_address(target.host):
+        raise SshFailure(f"Refusing to put {target.host!r} into the proxy command: it is not an IP "
+                         f"address or host name.", title="Bad address")
+    values = {"h": target.host, "p": str(target.port), "%": "%"}
+    return [re.sub(r"%([hp%])", lambda m: values[m.group(1)], word) for word in shlex.split(target.proxy_command)]
 
 
 async def _open(target: SshTarget, trusted: list[asyncssh.SSHKey]) -> asyncssh.SSHClientConnection:
-    """One connection attempt trusting only ``trusted``; translates every failure."""
+    """One connection attempt trusting only ``trusted``; translates every failure.
+
+    Raises ``_Untrusted`` with the presented key when it is not in ``trusted``, including when
+    the server has none of the recorded key types (ECDSA recorded, only ed25519 offered): then a
+    second handshake that trusts nothing learns the key it offers, and nothing is authenticated.
+    """
     recorder = _HostKeyRecorder()
     try:
         return await _attempt(target, trusted, recorder)
@@ -227,6 +301,29 @@ async def _open(target: SshTarget, trusted: list[asyncssh.SSHKey]) -> asyncssh.S
             raise _Untrusted(recorder.presented) from None
         raise HostKeyChanged(f"{target.label} did not present a host key matching "
                              f"{target.known_hosts_name} in {target.known_hosts}.") from None
+    except (asyncssh.KeyExchangeFailed, asyncssh.ConnectionLost, ConnectionResetError, BrokenPipeError) as exc:
+        # KeyExchangeFailed (asyncssh servers) or a dropped handshake (OpenSSH's "no matching host
+        # key type", which reaches the client as a lost connection or, by timing, a TCP reset):
+        # when keys are recorded, the server may offer none of their types.
+        if not trusted:
+            raise
+        failure = exc
+    # Learn the key the server does offer, trusting nothing (nothing is authenticated).
+    recorder = _HostKeyRecorder()
+    try:
+        conn = await _attempt(target, [], recorder)
+    except asyncssh.HostKeyNotVerifiable:
+        presented = recorder.presented
+        if presented is None or any(_same_key(presented, key) for key in trusted):
+            raise failure from None          # the recorded key after all: not a host-key problem
+        raise _Untrusted(presented) from None
+    conn.close()
+    raise HostKeyChanged(f"{target.label} accepted a connection without verifying its host key; "
+                         f"refusing to go on.")
+
+
+def _same_key(a: asyncssh.SSHKey, b: asyncssh.SSHKey) -> bool:
+    return bool(a.public_data == b.public_data)
 
 
 async def _attempt(target: SshTarget, trusted: list[asyncssh.SSHKey], recorder: _HostKeyRecorder) -> Any:
@@ -234,7 +331,7 @@ async def _attempt(target: SshTarget, trusted: list[asyncssh.SSHKey], recorder: 
     conn = await asyncssh.connect(
         target.host, target.port, username=target.user, client_keys=list(keys),
         known_hosts=(trusted, [], []), host_key_alias=target.known_hosts_name,
-        agent_path=None, client_factory=lambda: recorder, proxy_command=_proxy_argv(target),
+        agent_path=None, client_factory=lambda: recorder, proxy_command=proxy_argv(target),
         keepalive_interval=KEEPALIVE_INTERVAL_S, keepalive_count_max=KEEPALIVE_COUNT_MAX,
         connect_timeout=target.connect_timeout_s, config=[], preferred_auth="publickey",
     )
@@ -271,7 +368,7 @@ async def connect(
             f"(it creates ~/.ssh/google_compute_engine) or point [ssh] private_key at your key.",
             title="No SSH key")
     name = target.known_hosts_name
-    entries = _known_host_entries(target.known_hosts, name)
+    entries = known_host_entries(target.known_hosts, name)
     trusted = [key for _, keys in entries for key in keys]
     try:
         return await _translate(target, _open(target, trusted))
@@ -279,12 +376,7 @@ async def connect(
         presented = untrusted.key
     fingerprint = presented.get_fingerprint("sha256")
     if entries:
-        line = entries[0][0]
-        raise HostKeyChanged(
-            f"{target.label} presented host key {fingerprint}, which differs from the one recorded "
-            f"for {name} in {target.known_hosts} (line {line}): either someone is intercepting the "
-            f"connection or the node was recreated; if you know it was recreated, remove line {line} "
-            f"of {target.known_hosts} and connect again.")
+        raise HostKeyChanged(changed_key_message(target, entries, presented))
     if accept_new_host_key is None or not await accept_new_host_key(fingerprint):
         raise HostKeyUnknown(
             f"{target.label} presented the unknown host key {fingerprint} ({presented.get_algorithm()}) "
@@ -312,10 +404,8 @@ async def _translate(target: SshTarget, opening: Awaitable[Any]) -> Any:
             f"tpus tpu-vm ssh {target.node_name or 'NODE'}` once does this), wait about a minute "
             f"for it to propagate, then retry.") from None
     except asyncssh.KeyExchangeFailed as exc:
-        raise HostKeyChanged(
-            f"{target.label} could not agree on a host key type with the key recorded for "
-            f"{target.known_hosts_name} in {target.known_hosts} ({exc.reason}); the node may have been "
-            f"recreated.") from None
+        raise SshFailure(f"{target.label} and this client share no key exchange, cipher or host key "
+                         f"algorithm ({exc.reason}).", title="SSH negotiation failed") from None
     except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
         raise SshFailure(f"Cannot use the private key {target.private_key}: {exc}.",
                          title="Unusable SSH key") from None

@@ -243,3 +243,20 @@ def test_verb_node_mode_tunnels_and_prices_by_chip_and_provisioning_model(fleet,
 def test_verb_node_mode_unknown_or_not_ready(fleet, capsys, node, code, words):
     assert main(["--config", str(fleet.config_path), "bench", node, "--kind", "smoke"]) == code
     assert words in capsys.readouterr().err
+
+
+def test_metrics_verb_in_node_mode_reads_through_the_ssh_forward(fleet, capsys):
+    """``metrics NODE``: the TPU API finds the node, the one SSH target resolution opens the forward,
+    and the figures are the node's server's (its KV cache size as the engine logged it)."""
+    plan = fleet.call(_engine_plan(fleet.vms[NODE]))
+    assert main(["--config", str(fleet.config_path), "metrics", NODE, "--interval", "0.3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["url"].startswith("http://127.0.0.1:") and not data["url"].endswith(f":{fleet.vms[NODE].openai_port}")
+    assert data["kv_cache_size_tokens"] == plan.kv_cache_tokens and data["running"] == 0
+    assert main(["--config", str(fleet.config_path), "metrics", "vllm-new-e"]) == 1     # CREATING: unreachable
+    assert "is CREATING, not READY" in capsys.readouterr().err
+
+
+async def _engine_plan(vm):
+    box = vm.docker.find("vllm")
+    return box.plan

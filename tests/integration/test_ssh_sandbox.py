@@ -156,7 +156,8 @@ async def test_changed_host_key_is_refused_with_the_line_to_remove(make_vm, clie
 
     with pytest.raises(HostKeyChanged) as info:
         await connect(_target(vm, known, client_key), accept_new_host_key=accept)
-    assert f"line 3 of {known}" in info.value.message
+    assert f"at line 3 of {known}" in info.value.message
+    assert f"run `ssh-keygen -f {known} -R {ALIAS}`" in info.value.message
     assert "recreated" in info.value.message and "intercepting" in info.value.message
     assert vm.commands == []
 

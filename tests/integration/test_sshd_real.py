@@ -206,9 +206,22 @@ async def test_key_auth_and_known_hosts(sshd: RealSshd, client_key: asyncssh.SSH
 
     impostor = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
     known.write_text(f"{ALIAS} {impostor}\n")
-    with pytest.raises(HostKeyChanged, match=f"remove line 1 of {known}"):
+    with pytest.raises(HostKeyChanged) as changed:
         await connect(target, accept_new_host_key=accept)
+    assert f"at line 1 of {known}" in changed.value.message
+    assert f"run `ssh-keygen -f {known} -R {ALIAS}`" in changed.value.message
     assert len(offered) == 1
+
+    # ECDSA recorded, sshd offers only ed25519: a changed key with the same details, not a negotiation failure
+    ecdsa = asyncssh.generate_private_key("ecdsa-sha2-nistp256")
+    known.write_text(f"{ALIAS} {ecdsa.export_public_key().decode().strip()}\n")
+    with pytest.raises(HostKeyChanged) as mismatch:
+        await connect(target, accept_new_host_key=accept)
+    message = mismatch.value.message
+    assert f"presented the host key ssh-ed25519 {sshd.host_key.get_fingerprint('sha256')}" in message
+    assert f"(ecdsa-sha2-nistp256 {ecdsa.get_fingerprint('sha256')})" in message
+    assert f"at line 1 of {known}" in message and f"run `ssh-keygen -f {known} -R {ALIAS}`" in message
+    assert len(offered) == 1 and known.read_text().startswith(f"{ALIAS} ecdsa-sha2-nistp256 ")
 
     known.write_text(f"{ALIAS} {sshd.host_key.export_public_key().decode().strip()}\n")
     stranger = _target(sshd, known, asyncssh.generate_private_key("ssh-ed25519"))

@@ -202,7 +202,8 @@ async def test_unknown_host_key_is_asked_once_with_its_fingerprint(sandbox: Any,
             text = text_of(screen.query_one("#results-body", Static))
             assert "served model" in text and "meta-llama/Llama-3.1-8B-Instruct" in text
             assert "tool calling" in text and "PASS" in text
-            assert f"{alias} " in known.read_text()
+            # recorded under gcloud's suffixed alias (the sandbox's guest attribute ends in XXXXXX)
+            assert f"{alias}-XXXXXX " in known.read_text()
             await _run_to_end(pilot, screen)                  # accepted once: no second question
             assert isinstance(app.screen, BenchScreen)
     finally:

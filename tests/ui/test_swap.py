@@ -248,7 +248,9 @@ async def test_unknown_host_key_asks_once_and_refusal_changes_nothing(sandbox: S
         await pilot.press("y")
         screen = await _loaded(pilot, SwapScreen)
         assert screen.problem is None and _field(screen, "max-model-len").value == "32768"
-        assert known_hosts.read_text().startswith("tpu.4711000000000000001-0 ssh-ed25519 ")
+        # recorded under gcloud's suffixed alias (the sandbox's guest attribute ends in XXXXXX),
+        # the name watch, bench and the startup view look up too
+        assert known_hosts.read_text().startswith("tpu.4711000000000000001-0-XXXXXX ssh-ed25519 ")
 
 
 async def _open_from_fleet_until_modal(pilot: Any) -> None:

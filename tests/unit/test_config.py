@@ -138,3 +138,28 @@ def test_unknown_binding_id_in_keys_stops_the_console(tmp_path: Path, capsys: py
     assert main(["--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path}: [keys] names no binding id 'bogus_id'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("body", "where", "words"), [
+    ('[ssh.hosts]\n"vllm-a" = "127.0.0.1:70000"\n', "line 2: key 'ssh.hosts.vllm-a'", "port 70000 is not a TCP port"),
+    ('[ssh.hosts]\nvllm-a = "127.0.0.1:0"\n', "line 2: key 'ssh.hosts.vllm-a'", "port 0 is not a TCP port"),
+    ("[ssh]\nport = 65536\n", "line 2: key 'ssh.port'", "65536 is not a TCP port"),
+    ("[container]\nport = 99999\n", "line 2: key 'container.port'", "99999 is not a TCP port"),
+    ('[container]\nname = "vllm; rm -rf /"\n', "line 2: key 'container.name'", "is not a docker container name"),
+    ('[container]\nname = "$(id)"\n', "line 2: key 'container.name'", "is not a docker container name"),
+    ('[container]\nname = "-vllm"\n', "line 2: key 'container.name'", "is not a docker container name"),
+])
+def test_ports_and_container_names_are_checked(tmp_path: Path, body: str, where: str, words: str) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(body)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert f"{path}, {where}" in str(info.value) and words in str(info.value)
+
+
+def test_a_good_container_name_and_ports_load(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[container]\nname = "vllm_2.serve-a"\nport = 8000\n[ssh]\nport = 22\n'
+                    '[ssh.hosts]\n"vllm-a" = "127.0.0.1:65535"\n')
+    config = load_config(path)
+    assert config.container.name == "vllm_2.serve-a" and config.ssh.hosts == {"vllm-a": "127.0.0.1:65535"}

@@ -11,7 +11,7 @@ import pytest
 from remote.container.docker import docker_command, docker_missing, logs_follow_args
 from remote.container.tail import _Position, parse_docker_timestamp
 from remote.models import Node, WorkerEndpoint
-from remote.ssh import CommandResult, SshFailure, command_line, sudo_failure, target_for
+from remote.ssh import CommandResult, SshFailure, SshTarget, command_line, sudo_failure, target_for
 from sandbox.docker_args import normalize_ref, parse_run_args, parse_since, render_template
 from sandbox.vm import _refuse_unsupported, split_shell
 
@@ -152,3 +152,50 @@ def test_image_refs_and_templates() -> None:
     assert render_template("{{.Id}} {{.State.Status}} {{.State.ExitCode}} {{.State.Running}}", data) == \
         "abc exited 1 false"
     assert render_template("{{json .State}}", data) == '{"Status": "exited", "ExitCode": 1, "Running": false}'
+
+
+@pytest.mark.parametrize("address", ["-oProxyCommand=touch /tmp/x", "1.2.3.4 -p 22", "a;b", "host\x1b[2J",
+                                     "", "x" * 300, "[::1]"])
+def test_an_address_from_the_api_that_is_not_one_is_refused(address: str) -> None:
+    node = _node(workers=(WorkerEndpoint(0, "10.0.0.2", address),))
+    if not address:
+        assert target_for(node, _Ssh()).host == "10.0.0.2"          # no external IP: the internal one
+        return
+    with pytest.raises(SshFailure, match="not an IP address or host name") as info:
+        target_for(node, _Ssh())
+    assert repr(address) in info.value.message
+
+
+@pytest.mark.parametrize("address", ["34.1.2.3", "2001:db8::1", "t1v-n-abc-w-0.c.proj.internal"])
+def test_addresses_and_host_names_pass(address: str) -> None:
+    assert target_for(_node(workers=(WorkerEndpoint(0, "10.0.0.2", address),)), _Ssh()).host == address
+
+
+def test_the_proxy_command_gets_the_host_as_one_word() -> None:
+    from remote.ssh.connect import proxy_argv
+
+    ssh = _Ssh()
+    ssh.proxy_command = "gcloud compute start-iap-tunnel %h %p --listen-on-stdin --x=100%%"
+    target = target_for(_node(), ssh)
+    assert proxy_argv(target) == ["gcloud", "compute", "start-iap-tunnel", "34.1.2.3", "22",
+                                  "--listen-on-stdin", "--x=100%"]
+    hostile = SshTarget(host="1.2.3.4 --flag", port=22, user="u", private_key=None, known_hosts=Path("/k"),
+                        host_key_alias=None, proxy_command="nc %h %p")
+    with pytest.raises(SshFailure, match="not an IP address or host name"):
+        proxy_argv(hostile)
+
+
+@pytest.mark.parametrize(("suffix", "alias"), [
+    ("AAAAC3NzaC1lZDI1NTE5AAAAIabcdef", "tpu.1234567890123456789-0-abcdef"),
+    ("AAAA*", "tpu.1234567890123456789-0"),                 # a known-hosts pattern: ignored
+    ("abc de f", "tpu.1234567890123456789-0"),
+    ("ab,c,de", "tpu.1234567890123456789-0"),
+])
+def test_a_suffix_that_is_not_base64_is_ignored(suffix: str, alias: str) -> None:
+    assert target_for(_node(), _Ssh(), host_key_suffix=suffix).host_key_alias == alias
+
+
+@pytest.mark.parametrize("node_id", ["1 2", "*", "12,tpu.9-0", "!1", "1\n2"])
+def test_a_node_id_that_would_be_a_known_hosts_pattern_is_refused(node_id: str) -> None:
+    with pytest.raises(SshFailure, match="not a plain id"):
+        target_for(_node(node_id=node_id), _Ssh())

@@ -265,3 +265,20 @@ def test_model_limits_are_remembered_per_model(tmp_path):
             store.record_model_limit("Qwen/Qwen3-8B", 0, "x")
     with HistoryStore(tmp_path / "h.db") as again:                                  # it persists
         assert again.model_limit("Qwen/Qwen3-8B") == (40960, "boot log")
+
+
+def test_the_database_is_created_owner_only(tmp_path) -> None:
+    import os
+    import stat
+
+    path = tmp_path / "new" / "history.db"
+    old = os.umask(0o022)
+    try:
+        with HistoryStore(path) as store:
+            store.start_launch(node="vllm-a", accelerator_type="v6e-8", model="m", requested_at="2026-05-01T10:00:00Z")
+            modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.parent.iterdir()}
+    finally:
+        os.umask(old)
+    assert modes["history.db"] == 0o600
+    assert all(mode == 0o600 for name, mode in modes.items() if name.startswith("history.db")), modes
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700

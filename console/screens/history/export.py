@@ -19,6 +19,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
+from console.render.plain import plain
 from store.records import Launch
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ class ExportScreen(ModalScreen["tuple[Path, str] | None"]):
         try:
             target = export_target(event.value, self.cwd)
         except ValueError as exc:
-            self.query_one("#export-error", Static).update(str(exc))
+            self.query_one("#export-error", Static).update(plain(exc))
             return
         self.dismiss(target)
 

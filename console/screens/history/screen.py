@@ -35,6 +35,7 @@ from console.render.history_detail import (
     launch_detail,
     masked_secrets,
 )
+from console.render.plain import plain
 from console.screens.base import ConsoleScreen
 from console.screens.history.compare import CompareScreen
 from console.screens.history.export import (
@@ -157,7 +158,7 @@ class HistoryScreen(ConsoleScreen):
 
     def _show_problem(self, message: str) -> None:
         self.problem = message
-        self.query_one("#history-status", Static).update(Text(message, style="bold red"))
+        self.query_one("#history-status", Static).update(plain(message, style="bold red"))
 
     def _show_launches(self, launches: list[Launch]) -> None:
         self.launches = launches

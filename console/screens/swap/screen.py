@@ -39,6 +39,7 @@ from textual.widgets.option_list import Option
 
 from console.flows import swap as swap_flow
 from console.render import swap_preview as preview
+from console.render.plain import plain, printable
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen, host_key_question
 from console.widgets.swap_form import SwapForm, secrets_of
@@ -136,23 +137,24 @@ class SwapScreen(ConsoleScreen):
             self.node, self.services.clock(), self.running, self.running_id, self.base is not None))
 
     def _status(self, message: str) -> None:
-        self.query_one("#swap-status", Static).update(Text(message, style="dim"))
+        self.query_one("#swap-status", Static).update(plain(message, style="dim"))
 
     def _show_problem(self, message: str | None) -> None:
         self.problem = message
         widget = self.query_one("#swap-problem", Static)
-        widget.update(Text(message or ""))
+        widget.update(Text(printable(message or "", keep_newlines=True)))
         widget.display = bool(message)
 
     # --- loading ------------------------------------------------------------------------
 
     async def _connect(self) -> Any:
         """The SSH connection to the node, opened (asking about an unknown host key) if needed."""
-        from remote.ssh import connect, target_for
+        from console.flows.ssh_target import resolve_target
+        from remote.ssh import connect
 
         if self._conn is not None and not self._conn.is_closed():
             return self._conn
-        target = target_for(self.node, self.services.config.ssh)
+        target = await resolve_target(self.node, self.services.config.ssh, 0, self.services.fleet)
 
         async def trust(fingerprint: str) -> bool:
             return await self.ask(host_key_question(target, fingerprint))

@@ -1,0 +1,62 @@
+"""Where every SSH connection to a node goes, and under which known-hosts name: one resolution.
+
+The startup view, ``watch``, ``swap`` (verb and screen, and the rollback screen), ``bench``
+(verb and screen) all resolve their :class:`~remote.ssh.SshTarget` here, so they all look up
+the same known-hosts entry and reach the same verdict (known, unknown, changed) for a node.
+
+gcloud records a TPU worker's host key under ``tpu.<id>-<worker>-<suffix>`` when the guest
+attributes give the worker's ``ssh-ed25519`` key (the suffix is its last 6 characters), else
+under ``tpu.<id>-<worker>``. The suffixed alias is used unless the known-hosts file only
+records the plain one (older gcloud, the sandbox).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from remote.errors import RemoteError
+from remote.ssh import SshTarget, has_known_host, target_for
+
+
+def choose_target(node: Any, ssh: Any, worker: int = 0, host_key_suffix: str | None = None) -> SshTarget:
+    """The :class:`SshTarget` for ``worker`` of ``node``, with gcloud's host-key alias.
+
+    Args:
+        node: a :class:`remote.models.Node`.
+        ssh: the config's ``[ssh]`` section (see :func:`remote.ssh.target_for`).
+        worker: worker index.
+        host_key_suffix: the worker's ``ssh-ed25519`` guest attribute, or ``None``.
+
+    Raises:
+        SshFailure: the worker does not exist, has no usable address, or the node id is unusable.
+    """
+    target = target_for(node, ssh, worker=worker, host_key_suffix=host_key_suffix)
+    if host_key_suffix and not has_known_host(target.known_hosts, target.known_hosts_name):
+        plain = target_for(node, ssh, worker=worker)
+        if has_known_host(plain.known_hosts, plain.known_hosts_name):
+            return plain
+    return target
+
+
+async def host_key_suffix(fleet: Any, node: Any, worker: int = 0) -> str | None:
+    """The worker's ``ssh-ed25519`` guest attribute from ``fleet.get_guest_attributes``, or ``None``.
+
+    A fleet source without guest attributes, or a failed call, means no suffix.
+    """
+    getter = getattr(fleet, "get_guest_attributes", None)
+    if getter is None:
+        return None
+    try:
+        value = (await getter(node, worker)).get("ssh-ed25519")
+    except RemoteError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+async def resolve_target(node: Any, ssh: Any, worker: int = 0, fleet: Any = None) -> SshTarget:
+    """:func:`choose_target` with the suffix read through ``fleet`` (:func:`host_key_suffix`).
+
+    Raises:
+        SshFailure: as :func:`choose_target`.
+    """
+    return choose_target(node, ssh, worker, await host_key_suffix(fleet, node, worker))
