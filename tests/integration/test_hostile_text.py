@@ -57,8 +57,8 @@ SECRET = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123"
 def _hostile_failure_log(tmp_path) -> str:
     from pathlib import Path
 
-    corpus = Path(__file__).resolve().parents[2].parent / "shared/corpus/vllm-logs"
-    text = (corpus / "15-tpujax-maxtext3574-v5e-tp4-config-crash.log").read_text()
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-logs"   # a copy of the corpus file
+    text = (fixtures / "15-tpujax-maxtext3574-v5e-tp4-config-crash.log").read_text()
     assert "ValueError: Resource axis" in text
     path = tmp_path / "hostile.log"
     path.write_text(text.replace("ValueError: Resource axis", f"ValueError: {HOSTILE_LINE} token={SECRET} axis"))

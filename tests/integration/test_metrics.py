@@ -19,6 +19,7 @@ from sandbox.openai_server import SandboxOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL_VLLM_DIR = Path(os.environ.get("REAL_VLLM_DIR", Path.home() / ".cache" / "real-vllm"))
+SERVE = ROOT.parent / "shared" / "real-vllm" / "serve.sh"
 
 
 @pytest.fixture
@@ -74,12 +75,12 @@ def test_metrics_of_an_idle_server_and_of_nothing_listening(server: SandboxOpenA
 
 @pytest.mark.skipif(not (REAL_VLLM_DIR / "venv" / "bin" / "vllm").exists(),
                     reason=f"the real vLLM is not set up at {REAL_VLLM_DIR} (run ../shared/real-vllm/setup.sh)")
+@pytest.mark.skipif(not SERVE.exists(), reason=f"{SERVE} is absent (the shared folder is not beside the project)")
 def test_metrics_read_the_real_vllm_server_as_curl_sees_it() -> None:
     """The real vLLM 0.32 (CPU): the KV cache size and the running count during a load match its own
     /metrics text (read here with plain string handling, not our parser)."""
     port = 8000 + os.getpid() % 500 + 50
-    serve = ROOT.parent / "shared" / "real-vllm" / "serve.sh"
-    started = subprocess.run([str(serve), str(port)], capture_output=True, text=True, timeout=900)
+    started = subprocess.run([str(SERVE), str(port)], capture_output=True, text=True, timeout=900)
     if started.returncode != 0:
         pytest.skip(f"the real vLLM did not start: {started.stderr[-300:]}")
     pid = int(started.stdout.strip())

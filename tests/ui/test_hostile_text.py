@@ -133,8 +133,8 @@ class _StartupParts(App[None]):
 
 
 def _hostile_log() -> list[str]:
-    corpus = Path(__file__).resolve().parents[2].parent / "shared/corpus/vllm-logs"
-    text = (corpus / "15-tpujax-maxtext3574-v5e-tp4-config-crash.log").read_text()
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-logs"   # a copy of the corpus file
+    text = (fixtures / "15-tpujax-maxtext3574-v5e-tp4-config-crash.log").read_text()
     line = HOSTILE.replace("\n", " ")
     return text.replace("ValueError: Resource axis", f"ValueError: {line} --api-key sk-{'a' * 20} axis").splitlines()
 
