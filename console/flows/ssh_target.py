@@ -60,3 +60,19 @@ async def resolve_target(node: Any, ssh: Any, worker: int = 0, fleet: Any = None
         SshFailure: as :func:`choose_target`.
     """
     return choose_target(node, ssh, worker, await host_key_suffix(fleet, node, worker))
+
+
+async def ready_node_target(config: Any, spec: str) -> tuple[Any, SshTarget]:
+    """``(node, worker 0's SSH target)`` for a NODE argument (``NAME``, ``ZONE/NAME`` or
+    ``PROJECT/ZONE/NAME``) that must be READY: the lookup of ``bench NODE`` and ``metrics NODE``.
+
+    Raises:
+        NodeLookupError: unknown, ambiguous or not READY (see
+            :func:`console.flows.node_lookup.lookup_exit_code`).
+        RemoteError: the TPU API failed.
+    """
+    from console.flows.node_lookup import find_node, fleet_source_for
+
+    with fleet_source_for(config) as source:
+        node = await find_node(source, spec, require_ready=True)
+        return node, await resolve_target(node, config.ssh, 0, source)

@@ -123,8 +123,6 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
     from console.flows.bench import BenchParams, Pricing, api_key_for, open_tunnel, pricing_for
     from console.flows.node_lookup import (
         NodeLookupError,
-        find_node,
-        fleet_source_for,
         lookup_exit_code,
     )
     from remote.errors import RemoteError
@@ -138,12 +136,10 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
             pricing = Pricing(args.price_per_chip_hour, args.chips)
             return await _bench(args, params, args.url, pricing,
                                 api_key=await api_key_for(None, "", given=args.api_key))
-        from console.flows.ssh_target import resolve_target
+        from console.flows.ssh_target import ready_node_target
         from console.verbs.watch import terminal_host_key_prompt
 
-        with fleet_source_for(config) as source:
-            node = await find_node(source, args.node, require_ready=True)
-            target = await resolve_target(node, config.ssh, 0, source)
+        node, target = await ready_node_target(config, args.node)
         pricing = pricing_for(node, config.prices, provisioning_model=args.provisioning_model)
         if args.price_per_chip_hour is not None or args.chips is not None:
             pricing = Pricing(args.price_per_chip_hour or pricing.price_per_chip_hour_usd, args.chips or node.chips,

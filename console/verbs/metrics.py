@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _run(args: argparse.Namespace, config: Any) -> int:
     from console.flows.bench import open_tunnel
-    from console.flows.node_lookup import NodeLookupError, find_node, fleet_source_for, lookup_exit_code
+    from console.flows.node_lookup import NodeLookupError, lookup_exit_code
     from remote.bench.client import normalize_base_url
     from remote.errors import RemoteError, VllmHttpError
 
@@ -74,12 +74,10 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
             except VllmHttpError as exc:
                 return _fail(f"--url: {exc.message}", 2)
             return await _sample(args, url)
-        from console.flows.ssh_target import resolve_target
+        from console.flows.ssh_target import ready_node_target
         from console.verbs.watch import terminal_host_key_prompt
 
-        with fleet_source_for(config) as source:
-            node = await find_node(source, args.node, require_ready=True)
-            target = await resolve_target(node, config.ssh, 0, source)
+        node, target = await ready_node_target(config, args.node)
 
         async def ask(target: Any, fingerprint: str) -> bool:
             return await terminal_host_key_prompt(target)(fingerprint)
