@@ -16,8 +16,8 @@ import sys
 from collections.abc import Sequence
 
 #: Verb modules under console/verbs, in help order.
-VERB_MODULES = ("nodes", "watch", "swap", "rollback", "request", "delete", "probe", "bench", "metrics", "history",
-                "log_summary", "sandbox")
+VERB_MODULES = ("nodes", "watch", "swap", "rollback", "request", "delete", "probe", "bench", "metrics", "forward",
+                "history", "log_summary", "sandbox")
 
 
 def build_parser() -> argparse.ArgumentParser:

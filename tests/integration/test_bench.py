@@ -260,3 +260,46 @@ def test_metrics_verb_in_node_mode_reads_through_the_ssh_forward(fleet, capsys):
 async def _engine_plan(vm):
     box = vm.docker.find("vllm")
     return box.plan
+
+
+def test_forward_verb_holds_the_same_local_port_across_a_dropped_connection(fleet):
+    """``forward NODE --port P``: curl-able on P, still on P after the SSH connection drops, and
+    Ctrl-C ends it with exit 0."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    child = subprocess.Popen([sys.executable, "-c", "import sys; from console.cli import main; sys.exit(main())",
+                              "--config", str(fleet.config_path), "forward", NODE, "--port", str(port)],
+                             cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == f"http://127.0.0.1:{port}"
+
+        def models() -> int:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2, trust_env=False).status_code
+            except httpx.HTTPError:
+                return 0
+
+        assert models() == 200
+        fleet._loop.call_soon_threadsafe(fleet.vms[NODE].drop_connections)
+        deadline = time.monotonic() + 15
+        time.sleep(0.5)
+        while models() != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert models() == 200                                   # the same port answers again
+    finally:
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=15)
+    assert child.returncode == 0, err
+    assert f"Forwarding http://127.0.0.1:{port} -> {NODE}" in err
+    assert "dropped; re-opening" in err and f"tunnel open again at http://127.0.0.1:{port}" in err

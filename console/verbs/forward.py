@@ -1,0 +1,87 @@
+"""``tpu-console forward``: hold ``localhost:PORT -> node:container.port`` open until Ctrl-C.
+
+Usage::
+
+    tpu-console forward NODE [--port 8005]
+
+NODE (``NAME``, ``ZONE/NAME`` or ``PROJECT/ZONE/NAME``) must be READY; worker 0 is reached
+with the one SSH target resolution (gcloud's user, key and known-hosts alias). The forward is
+the startup view's tunnel (:class:`console.flows.startup_watch.StartupWatch`): when its SSH
+connection drops it is opened again on the same local port, so ``curl localhost:PORT`` and
+benchmarks keep their URL, as the article's ``demo.sh`` keeps ``localhost:8005 -> TPU:8000``.
+Each drop and re-open is one line on stderr; the URL is printed on stdout once it listens.
+
+Exit codes: 0 held until Ctrl-C, 1 the node or the port could not be reached (or the local
+port is taken), 2 bad input (unknown or ambiguous NODE, bad config).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from console.verbs.common import config_or_exit
+from remote.printable import printable
+
+#: The local port when ``--port`` is not given (the article's ``demo.sh`` uses 8005).
+DEFAULT_LOCAL_PORT = 8005
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the ``forward`` verb."""
+    p = subparsers.add_parser("forward", help="hold localhost:PORT -> the node's vLLM port until Ctrl-C",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("node", metavar="NODE", help="node name (NAME, ZONE/NAME or PROJECT/ZONE/NAME)")
+    p.add_argument("--port", type=int, default=DEFAULT_LOCAL_PORT, metavar="PORT",
+                   help=f"local port (default {DEFAULT_LOCAL_PORT}); kept across reconnects")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the verb; returns the exit code (see the module docstring)."""
+    if not 1 <= args.port <= 65535:
+        return _fail(f"--port {args.port}: expected 1-65535", 2)
+    config = config_or_exit(args)
+    if config is None:
+        return 2
+    try:
+        return asyncio.run(_hold(args, config))
+    except KeyboardInterrupt:           # the way out
+        return 0
+
+
+async def _hold(args: argparse.Namespace, config: Any) -> int:
+    from console.flows.node_lookup import NodeLookupError, lookup_exit_code
+    from console.flows.ssh_target import ready_node_target
+    from console.flows.startup_watch import StartupWatch
+    from console.verbs.watch import terminal_host_key_prompt
+    from remote.errors import RemoteError
+
+    try:
+        node, target = await ready_node_target(config, args.node)
+    except NodeLookupError as exc:      # unknown or ambiguous NODE: bad input; not READY or API down: unreachable
+        return _fail(str(exc), lookup_exit_code(exc))
+    except RemoteError as exc:
+        return _fail(str(exc), 1)
+    port = config.container.port
+    watch = StartupWatch(target, container=config.container.name, container_port=port,
+                         accept_new_host_key=terminal_host_key_prompt(target))
+    try:
+        try:
+            url = await watch.open_tunnel(args.port)
+        except RemoteError as exc:
+            return _fail(str(exc), 1)
+        print(url, flush=True)
+        print(printable(f"Forwarding {url} -> {node.name} ({target.label}) port {port}; Ctrl-C stops."),
+              file=sys.stderr, flush=True)
+        await watch.keep_tunnel(lambda sentence: print(printable(sentence), file=sys.stderr, flush=True))
+        return 0
+    finally:
+        await watch.close()
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"tpu-console: {printable(message)}", file=sys.stderr)
+    return code
