@@ -52,6 +52,7 @@ class Services:
     previous_specs: dict[tuple[str, str, str], ContainerSpec] = field(default_factory=dict)
     _store: HistoryStore | None = field(default=None, repr=False)
     _queued: QueuedResourceService | None = field(default=None, repr=False)
+    _config_mtime_ns: int | None = field(default=None, repr=False)
 
     @property
     def queued_resources(self) -> QueuedResourceService:
@@ -82,6 +83,43 @@ class Services:
 
             self._store = open_history(self.config, self.db_path)
         return self._store
+
+    def __post_init__(self) -> None:
+        try:
+            self._config_mtime_ns = self.config.path.stat().st_mtime_ns if self.config.path else None
+        except OSError:
+            self._config_mtime_ns = None
+
+    def reload_ssh_hosts(self) -> bool:
+        """Take the ``[ssh.hosts]`` of the config file as it is now, when the file changed since the
+        last look (the sandbox writes an entry for every node it makes READY, e.g. one requested from
+        the console). Only the hosts change; a file that no longer loads is left for the next start.
+
+        Returns:
+            ``True`` when the hosts changed.
+        """
+        from dataclasses import replace
+
+        from console.config import ConfigError, load_config
+
+        path = self.config.path
+        if path is None:
+            return False
+        try:
+            mtime_ns = path.stat().st_mtime_ns
+        except OSError:
+            return False
+        if mtime_ns == self._config_mtime_ns:
+            return False
+        self._config_mtime_ns = mtime_ns
+        try:
+            hosts = load_config(path).ssh.hosts
+        except ConfigError:
+            return False
+        if hosts == self.config.ssh.hosts:
+            return False
+        self.config = replace(self.config, ssh=replace(self.config.ssh, hosts=hosts))
+        return True
 
     def close(self) -> None:
         """Close what was opened (store, API client)."""

@@ -202,7 +202,8 @@ def scrub_args(args: list[str] | tuple[str, ...]) -> list[str]:
 def scrub_value(value: Any) -> Any:
     """Deep-scrub a JSON-like value before it is stored.
 
-    Dict entries under a secret-looking key become ``***`` (unless ``None`` or a dict,
+    Dict entries under a secret-looking key become ``***`` (unless ``None``, a number or a
+    boolean, which no secret is — ``total_token_throughput: 1141.4`` stays —, or a dict,
     which is scrubbed in turn); lists of
     strings are scrubbed as argument vectors (:func:`scrub_args`), so both
     ``["--api-key", "X"]`` and docker's ``Env: ["HF_TOKEN=X"]`` are covered; strings are
@@ -216,7 +217,7 @@ def scrub_value(value: Any) -> Any:
     """
     if isinstance(value, dict):
         return {
-            key: (MASK if item is not None and not isinstance(item, dict) and is_secret_name(str(key))
+            key: (MASK if isinstance(item, (str, list, tuple)) and is_secret_name(str(key))
                   else scrub_value(item))
             for key, item in value.items()
         }

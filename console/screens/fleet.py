@@ -146,6 +146,7 @@ class FleetScreen(ConsoleScreen):
         finally:
             self._refreshing = False
         self._last_error = None
+        self.services.reload_ssh_hosts()     # a node made READY since (e.g. requested here) may have a host entry now
         self.show_snapshot(snapshot)
 
     def show_snapshot(self, snapshot: FleetSnapshot) -> None:

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(snapshot.to_json(now), indent=2))
     else:
-        _print_tables(snapshot, now)
+        _print_tables(snapshot, now, readonly=config.readonly)
     return 1 if snapshot.problems else 0
 
 
@@ -109,7 +109,7 @@ def _age(created: datetime | None, now: datetime) -> str:
     return _span((now - created).total_seconds()) if created else "-"
 
 
-def _print_tables(snapshot: Any, now: datetime) -> None:
+def _print_tables(snapshot: Any, now: datetime, *, readonly: bool = False) -> None:
     """Nodes and queued resources as rich tables, then one line per problem."""
     from rich.console import Console
     from rich.table import Table
@@ -145,6 +145,9 @@ def _print_tables(snapshot: Any, now: datetime) -> None:
     from console.flows.triage import inactive_by_zone
 
     for zone in inactive_by_zone(snapshot):
+        if readonly:                    # as the fleet view: no delete commands in read-only mode
+            console.print(printable(f"quota: {zone.headline} (read-only: delete hidden)"), markup=False)
+            continue
         console.print(printable(f"quota: {zone.headline}:"), markup=False)
         for command in zone.commands:
             console.print(printable(f"  {command}"), markup=False)

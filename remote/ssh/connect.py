@@ -144,16 +144,16 @@ def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | Non
     """
     override = (getattr(ssh, "hosts", None) or {}).get(node.name)
     port = int(getattr(ssh, "port", 22))
+    if worker < 0 or worker >= len(node.workers):     # the API's workers, with or without a host override
+        count = len(node.workers)
+        raise SshFailure(
+            f"Node {node.name} has {count} worker(s)"
+            + (f" (0..{count - 1})" if count else " listed (it may still be creating)")
+            + f"; worker {worker} does not exist.", title="No such worker")
     if override:
         host, _, port_text = override.rpartition(":")
         port = int(port_text)
     else:
-        if worker < 0 or worker >= len(node.workers):
-            count = len(node.workers)
-            raise SshFailure(
-                f"Node {node.name} has {count} worker(s)"
-                + (f" (0..{count - 1})" if count else " listed (it may still be creating)")
-                + f"; worker {worker} does not exist.", title="No such worker")
         endpoint = node.workers[worker]
         host = endpoint.external_ip or endpoint.internal_ip or ""
         if not host:

@@ -264,3 +264,10 @@ def test_nodes_table_lists_inactive_queued_resources_with_their_delete_commands(
     assert "quota: 1 inactive queued resource may hold quota in inference-prod/us-east5-a:" in out
     assert "  tpu-console delete qr-flex-done --project=inference-prod --zone=us-east5-a" in out
     assert "tpu-console delete qr-flex-b " not in out          # ACTIVE: not inactive
+
+
+def test_nodes_table_in_read_only_mode_hides_the_delete_commands(cli, capsys) -> None:
+    assert cli("nodes", readonly=True) == 0
+    out = capsys.readouterr().out
+    assert "quota: 1 inactive queued resource may hold quota in inference-prod/us-east5-a (read-only: delete hidden)" in out
+    assert "tpu-console delete" not in out

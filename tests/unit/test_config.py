@@ -163,3 +163,23 @@ def test_a_good_container_name_and_ports_load(tmp_path: Path) -> None:
                     '[ssh.hosts]\n"vllm-a" = "127.0.0.1:65535"\n')
     config = load_config(path)
     assert config.container.name == "vllm_2.serve-a" and config.ssh.hosts == {"vllm-a": "127.0.0.1:65535"}
+
+
+def test_services_take_new_ssh_hosts_from_the_config_file(tmp_path) -> None:
+    """The sandbox adds an [ssh.hosts] entry for a node it makes READY; the running console takes it."""
+    import os
+
+    from console.config import load_config
+    from console.services import Services
+
+    path = tmp_path / "config.toml"
+    path.write_text('[[projects]]\nid = "p"\n\n[ssh.hosts]\n"vllm-a" = "127.0.0.1:2222"\n')
+    services = Services(config=load_config(path), fleet=None, db_path=tmp_path / "h.db")  # type: ignore[arg-type]
+    assert services.reload_ssh_hosts() is False                       # unchanged file
+    path.write_text('[[projects]]\nid = "p"\n\n[ssh.hosts]\n"vllm-a" = "127.0.0.1:2222"\n"new-b" = "127.0.0.1:3333"\n')
+    os.utime(path, ns=(path.stat().st_mtime_ns + 10**9,) * 2)
+    assert services.reload_ssh_hosts() is True
+    assert services.config.ssh.hosts == {"vllm-a": "127.0.0.1:2222", "new-b": "127.0.0.1:3333"}
+    path.write_text('this is not toml [')                              # a broken file is left for later
+    os.utime(path, ns=(path.stat().st_mtime_ns + 2 * 10**9,) * 2)
+    assert services.reload_ssh_hosts() is False and "new-b" in services.config.ssh.hosts

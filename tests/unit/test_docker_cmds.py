@@ -116,6 +116,8 @@ def test_target_like_gcloud() -> None:
     ssh.hosts = {"vllm-a": "127.0.0.1:2222"}
     override = target_for(_node(), ssh)
     assert (override.host, override.port) == ("127.0.0.1", 2222)
+    with pytest.raises(SshFailure, match="has 2 worker"):           # a host override does not add workers
+        target_for(_node(), ssh, worker=3)
     with pytest.raises(SshFailure, match="has 2 worker"):
         target_for(_node(), _Ssh(), worker=2)
     with pytest.raises(SshFailure, match="no IP address"):

@@ -106,3 +106,15 @@ def test_no_secret_reaches_the_database_file(tmp_path: Path) -> None:
     assert launch.serve_args == ("--api-key", MASK, "--hf-token", MASK, "--max-model-len", "4096")
     assert launch.failure_detail == "401 Unauthorized: Invalid token ***; GITHUB ***"
     assert launch.notes == "password=***"
+
+
+def test_figures_under_token_named_keys_are_kept_and_secrets_masked() -> None:
+    """A benchmark's ``total_token_throughput`` is a number, not a secret (it was stored as ``***``)."""
+    from remote.secrets import scrub_value
+
+    results = {"total_token_throughput": 1141.4, "output_tokens": 512, "token_ok": True,
+               "api_key": "sk-abcdefghijklmnopqrstu", "hf_token": ["hf_abcdefghijklmnop"], "auth": {"x": 1}}
+    scrubbed = scrub_value(results)
+    assert scrubbed["total_token_throughput"] == 1141.4 and scrubbed["output_tokens"] == 512
+    assert scrubbed["token_ok"] is True and scrubbed["auth"] == {"x": 1}
+    assert scrubbed["api_key"] == "***" and scrubbed["hf_token"] == "***"
