@@ -68,6 +68,7 @@ class TpuConsoleApp(App[None]):
     CSS_PATH = "app.tcss"
     BINDINGS = [
         Binding("question_mark", "help", "Help", key_display="?", id="help"),
+        Binding("f1", "help", "Help", show=False, priority=True, id="help_f1"),   # works inside inputs
         Binding("q", "quit", "Quit", id="quit"),
     ]
 

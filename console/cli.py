@@ -44,10 +44,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run = getattr(args, "run", None)
     if run is not None and args.demo and args.config is None and args.verb != "sandbox":
-        # `tpu-console --demo VERB`: use the config of the last sandbox started (`tpu-console sandbox`).
-        from sandbox.runner import default_state_dir
+        # `tpu-console --demo VERB`: the config of the sandbox running in the default state dir.
+        from sandbox.runner import default_state_dir, sandbox_running
 
-        args.config = str(default_state_dir() / "config.toml")
+        state_dir = default_state_dir()
+        if not sandbox_running(state_dir):
+            print(f"tpu-console: --demo {args.verb}: no sandbox is running in {state_dir}; start one with "
+                  "`tpu-console sandbox` in another terminal (or give --config DIR/config.toml for a sandbox "
+                  "started with --state-dir DIR)", file=sys.stderr)
+            return 2
+        args.config = str(state_dir / "config.toml")
     if run is None:
         from console.tui import run_tui
 

@@ -60,6 +60,22 @@ def default_state_dir() -> Path:
     return platformdirs.user_state_path("tpu-console") / "sandbox"
 
 
+def sandbox_running(state_dir: Path) -> bool:
+    """Whether a sandbox holds ``state_dir`` now (its ``.lock`` is locked by a live process)."""
+    import fcntl
+
+    try:
+        with open(state_dir / ".lock", "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            return False
+    except OSError:
+        return False
+
+
 def _toml_str(value: str) -> str:
     return json.dumps(value)
 

@@ -100,9 +100,11 @@ class ConfirmScreen(ModalScreen[bool]):
             if self.require_text:
                 yield Input(placeholder=printable(f"type {self.require_text} to go ahead"), id="confirm-typed")
             with Horizontal(id="confirm-buttons"):
-                yield Button(f"{self.cancel_label} (n)", id="confirm-no")
-                yield Button(f"{self.confirm_label} (y)", id="confirm-yes", variant="error",
-                             disabled=self.require_text is not None)
+                # with a name to type, y and n are letters of the name: Enter confirms, Escape cancels
+                typed = self.require_text is not None
+                yield Button(f"{self.cancel_label} ({'esc' if typed else 'n'})", id="confirm-no")
+                yield Button(f"{self.confirm_label} ({'enter' if typed else 'y'})", id="confirm-yes",
+                             variant="error", disabled=typed)
 
     def on_mount(self) -> None:
         if self.require_text:
@@ -139,6 +141,9 @@ class ConfirmScreen(ModalScreen[bool]):
             self.dismiss(True)
         else:
             self.app.bell()
+            if self.require_text is not None:
+                self.notify(printable(f"Type {self.require_text} exactly to go ahead (Escape cancels)."),
+                            severity="warning", markup=False)
 
     def action_cancel(self) -> None:
         """Close without doing anything."""
