@@ -1,12 +1,14 @@
 """``tpu-console watch NODE``: follow a vLLM startup over SSH until it is ready or fails.
 
-Usage: ``tpu-console watch NODE [--project P] [--zone Z] [--worker N] [--poll-s S] [--json]``.
+Usage: ``tpu-console watch NODE [--project P] [--zone Z] [--worker N] [--accept-new-host-key]
+[--poll-s S] [--json]``.
 
 Finds the node through the TPU API (``NODE`` may also be the node name of a queued resource's
 node spec, before the node exists); a node that is not READY yet (CREATING, or its queued
 resource WAITING_FOR_RESOURCES / PROVISIONING) is waited for by polling the API, one line per
 state change (:mod:`console.flows.node_wait`). It then connects like ``gcloud compute tpus tpu-vm ssh`` (an
-unknown host key is asked about on a terminal, refused otherwise), follows
+unknown host key is asked about on a terminal, refused otherwise; ``--accept-new-host-key``
+records it without asking, OpenSSH's accept-new; a changed key is always refused), follows
 ``docker logs -f --timestamps`` of the configured container (reconnecting and resuming after a
 drop), and feeds every line to the startup reader. Progress goes to stderr; the summary goes to
 stdout (``--json``: the ``log-summary --json`` object). Once ready, ``/v1/models`` is probed
@@ -47,6 +49,9 @@ def add_parser(subparsers: Any) -> None:
     add_node_arguments(parser)
     parser.add_argument("--worker", type=int, default=0, metavar="N", help="worker of a multi-host slice (default 0)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON (log-summary --json keys)")
+    parser.add_argument("--accept-new-host-key", action="store_true",
+                        help="record an unknown host key without asking (OpenSSH's accept-new); "
+                             "a changed key is still refused")
     parser.add_argument("--poll-s", type=float, default=5.0, metavar="SECONDS",
                         help="seconds between TPU API polls while the node is not READY yet (default 5)")
     parser.set_defaults(run=run)
@@ -86,11 +91,17 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
     except RemoteError as exc:
         print(f"tpu-console: {printable(exc)}", file=sys.stderr)
         return 2
+    if args.accept_new_host_key:
+        from console.flows.ssh_target import accept_new_host_key
+
+        accept = accept_new_host_key(target, lambda sentence: print(printable(sentence), file=sys.stderr))
+    else:
+        accept = terminal_host_key_prompt(target)
     recorder = _recorder(config, args, node)
     try:
         code, summary = await watch_target(target, container=config.container.name,
                                            container_port=config.container.port,
-                                           accept_new_host_key=terminal_host_key_prompt(target),
+                                           accept_new_host_key=accept,
                                            progress=sys.stderr, recorder=recorder)
     finally:
         if recorder.store is not None:

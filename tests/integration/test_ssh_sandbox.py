@@ -447,6 +447,39 @@ def test_watch_refuses_an_unknown_host_key_without_a_terminal(sandbox, capsys, m
     assert sandbox.known_hosts_path.read_text() == ""
 
 
+def test_watch_accept_new_host_key_records_an_unknown_key_without_a_terminal(sandbox, capsys, monkeypatch) -> None:
+    import io
+
+    from console.cli import main
+
+    vm = sandbox.vms["vllm-v5e-a"]
+    alias = next(line.split()[0] for line in sandbox.known_hosts_path.read_text().splitlines()
+                 if line.split()[2] in vm.host_public_key)
+    others = [line for line in sandbox.known_hosts_path.read_text().splitlines() if not line.startswith(f"{alias} ")]
+    sandbox.known_hosts_path.write_text("".join(f"{line}\n" for line in others))
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    code = main(["--config", str(sandbox.config_path), "watch", "vllm-v5e-a", "--accept-new-host-key", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    fingerprint = asyncssh.import_public_key(vm.host_public_key).get_fingerprint("sha256")
+    assert f"recording the new host key {fingerprint} of node vllm-v5e-a" in captured.err
+    recorded = sandbox.known_hosts_path.read_text().splitlines()
+    recorded_alias = recorded[-1].split()[0]                  # gcloud's alias (with the guest attribute's suffix)
+    assert recorded[:-1] == others and recorded_alias.startswith(f"{alias}-")
+    assert f" as {recorded_alias} in {sandbox.known_hosts_path} (accept-new)" in captured.err
+    assert asyncssh.import_public_key(" ".join(recorded[-1].split()[1:])).get_fingerprint("sha256") == fingerprint
+
+    # a changed key is still refused, and the file keeps the recorded line
+    impostor = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+    sandbox.known_hosts_path.write_text("".join(f"{line}\n" for line in others) + f"{recorded_alias} {impostor}\n")
+    before = sandbox.known_hosts_path.read_text()
+    code = main(["--config", str(sandbox.config_path), "watch", "vllm-v5e-a", "--accept-new-host-key"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert "Host key changed" in captured.err and "recording the new host key" not in captured.err
+    assert sandbox.known_hosts_path.read_text() == before
+
+
 def test_watch_unknown_and_ambiguous_names(sandbox, capsys) -> None:
     import copy
 
