@@ -36,7 +36,7 @@ from console.flows.launch_recorder import LaunchRecorder
 from console.flows.node_wait import POLL_S as NODE_POLL_S
 from console.flows.node_wait import needs_wait, wait_target, wait_until_ready
 from console.flows.ssh_target import resolve_target
-from console.flows.startup_watch import StartupWatch, read_followed
+from console.flows.startup_watch import Replacement, StartupWatch, read_followed
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
 from console.widgets.log_pane import LogPane
@@ -246,11 +246,12 @@ class StartupScreen(ConsoleScreen):
             return
         status = message.status
         if status.container_id and status.container_id != self._container_id:
-            if self._container_id is not None:
-                self.query_one("#log", LogView).write_lines(
-                    [f"──── container replaced: now following {status.container_id[:12]} ────"])
+            watch, gone = message.watcher, None
+            if self._container_id is not None and watch.replaced and watch.replaced[-1].new_id == status.container_id:
+                gone = watch.replaced[-1]           # the new container has its own reader and launch
+                self.query_one("#log", LogView).write_lines([f"──── {gone.marker()} ────"])
             self._container_id = status.container_id
-            self._observe(message.watcher, status.container_id)
+            self._observe(message.watcher, status.container_id, gone)
         if status.kind == "exited":
             self._write_exit(message.watcher.reader.state, status.exit_code)
         if status.kind == "error":
@@ -283,10 +284,13 @@ class StartupScreen(ConsoleScreen):
         return await self._db.call(lambda _store: write())
 
     @work(group="startup-observe", exit_on_error=False)
-    async def _observe(self, watch: StartupWatch, container_id: str) -> None:
-        """Inspect the new container, find or start its launch, and look up the compile ETA."""
+    async def _observe(self, watch: StartupWatch, container_id: str, replaced: Replacement | None = None) -> None:
+        """Close the launch of the container ``replaced`` (with what was seen of it), inspect the new
+        container, find or start its launch, and look up the compile ETA."""
         from store.records import compile_key
 
+        if replaced is not None:
+            await self._history(lambda: self._recorder().record_replaced(replaced.old_state, replaced.marker()))
         found = await read_followed(watch, container_id)
         if found.problem is not None:
             self.log.warning(found.problem)

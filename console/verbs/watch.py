@@ -256,6 +256,12 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
 
     def on_status(status: TailStatus) -> None:
         last["status"] = status
+        if watch.replaced and watch.replaced[-1].new_id == status.container_id and status.container_id not in observing:
+            gone = watch.replaced[-1]                 # a new container: its own reader, launch and messages
+            say(gone.marker())
+            if recorder is not None:
+                recorder.record_replaced(gone.old_state, gone.marker())
+            last.update(phase=None, kv=None, steps=0, failed_at=None)
         if recorder is not None and status.container_id and status.container_id not in observing:
             observing[status.container_id] = asyncio.create_task(observe(status.container_id))
         if status.kind in ("reconnecting", "waiting", "exited", "error") or status.message.startswith("resumed"):

@@ -409,3 +409,32 @@ async def test_an_unreachable_node_is_said_once_with_its_title_in_the_toast(sand
         assert toast.title == "Host unreachable"
         assert toast.message.startswith("Cannot reach node vllm-ondemand-g (127.0.0.1:")   # not "Host unreachable: ..."
         assert screen.problem == toast.message
+
+
+async def test_a_replacing_container_gets_a_gap_marker_a_fresh_state_and_its_own_launch(
+        sandbox: Any, sandbox_services: Any) -> None:
+    import re
+
+    from sandbox.runner import serve_args_for
+
+    vm = sandbox.vms["vllm-flex-b"]
+    node = await fleet_node(sandbox_services, "vllm-flex-b")
+    sandbox.call(_reboot(vm, serve_args_for(node.accelerator_type, node.chips), boot_s=6.0))
+    app = StartupApp(sandbox_services, node)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        view = screen.query_one("#log", LogView)
+        await _until(pilot, lambda: view.buffer.total > 10)
+        first_id = screen.watcher.container_id
+        second = sandbox.call(_reboot(vm, ["Qwen/Qwen3-0.6B", "--max-model-len", "4096",
+                                           "--tensor-parallel-size", "8"], boot_s=1.0))
+        await _until(pilot, lambda: screen.watcher.reader.state.ready)
+        new_id = screen.watcher.container_id
+        markers = [e.text for e in view.buffer.entries if "replaced by" in e.text]
+        assert len(markers) == 1 and re.fullmatch(
+            rf"──── container {first_id[:12]} replaced by {new_id[:12]} at (\d\d:\d\d:\d\d); "
+            rf"{first_id[:12]}'s output after \1 was not seen ────", markers[0]), markers
+        assert screen.watcher.reader.state.lines_read == len(second.lines)       # a fresh reader
+        await _until(pilot, lambda: {launch.container_id: launch.outcome for launch in
+                                     sandbox_services.store.list_launches(node="vllm-flex-b")}
+                     == {first_id: "replaced", new_id: "ready"})
