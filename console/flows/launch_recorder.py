@@ -186,6 +186,20 @@ class LaunchRecorder:
             return changed
         return {}
 
+    def record_replaced(self, state: StartupState, detail: str) -> dict[str, Any]:
+        """The followed container was replaced by another: write what its log gave, then, unless
+        it already showed ready or a fatal failure, close its launch as ``replaced`` with ``detail``
+        (a sentence: by which container, when). Call before :meth:`observe_container` of the new one."""
+        written = self.record(state)
+        if self.launch_id is None or self._written.get("outcome") in ("ready", "failed"):
+            return written
+        end = {"outcome": "replaced", "failure_detail": detail[:500]}
+        launch_id = self.launch_id
+        self._guard(lambda: self.store.update_launch(launch_id, **end))
+        if self.error is None:
+            self._written.update(end)
+        return {**written, **end}
+
     def record_exit(self, state: StartupState, exit_code: int | None) -> dict[str, Any]:
         """The container exited: write what the log gave, then, unless the log already showed
         ready or a fatal failure, the launch ``failed`` with kind ``container_exited``."""

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from remote.errors import RemoteError
-from remote.models import FleetProblem, FleetSnapshot, Node
+from remote.models import FleetProblem, FleetSnapshot, Node, QueuedResource
 
 #: Node names listed in a "no such node" message at most (the rest are counted).
 MAX_NAMES_SHOWN = 8
@@ -151,6 +151,36 @@ async def find_node(fleet_source: Any, name: str, *, project: str | None = None,
     snapshot = await fleet_source.list_fleet()
     searched = [p.id for p in getattr(fleet_source, "projects", ())]
     return pick_node(snapshot, name, project, zone, require_ready=require_ready, searched=searched)
+
+
+async def find_node_or_request(fleet_source: Any, name: str, *, project: str | None = None,
+                               zone: str | None = None) -> tuple[Node | None, QueuedResource | None]:
+    """List the fleet once: ``(node, None)`` for a listed node, or ``(None, queued resource)`` when
+    no node is named so yet but a queued resource's node spec names it (its node is created later).
+
+    Args:
+        fleet_source, name, project, zone: see :func:`find_node`.
+
+    Raises:
+        NodeLookupError and its subclasses as :func:`pick_node` (``NodeNotFound`` when neither a node
+        nor a node spec of one queued resource has that name; ``NodeAmbiguous`` for several).
+    """
+    snapshot = await fleet_source.list_fleet()
+    searched = [p.id for p in getattr(fleet_source, "projects", ())]
+    try:
+        return pick_node(snapshot, name, project, zone, searched=searched), None
+    except NodeNotFound:
+        spec = split_node_spec(name)
+        requests = [q for q in snapshot.queued_resources
+                    if spec[2] in q.node_ids and spec[0] in (None, q.project) and spec[1] in (None, q.zone)
+                    and project in (None, q.project) and zone in (None, q.zone)]
+        if len(requests) == 1:
+            return None, requests[0]
+        if len(requests) > 1:
+            listing = ", ".join(f"{'/'.join(q.key)} ({q.state})" for q in requests)
+            raise NodeAmbiguous(f"{len(requests)} queued resources create a node named {name!r} ({listing}); "
+                                "name one as PROJECT/ZONE/NAME.", ()) from None
+        raise
 
 
 def lookup_exit_code(error: NodeLookupError) -> int:

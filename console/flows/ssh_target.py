@@ -8,10 +8,16 @@ gcloud records a TPU worker's host key under ``tpu.<id>-<worker>-<suffix>`` when
 attributes give the worker's ``ssh-ed25519`` key (the suffix is its last 6 characters), else
 under ``tpu.<id>-<worker>``. The suffixed alias is used unless the known-hosts file only
 records the plain one (older gcloud, the sandbox).
+
+An unknown host key is asked about (:func:`remote.ssh.connect`'s ``accept_new_host_key``);
+:func:`accept_new_host_key` is OpenSSH's ``StrictHostKeyChecking=accept-new`` for
+non-interactive first use: an unknown key is recorded without asking, a changed one is still
+refused (``connect`` raises ``HostKeyChanged`` before any callback is asked).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from remote.errors import RemoteError
@@ -76,3 +82,21 @@ async def ready_node_target(config: Any, spec: str) -> tuple[Any, SshTarget]:
     with fleet_source_for(config) as source:
         node = await find_node(source, spec, require_ready=True)
         return node, await resolve_target(node, config.ssh, 0, source)
+
+
+def accept_new_host_key(target: SshTarget, on_record: Callable[[str], None] | None = None,
+                        ) -> Callable[[str], Awaitable[bool]]:
+    """OpenSSH's ``accept-new`` as a host-key callback: accepts every *unknown* key of ``target``.
+
+    ``remote.ssh.connect`` records the accepted key under ``target.known_hosts_name`` in
+    ``target.known_hosts``; a key that differs from a recorded one never reaches this callback
+    (``HostKeyChanged`` is raised first). ``on_record`` gets one sentence naming the fingerprint,
+    the alias and the file.
+    """
+    async def accept(fingerprint: str) -> bool:
+        if on_record is not None:
+            on_record(f"recording the new host key {fingerprint} of {target.label} as "
+                      f"{target.known_hosts_name} in {target.known_hosts} (accept-new)")
+        return True
+
+    return accept

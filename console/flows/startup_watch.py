@@ -7,6 +7,9 @@ and, once ready, reach ``/v1/models`` through an SSH local port forward. No Text
 callers get plain callbacks. Both read a followed container with :func:`read_followed`, and
 their :class:`~console.flows.launch_recorder.LaunchRecorder` writes what the watch learns into
 the history as it learns it (``watch`` in its own loop, the startup view in its history thread).
+One container, one state: when the followed container is replaced (another id under the same
+name), the new one gets a fresh reader, and both callers mark the gap
+(:meth:`Replacement.marker`) and close the old launch (``LaunchRecorder.record_replaced``).
 """
 
 from __future__ import annotations
@@ -39,9 +42,14 @@ class StartupWatch:
         on_status: called when the tail's status changes.
         connect: ``(target, accept_new_host_key=...) -> connection`` (``remote.ssh.connect``).
         tail_options: extra :class:`~remote.container.tail.LogTail` keyword arguments.
+        clock: current UTC time (when a replacement was noticed).
 
     Attributes:
-        reader: the startup reader (``reader.state`` is the current :class:`StartupState`).
+        reader: the startup reader of the container followed now (``reader.state`` is its
+            :class:`StartupState`); a container that replaces the followed one (another id:
+            a swap, or ``rm -f`` + ``run`` outside the console) gets a fresh reader.
+        replaced: the :class:`Replacement` s seen, oldest first (``on_status`` is called after
+            the reader was swapped, so a callback sees the new one).
         status: the last :class:`TailStatus`, or ``None``.
         lines_received: lines delivered so far.
         tunnel_url: ``http://127.0.0.1:PORT`` once :meth:`open_tunnel` succeeded.
@@ -52,7 +60,8 @@ class StartupWatch:
                  on_lines: Callable[[list[LogLine]], None] | None = None,
                  on_status: Callable[[TailStatus], None] | None = None,
                  connect: Callable[..., Awaitable[Any]] | None = None,
-                 tail_options: dict[str, Any] | None = None) -> None:
+                 tail_options: dict[str, Any] | None = None,
+                 clock: Callable[[], datetime] | None = None) -> None:
         from remote.ssh import connect as ssh_connect
 
         self.target = target
@@ -71,6 +80,9 @@ class StartupWatch:
         self._control: Any = None
         self._listener: Any = None
         self._tail: LogTail | None = None
+        self._followed_id: str | None = None
+        self._clock = clock or _utc_now
+        self.replaced: list[Replacement] = []
 
     async def connect(self) -> None:
         """Open the first, verified connection (asking about an unknown host key).
@@ -104,6 +116,14 @@ class StartupWatch:
             self._on_lines(batch)
 
     def _status(self, status: TailStatus) -> None:
+        followed = status.container_id
+        if followed and self._followed_id is not None and followed != self._followed_id:
+            # one container, one state: the new container starts from a fresh reader
+            self.reader.close()
+            self.replaced.append(Replacement(self._followed_id, followed, self._clock(), self.reader.state))
+            self.reader = StartupReader()
+        if followed:
+            self._followed_id = followed
         self.status = status
         if self._on_status is not None:
             self._on_status(status)
@@ -208,6 +228,35 @@ class StartupWatch:
             if conn is not None:
                 conn.close()
         self._first = self._control = None
+
+
+def _utc_now() -> datetime:
+    from datetime import UTC
+
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """The followed container was replaced by another one (another id under the same name).
+
+    Attributes:
+        old_id, new_id: full docker ids.
+        at: when the watch noticed it (UTC); the old container's output after its last line
+            read was not seen.
+        old_state: the old container's final :class:`StartupState` (what was seen of it).
+    """
+
+    old_id: str
+    new_id: str
+    at: datetime
+    old_state: Any
+
+    def marker(self) -> str:
+        """The gap, for the log: ``container A replaced by B at T; A's output after T was not seen``."""
+        at = self.at.strftime("%H:%M:%S")
+        return (f"container {self.old_id[:12]} replaced by {self.new_id[:12]} at {at}; "
+                f"{self.old_id[:12]}'s output after {at} was not seen")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,9 @@
 """The startup watch: a node's vLLM container log, live, beside the startup panel.
 
-Connects to one worker of the node with the config's SSH settings (an unknown host key asks
+A node that is not READY yet (CREATING, or its queued resource not ACTIVE) is first waited for
+through the TPU API (:mod:`console.flows.node_wait`, one marker line per state change in the
+log; PREEMPTED / TERMINATED / a FAILED request end the view's watch with one sentence). Then it
+connects to one worker of the node with the config's SSH settings (an unknown host key asks
 the operator in a modal), follows ``docker logs -f --timestamps`` of ``config.container.name``
 and feeds every line to the startup reader (:class:`console.flows.startup_watch.StartupWatch`, shared
 with ``tpu-console watch``). Once the log says ready, an SSH local port forward to
@@ -30,8 +33,10 @@ from textual.worker import Worker, WorkerState
 
 from console.flows.history_query import HistoryReader
 from console.flows.launch_recorder import LaunchRecorder
+from console.flows.node_wait import POLL_S as NODE_POLL_S
+from console.flows.node_wait import needs_wait, wait_target, wait_until_ready
 from console.flows.ssh_target import resolve_target
-from console.flows.startup_watch import StartupWatch, read_followed
+from console.flows.startup_watch import Replacement, StartupWatch, read_followed
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
 from console.widgets.log_pane import LogPane
@@ -89,10 +94,11 @@ class StartupScreen(ConsoleScreen):
             self.watcher = watch
             self.status = status
 
-    def __init__(self, node: Any, worker: int = 0) -> None:
+    def __init__(self, node: Any, worker: int = 0, *, poll_s: float = NODE_POLL_S) -> None:
         super().__init__()
         self.node = node
         self.worker = worker
+        self.poll_s = poll_s
         self.watcher: StartupWatch | None = None
         self.recorder: LaunchRecorder | None = None
         self._db: HistoryReader | None = None
@@ -100,6 +106,7 @@ class StartupScreen(ConsoleScreen):
         self._recording = False
         self._recorder_lock = asyncio.Lock()
         self.problem: str | None = None
+        self.node_wait: str | None = None
         self.compile_eta_s: float | None = None
         self.history_known = False
         self.tunnel_note: str | None = None
@@ -135,6 +142,7 @@ class StartupScreen(ConsoleScreen):
         self.workers.cancel_group(self, "startup-tunnel")
         self.watcher = None
         self.problem = None
+        self.node_wait = None
         self.tunnel_note = None
         self.served_models = None
         self._tunnel_started = False
@@ -153,9 +161,15 @@ class StartupScreen(ConsoleScreen):
     async def _run_watch(self) -> None:
         config = self.services.config
         try:
+            if needs_wait(self.node):
+                # CREATING, or its queued resource not ACTIVE yet: poll the TPU API until READY
+                self.node = await wait_until_ready(self.services.fleet, wait_target(self.node),
+                                                   on_change=self._waiting, poll_s=self.poll_s)
+                self._waiting(f"node {self.node.name} is READY")
+                self.node_wait = None
             target = await resolve_target(self.node, config.ssh, self.worker, self.services.fleet)
         except RemoteError as exc:
-            self._set_problem(str(exc), title=exc.title)
+            self._set_problem(exc.message, title=exc.title)
             return
 
         async def ask(fingerprint: str) -> bool:
@@ -171,12 +185,18 @@ class StartupScreen(ConsoleScreen):
         try:
             await watch.connect()
         except RemoteError as exc:
-            self._set_problem(str(exc), title=exc.title)
+            self._set_problem(exc.message, title=exc.title)   # the title is the toast's, not repeated
             return
         try:
             await watch.follow()
         finally:
             await watch.close()
+
+    def _waiting(self, sentence: str) -> None:
+        """A state change of the node waited for: one marker line in the log."""
+        self.query_one("#log", LogView).write_lines([f"──── {sentence} ────"])
+        self.node_wait = sentence
+        self._dirty = True
 
     def _post_status(self, watch: StartupWatch, status: TailStatus) -> None:
         self.post_message(self.StatusChanged(watch, status))
@@ -226,11 +246,12 @@ class StartupScreen(ConsoleScreen):
             return
         status = message.status
         if status.container_id and status.container_id != self._container_id:
-            if self._container_id is not None:
-                self.query_one("#log", LogView).write_lines(
-                    [f"──── container replaced: now following {status.container_id[:12]} ────"])
+            watch, gone = message.watcher, None
+            if self._container_id is not None and watch.replaced and watch.replaced[-1].new_id == status.container_id:
+                gone = watch.replaced[-1]           # the new container has its own reader and launch
+                self.query_one("#log", LogView).write_lines([f"──── {gone.marker()} ────"])
             self._container_id = status.container_id
-            self._observe(message.watcher, status.container_id)
+            self._observe(message.watcher, status.container_id, gone)
         if status.kind == "exited":
             self._write_exit(message.watcher.reader.state, status.exit_code)
         if status.kind == "error":
@@ -263,10 +284,13 @@ class StartupScreen(ConsoleScreen):
         return await self._db.call(lambda _store: write())
 
     @work(group="startup-observe", exit_on_error=False)
-    async def _observe(self, watch: StartupWatch, container_id: str) -> None:
-        """Inspect the new container, find or start its launch, and look up the compile ETA."""
+    async def _observe(self, watch: StartupWatch, container_id: str, replaced: Replacement | None = None) -> None:
+        """Close the launch of the container ``replaced`` (with what was seen of it), inspect the new
+        container, find or start its launch, and look up the compile ETA."""
         from store.records import compile_key
 
+        if replaced is not None:
+            await self._history(lambda: self._recorder().record_replaced(replaced.old_state, replaced.marker()))
         found = await read_followed(watch, container_id)
         if found.problem is not None:
             self.log.warning(found.problem)
@@ -382,7 +406,8 @@ class StartupScreen(ConsoleScreen):
             now=self.services.clock(), status=watch.status if watch is not None else None,
             problem=self.problem, compile_eta_s=self.compile_eta_s, history_known=self.history_known,
             tunnel_url=watch.tunnel_url if watch is not None else None,
-            tunnel_note=self.tunnel_note or recorder_problem, served_models=self.served_models)
+            tunnel_note=self.tunnel_note or recorder_problem, served_models=self.served_models,
+            node_wait=self.node_wait)
 
     def _refresh_panel(self) -> None:
         self._ticks += 1

@@ -1,9 +1,14 @@
 """``tpu-console watch NODE``: follow a vLLM startup over SSH until it is ready or fails.
 
-Usage: ``tpu-console watch NODE [--project P] [--zone Z] [--worker N] [--json]``.
+Usage: ``tpu-console watch NODE [--project P] [--zone Z] [--worker N] [--accept-new-host-key]
+[--poll-s S] [--json]``.
 
-Finds the node through the TPU API, connects like ``gcloud compute tpus tpu-vm ssh`` (an
-unknown host key is asked about on a terminal, refused otherwise), follows
+Finds the node through the TPU API (``NODE`` may also be the node name of a queued resource's
+node spec, before the node exists); a node that is not READY yet (CREATING, or its queued
+resource WAITING_FOR_RESOURCES / PROVISIONING) is waited for by polling the API, one line per
+state change (:mod:`console.flows.node_wait`). It then connects like ``gcloud compute tpus tpu-vm ssh`` (an
+unknown host key is asked about on a terminal, refused otherwise; ``--accept-new-host-key``
+records it without asking, OpenSSH's accept-new; a changed key is always refused), follows
 ``docker logs -f --timestamps`` of the configured container (reconnecting and resuming after a
 drop), and feeds every line to the startup reader. Progress goes to stderr; the summary goes to
 stdout (``--json``: the ``log-summary --json`` object). Once ready, ``/v1/models`` is probed
@@ -13,7 +18,8 @@ followed container (the one a ``swap`` recorded, found by container id, or a new
 one) ends ``ready`` or ``failed`` with its failure kind. A history that cannot be opened is
 reported and the watch goes on.
 
-Exit codes: 0 ready, 1 failed (or the container exited first), 2 bad arguments, no such node,
+Exit codes: 0 ready, 1 failed (or the container exited first, or the node is PREEMPTED /
+TERMINATED ... or its queued resource FAILED, said once), 2 bad arguments, no such node,
 an ambiguous name, or could not connect.
 """
 
@@ -43,6 +49,11 @@ def add_parser(subparsers: Any) -> None:
     add_node_arguments(parser)
     parser.add_argument("--worker", type=int, default=0, metavar="N", help="worker of a multi-host slice (default 0)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON (log-summary --json keys)")
+    parser.add_argument("--accept-new-host-key", action="store_true",
+                        help="record an unknown host key without asking (OpenSSH's accept-new); "
+                             "a changed key is still refused")
+    parser.add_argument("--poll-s", type=float, default=5.0, metavar="SECONDS",
+                        help="seconds between TPU API polls while the node is not READY yet (default 5)")
     parser.set_defaults(run=run)
 
 
@@ -54,28 +65,43 @@ def run(args: argparse.Namespace) -> int:
     if args.worker < 0:
         print("tpu-console: --worker must be 0 or more", file=sys.stderr)
         return 2
+    if not args.poll_s > 0:
+        print("tpu-console: --poll-s must be more than 0", file=sys.stderr)
+        return 2
     return asyncio.run(_run(args, config))
 
 
 async def _run(args: argparse.Namespace, config: Any) -> int:
+    from console.flows.node_wait import NodeWontBeReady
     from console.flows.ssh_target import choose_target
     from remote.errors import RemoteError
 
-    found = await find_node(config, args.node, project=args.project, zone=args.zone, worker=args.worker)
+    try:
+        found = await find_node(config, args.node, project=args.project, zone=args.zone, worker=args.worker,
+                                poll_s=args.poll_s)
+    except NodeWontBeReady as exc:
+        print(f"tpu-console: {printable(exc)}", file=sys.stderr)
+        return 1
     if isinstance(found, str):
         print(f"tpu-console: {printable(found)}", file=sys.stderr)
         return 2
-    node, host_key_suffix = found
+    node, host_key_suffix, config = found
     try:
         target = choose_target(node, config.ssh, args.worker, host_key_suffix)
     except RemoteError as exc:
         print(f"tpu-console: {printable(exc)}", file=sys.stderr)
         return 2
+    if args.accept_new_host_key:
+        from console.flows.ssh_target import accept_new_host_key
+
+        accept = accept_new_host_key(target, lambda sentence: print(printable(sentence), file=sys.stderr))
+    else:
+        accept = terminal_host_key_prompt(target)
     recorder = _recorder(config, args, node)
     try:
         code, summary = await watch_target(target, container=config.container.name,
                                            container_port=config.container.port,
-                                           accept_new_host_key=terminal_host_key_prompt(target),
+                                           accept_new_host_key=accept,
                                            progress=sys.stderr, recorder=recorder)
     finally:
         if recorder.store is not None:
@@ -107,23 +133,50 @@ def _recorder(config: Any, args: argparse.Namespace, node: Any) -> Any:
 
 
 async def find_node(config: Any, name: str, *, project: str | None, zone: str | None,
-                    worker: int = 0) -> tuple[Any, str | None] | str:
-    """Find ``name`` in the fleet: ``(node, ssh-ed25519 guest attribute or None)``, or why not (a sentence).
+                    worker: int = 0, poll_s: float = 5.0,
+                    progress: TextIO | None = None) -> tuple[Any, str | None, Any] | str:
+    """Find ``name`` in the fleet and wait until it is READY: ``(node, ssh-ed25519 guest attribute
+    or None, config)``, or why not (a sentence).
 
-    The lookup is :func:`console.flows.node_lookup.find_node`; ``name`` may be ``NAME``, ``ZONE/NAME``
-    or ``PROJECT/ZONE/NAME``.
+    The lookup is :func:`console.flows.node_lookup.find_node_or_request` (``name`` may be ``NAME``,
+    ``ZONE/NAME`` or ``PROJECT/ZONE/NAME``, or the node name of a queued resource's node spec). A
+    node that is not READY yet, or whose queued resource is not ACTIVE yet, is waited for
+    (:func:`console.flows.node_wait.wait_until_ready`, one line on ``progress`` per state
+    change, polling every ``poll_s`` seconds); after a wait the config file is read again (its
+    ``[ssh.hosts]`` may have changed) and returned.
+
+    Raises:
+        NodeWontBeReady: PREEMPTED, TERMINATED ..., or its queued resource FAILED.
     """
+    from console.config import ConfigError, load_config
     from console.flows import node_lookup
+    from console.flows.node_wait import NodeWontBeReady, needs_wait, wait_target, wait_until_ready
     from console.flows.ssh_target import host_key_suffix
     from remote.errors import RemoteError
 
+    out = progress or sys.stderr
+
+    def changed(sentence: str) -> None:
+        out.write(f"{printable(sentence)}\n")
+        out.flush()
+
     try:
         with node_lookup.fleet_source_for(config, project=project, zone=zone) as source:
-            node = await node_lookup.find_node(source, name, project=project, zone=zone)
+            node, request = await node_lookup.find_node_or_request(source, name, project=project, zone=zone)
+            if node is None or needs_wait(node):
+                target = wait_target(node, request, node_lookup.split_node_spec(name)[2])
+                node = await wait_until_ready(source, target, on_change=changed, poll_s=poll_s)
+                changed(f"node {node.name} is READY")
+                if config.path is not None:
+                    config = load_config(config.path)
             suffix = await host_key_suffix(source, node, worker)
+    except NodeWontBeReady:
+        raise
     except RemoteError as exc:
         return str(exc)
-    return node, suffix
+    except ConfigError as exc:
+        return f"config error: {exc}"
+    return node, suffix, config
 
 
 def terminal_host_key_prompt(target: Any, stdin: TextIO | None = None,
@@ -203,6 +256,12 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
 
     def on_status(status: TailStatus) -> None:
         last["status"] = status
+        if watch.replaced and watch.replaced[-1].new_id == status.container_id and status.container_id not in observing:
+            gone = watch.replaced[-1]                 # a new container: its own reader, launch and messages
+            say(gone.marker())
+            if recorder is not None:
+                recorder.record_replaced(gone.old_state, gone.marker())
+            last.update(phase=None, kv=None, steps=0, failed_at=None)
         if recorder is not None and status.container_id and status.container_id not in observing:
             observing[status.container_id] = asyncio.create_task(observe(status.container_id))
         if status.kind in ("reconnecting", "waiting", "exited", "error") or status.message.startswith("resumed"):

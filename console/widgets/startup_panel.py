@@ -49,6 +49,7 @@ class PanelInfo:
         tunnel_url: ``http://127.0.0.1:PORT`` of the SSH forward to vLLM, once open.
         tunnel_note: a sentence about the tunnel (opening, failed, re-opened).
         served_models: model ids ``/v1/models`` answered through the tunnel.
+        node_wait: the node is not READY yet: its state and what the wait is for (a sentence).
     """
 
     state: StartupState = field(default_factory=StartupState)
@@ -60,6 +61,7 @@ class PanelInfo:
     tunnel_url: str | None = None
     tunnel_note: str | None = None
     served_models: tuple[str, ...] | None = None
+    node_wait: str | None = None
 
 
 def status_text(info: PanelInfo) -> Text:
@@ -67,6 +69,8 @@ def status_text(info: PanelInfo) -> Text:
     if info.problem:
         return Text.assemble(("✘ ", "bold red"), (printable(info.problem), "red"))
     status = info.status
+    if status is None and info.node_wait:
+        return Text.assemble(("… waiting for the node", "bold yellow"), printable(f": {info.node_wait}"))
     if status is None:
         return Text("… connecting", style="yellow")
     glyph, style = _STATUS_STYLES.get(status.kind, ("?", ""))
@@ -299,7 +303,7 @@ class StartupPanel(VerticalScroll):
         state = info.state
         comp = state.compile
         running_s = int(info.now.timestamp()) if info.now and state.phase not in (Phase.READY, Phase.FAILED) else 0
-        self._section("status", (info.problem, info.status), lambda: status_text(info))
+        self._section("status", (info.problem, info.status, info.node_wait), lambda: status_text(info))
         self._section("facts", (state.model, state.tpu_type, state.num_chips, state.vllm_version, state.restarts),
                       lambda: facts_text(state))
         failure = state.failure if state.failure is not None and state.failure.fatal else None

@@ -432,6 +432,52 @@ def test_watch_reports_a_failed_boot_with_exit_1(sandbox, capsys) -> None:
     assert f"failed: {plan.failure_kind}" in captured.err
 
 
+def test_watch_gives_a_replacing_container_its_own_reader_and_launch(sandbox, capsys, tmp_path) -> None:
+    import json as jsonlib
+    import threading
+
+    from console.cli import main
+    from console.flows.history_store import open_history
+    from sandbox.runner import serve_args_for
+
+    vm = sandbox.vms["vllm-flex-b"]
+    vm.boot_s = 5.0
+    sandbox.call(_replace(vm, serve_args_for("v6e-8", 8) or []))           # a fresh, slow boot
+    first_id = vm.docker.find("vllm").id
+    swapped: list = []
+
+    def replace() -> None:
+        vm.boot_s = 1.0
+        swapped.append(sandbox.call(_replace(vm, ["Qwen/Qwen3-0.6B", "--max-model-len", "4096",
+                                                 "--tensor-parallel-size", "8"])))
+
+    swapper = threading.Timer(1.2, replace)           # mid-boot, outside the console (rm -f + run)
+    swapper.start()
+    db = tmp_path / "history.db"
+    code = main(["--config", str(sandbox.config_path), "--db", str(db), "watch", "vllm-flex-b", "--json"])
+    swapper.join()
+    captured = capsys.readouterr()
+    second = swapped[0]
+    new_id = vm.docker.find("vllm").id
+    assert code == 0, captured.err
+    summary = jsonlib.loads(captured.out)
+    # the summary is the new container's alone: its lines, its model, its phase marks from line 1
+    assert second.outcome == "ready" and summary["ready"] is True
+    assert summary["lines_read"] == len(second.lines) and summary["model"] == "Qwen/Qwen3-0.6B"
+    assert [(m["phase"], m["line"]) for m in summary["phase_timeline"]] == \
+        _phase_lines([line for _, line in second.lines])
+    marker = next(line for line in captured.err.splitlines() if line.startswith("container "))
+    assert re.fullmatch(rf"container {first_id[:12]} replaced by {new_id[:12]} at (\d\d:\d\d:\d\d); "
+                        rf"{first_id[:12]}'s output after \1 was not seen", marker), marker
+    store = open_history(None, db)
+    try:
+        launches = {launch.container_id: launch for launch in store.list_launches(node="vllm-flex-b")}
+    finally:
+        store.close()
+    assert launches[first_id].outcome == "replaced" and launches[first_id].failure_detail == marker
+    assert launches[new_id].outcome == "ready" and launches[new_id].kv_cache_tokens == second.kv_cache_tokens
+
+
 def test_watch_refuses_an_unknown_host_key_without_a_terminal(sandbox, capsys, monkeypatch) -> None:
     import io
 
@@ -445,6 +491,39 @@ def test_watch_refuses_an_unknown_host_key_without_a_terminal(sandbox, capsys, m
     fingerprint = asyncssh.import_public_key(sandbox.vms["vllm-v5e-a"].host_public_key).get_fingerprint("sha256")
     assert f"presented the unknown host key {fingerprint}" in captured.err
     assert sandbox.known_hosts_path.read_text() == ""
+
+
+def test_watch_accept_new_host_key_records_an_unknown_key_without_a_terminal(sandbox, capsys, monkeypatch) -> None:
+    import io
+
+    from console.cli import main
+
+    vm = sandbox.vms["vllm-v5e-a"]
+    alias = next(line.split()[0] for line in sandbox.known_hosts_path.read_text().splitlines()
+                 if line.split()[2] in vm.host_public_key)
+    others = [line for line in sandbox.known_hosts_path.read_text().splitlines() if not line.startswith(f"{alias} ")]
+    sandbox.known_hosts_path.write_text("".join(f"{line}\n" for line in others))
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    code = main(["--config", str(sandbox.config_path), "watch", "vllm-v5e-a", "--accept-new-host-key", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    fingerprint = asyncssh.import_public_key(vm.host_public_key).get_fingerprint("sha256")
+    assert f"recording the new host key {fingerprint} of node vllm-v5e-a" in captured.err
+    recorded = sandbox.known_hosts_path.read_text().splitlines()
+    recorded_alias = recorded[-1].split()[0]                  # gcloud's alias (with the guest attribute's suffix)
+    assert recorded[:-1] == others and recorded_alias.startswith(f"{alias}-")
+    assert f" as {recorded_alias} in {sandbox.known_hosts_path} (accept-new)" in captured.err
+    assert asyncssh.import_public_key(" ".join(recorded[-1].split()[1:])).get_fingerprint("sha256") == fingerprint
+
+    # a changed key is still refused, and the file keeps the recorded line
+    impostor = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+    sandbox.known_hosts_path.write_text("".join(f"{line}\n" for line in others) + f"{recorded_alias} {impostor}\n")
+    before = sandbox.known_hosts_path.read_text()
+    code = main(["--config", str(sandbox.config_path), "watch", "vllm-v5e-a", "--accept-new-host-key"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert "Host key changed" in captured.err and "recording the new host key" not in captured.err
+    assert sandbox.known_hosts_path.read_text() == before
 
 
 def test_watch_unknown_and_ambiguous_names(sandbox, capsys) -> None:

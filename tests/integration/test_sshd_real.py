@@ -229,6 +229,26 @@ async def test_key_auth_and_known_hosts(sshd: RealSshd, client_key: asyncssh.SSH
         await connect(stranger)
 
 
+async def test_accept_new_records_an_unknown_key_and_refuses_a_changed_one(sshd: RealSshd, client_key: asyncssh.SSHKey,
+                                                                          tmp_path: Path) -> None:
+    from console.flows.ssh_target import accept_new_host_key
+
+    known = tmp_path / "google_compute_known_hosts"
+    target = _target(sshd, known, client_key)
+    said: list[str] = []
+    async with await connect(target, accept_new_host_key=accept_new_host_key(target, said.append)) as conn:
+        assert (await conn.run("echo ok", check=False)).stdout == "ok\n"
+    fingerprint = sshd.host_key.get_fingerprint("sha256")
+    assert said == [f"recording the new host key {fingerprint} of {target.label} as {ALIAS} in {known} (accept-new)"]
+    assert known.read_text() == f"{ALIAS} {sshd.host_key.export_public_key().decode().strip()}\n"
+
+    impostor = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+    known.write_text(f"{ALIAS} {impostor}\n")
+    with pytest.raises(HostKeyChanged):
+        await connect(target, accept_new_host_key=accept_new_host_key(target, said.append))
+    assert len(said) == 1 and known.read_text() == f"{ALIAS} {impostor}\n"
+
+
 def _ts(n: int) -> str:
     """Fixed-width docker timestamps; every 7th line repeats the previous timestamp."""
     ns = 1_750_000_000 * 10**9 + (n - (n % 7 == 0 and n > 0)) * 1_000_000

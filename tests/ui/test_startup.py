@@ -226,13 +226,14 @@ class StartupApp(TpuConsoleApp):
 
     CSS_PATH = str(Path(__file__).resolve().parents[2] / "console" / "app.tcss")
 
-    def __init__(self, services: Any, node: Any) -> None:
+    def __init__(self, services: Any, node: Any, **screen_options: Any) -> None:
         super().__init__(services)
         self.node = node
+        self.screen_options = screen_options
 
     def on_mount(self, event: Any) -> None:
         event.prevent_default()                               # not the fleet screen underneath
-        self.push_screen(StartupScreen(self.node))
+        self.push_screen(StartupScreen(self.node, **self.screen_options))
 
 
 async def _open(pilot: Any) -> StartupScreen:
@@ -374,3 +375,66 @@ async def test_bindings_have_ids_and_reach_the_palette(sandbox: Any, sandbox_ser
         assert app.screen is screen and view.buffer.filter_text == ""
         await pilot.press("escape")
         assert app.screen is not screen
+
+
+async def test_a_creating_node_is_waited_for_and_a_preempted_one_said_once(sandbox: Any, sandbox_services: Any) -> None:
+    project = sandbox.tpu_api.world.projects["inference-prod"]
+    key = next(k for k in project.nodes if k.endswith("/vllm-new-e"))
+    app = StartupApp(sandbox_services, await fleet_node(sandbox_services, "vllm-new-e"), poll_s=0.05)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        view = screen.query_one("#log", LogView)
+        await _until(pilot, lambda: view.buffer.total >= 1)
+        await pilot.pause(0.3)                                 # several polls: still one line
+        assert [e.text for e in view.buffer.entries] == ["──── node vllm-new-e is CREATING; waiting for READY ────"]
+        assert screen.problem is None
+        await _until(pilot, lambda: "waiting for the node" in panel_text(app, "status"))
+        assert "node vllm-new-e is CREATING; waiting for READY" in " ".join(panel_text(app, "status").split())
+        project.nodes[key]["state"] = "PREEMPTED"
+        await _until(pilot, lambda: screen.problem is not None)
+        assert screen.problem == ("Node vllm-new-e is PREEMPTED: it will not become READY on its own; "
+                                  "not following it.")
+        toast = list(app._notifications)[-1]
+        assert (toast.title, toast.message) == ("Node not ready", screen.problem)   # the title said once
+        await _until(pilot, lambda: panel_text(app, "status").startswith("✘ Node vllm-new-e is PREEMPTED"))
+
+
+async def test_an_unreachable_node_is_said_once_with_its_title_in_the_toast(sandbox: Any, sandbox_services: Any) -> None:
+    sandbox.call(sandbox.vms["vllm-ondemand-g"].stop())
+    app = StartupApp(sandbox_services, await fleet_node(sandbox_services, "vllm-ondemand-g"))
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        await _until(pilot, lambda: screen.problem is not None)
+        toast = list(app._notifications)[-1]
+        assert toast.title == "Host unreachable"
+        assert toast.message.startswith("Cannot reach node vllm-ondemand-g (127.0.0.1:")   # not "Host unreachable: ..."
+        assert screen.problem == toast.message
+
+
+async def test_a_replacing_container_gets_a_gap_marker_a_fresh_state_and_its_own_launch(
+        sandbox: Any, sandbox_services: Any) -> None:
+    import re
+
+    from sandbox.runner import serve_args_for
+
+    vm = sandbox.vms["vllm-flex-b"]
+    node = await fleet_node(sandbox_services, "vllm-flex-b")
+    sandbox.call(_reboot(vm, serve_args_for(node.accelerator_type, node.chips), boot_s=6.0))
+    app = StartupApp(sandbox_services, node)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        view = screen.query_one("#log", LogView)
+        await _until(pilot, lambda: view.buffer.total > 10)
+        first_id = screen.watcher.container_id
+        second = sandbox.call(_reboot(vm, ["Qwen/Qwen3-0.6B", "--max-model-len", "4096",
+                                           "--tensor-parallel-size", "8"], boot_s=1.0))
+        await _until(pilot, lambda: screen.watcher.reader.state.ready)
+        new_id = screen.watcher.container_id
+        markers = [e.text for e in view.buffer.entries if "replaced by" in e.text]
+        assert len(markers) == 1 and re.fullmatch(
+            rf"──── container {first_id[:12]} replaced by {new_id[:12]} at (\d\d:\d\d:\d\d); "
+            rf"{first_id[:12]}'s output after \1 was not seen ────", markers[0]), markers
+        assert screen.watcher.reader.state.lines_read == len(second.lines)       # a fresh reader
+        await _until(pilot, lambda: {launch.container_id: launch.outcome for launch in
+                                     sandbox_services.store.list_launches(node="vllm-flex-b")}
+                     == {first_id: "replaced", new_id: "ready"})
