@@ -402,6 +402,18 @@ class FleetScreen(ConsoleScreen):
         title = plain(f"{'Node' if isinstance(item, Node) else 'Queued resource'} {item.name}", style="bold")
         body.update(Group(title, table, extra, Text("j: raw JSON", style="dim")))
 
+    def select_node(self, node: Node) -> None:
+        """Move the cursor to ``node`` (clearing a filter that hides it) and focus the nodes table."""
+        key = node_row_key(node)
+        table = self.query_one("#nodes", DataTable)
+        if key not in table.rows and self.filter_words:
+            self.action_clear_filter()
+        self._selected_key = key
+        if key in table.rows:
+            table.move_cursor(row=table.get_row_index(key), animate=False)
+        table.focus()
+        self._render_detail()
+
     @property
     def detail_shown(self) -> bool:
         """Whether the detail pane is shown: the operator's ``i``, else the terminal is wide enough."""

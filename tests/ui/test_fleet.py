@@ -208,3 +208,53 @@ async def test_sort_cycles_reverses_and_survives_a_refresh(services: Services) -
         await pilot.pause()
         assert _column(qrs, "NAME") == sorted(_column(qrs, "NAME"))
         assert _column(nodes, "ACCELERATOR") == accelerators
+
+
+async def test_command_mode_jumps_to_views_and_nodes_with_completion(services: Services) -> None:
+    from console.screens.bench import BenchScreen
+    from console.screens.command import CommandScreen
+    from console.screens.history.screen import HistoryScreen
+
+    async with TpuConsoleApp(services).run_test(size=(160, 45)) as pilot:
+        screen = await _loaded(pilot)
+        assert "Command mode (:)" in [c.title for c in pilot.app.get_system_commands(screen)]
+        await pilot.press("colon", *"be", "tab")               # tab completes to the first node's bench
+        await pilot.pause()
+        assert isinstance(pilot.app.screen, CommandScreen)
+        box = pilot.app.screen.query_one("#command", Input)
+        assert box.value == "bench vllm-new-e"
+        box.value = ""
+        await pilot.press(*"bench vllm-v5e-a", "enter")
+        await pilot.pause()
+        assert isinstance(pilot.app.screen, BenchScreen) and pilot.app.screen.node.name == "vllm-v5e-a"
+        await pilot.press("colon", *"history", "enter")         # from any view
+        await pilot.pause()
+        assert isinstance(pilot.app.screen, HistoryScreen)
+        await pilot.press("colon", *"node vllm-flex-b", "enter")  # back to the fleet, on that row
+        await pilot.pause()
+        assert pilot.app.screen is screen and screen.selected is not None
+        assert screen.selected.name == "vllm-flex-b"
+        await pilot.press("colon", *"swap no-such-node", "enter")
+        await pilot.pause()
+        assert pilot.app.screen is screen
+        assert any("No node named 'no-such-node'" in n.message for n in pilot.app._notifications)
+        await pilot.press("colon", "escape")
+        await pilot.pause()
+        assert pilot.app.screen is screen
+
+
+def test_parse_command() -> None:
+    import pytest
+
+    from console.screens.command import Command, complete, parse_command
+
+    names = ["vllm-flex-b", "vllm-v5e-a"]
+    assert parse_command(":History", names) == Command("history")
+    assert parse_command("vllm-flex-b", names) == Command("node", "vllm-flex-b")
+    assert parse_command("watch vllm-v5e-a", names) == Command("startup", "vllm-v5e-a")
+    assert parse_command("history vllm-v5e-a", names) == Command("history", "vllm-v5e-a")
+    for bad, message in (("bogus", "Unknown command"), ("bench", "one node name"), ("swap x", "No node named")):
+        with pytest.raises(ValueError, match=message):
+            parse_command(bad, names)
+    assert complete("no", ["node vllm-flex-b", "node vllm-v5e-a"]) == "node vllm-flex-b"
+    assert complete("zz", ["node a"]) == "zz"
