@@ -39,6 +39,7 @@ def binding_ids() -> set[str]:
 
     for module_name, _ in FEATURES.values():     # load every view, and the modals they use
         importlib.import_module(module_name)
+    importlib.import_module("console.screens.command")
     classes: list[type] = [TpuConsoleApp]
     pending: list[type] = [_Screen]
     while pending:

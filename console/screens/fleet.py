@@ -5,7 +5,7 @@ Keys (ids in brackets, remappable through ``[keys]`` in the config):
 ``j`` raw JSON [raw_json], ``enter``/``w`` startup watch [watch], ``s`` hot swap [swap],
 ``R`` roll back [rollback], ``b`` benchmark [bench], ``H`` history [history],
 ``n`` request capacity [request], ``d`` delete the selected queued resource [delete],
-``i`` detail pane [detail], ``o`` sort by the next column [sort], ``O`` reverse the sort [sort_reverse].
+``i`` detail pane [detail], ``y`` copy the row's JSON [copy], ``o`` sort by the next column [sort], ``O`` reverse the sort [sort_reverse].
 
 Columns are shown by priority (:data:`NODE_COLUMNS`, :data:`QR_COLUMNS`): those that fit, whole;
 the detail pane has every field and hides itself below :data:`DETAIL_MIN_WIDTH` columns. The
@@ -94,6 +94,7 @@ class FleetScreen(ConsoleScreen):
         Binding("n", "request", "Request", id="request"),
         Binding("d", "delete_qr", "Delete QR", id="delete"),
         Binding("i", "toggle_detail", "Detail", id="detail"),
+        Binding("y", "copy_row", "Copy JSON", id="copy"),
         Binding("o", "cycle_sort", "Sort", id="sort"),
         Binding("O", "reverse_sort", "Reverse sort", id="sort_reverse"),
     ]
@@ -455,6 +456,15 @@ class FleetScreen(ConsoleScreen):
         column, descending = self.sort_by.get(table_id, (None, False))
         self.sort_by[table_id] = (column or "NAME", not descending if column else True)
         self._render_tables()
+
+    def action_copy_row(self) -> None:
+        """Copy the selected row's JSON (the fields ``list --json`` prints) to the clipboard."""
+        item = self.selected
+        if item is None:
+            self.app.notify("Select a row to copy its JSON.", severity="warning")
+            return
+        data = item.to_json(self._now()) if isinstance(item, Node) else item.to_json()
+        self.copy(f"the JSON of {item.name}", json.dumps(data, default=str, sort_keys=True, indent=2))
 
     def action_toggle_raw(self) -> None:
         """Toggle the detail pane between fields and the raw REST JSON."""

@@ -258,3 +258,41 @@ def test_parse_command() -> None:
             parse_command(bad, names)
     assert complete("no", ["node vllm-flex-b", "node vllm-v5e-a"]) == "node vllm-flex-b"
     assert complete("zz", ["node a"]) == "zz"
+
+
+async def test_y_copies_the_selected_rows_json(services: Services) -> None:
+    import json
+
+    async with TpuConsoleApp(services).run_test(size=(160, 45)) as pilot:
+        screen = await _loaded(pilot)
+        nodes = screen.query_one("#nodes", DataTable)
+        nodes.move_cursor(row=_column(nodes, "NAME").index("vllm-flex-b"))
+        await pilot.press("y")
+        await pilot.pause()
+        copied = json.loads(pilot.app.clipboard)
+        assert (copied["name"], copied["provisioning_model"], copied["time_left_s"]) == \
+            ("vllm-flex-b", "flex-start", 7200.0)
+        assert any(n.message.startswith("Copied the JSON of vllm-flex-b") for n in pilot.app._notifications)
+        qrs = screen.query_one("#qrs", DataTable)
+        qrs.focus()
+        qrs.move_cursor(row=_column(qrs, "NAME").index("qr-failed"))
+        await pilot.press("y")
+        await pilot.pause()
+        assert json.loads(pilot.app.clipboard)["state"] == "FAILED"
+
+
+async def test_the_new_bindings_are_remappable(services: Services) -> None:
+    import dataclasses
+
+    services.config = dataclasses.replace(services.config, keys={"sort": "S", "command": "ctrl+k"})
+    async with TpuConsoleApp(services).run_test(size=(160, 45)) as pilot:
+        screen = await _loaded(pilot)
+        nodes = screen.query_one("#nodes", DataTable)
+        await pilot.press("S")
+        await pilot.pause()
+        assert screen.sort_by["nodes"] == ("NAME", False)
+        assert _column(nodes, "NAME") == sorted(_column(nodes, "NAME"))
+        await pilot.press("ctrl+k", *"history", "enter")
+        await pilot.pause()
+        from console.screens.history.screen import HistoryScreen
+        assert isinstance(pilot.app.screen, HistoryScreen)

@@ -372,6 +372,14 @@ async def test_lint_fix_applies_with_one_key_and_secrets_stay_masked(tmp_path: P
         assert screen.spec.env["HF_TOKEN"] == "hf_NewSecretValue9999"
         assert "hf_New" not in text_of(screen.query_one("#swap-commands", Static), width=600)
         assert any(f == "env.HF_TOKEN" and a == "*** (changed)" for f, _, a in screen.plan.changes)
+        _field(screen, "kv-cache-dtype").focus()
+        await pilot.press("ctrl+y")                                     # copy, from inside a field too
+        await pilot.pause()
+        copied = pilot.app.clipboard
+        assert copied.splitlines() == list(screen.plan.commands) and "docker run" in copied
+        assert "hf_New" not in copied and SECRET not in copied and "'HF_TOKEN=***'" in copied
+        assert any(n.message.startswith(f"Copied the {len(screen.plan.commands)} swap commands")
+                   for n in pilot.app._notifications)
 
 
 async def test_lint_errors_require_typing_the_node_name(tmp_path: Path) -> None:
