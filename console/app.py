@@ -39,6 +39,7 @@ def binding_ids() -> set[str]:
 
     for module_name, _ in FEATURES.values():     # load every view, and the modals they use
         importlib.import_module(module_name)
+    importlib.import_module("console.screens.command")
     classes: list[type] = [TpuConsoleApp]
     pending: list[type] = [_Screen]
     while pending:
@@ -69,6 +70,7 @@ class TpuConsoleApp(App[None]):
     BINDINGS = [
         Binding("question_mark", "help", "Help", key_display="?", id="help"),
         Binding("f1", "help", "Help", show=False, priority=True, id="help_f1"),   # works inside inputs
+        Binding("colon", "command", "Command", key_display=":", id="command", show=False),  # ? and ctrl+p list it
         Binding("q", "quit", "Quit", id="quit"),
     ]
 
@@ -88,6 +90,48 @@ class TpuConsoleApp(App[None]):
         if isinstance(self.screen, HelpScreen):
             return
         self.push_screen(HelpScreen(self.screen))
+
+    @property
+    def fleet_screen(self) -> FleetScreen | None:
+        """The fleet screen (the first pushed), or ``None`` before it is mounted."""
+        return next((s for s in self.screen_stack if isinstance(s, FleetScreen)), None)
+
+    def action_command(self) -> None:
+        """``:`` command mode: jump to a view, or to a node by name (see :mod:`console.screens.command`)."""
+        from console.screens.command import CommandScreen, candidates
+
+        if isinstance(self.screen, CommandScreen):
+            return
+        fleet = self.fleet_screen
+        names = [n.name for n in fleet.snapshot.nodes] if fleet and fleet.snapshot else []
+        self.push_screen(CommandScreen(candidates(names)), self.run_command)
+
+    def run_command(self, text: str | None) -> None:
+        """Run what was typed in command mode (``None``: closed); a bad command is a toast."""
+        from console.screens.command import parse_command
+
+        if not text or not text.strip():
+            return
+        fleet = self.fleet_screen
+        nodes = {n.name: n for n in fleet.snapshot.nodes} if fleet and fleet.snapshot else {}
+        try:
+            command = parse_command(text, list(nodes))
+        except ValueError as exc:
+            self.notify(str(exc), title=f":{text.strip()}", severity="warning")
+            return
+        if command.view == "help":
+            self.action_help()
+        elif command.view == "quit":
+            self.exit()
+        elif command.view in ("fleet", "node"):
+            while len(self.screen_stack) > 1 and self.screen is not fleet:
+                self.pop_screen()
+            if fleet is not None and command.node is not None:
+                fleet.select_node(nodes[command.node])
+        elif fleet is not None and fleet.check_action(command.view, ()) is False:
+            self.notify(f"{command.view} is refused in read-only mode.", severity="warning")
+        else:
+            self.open_feature(command.view, nodes.get(command.node or ""))
 
     def open_feature(self, name: str, node: Any) -> None:
         """Push the screen of feature ``name`` for ``node`` (a key of :data:`FEATURES`)."""
@@ -116,6 +160,8 @@ class TpuConsoleApp(App[None]):
                     lambda a=action, s=screen: self.call_later(s.run_action, a),
                 )
         yield SystemCommand("Help: all keys", "Show every binding", self.action_help)
+        yield SystemCommand("Command mode (:)", "Jump to a view or a node by name, with completion",
+                            self.action_command)
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False) -> None:

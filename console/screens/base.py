@@ -46,6 +46,12 @@ class ConsoleScreen(Screen[None]):
         """Open the view ``name`` (``startup``, ``swap``, ``rollback``, ``bench``, ``history``) for ``node``."""
         self.console.open_feature(name, node)
 
+    def copy(self, what: str, text: str) -> None:
+        """Copy ``text`` to the terminal's clipboard (OSC 52, :meth:`textual.app.App.copy_to_clipboard`)
+        and say in a toast what was copied (``what``: "the row's JSON", "the commands"...)."""
+        self.app.copy_to_clipboard(text)
+        self.app.notify(f"Copied {what} ({len(text)} characters) to the clipboard (OSC 52).", title="Copied")
+
     async def ask(self, question: ModalScreen[bool]) -> bool:
         """Show a yes/no modal (a confirm, a host-key question) from a worker and wait for the answer."""
         answer: bool | None = await self.app.push_screen_wait(question)

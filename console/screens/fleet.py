@@ -4,7 +4,12 @@ Keys (ids in brackets, remappable through ``[keys]`` in the config):
 ``r`` refresh [refresh], ``/`` filter [filter], ``escape`` clear filter,
 ``j`` raw JSON [raw_json], ``enter``/``w`` startup watch [watch], ``s`` hot swap [swap],
 ``R`` roll back [rollback], ``b`` benchmark [bench], ``H`` history [history],
-``n`` request capacity [request], ``d`` delete the selected queued resource [delete].
+``n`` request capacity [request], ``d`` delete the selected queued resource [delete],
+``i`` detail pane [detail], ``y`` copy the row's JSON [copy], ``o`` sort by the next column [sort], ``O`` reverse the sort [sort_reverse].
+
+Columns are shown by priority (:data:`NODE_COLUMNS`, :data:`QR_COLUMNS`): those that fit, whole;
+the detail pane has every field and hides itself below :data:`DETAIL_MIN_WIDTH` columns. The
+sort of each table survives refreshes.
 
 Under the problems, one banner per zone with inactive (SUSPENDED / FAILED) queued resources that
 may hold quota, each with its exact delete command. Read-only mode (``--readonly`` /
@@ -30,18 +35,26 @@ from textual.widgets import DataTable, Footer, Header, Input, Label, Static
 from console.flows.delete import owned_nodes, plan_delete
 from console.flows.triage import inactive_by_zone
 from console.render import format as fmt
+from console.render.columns import column_widths, fit_columns, natural_key
 from console.render.plain import plain, printable, row
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen
 from remote.errors import RemoteError
 from remote.models import FleetSnapshot, Node, QueuedResource
 
-NODE_COLUMNS = ("NAME", "STATE", "HEALTH", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "PROJECT", "ZONE",
+#: Node columns by priority: a narrow terminal shows the leading ones that fit, whole (the detail
+#: pane always has every field).
+NODE_COLUMNS = ("NAME", "STATE", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "HEALTH", "PROJECT", "ZONE",
                 "EXTERNAL IP", "INTERNAL IP", "RUNTIME", "QUEUED RESOURCE", "AGE")
 #: Actions that change the fleet: hidden and refused in read-only mode.
 MUTATING_ACTIONS = frozenset({"swap", "rollback", "request", "delete_qr"})
-QR_COLUMNS = ("NAME", "STATE", "PROVISIONING", "ACCELERATOR", "MAX RUN", "TIME LEFT", "PROJECT", "ZONE",
-              "AGE", "FAILURE")
+#: Queued-resource columns by priority, as :data:`NODE_COLUMNS`.
+QR_COLUMNS = ("NAME", "STATE", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "FAILURE", "MAX RUN", "PROJECT",
+              "ZONE", "AGE")
+#: Below this terminal width the detail pane hides itself (``i`` shows it again).
+DETAIL_MIN_WIDTH = 120
+#: Cells the detail pane takes (its CSS width, border included).
+DETAIL_WIDTH = 44
 
 
 def node_row_key(node: Node) -> str:
@@ -80,6 +93,10 @@ class FleetScreen(ConsoleScreen):
         Binding("H", "history", "History", id="history"),
         Binding("n", "request", "Request", id="request"),
         Binding("d", "delete_qr", "Delete QR", id="delete"),
+        Binding("i", "toggle_detail", "Detail", id="detail"),
+        Binding("y", "copy_row", "Copy JSON", id="copy"),
+        Binding("o", "cycle_sort", "Sort", id="sort"),
+        Binding("O", "reverse_sort", "Reverse sort", id="sort_reverse"),
     ]
 
     def __init__(self) -> None:
@@ -91,6 +108,10 @@ class FleetScreen(ConsoleScreen):
         self._last_error: str | None = None
         self._selected_key: str | None = None
         self._by_key: dict[str, Node | QueuedResource] = {}
+        #: ``i`` says shown/hidden; ``None`` follows the width (hidden below :data:`DETAIL_MIN_WIDTH`).
+        self.detail_wanted: bool | None = None
+        #: table id -> (column sorted by or ``None`` for the API's order, descending).
+        self.sort_by: dict[str, tuple[str | None, bool]] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -107,10 +128,7 @@ class FleetScreen(ConsoleScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        for table_id, columns in (("#nodes", NODE_COLUMNS), ("#qrs", QR_COLUMNS)):
-            table = self.query_one(table_id, DataTable)
-            for column in columns:
-                table.add_column(column, key=column)
+        self._apply_detail()
         self.query_one("#filter", Input).display = False
         self.sub_title = "loading…"
         self.action_refresh_fleet()
@@ -198,17 +216,17 @@ class FleetScreen(ConsoleScreen):
 
     def _node_cells(self, n: Node) -> list[Any]:
         now = self._now()
-        return row(n.name, fmt.styled_state(n.state), _health(n), n.accelerator_type,
-                   n.provisioning_model, fmt.countdown(n.time_left_s(now)), n.project, n.zone, fmt.dash(n.external_ip),
+        return row(n.name, fmt.styled_state(n.state), n.accelerator_type, n.provisioning_model,
+                   fmt.countdown(n.time_left_s(now)), _health(n), n.project, n.zone, fmt.dash(n.external_ip),
                    fmt.dash(n.internal_ip), fmt.dash(n.runtime_version), fmt.dash(n.queued_resource),
                    fmt.age(n.create_time, now))
 
     def _qr_cells(self, q: QueuedResource) -> list[Any]:
         now = self._now()
         failure = plain(q.failure, style="red") if q.failure else Text("-", style="dim")
-        return row(q.name, fmt.styled_state(q.state), q.provisioning_model,
-                   fmt.dash(q.accelerator_type), fmt.duration(q.max_run_duration_s),
-                   self._qr_time_left(q, now), q.project, q.zone, fmt.age(q.create_time, now), failure)
+        return row(q.name, fmt.styled_state(q.state), fmt.dash(q.accelerator_type), q.provisioning_model,
+                   self._qr_time_left(q, now), failure, fmt.duration(q.max_run_duration_s), q.project, q.zone,
+                   fmt.age(q.create_time, now))
 
     @staticmethod
     def _qr_time_left(q: QueuedResource, now: Any) -> Text:
@@ -216,39 +234,89 @@ class FleetScreen(ConsoleScreen):
             return Text("ended", style="dim")
         return fmt.countdown(q.time_left_s(now))
 
+    def _tables_width(self) -> int:
+        """Cells the tables may use: the screen minus the detail pane and a scrollbar."""
+        width = self.size.width or self.app.size.width
+        return width - (DETAIL_WIDTH if self.detail_shown else 0) - 2
+
+    def _numeric_sort_value(self, column: str, item: Node | QueuedResource) -> float | None:
+        """Columns whose text does not sort (countdowns, ages, durations) sort by their value."""
+        now = self._now()
+        if column == "TIME LEFT":
+            return item.time_left_s(now)
+        if column == "AGE":
+            return -item.create_time.timestamp() if item.create_time else None
+        if column == "MAX RUN" and isinstance(item, QueuedResource):
+            return item.max_run_duration_s
+        return None
+
+    def _sorted(self, table_id: str, columns: Sequence[str],
+                rows: list[tuple[Node | QueuedResource, list[Any]]]) -> list[tuple[Node | QueuedResource, list[Any]]]:
+        column, descending = self.sort_by.get(table_id, (None, False))
+        if column is None or column not in columns:
+            return rows
+        index = columns.index(column)
+        numeric = column in ("TIME LEFT", "AGE", "MAX RUN")
+
+        def key(entry: tuple[Node | QueuedResource, list[Any]]) -> Any:
+            if numeric:
+                return self._numeric_sort_value(column, entry[0])
+            text = str(entry[1][index]).strip()
+            return None if text in ("", "-") else natural_key(text)
+
+        present = [e for e in rows if key(e) is not None]
+        missing = [e for e in rows if key(e) is None]    # blanks last, whichever the direction
+        return sorted(present, key=key, reverse=descending) + missing
+
     def _render_tables(self) -> None:
         if self.snapshot is None:
             return
         nodes_table = self.query_one("#nodes", DataTable)
         qrs_table = self.query_one("#qrs", DataTable)
-        shown_nodes = 0
-        shown_qrs = 0
-        tables: tuple[tuple[DataTable[Any], Sequence[Any], Callable[[Any], list[Any]], Callable[[Any], str]], ...] = (
-            (nodes_table, self.snapshot.nodes, self._node_cells, node_row_key),
-            (qrs_table, self.snapshot.queued_resources, self._qr_cells, qr_row_key),
+        shown_count: dict[str, int] = {}
+        hidden_count: dict[str, int] = {}
+        tables: tuple[tuple[DataTable[Any], Sequence[str], Sequence[Any], Callable[[Any], list[Any]],
+                            Callable[[Any], str]], ...] = (
+            (nodes_table, NODE_COLUMNS, self.snapshot.nodes, self._node_cells, node_row_key),
+            (qrs_table, QR_COLUMNS, self.snapshot.queued_resources, self._qr_cells, qr_row_key),
         )
-        for table, items, cells_of, key_of in tables:
+        available = self._tables_width()
+        for table, columns, items, cells_of, key_of in tables:
+            table_id = table.id or ""
             cursor_key = self._selected_key
-            table.clear()
-            for item in items:
-                cells = cells_of(item)
-                if self.filter_words and not _matches(self.filter_words, [str(c) for c in cells]):
-                    continue
-                table.add_row(*cells, key=key_of(item))
-            if table is nodes_table:
-                shown_nodes = table.row_count
-            else:
-                shown_qrs = table.row_count
+            rows = [(item, cells_of(item)) for item in items]
+            if self.filter_words:
+                rows = [(item, cells) for item, cells in rows
+                        if _matches(self.filter_words, [str(c) for c in cells])]
+            rows = self._sorted(table_id, columns, rows)
+            widths = column_widths(columns, [[str(c) for c in cells] for _, cells in rows])
+            indexes = fit_columns(widths, available)
+            shown = [columns[i] for i in indexes]
+            table.clear(columns=[c.value for c in table.columns] != shown)
+            if not table.columns:
+                for column in shown:
+                    table.add_column(column, key=column)
+            for item, cells in rows:
+                table.add_row(*(cells[i] for i in indexes), key=key_of(item))
+            shown_count[table_id] = table.row_count
+            hidden_count[table_id] = len(columns) - len(indexes)
             if cursor_key is not None and cursor_key in table.rows:
                 table.move_cursor(row=table.get_row_index(cursor_key), animate=False)
-        shown = [k.value for table in (nodes_table, qrs_table) for k in table.rows]
-        if self._selected_key not in shown:   # the filter hid the selection: follow the cursor
-            self._selected_key = shown[0] if shown else None
-        suffix = f" (filter: {' '.join(self.filter_words)})" if self.filter_words else ""
-        self.query_one("#nodes-title", Label).update(
-            plain(f"Nodes {shown_nodes}/{len(self.snapshot.nodes)}{suffix}"))
-        self.query_one("#qrs-title", Label).update(
-            plain(f"Queued resources {shown_qrs}/{len(self.snapshot.queued_resources)}{suffix}"))
+        shown_keys = [k.value for table in (nodes_table, qrs_table) for k in table.rows]
+        if self._selected_key not in shown_keys:   # the filter hid the selection: follow the cursor
+            self._selected_key = shown_keys[0] if shown_keys else None
+        for table_id, label, total in (("nodes", "Nodes", len(self.snapshot.nodes)),
+                                       ("qrs", "Queued resources", len(self.snapshot.queued_resources))):
+            parts = [f"{label} {shown_count[table_id]}/{total}"]
+            if self.filter_words:
+                parts.append(f"filter: {' '.join(self.filter_words)}")
+            sort_column, descending = self.sort_by.get(table_id, (None, False))
+            if sort_column is not None:
+                parts.append(f"sorted by {sort_column} {'descending' if descending else 'ascending'}")
+            if hidden_count[table_id]:
+                where = "in the detail pane" if self.detail_shown else "(i: detail pane)"
+                parts.append(f"{hidden_count[table_id]} more columns {where}")
+            self.query_one(f"#{table_id}-title", Label).update(plain(" · ".join(parts)))
         self._render_detail()
 
     def _tick(self) -> None:
@@ -262,12 +330,12 @@ class FleetScreen(ConsoleScreen):
         now = self._now()
         for n in self.snapshot.nodes:
             key = node_row_key(n)
-            if key in nodes_table.rows and n.termination_time is not None:
+            if key in nodes_table.rows and n.termination_time is not None and "TIME LEFT" in nodes_table.columns:
                 nodes_table.update_cell(key, "TIME LEFT", fmt.countdown(n.time_left_s(now)))
         qrs_table = self.query_one("#qrs", DataTable)
         for q in self.snapshot.queued_resources:
             key = qr_row_key(q)
-            if key in qrs_table.rows and q.termination_time is not None:
+            if key in qrs_table.rows and q.termination_time is not None and "TIME LEFT" in qrs_table.columns:
                 qrs_table.update_cell(key, "TIME LEFT", self._qr_time_left(q, now))
 
     # --- selection and detail --------------------------------------------------------------
@@ -335,6 +403,69 @@ class FleetScreen(ConsoleScreen):
             extra.add_row(*row("node_ids", ", ".join(item.node_ids) or "-"))
         title = plain(f"{'Node' if isinstance(item, Node) else 'Queued resource'} {item.name}", style="bold")
         body.update(Group(title, table, extra, Text("j: raw JSON", style="dim")))
+
+    def select_node(self, node: Node) -> None:
+        """Move the cursor to ``node`` (clearing a filter that hides it) and focus the nodes table."""
+        key = node_row_key(node)
+        table = self.query_one("#nodes", DataTable)
+        if key not in table.rows and self.filter_words:
+            self.action_clear_filter()
+        self._selected_key = key
+        if key in table.rows:
+            table.move_cursor(row=table.get_row_index(key), animate=False)
+        table.focus()
+        self._render_detail()
+
+    @property
+    def detail_shown(self) -> bool:
+        """Whether the detail pane is shown: the operator's ``i``, else the terminal is wide enough."""
+        if self.detail_wanted is not None:
+            return self.detail_wanted
+        return (self.size.width or self.app.size.width) >= DETAIL_MIN_WIDTH
+
+    def _apply_detail(self) -> None:
+        self.query_one("#detail").display = self.detail_shown
+
+    def on_resize(self, event: events.Resize) -> None:
+        """A new terminal size: the detail pane and the columns that fit follow it."""
+        self._apply_detail()
+        self._render_tables()
+
+    def action_toggle_detail(self) -> None:
+        """Show or hide the detail pane (the tables get its width and show more columns)."""
+        self.detail_wanted = not self.detail_shown
+        self._apply_detail()
+        self._render_tables()
+
+    def _focused_table_id(self) -> str:
+        focused = self.focused
+        return focused.id if isinstance(focused, DataTable) and focused.id else "nodes"
+
+    def action_cycle_sort(self) -> None:
+        """Sort the focused table by its next shown column (after the last: the API's order again)."""
+        table_id = self._focused_table_id()
+        table = self.query_one(f"#{table_id}", DataTable)
+        shown = [c.value for c in table.columns]
+        column, descending = self.sort_by.get(table_id, (None, False))
+        index = shown.index(column) + 1 if column in shown else 0
+        self.sort_by[table_id] = (shown[index] if index < len(shown) else None, descending)
+        self._render_tables()
+
+    def action_reverse_sort(self) -> None:
+        """Reverse the focused table's sort (sorting by name first when it was unsorted)."""
+        table_id = self._focused_table_id()
+        column, descending = self.sort_by.get(table_id, (None, False))
+        self.sort_by[table_id] = (column or "NAME", not descending if column else True)
+        self._render_tables()
+
+    def action_copy_row(self) -> None:
+        """Copy the selected row's JSON (the fields ``list --json`` prints) to the clipboard."""
+        item = self.selected
+        if item is None:
+            self.app.notify("Select a row to copy its JSON.", severity="warning")
+            return
+        data = item.to_json(self._now()) if isinstance(item, Node) else item.to_json()
+        self.copy(f"the JSON of {item.name}", json.dumps(data, default=str, sort_keys=True, indent=2))
 
     def action_toggle_raw(self) -> None:
         """Toggle the detail pane between fields and the raw REST JSON."""

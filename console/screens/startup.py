@@ -13,7 +13,7 @@ usable while the screen is open. What the view learns goes into the history as i
 Keys (ids in brackets): ``f`` follow [log_follow], ``/`` filter [log_filter], ``ctrl+f``
 search [log_search], ``n`` next match [log_next], ``z`` fold [log_fold], ``W`` next worker
 [worker], ``r`` reconnect [reconnect], ``R`` roll back [rollback], ``s`` swap [swap],
-``escape`` back [back].
+``y`` copy the tunnel URL [copy_url], ``escape`` back [back].
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ class StartupScreen(ConsoleScreen):
         Binding("R", "rollback", "Roll back", id="rollback"),
         Binding("s", "swap", "Swap", id="swap"),
         Binding("escape", "back", "Back", id="back"),
+        Binding("y", "copy_url", "Copy URL", id="copy_url"),
     ]
 
     class LinesArrived(Message):
@@ -478,6 +479,15 @@ class StartupScreen(ConsoleScreen):
     def action_swap(self) -> None:
         """Open the hot-swap form of this node."""
         self.open_feature("swap", self.node)
+
+    def action_copy_url(self) -> None:
+        """Copy the local URL of the SSH tunnel to vLLM (the OpenAI base URL) to the clipboard."""
+        url = self.watcher.tunnel_url if self.watcher is not None else None
+        if not url:
+            self.app.notify("No tunnel URL yet: it opens once the log says the server is ready.",
+                            severity="warning")
+            return
+        self.copy(f"the tunnel URL {url}", url)
 
     def action_back(self) -> None:
         """Close the filter box if open, else go back (the tunnel closes with the screen)."""

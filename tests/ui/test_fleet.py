@@ -35,9 +35,9 @@ async def test_fleet_lists_every_project_and_the_403_problem(services: Services)
         assert "vllm-flex-b" in names and "research-v5e-1" in names
         assert len(names) == 10
         flex_row = names.index("vllm-flex-b")
-        assert str(nodes.get_cell_at((flex_row, 4))) == "flex-start"
+        assert str(nodes.get_cell_at((flex_row, 3))) == "flex-start"
         # frozen clock: terminationTimestamp is now + 2 h
-        assert str(nodes.get_cell_at((flex_row, 5))) == "2:00:00"
+        assert str(nodes.get_cell_at((flex_row, 4))) == "2:00:00"
         problems = text_of(screen.query_one("#problems", Static))
         assert "denied-project (HTTP 403): Permission 'tpu.nodes.list' denied" in problems
         assert "research-sandbox/europe-west4-a" in problems
@@ -153,3 +153,146 @@ async def test_refresh_failure_is_a_sentence_on_screen(services: Services) -> No
         text = text_of(app.screen.query_one("#problems", Static))
         assert "refresh failed: No Google credentials: no Application Default Credentials found" in text
         assert "Traceback" not in text
+
+
+def _shown_columns(table: DataTable) -> list[str]:
+    return [str(c.value) for c in table.columns]
+
+
+async def test_columns_by_priority_and_the_detail_pane_follow_the_width(services: Services) -> None:
+    async with TpuConsoleApp(services).run_test(size=(100, 30)) as pilot:
+        screen = await _loaded(pilot)
+        nodes = screen.query_one("#nodes", DataTable)
+        assert not screen.query_one("#detail").display        # below 120 columns: hidden by itself
+        assert _shown_columns(nodes)[:5] == ["NAME", "STATE", "ACCELERATOR", "PROVISIONING", "TIME LEFT"]
+        assert "ZONE" not in _shown_columns(nodes)
+        # every shown column is whole: as wide as its widest cell
+        assert all(col.get_render_width(nodes) >= col.content_width for col in nodes.columns.values())
+        assert sum(col.get_render_width(nodes) for col in nodes.columns.values()) <= 98
+        await pilot.press("i")                                  # shown on demand: fewer columns fit
+        await pilot.pause()
+        assert screen.query_one("#detail").display
+        assert len(_shown_columns(nodes)) < 6 and _shown_columns(nodes)[0] == "NAME"
+        await pilot.press("i")
+        await pilot.pause()
+        assert not screen.query_one("#detail").display
+        await pilot.resize_terminal(220, 50)                    # wide: the pane stays as asked (hidden)
+        await pilot.pause()
+        assert "ZONE" in _shown_columns(nodes) and "AGE" in _shown_columns(nodes)
+
+
+async def test_sort_cycles_reverses_and_survives_a_refresh(services: Services) -> None:
+    async with TpuConsoleApp(services).run_test(size=(160, 45)) as pilot:
+        screen = await _loaded(pilot)
+        nodes = screen.query_one("#nodes", DataTable)
+        api_order = _column(nodes, "NAME")
+        await pilot.press("o")                                  # NAME ascending
+        await pilot.pause()
+        assert _column(nodes, "NAME") == sorted(api_order)
+        await pilot.press("O")
+        await pilot.pause()
+        assert _column(nodes, "NAME") == sorted(api_order, reverse=True)
+        await pilot.press("o", "o")                             # STATE, then ACCELERATOR (descending kept)
+        await pilot.pause()
+        accelerators = _column(nodes, "ACCELERATOR")
+        assert accelerators[:2] == ["v6e-8", "v6e-8"] and accelerators[-1] == "v5litepod-1"
+        assert accelerators.index("v5litepod-16") < accelerators.index("v5litepod-4")  # by number
+        assert "sorted by ACCELERATOR descending" in str(screen.query_one("#nodes-title").render())
+        screen.action_refresh_fleet()
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        assert _column(nodes, "ACCELERATOR") == accelerators
+        qrs = screen.query_one("#qrs", DataTable)
+        qrs.focus()
+        await pilot.press("o")                                  # the focused table's own sort
+        await pilot.pause()
+        assert _column(qrs, "NAME") == sorted(_column(qrs, "NAME"))
+        assert _column(nodes, "ACCELERATOR") == accelerators
+
+
+async def test_command_mode_jumps_to_views_and_nodes_with_completion(services: Services) -> None:
+    from console.screens.bench import BenchScreen
+    from console.screens.command import CommandScreen
+    from console.screens.history.screen import HistoryScreen
+
+    async with TpuConsoleApp(services).run_test(size=(160, 45)) as pilot:
+        screen = await _loaded(pilot)
+        assert "Command mode (:)" in [c.title for c in pilot.app.get_system_commands(screen)]
+        await pilot.press("colon", *"be", "tab")               # tab completes to the first node's bench
+        await pilot.pause()
+        assert isinstance(pilot.app.screen, CommandScreen)
+        box = pilot.app.screen.query_one("#command", Input)
+        assert box.value == "bench vllm-new-e"
+        box.value = ""
+        await pilot.press(*"bench vllm-v5e-a", "enter")
+        await pilot.pause()
+        assert isinstance(pilot.app.screen, BenchScreen) and pilot.app.screen.node.name == "vllm-v5e-a"
+        await pilot.press("colon", *"history", "enter")         # from any view
+        await pilot.pause()
+        assert isinstance(pilot.app.screen, HistoryScreen)
+        await pilot.press("colon", *"node vllm-flex-b", "enter")  # back to the fleet, on that row
+        await pilot.pause()
+        assert pilot.app.screen is screen and screen.selected is not None
+        assert screen.selected.name == "vllm-flex-b"
+        await pilot.press("colon", *"swap no-such-node", "enter")
+        await pilot.pause()
+        assert pilot.app.screen is screen
+        assert any("No node named 'no-such-node'" in n.message for n in pilot.app._notifications)
+        await pilot.press("colon", "escape")
+        await pilot.pause()
+        assert pilot.app.screen is screen
+
+
+def test_parse_command() -> None:
+    import pytest
+
+    from console.screens.command import Command, complete, parse_command
+
+    names = ["vllm-flex-b", "vllm-v5e-a"]
+    assert parse_command(":History", names) == Command("history")
+    assert parse_command("vllm-flex-b", names) == Command("node", "vllm-flex-b")
+    assert parse_command("watch vllm-v5e-a", names) == Command("startup", "vllm-v5e-a")
+    assert parse_command("history vllm-v5e-a", names) == Command("history", "vllm-v5e-a")
+    for bad, message in (("bogus", "Unknown command"), ("bench", "one node name"), ("swap x", "No node named")):
+        with pytest.raises(ValueError, match=message):
+            parse_command(bad, names)
+    assert complete("no", ["node vllm-flex-b", "node vllm-v5e-a"]) == "node vllm-flex-b"
+    assert complete("zz", ["node a"]) == "zz"
+
+
+async def test_y_copies_the_selected_rows_json(services: Services) -> None:
+    import json
+
+    async with TpuConsoleApp(services).run_test(size=(160, 45)) as pilot:
+        screen = await _loaded(pilot)
+        nodes = screen.query_one("#nodes", DataTable)
+        nodes.move_cursor(row=_column(nodes, "NAME").index("vllm-flex-b"))
+        await pilot.press("y")
+        await pilot.pause()
+        copied = json.loads(pilot.app.clipboard)
+        assert (copied["name"], copied["provisioning_model"], copied["time_left_s"]) == \
+            ("vllm-flex-b", "flex-start", 7200.0)
+        assert any(n.message.startswith("Copied the JSON of vllm-flex-b") for n in pilot.app._notifications)
+        qrs = screen.query_one("#qrs", DataTable)
+        qrs.focus()
+        qrs.move_cursor(row=_column(qrs, "NAME").index("qr-failed"))
+        await pilot.press("y")
+        await pilot.pause()
+        assert json.loads(pilot.app.clipboard)["state"] == "FAILED"
+
+
+async def test_the_new_bindings_are_remappable(services: Services) -> None:
+    import dataclasses
+
+    services.config = dataclasses.replace(services.config, keys={"sort": "S", "command": "ctrl+k"})
+    async with TpuConsoleApp(services).run_test(size=(160, 45)) as pilot:
+        screen = await _loaded(pilot)
+        nodes = screen.query_one("#nodes", DataTable)
+        await pilot.press("S")
+        await pilot.pause()
+        assert screen.sort_by["nodes"] == ("NAME", False)
+        assert _column(nodes, "NAME") == sorted(_column(nodes, "NAME"))
+        await pilot.press("ctrl+k", *"history", "enter")
+        await pilot.pause()
+        from console.screens.history.screen import HistoryScreen
+        assert isinstance(pilot.app.screen, HistoryScreen)

@@ -28,3 +28,14 @@ def test_help_screen(snap_compare: Any, services: Services) -> None:
         await pilot.pause()
 
     assert snap_compare(TpuConsoleApp(services), terminal_size=(120, 40), run_before=open_help)
+
+
+def test_fleet_screen_100x30(snap_compare: Any, services: Services) -> None:
+    """A laptop terminal: the detail pane hides itself; name, state, accelerator, provisioning and
+    time left are shown whole, the rest are hidden whole (the title says how many)."""
+    assert snap_compare(TpuConsoleApp(services), terminal_size=(100, 30), run_before=_wait_loaded)
+
+
+def test_fleet_screen_160x45(snap_compare: Any, services: Services) -> None:
+    """160 columns with the detail pane: no column cut to a sliver (ZONE was cut to one letter)."""
+    assert snap_compare(TpuConsoleApp(services), terminal_size=(160, 45), run_before=_wait_loaded)

@@ -339,3 +339,32 @@ def test_parse_filter_terms() -> None:
                          ("zone:x", "unknown filter key 'zone'")):
         with pytest.raises(ValueError, match=message):
             parse_filter(bad)
+
+
+def test_plot_fits_its_width_whole() -> None:
+    """Four concurrencies in the half of a 160-column screen: every value whole, no "…"; narrower
+    drops the highest concurrencies (and says so) rather than cutting them."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from console.widgets.bench_plot import METRICS, render_plot
+    from store.records import BenchmarkRecord, Launch
+
+    launch = Launch(id=3, node="n", requested_at="2026-11-30T00:00:00Z", accelerator_type="v5litepod-4",
+                    model="meta-llama/Llama-3.1-8B-Instruct")
+    runs = [BenchmarkRecord(id=i, launch_id=3, kind="throughput", started_at=f"2026-11-30T0{i}:00:00Z",
+                            concurrency=c, output_tokens_per_s=tok)
+            for i, (c, tok) in enumerate(((1, 88.0), (4, 330.5), (16, 1210.0), (64, 2400.25)), start=1)]
+
+    def text(width: int) -> str:
+        console = Console(file=StringIO(), width=width, color_system=None)
+        console.print(render_plot([launch], {3: runs}, METRICS[0], width=width))
+        return console.file.getvalue()  # type: ignore[attr-defined]
+
+    wide = text(77)
+    assert "…" not in wide and all(v in wide for v in ("88.0", "330.5", "1,210.0", "2,400.2"))
+    assert "64 streams" in wide and "3 v5litepod-4 L" in wide
+    narrow = text(50)
+    assert "…" not in narrow and "88.0" in narrow and "2,400.2" not in narrow
+    assert "more concurrencies: widen the terminal" in narrow

@@ -54,3 +54,14 @@ def test_history_compare(snap_compare: Any, seeded: Services) -> None:
         await pilot.pause()
 
     assert snap_compare(TpuConsoleApp(seeded), terminal_size=(160, 45), run_before=run_before)
+
+
+def test_history_pane_160(snap_compare: Any, seeded: Services) -> None:
+    """At 160x45 the plot fits its half of the screen: bars and values whole, no "…"."""
+    async def run_before(pilot: Any) -> None:
+        screen = await _open_history(pilot)
+        table = screen.query_one("#launches")
+        table.move_cursor(row=table.get_row_index("3"))
+        await pilot.pause()
+
+    assert snap_compare(TpuConsoleApp(seeded), terminal_size=(160, 45), run_before=run_before)

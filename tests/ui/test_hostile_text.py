@@ -51,7 +51,7 @@ def _cells(table: DataTable, column: str) -> list[str]:
 
 async def test_fleet_rows_and_detail_show_hostile_fields_literally(hostile_services: Services) -> None:
     app = TpuConsoleApp(hostile_services)
-    async with app.run_test(size=(220, 50)) as pilot:
+    async with app.run_test(size=(400, 50)) as pilot:     # wide enough for every (long, hostile) column
         screen = await _loaded(pilot)
         nodes = screen.query_one("#nodes", DataTable)
         names = _cells(nodes, "NAME")
@@ -83,7 +83,7 @@ async def test_the_filter_takes_markup_literally(hostile_services: Services) -> 
         await pilot.pause()
         nodes = screen.query_one("#nodes", DataTable)
         assert _cells(nodes, "NAME") == ["vllm-v5e-a"]          # only its fields contain "[/x]"
-        assert "(filter: [/x])" in str(screen.query_one("#nodes-title").render())
+        assert "· filter: [/x]" in str(screen.query_one("#nodes-title").render())
         assert isinstance(pilot.app.screen, FleetScreen)
 
 

@@ -253,6 +253,10 @@ async def test_booting_node_ends_ready_with_a_usable_tunnel(sandbox: Any, sandbo
         await pilot.pause(PANEL_WAIT_S)
         url = screen.watcher.tunnel_url
         assert url is not None and url.startswith("http://127.0.0.1:")
+        await pilot.press("y")                              # copy the URL (OSC 52) with a toast
+        await pilot.pause()
+        assert app.clipboard == url
+        assert any(n.message.startswith(f"Copied the tunnel URL {url}") for n in app._notifications)
         banner = panel_text(app, "banner")
         assert "✔ READY" in banner and f"Local URL {url}" in banner
         assert f"/v1/models answers: {plan.served_model_name or plan.model}" in banner

@@ -6,6 +6,7 @@ node whose ``docker`` runs simulated vLLM containers, and a SQLite history in a 
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -372,6 +373,14 @@ async def test_lint_fix_applies_with_one_key_and_secrets_stay_masked(tmp_path: P
         assert screen.spec.env["HF_TOKEN"] == "hf_NewSecretValue9999"
         assert "hf_New" not in text_of(screen.query_one("#swap-commands", Static), width=600)
         assert any(f == "env.HF_TOKEN" and a == "*** (changed)" for f, _, a in screen.plan.changes)
+        _field(screen, "kv-cache-dtype").focus()
+        await pilot.press("ctrl+y")                                     # copy, from inside a field too
+        await pilot.pause()
+        copied = pilot.app.clipboard
+        assert copied.splitlines() == list(screen.plan.commands) and "docker run" in copied
+        assert "hf_New" not in copied and SECRET not in copied and "'HF_TOKEN=***'" in copied
+        assert any(n.message.startswith(f"Copied the {len(screen.plan.commands)} swap commands")
+                   for n in pilot.app._notifications)
 
 
 async def test_lint_errors_require_typing_the_node_name(tmp_path: Path) -> None:
@@ -406,3 +415,33 @@ async def test_typing_right_after_the_form_opens_keeps_every_key(tmp_path: Path)
             await pilot.pause()
         assert _field(screen, "max-model-len").value == "131072"
         assert screen.spec is not None and screen.spec.flag("max-model-len") == "131072"
+
+
+async def test_typing_at_100_keys_per_second_keeps_every_key(tmp_path: Path) -> None:
+    """Keys arrive as the terminal driver delivers them (posted to the app every 10 ms, without
+    waiting for the form to catch up): every character lands, in order, in each field typed into."""
+    from textual import events
+
+    async def type_at_100_per_s(text: str) -> None:
+        for char in text:
+            app.post_message(events.Key(char, char))
+            await asyncio.sleep(0.01)
+
+    app = FormApp(tmp_path)
+    async with app.run_test(size=(180, 50)) as pilot:
+        screen = await _loaded(pilot, SwapScreen)
+        await type_at_100_per_s("16384")                      # replaces the selected value
+        extra = _field(screen, "extra")
+        extra.focus()
+        extra.value = ""
+        await pilot.pause()
+        typed = "--enable-prefix-caching --swap-space 16 --disable-log-requests --seed 1234567890"
+        await type_at_100_per_s(typed)
+        for _ in range(50):
+            await pilot.pause(0.02)
+            if extra.value == typed:
+                break
+        assert _field(screen, "max-model-len").value == "16384"
+        assert extra.value == typed
+        assert screen.spec is not None, screen.problem
+        assert screen.spec.flag("max-model-len") == "16384" and "--swap-space" in screen.spec.extra_args

@@ -134,6 +134,7 @@ def test_unknown_binding_id_in_keys_stops_the_console(tmp_path: Path, capsys: py
     from console.cli import main
 
     assert {"refresh", "watch", "swap_confirm", "log_follow", "confirm_yes", "bench_run"} <= binding_ids()
+    assert {"command", "command_complete", "sort", "sort_reverse", "detail", "copy", "copy_url", "swap_copy"} <= binding_ids()
     path = write(tmp_path, "[[projects]]\nid = \"p\"\n[keys]\nrefresh = \"ctrl+r\"\nbogus_id = \"x\"\n")
     assert main(["--config", str(path)]) == 2
     err = capsys.readouterr().err

@@ -68,6 +68,7 @@ class SwapScreen(ConsoleScreen):
         Binding("f", "apply_fix", "Apply fix", id="swap_fix"),
         Binding("ctrl+z", "rollback", "Rollback", id="swap_rollback"),
         Binding("escape", "back", "Back", id="swap_back"),
+        Binding("y,ctrl+y", "copy_commands", "Copy commands", key_display="y", id="swap_copy"),
     ]
 
     def __init__(self, node: Node, *, spec: ContainerSpec | None = None,
@@ -242,6 +243,13 @@ class SwapScreen(ConsoleScreen):
         else:
             lint_list.add_option(Option(Text("No findings.", style="green"), disabled=True))
         self._render_plan(self.plan)
+
+    def action_copy_commands(self) -> None:
+        """Copy the commands shown (secrets masked, as shown) to the clipboard (``ctrl+y`` in a field)."""
+        if self.plan is None:
+            self.app.notify("No commands to copy: the form has problems.", severity="warning")
+            return
+        self.copy(f"the {len(self.plan.commands)} swap commands", "\n".join(self.plan.commands))
 
     def _render_plan(self, plan: SwapPlan) -> None:
         self.query_one("#swap-diff", Static).update(preview.diff_text(plan))

@@ -1,0 +1,56 @@
+"""Which table columns fit a width, by priority; and sort keys for table cells.
+
+Pure functions over cell widths (terminal cells, as :func:`rich.cells.cell_len` counts them)
+and plain cell text, so the fleet screen can decide its layout before it draws a row.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from rich.cells import cell_len
+
+
+def fit_columns(widths: Sequence[int], available: int, *, keep: int = 1) -> list[int]:
+    """Which columns (indexes, in priority order) fit in ``available`` cells.
+
+    Each column in turn is shown when it fits beside the more important ones already shown
+    (a wide free-text column, say a failure message, is hidden whole and the narrower ones
+    after it can still show); never cut to a sliver.
+
+    Args:
+        widths: the width of each column in cells, padding included, most important first.
+        available: cells the table may use (its width minus the scrollbar).
+        keep: the first ``keep`` columns are shown even when they do not fit (the name).
+
+    Returns:
+        The indexes shown, ascending.
+    """
+    shown: list[int] = []
+    used = 0
+    for index, width in enumerate(widths):
+        if index < keep or used + width <= available:
+            shown.append(index)
+            used += width
+    return shown
+
+
+def column_widths(labels: Sequence[str], rows: Sequence[Sequence[str]], *, padding: int = 1) -> list[int]:
+    """Width in cells of each column: its widest cell or label, plus ``padding`` on each side."""
+    widths = [cell_len(label) for label in labels]
+    for cells in rows:
+        for index, cell in enumerate(cells):
+            widest = max((cell_len(line) for line in cell.splitlines()), default=0)
+            widths[index] = max(widths[index], widest)
+    return [w + 2 * padding for w in widths]
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """Sort key of a cell's plain text: case-insensitive, numbers by value (``v5litepod-4`` before
+    ``v5litepod-16``), empty and ``-`` cells last whatever the direction is handled by the caller."""
+    return tuple(int(part) if part.isdigit() else part.lower() for part in _DIGITS.split(text))
