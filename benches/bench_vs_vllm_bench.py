@@ -6,7 +6,8 @@ Run:  ``.venv/bin/python -m benches.bench_vs_vllm_bench --url http://127.0.0.1:8
 Both clients send chat requests (``/v1/chat/completions``, streamed, ``ignore_eos``) of
 ``--prompt-tokens`` prompt tokens and ``--output-tokens`` output tokens, at each level of
 ``--streams`` with the same request count (``max(8, 2 x streams)``), one after the other
-against the same server. ``vllm bench serve`` is the reference (vLLM 0.32's ``random``
+against the same server, ``--rounds`` times each in ABBA order (medians reported: the
+machine is 2 shared cores, and its load drifts). ``vllm bench serve`` is the reference (vLLM 0.32's ``random``
 dataset: ``--random-input-len`` tokens decoded to text, then the chat template, so its
 prompts are a few tokens longer than asked; ours include the template in the ask).
 
@@ -22,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -78,20 +80,37 @@ async def run_ours(url: str, streams: int, requests: int, prompt_tokens: int, ou
             "prompt_tokens_exact": r.prompt_tokens_exact, "errors": [e for e, _ in r.errors]}
 
 
-def compare(url: str, streams: int, prompt_tokens: int, output_tokens: int) -> dict[str, Any]:
-    """One level, both clients; a row of figures (``ours_*``, ``vllm_*``, ``ratio_*``)."""
+def compare(url: str, streams: int, prompt_tokens: int, output_tokens: int, rounds: int = 1) -> dict[str, Any]:
+    """One level, both clients, ``rounds`` times in ABBA order (vllm, ours, ours, vllm, ...) so a
+    drifting machine load does not favour one; a row of median figures (``ours_*``, ``vllm_*``,
+    ``ratio_*`` = ours / vllm of the medians)."""
     requests = requests_for(streams)
-    theirs = run_vllm_bench(url, streams, requests, prompt_tokens, output_tokens)
-    ours = asyncio.run(run_ours(url, streams, requests, prompt_tokens, output_tokens))
-    row: dict[str, Any] = {"streams": streams, "requests": requests,
-                           "ours_completed": ours["completed"], "vllm_completed": theirs["completed"],
-                           "ours_prompt_tokens_sent": ours["prompt_tokens_sent"],
-                           "ours_prompt_tokens_exact": ours["prompt_tokens_exact"], "ours_errors": ours["errors"]}
-    row["ours_prompt_tokens"] = ours["total_input_tokens"] / max(1, ours["completed"])
-    row["vllm_prompt_tokens"] = theirs["total_input_tokens"] / max(1, theirs["completed"])
+    ours_runs: list[dict[str, Any]] = []
+    theirs_runs: list[dict[str, Any]] = []
+    for i in range(rounds):
+        steps = ["vllm", "ours"] if i % 2 == 0 else ["ours", "vllm"]
+        for step in steps:
+            if step == "vllm":
+                theirs_runs.append(run_vllm_bench(url, streams, requests, prompt_tokens, output_tokens))
+            else:
+                ours_runs.append(asyncio.run(run_ours(url, streams, requests, prompt_tokens, output_tokens)))
+
+    def med(runs: list[dict[str, Any]], key: str) -> float:
+        return float(statistics.median(r[key] for r in runs))
+
+    row: dict[str, Any] = {"streams": streams, "requests": requests, "rounds": rounds,
+                           "ours_completed": min(r["completed"] for r in ours_runs),
+                           "vllm_completed": min(r["completed"] for r in theirs_runs),
+                           "ours_prompt_tokens_sent": med(ours_runs, "prompt_tokens_sent"),
+                           "ours_prompt_tokens_exact": all(r["prompt_tokens_exact"] for r in ours_runs),
+                           "ours_errors": sorted({e for r in ours_runs for e in r["errors"]})}
+    row["ours_prompt_tokens"] = float(statistics.median(
+        r["total_input_tokens"] / max(1, r["completed"]) for r in ours_runs))
+    row["vllm_prompt_tokens"] = float(statistics.median(
+        r["total_input_tokens"] / max(1, r["completed"]) for r in theirs_runs))
     for key in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms"):
-        row[f"ours_{key}"], row[f"vllm_{key}"] = ours[key], theirs[key]
-        row[f"ratio_{key}"] = ours[key] / theirs[key] if theirs[key] else None
+        row[f"ours_{key}"], row[f"vllm_{key}"] = med(ours_runs, key), med(theirs_runs, key)
+        row[f"ratio_{key}"] = row[f"ours_{key}"] / row[f"vllm_{key}"] if row[f"vllm_{key}"] else None
     return row
 
 
@@ -117,6 +136,7 @@ def main() -> int:
     parser.add_argument("--streams", default="1,4,16", help="concurrency levels, comma-separated")
     parser.add_argument("--prompt-tokens", type=int, default=256)
     parser.add_argument("--output-tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each client per level (ABBA order; medians)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
     if not (REAL_VLLM_DIR / "venv" / "bin" / "vllm").exists():
@@ -137,7 +157,7 @@ def main() -> int:
         pid, url = int(started.stdout.strip()), f"http://127.0.0.1:{args.start}"
     try:
         asyncio.run(run_ours(url, 1, 1, args.prompt_tokens, 4))      # warm the server up, untimed
-        rows = [compare(url, s, args.prompt_tokens, args.output_tokens) for s in levels]
+        rows = [compare(url, s, args.prompt_tokens, args.output_tokens, max(1, args.rounds)) for s in levels]
     except RuntimeError as exc:
         print(str(exc), file=sys.stderr)
         return 1

@@ -188,3 +188,16 @@ async def test_prompts_counted_by_tokenize_when_the_server_has_it(replay):
     assert result.prompt_tokens_exact and result.prompt_tokens_sent == 64
     assert result.metrics.total_input_tokens == 4 * 64          # no usage chunk: the /tokenize count
     assert result.metrics.output_tokens_estimated == 4
+
+
+def test_the_bench_verb_says_the_prompts_are_estimates_and_why_it_stopped(replay, capsys):
+    from console.cli import main
+
+    state, url = replay
+    state.hang_up = True
+    code = main(["bench", "--url", url, "--kind", "throughput", "--streams", "1", "--requests", "10",
+                 "--prompt-tokens", "64", "--output-tokens", "8"])
+    out = capsys.readouterr().out
+    assert code == 1                                     # every request sent failed
+    assert "sized by estimate (4 characters per token): the server has no /tokenize" in out
+    assert "stopped after 3 requests in a row failed" in out and state.chat_posts == 3
