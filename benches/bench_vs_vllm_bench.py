@@ -9,7 +9,11 @@ Both clients send chat requests (``/v1/chat/completions``, streamed, ``ignore_eo
 against the same server, ``--rounds`` times each in ABBA order (medians reported: the
 machine is 2 shared cores, and its load drifts). ``vllm bench serve`` is the reference (vLLM 0.32's ``random``
 dataset: ``--random-input-len`` tokens decoded to text, then the chat template, so its
-prompts are a few tokens longer than asked; ours include the template in the ask).
+prompts are a few tokens longer than asked; ours include the template in the ask). Each
+``vllm bench serve`` run gets a fresh ``--seed``: with its default seed 0 a rerun sends the
+same prompts again and the server's prefix cache serves ~97% of the prompt tokens (seen
+in ``vllm:prefix_cache_hits_total``: +2,048 of +2,121 tokens at 8 x 256), which made its
+TTFT look 3-4x better than ours (unique prompts) in the first comparison.
 
 Printed per level: prompt tokens per request as the server counted them (usage), output
 tokens/s, mean TTFT and mean TPOT for both, and ours / vllm's. ``--json`` prints the rows
@@ -23,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -58,6 +63,7 @@ def run_vllm_bench(url: str, streams: int, requests: int, prompt_tokens: int, ou
                "--tokenizer", str(REAL_VLLM_DIR / "tiny-llama"), "--dataset-name", "random",
                "--random-input-len", str(prompt_tokens), "--random-output-len", str(output_tokens),
                "--num-prompts", str(requests), "--max-concurrency", str(streams), "--ignore-eos",
+               "--seed", str(random.randrange(1 << 30)),
                "--save-result", "--result-dir", out, "--result-filename", "result.json"]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"}
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)

@@ -41,7 +41,8 @@ class RequestRecord:
             count the prompt was sized to by ``/tokenize`` (0 if neither is known).
         output_tokens: ``usage.completion_tokens`` (or the token chunk count, see below).
         usage_reported: the stream carried a ``usage`` chunk.
-        output_tokens_estimated: no usage chunk: ``output_tokens`` is the token chunk count.
+        output_tokens_estimated: no usage chunk and no tokenizer count: ``output_tokens`` is the
+            token chunk count (the throughput run counts the text by ``/tokenize`` when it can).
         token_chunks: streamed chunks that carried a token (content, reasoning or tool call).
         text: the generated text.
         error: why it failed (HTTP status and the server's message, or a transport error).

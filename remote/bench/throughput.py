@@ -11,7 +11,9 @@ and every prompt is counted there before it is sent, untimed; without ``/tokeniz
 
 A level stops early after :data:`STOP_AFTER_FAILURES` consecutive failures that mean the
 server is gone (transport errors or HTTP 5xx): the remaining requests are not sent and
-``stopped`` says why.
+``stopped`` says why. A stream without a ``usage`` chunk has its generated text counted by
+``/tokenize`` afterwards (vLLM 0.32 ``calculate_metrics`` counts it with the tokenizer);
+without ``/tokenize`` its output tokens stay the chunk count, flagged estimated.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from remote.bench.client import client_scope, resolve_model, stream_chat
 from remote.bench.metrics import RequestRecord, ServingMetrics, calculate_metrics
 from remote.bench.progress import ProgressCallback, ProgressTracker
 from remote.bench.prompts import PromptFactory, filler_words
-from remote.bench.tokenize import count_chat_tokens, fit_words
+from remote.bench.tokenize import count_chat_tokens, count_text_tokens, fit_words
 
 #: Default read timeout per request in seconds (a long prefill at high concurrency is slow).
 REQUEST_TIMEOUT_S = 600.0
@@ -220,7 +222,14 @@ async def _timed(clients: list[httpx.AsyncClient], model: str, *, concurrency: i
                            f"({record.error}); the engine log says why")
 
     await asyncio.gather(*(worker(c) for c in clients))
-    return records, time.perf_counter() - start, exact, sent_counts, stopped
+    elapsed = time.perf_counter() - start
+    if exact:   # no usage chunk: count the generated text with the tokenizer, as vllm bench serve does
+        for record in records:
+            if record.success and record.output_tokens_estimated:
+                counted = await count_text_tokens(clients[0], model, record.text)
+                if counted is not None:
+                    record.output_tokens, record.output_tokens_estimated = counted, False
+    return records, elapsed, exact, sent_counts, stopped
 
 
 async def run_throughput(

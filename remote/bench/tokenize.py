@@ -41,6 +41,23 @@ async def count_chat_tokens(client: httpx.AsyncClient, model: str, content: str)
     return count if isinstance(count, int) and not isinstance(count, bool) else None
 
 
+async def count_text_tokens(client: httpx.AsyncClient, model: str, text: str) -> int | None:
+    """Tokens of ``text`` alone (``{"prompt", "add_special_tokens": false}``), as ``vllm bench
+    serve`` counts a generated text that came without usage; ``None`` without a usable ``/tokenize``."""
+    try:
+        response = await client.post("/tokenize", json={"model": model, "prompt": text,
+                                                        "add_special_tokens": False})
+    except httpx.HTTPError:
+        return None
+    if response.status_code != 200:
+        return None
+    try:
+        count: Any = response.json().get("count")
+    except (ValueError, AttributeError):
+        return None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
 async def fit_words(client: httpx.AsyncClient, model: str, target_tokens: int,
                     build: Callable[[int], str], max_words: int) -> tuple[str, int] | None:
     """The prompt ``build(n)`` (``n`` filler words, 0..``max_words``) with the most words whose

@@ -75,12 +75,13 @@ def replay() -> Iterator[tuple[Replay, str]]:
             self._json(200, {"object": "list", "data": [{"id": "tiny", "object": "model", "max_model_len": 2048}]})
 
         def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            sent = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
             if self.path == "/tokenize":
                 if state.tokenize is None:
                     self._json(404, {"detail": "Not Found"})
-                else:
-                    self._json(200, {"count": state.tokenize, "max_model_len": 2048, "tokens": []})
+                else:   # chat prompts: the configured count; a bare text: one token a word
+                    count = state.tokenize if "messages" in sent else len(sent["prompt"].split())
+                    self._json(200, {"count": count, "max_model_len": 2048, "tokens": []})
                 return
             state.chat_posts += 1
             if state.hang_up:
@@ -183,11 +184,12 @@ async def test_after_the_engine_dies_the_remaining_requests_are_not_sent(replay)
 async def test_prompts_counted_by_tokenize_when_the_server_has_it(replay):
     state, url = replay
     state.tokenize = 64
-    state.events = [(0, ROLE), (0, content(" a")), (0, content(" b", "length")), (0, "[DONE]")]
-    result = await run_throughput(url, concurrency=2, prompt_tokens=64, output_tokens=2, requests=4)
+    # two chunks, three tokens (a chunk may carry several): no usage, so the tokenizer counts the text
+    state.events = [(0, ROLE), (0, content(" a")), (0, content(" b c", "length")), (0, "[DONE]")]
+    result = await run_throughput(url, concurrency=2, prompt_tokens=64, output_tokens=3, requests=4)
     assert result.prompt_tokens_exact and result.prompt_tokens_sent == 64
     assert result.metrics.total_input_tokens == 4 * 64          # no usage chunk: the /tokenize count
-    assert result.metrics.output_tokens_estimated == 4
+    assert result.metrics.total_output_tokens == 4 * 3 and result.metrics.output_tokens_estimated == 0
 
 
 def test_the_bench_verb_says_the_prompts_are_estimates_and_why_it_stopped(replay, capsys):
