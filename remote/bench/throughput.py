@@ -159,17 +159,22 @@ async def size_prompts(client: httpx.AsyncClient, model: str, prompt_tokens: int
 
 async def _counted(client: httpx.AsyncClient, model: str, text: str, prompt_tokens: int,
                    exact: bool) -> tuple[str, int | None]:
-    """``(prompt, tokens by /tokenize)``; a prompt that came out short (its unique line and
-    rotation tokenize differently from the sized one) gets words appended once, kept if they fit."""
+    """``(prompt, tokens by /tokenize)``; a prompt that came out off the target (its unique line
+    and rotation tokenize differently from the sized one) gets words appended (short) or dropped
+    from its end (long) once, kept if that brings it nearer without going over."""
     if not exact:
         return text, None
     tokens = await count_chat_tokens(client, model, text)
-    if tokens is None or tokens >= prompt_tokens:
+    if tokens is None or tokens == prompt_tokens:
         return text, tokens
-    longer = text + " " + " ".join(filler_words(prompt_tokens - tokens, random.Random(tokens)))
-    longer_tokens = await count_chat_tokens(client, model, longer)
-    if longer_tokens is not None and tokens < longer_tokens <= prompt_tokens:
-        return longer, longer_tokens
+    if tokens < prompt_tokens:
+        other = text + " " + " ".join(filler_words(prompt_tokens - tokens, random.Random(tokens)))
+    else:
+        other = text.rsplit(" ", tokens - prompt_tokens)[0]
+    other_tokens = await count_chat_tokens(client, model, other)
+    if other_tokens is not None and other_tokens <= prompt_tokens and (
+            tokens > prompt_tokens or other_tokens > tokens):
+        return other, other_tokens
     return text, tokens
 
 
