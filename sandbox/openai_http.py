@@ -113,6 +113,9 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self._refused(path):
             return
+        if path == "/tokenize":
+            self._tokenize(body)
+            return
         if path not in _COMPLETIONS:
             self._json(405 if path in ("/health", "/v1/models") else 404,
                        {"detail": "Method Not Allowed" if path in ("/health", "/v1/models") else "Not Found"})
@@ -136,6 +139,25 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         chat = path == "/v1/chat/completions"
         reply = make_reply(request if chat else {}, prompt_text, max_tokens)
         self._complete(chat, stream, request, reply, prompt_tokens, arrival)
+
+    def _tokenize(self, body: bytes) -> None:
+        """vLLM's ``POST /tokenize``: ``{"model", "prompt"}`` or ``{"model", "messages"}`` ->
+        ``{"count", "max_model_len", "tokens", "token_strs"}``, counted as the completions count."""
+        app = self.server.app
+        try:
+            try:
+                request = json.loads(body or b"null")
+            except ValueError:
+                raise OpenAIApiError(400, "The request body is not valid JSON.") from None
+            if not isinstance(request, dict):
+                raise OpenAIApiError(400, "The request body must be a JSON object.")
+            path = "/v1/chat/completions" if "messages" in request else "/v1/completions"
+            _, count = app._prompt(path, request)
+        except OpenAIApiError as error:
+            self._json(error.code, error.body())
+            return
+        self._json(200, {"count": count, "max_model_len": app._max_model_len, "tokens": list(range(count)),
+                         "token_strs": None})
 
     def _complete(self, chat: bool, stream: bool, request: dict[str, Any], reply: Reply, prompt_tokens: int,
                   arrival: float) -> None:

@@ -78,9 +78,17 @@ def throughput_view(head: str, results: Sequence[Any], pricing: Pricing) -> Rend
         lines.append(plain(f"$/Mtok: {pricing.describe()}"))
     else:
         lines.append(plain(f"$/Mtok at {pricing.describe()}"))
+    if not all(r.prompt_tokens_exact for r in results):
+        lines.append(plain("prompt lengths sized by estimate (4 characters per token): "
+                           "the server has no /tokenize", style="yellow"))
     for r in results:
+        if r.metrics.output_tokens_estimated:
+            lines.append(plain(f"{r.concurrency} streams: {r.metrics.output_tokens_estimated} requests without "
+                               "usage: output tokens counted as streamed chunks (estimate)", style="yellow"))
         for message, count in r.errors:
             lines.append(plain(f"{r.concurrency} streams: {count} failed: {message}", style="red"))
+        if r.stopped:
+            lines.append(plain(f"{r.concurrency} streams: {r.stopped}", style="red"))
     return Group(*lines)
 
 

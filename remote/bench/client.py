@@ -10,6 +10,7 @@ sentence a person can act on; a failed *request* is returned as a failed
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -183,28 +184,91 @@ def _has_token(delta: dict[str, Any]) -> bool:
                 or delta.get("tool_calls"))
 
 
+#: vLLM's refusal of a too-long prompt (0.6-0.32), e.g. "This model's maximum context length is
+#: 2048 tokens. However, your prompt contains at least 2049 input tokens ..." (0.32) or
+#: "... However, you requested 2100 tokens (2090 in the messages, 10 in the completion) ..." (older).
+_CONTEXT_LENGTH = re.compile(
+    r"maximum context length is (\d+) tokens\. However, (?:your prompt contains at least|you requested) (\d+)")
+
+
+@dataclass(frozen=True)
+class ContextLengthRefusal:
+    """vLLM's maximum-context-length 400, parsed.
+
+    Attributes:
+        max_model_len: the server's limit (tokens).
+        requested_tokens: what the request needed (tokens; vLLM 0.32 says "at least").
+    """
+
+    max_model_len: int
+    requested_tokens: int
+
+    @property
+    def advice(self) -> str:
+        """What to do about it, for a person."""
+        return (f"the longest prompt this server takes is {self.max_model_len} tokens minus the output "
+                f"asked for (this one needed {self.requested_tokens}); ask for a shorter context, or "
+                "restart vLLM with a larger --max-model-len if the KV cache allows it")
+
+
+def context_length_refusal(message: str) -> ContextLengthRefusal | None:
+    """Parse vLLM's context-length refusal from an error message, or ``None``."""
+    match = _CONTEXT_LENGTH.search(message)
+    return ContextLengthRefusal(int(match[1]), int(match[2])) if match else None
+
+
+def _error_fields(body: Any) -> tuple[str, int | str | None]:
+    """``(type, code)`` of either vLLM error shape ("" / None when absent)."""
+    if not isinstance(body, dict):
+        return "", None
+    error = body.get("error")
+    inner: dict[str, Any] = error if isinstance(error, dict) else body
+    kind = inner.get("type")
+    code = inner.get("code")
+    return (str(kind) if kind else ""), (code if isinstance(code, (int, str)) else None)
+
+
+def _mark_refusal(record: RequestRecord, message: str) -> None:
+    if (refusal := context_length_refusal(message)) is not None:
+        record.error_kind = "context_length"
+        record.error = f"{record.error} ({refusal.advice})"
+
+
 async def stream_chat(
     client: httpx.AsyncClient,
     payload: dict[str, Any],
     on_token: Callable[[int], None] | None = None,
+    *,
+    prompt_tokens: int | None = None,
 ) -> RequestRecord:
     """Send one streamed ``/v1/chat/completions`` request and time it like ``vllm bench serve``.
+
+    Stream semantics (vLLM 0.32 ``vllm/benchmarks/lib/endpoint_request_func.py``): TTFT to the
+    first chunk with content, reasoning or a tool call; ITL between token chunks; TPOT's end
+    (``last_token_s``) at the last token chunk; ``latency_s`` at the end of the stream;
+    nothing after ``data: [DONE]`` is parsed (the rest of the body is read and dropped so the
+    connection is kept alive); usage is the last ``usage`` object sent.
 
     Args:
         client: from :func:`make_client`.
         payload: the request body; ``stream`` and ``stream_options.include_usage`` are set here.
         on_token: called with 1 for every token chunk as it arrives (live progress).
+        prompt_tokens: the prompt's length by the server's ``/tokenize``, if known: the
+            record's prompt tokens when the stream carries no usage.
 
     Returns:
-        The record; on an HTTP error status or a transport failure ``success`` is false
-        and ``error`` holds the server's message (or the transport error).
+        The record; on an HTTP error status, an error event inside the stream, or a
+        transport failure ``success`` is false and ``error`` holds the server's message
+        (``error_type``/``error_code`` its type and code, ``text`` the partial answer,
+        ``error_kind`` ``"context_length"`` with advice for a too-long prompt).
     """
     body = json.dumps({**payload, "stream": True, "stream_options": {"include_usage": True}}).encode()
     request = client.build_request("POST", "/v1/chat/completions", content=body,
                                    headers={"Content-Type": "application/json"})
     record = RequestRecord(start_s=time.perf_counter())   # request built: time the exchange only
-    last_token = last_event = record.start_s
+    last_token = record.start_s
     parts: list[str] = []
+    done = False
     try:
         response = await client.send(request, stream=True)
     except httpx.HTTPError as exc:
@@ -215,24 +279,39 @@ async def stream_chat(
         if response.status_code != 200:
             await response.aread()
             record.status_code = response.status_code
-            record.error = f"HTTP {response.status_code}: {error_message(response)}"
+            message = error_message(response)
+            record.error = f"HTTP {response.status_code}: {message}"
+            try:
+                record.error_type, record.error_code = _error_fields(response.json())
+            except ValueError:
+                pass
+            _mark_refusal(record, message)
             return record
         async for line in response.aiter_lines():
+            if done:
+                continue  # after [DONE]: read to the end of the body, parse nothing
             if not line.startswith("data:"):
                 continue  # blank separators, ": ping" comments, event names
             data = line[5:].strip()
             if data == "[DONE]":
-                continue  # read on to the end of the body so the connection is kept alive
+                done = True
+                continue
             now = time.perf_counter()
             try:
                 event = json.loads(data)
             except ValueError:
                 record.error = f"unreadable stream event: {data[:200]}"
+                record.text = "".join(parts)
                 return record
             if not isinstance(event, dict):
                 continue
-            if "choices" not in event and (message := message_of(event)):
-                record.error = f"error during the stream: {message}"
+            if "choices" not in event and (event_message := message_of(event)):
+                record.status_code = 200
+                record.error_type, record.error_code = _error_fields(event)
+                record.error = "error during the stream: " + event_message + (
+                    f" ({record.error_type}, code {record.error_code})" if record.error_type else "")
+                record.text = "".join(parts)
+                _mark_refusal(record, event_message)
                 return record
             for choice in event.get("choices") or ():
                 delta = choice.get("delta") if isinstance(choice, dict) else None
@@ -248,18 +327,24 @@ async def stream_chat(
                 if on_token is not None:
                     on_token(1)
             if isinstance(usage := event.get("usage"), dict):
+                record.usage_reported = True
                 record.prompt_tokens = int(usage.get("prompt_tokens") or 0)
                 record.output_tokens = int(usage.get("completion_tokens") or 0)
-            last_event = now
     except httpx.HTTPError as exc:
         record.status_code = 0
         record.error = str(transport_error(exc, str(client.base_url)))
+        record.text = "".join(parts)
         return record
     finally:
         await response.aclose()
-    record.latency_s = last_event - record.start_s
+    end = time.perf_counter()
+    record.latency_s = end - record.start_s
+    record.last_token_s = last_token - record.start_s
     record.text = "".join(parts)
-    record.output_tokens = record.output_tokens or record.token_chunks
+    if not record.usage_reported:
+        record.output_tokens = record.token_chunks
+        record.output_tokens_estimated = True
+        record.prompt_tokens = prompt_tokens or 0
     record.success = record.token_chunks > 0
     if not record.success:
         record.error = "the stream ended without any token"

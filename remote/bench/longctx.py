@@ -3,8 +3,9 @@
 Each probe is one streamed chat request, sent one at a time:
 
 * a first line unique to the probe (so vLLM's prefix cache cannot reuse another probe),
-* filler text of about ``context_tokens`` tokens (sized by ``prompts.CHARS_PER_TOKEN``)
-  with the sentence ``The passphrase is <phrase>.`` inserted at ``depth``
+* filler text sized so the whole prompt (chat template included) is ``context_tokens``
+  tokens by the server's ``/tokenize`` (within a word; ``prompts.CHARS_PER_TOKEN`` as the
+  fallback when it has none, and then ``prompt_tokens_exact`` is false), with the sentence ``The passphrase is <phrase>.`` inserted at ``depth``
   (0.0 = start, 1.0 = end) of the filler, on a word boundary,
 * the question asking for the passphrase.
 
@@ -12,7 +13,8 @@ A probe is *found* when the answer contains the phrase (case-insensitive). ``sec
 is the whole request; ``prompt_tokens_per_s`` is the server's prompt token count over
 the time to the first token (the prefill rate). A prompt the server refuses (vLLM's
 HTTP 400 ``This model's maximum context length is N tokens. However, you requested M
-tokens ...``) becomes the probe's ``error``, not an exception.
+tokens ...``; 0.32: ``... your prompt contains at least M input tokens``) becomes the
+probe's ``error`` with ``error_kind`` ``"context_length"`` and advice, not an exception.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import httpx
 
 from remote.bench.client import client_scope, resolve_model, stream_chat
 from remote.bench.progress import ProgressCallback, ProgressTracker
-from remote.bench.prompts import CHARS_PER_TOKEN, filler, unique_line
+from remote.bench.prompts import CHARS_PER_TOKEN, filler, filler_words, unique_line
+from remote.bench.tokenize import fit_words
 
 QUESTION = ("What is the passphrase stated in the document above? "
             "Reply with the passphrase only.")
@@ -42,7 +45,7 @@ class LongCtxProbe:
 
     Attributes:
         depth: where the passphrase sits in the filler, 0.0-1.0.
-        context_tokens_target: filler length asked for (estimate-based, tokens).
+        context_tokens_target: prompt length asked for (tokens, chat template included).
         passphrase: the phrase buried.
         found: the answer contains the phrase.
         seconds: request wall time in seconds (0.0 on failure).
@@ -53,6 +56,9 @@ class LongCtxProbe:
         error: the server's own message when it refused the prompt (e.g. vLLM's 400), or
             the transport error; ``None`` when it answered.
         status_code: HTTP status of a refused prompt, 0 for a transport error, else ``None``.
+        prompt_tokens_sent: the prompt's length by the server's ``/tokenize`` (``None``
+            when it has none and the estimate was used).
+        error_kind: ``"context_length"`` for vLLM's maximum-context-length refusal, else ``""``.
     """
 
     depth: float
@@ -66,6 +72,8 @@ class LongCtxProbe:
     answer: str = ""
     error: str | None = None
     status_code: int | None = None
+    prompt_tokens_sent: int | None = None
+    error_kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,7 @@ class LongCtxResult:
         max_model_len: the server's ``max_model_len`` from ``/v1/models``, if it said.
         probes: one per depth, in order (then the over-limit probe, if asked for).
         kind: always ``"longctx"``.
+        prompt_tokens_exact: every prompt was sized by the server's ``/tokenize``.
     """
 
     base_url: str
@@ -86,6 +95,7 @@ class LongCtxResult:
     max_model_len: int | None
     probes: tuple[LongCtxProbe, ...]
     kind: str = "longctx"
+    prompt_tokens_exact: bool = False
 
     @property
     def found_all(self) -> bool:
@@ -101,31 +111,50 @@ def make_passphrase(rng: random.Random) -> str:
 
 
 def build_prompt(context_tokens: int, depth: float, passphrase: str, rng: random.Random) -> str:
-    """The probe prompt: unique line, filler with the passphrase sentence at ``depth``, question."""
-    text = filler(int(context_tokens * CHARS_PER_TOKEN), rng)
+    """The probe prompt sized by estimate: unique line, filler with the passphrase sentence at
+    ``depth``, question."""
+    return _assemble(unique_line("Document"), filler(int(context_tokens * CHARS_PER_TOKEN), rng),
+                     depth, passphrase)
+
+
+def _assemble(head: str, text: str, depth: float, passphrase: str) -> str:
     cut = int(len(text) * depth)
     cut = text.rfind(" ", 0, cut) + 1 if 0 < cut < len(text) else cut
     needle = f" The passphrase is {passphrase}. "
     body = (text[:cut].rstrip() + needle + text[cut:].lstrip()).strip()
-    return f"{unique_line('Document')}\n{body}\n\n{QUESTION}"
+    return f"{head}\n{body}\n\n{QUESTION}"
+
+
+async def _sized_prompt(client: httpx.AsyncClient, model: str, context_tokens: int, depth: float,
+                        phrase: str, rng: random.Random) -> tuple[str, int | None]:
+    """``(prompt, tokens)`` sized by ``/tokenize``, or the estimate-sized prompt and ``None``."""
+    head = unique_line("Document")
+    words = filler_words(2 * context_tokens + 64, rng)
+    fit = await fit_words(client, model, context_tokens,
+                          lambda n: _assemble(head, " ".join(words[:n]), depth, phrase), len(words))
+    if fit is None:
+        return build_prompt(context_tokens, depth, phrase, rng), None
+    return fit
 
 
 async def _probe(client: httpx.AsyncClient, model: str, context_tokens: int, depth: float,
                  rng: random.Random, tracker: ProgressTracker) -> LongCtxProbe:
     phrase = make_passphrase(rng)
+    prompt, sent = await _sized_prompt(client, model, context_tokens, depth, phrase, rng)
     payload = {"model": model, "temperature": 0.0, "max_tokens": 32,
-               "messages": [{"role": "user", "content": build_prompt(context_tokens, depth, phrase, rng)}]}
-    record = await stream_chat(client, payload, on_token=tracker.token)
+               "messages": [{"role": "user", "content": prompt}]}
+    record = await stream_chat(client, payload, on_token=tracker.token, prompt_tokens=sent)
     tracker.request_done(record.token_chunks, record.output_tokens if record.success else 0)
     if not record.success:
         message = record.error.removeprefix(f"HTTP {record.status_code}: ")
-        return LongCtxProbe(depth, context_tokens, phrase, error=message, status_code=record.status_code)
+        return LongCtxProbe(depth, context_tokens, phrase, error=message, status_code=record.status_code,
+                            prompt_tokens_sent=sent, error_kind=record.error_kind)
     return LongCtxProbe(
         depth, context_tokens, phrase,
         found=phrase.lower() in record.text.lower(),
         seconds=record.latency_s, ttft_s=record.ttft_s, prompt_tokens=record.prompt_tokens,
         prompt_tokens_per_s=record.prompt_tokens / record.ttft_s if record.ttft_s > 0 else 0.0,
-        answer=record.text.strip(),
+        answer=record.text.strip(), prompt_tokens_sent=sent,
     )
 
 
@@ -146,7 +175,7 @@ async def run_longctx(
 
     Args:
         base_url: the server, e.g. ``http://127.0.0.1:8000``.
-        context_tokens: filler length in tokens (estimate-based).
+        context_tokens: prompt length in tokens (chat template included; by ``/tokenize``).
         depths: positions of the passphrase, each within 0.0-1.0.
         model: model name; default the first of ``/v1/models``.
         on_progress: called with a :class:`BenchProgress` after each probe.
@@ -176,4 +205,5 @@ async def run_longctx(
         probes = [await _probe(c, served.name, tokens, depth, rng, tracker) for tokens, depth in plan]
         return LongCtxResult(base_url=str(c.base_url).rstrip("/"), model=served.name,
                              context_tokens=context_tokens, max_model_len=served.max_model_len,
-                             probes=tuple(probes))
+                             probes=tuple(probes),
+                             prompt_tokens_exact=all(p.prompt_tokens_sent is not None for p in probes))

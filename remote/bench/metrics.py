@@ -7,14 +7,16 @@ Pure functions over per-request records; no I/O. Definitions (vLLM 0.10-0.11
 * output throughput = sum of output tokens of completed requests / duration (tokens/s);
 * total token throughput = (prompt tokens + output tokens of completed requests) / duration;
 * TTFT = time from sending the request to the first streamed token chunk;
-* TPOT per request = (latency - TTFT) / (output tokens - 1), only for requests with
-  more than one output token;
+* TPOT per request = (time of the last token chunk - TTFT) / (output tokens - 1), only for
+  requests with more than one output token (vLLM 0.32 ends a request's latency at its last
+  token chunk, not at the trailing usage chunk);
 * ITL = every gap between consecutive streamed token chunks, pooled over all requests;
 * percentiles use linear interpolation between closest ranks (``numpy.percentile``'s
   default), the median is the 50th percentile.
 
 Output tokens come from the server's ``usage.completion_tokens`` (OpenAI
-``stream_options.include_usage``), falling back to the number of token chunks.
+``stream_options.include_usage``, the last value sent); without a usage chunk they are the
+number of token chunks and the record says ``output_tokens_estimated``.
 """
 
 from __future__ import annotations
@@ -32,14 +34,22 @@ class RequestRecord:
         start_s: ``time.perf_counter()`` when the request was sent.
         success: the stream ended normally with at least one token chunk.
         ttft_s: seconds to the first token chunk (0.0 when none arrived).
-        latency_s: seconds from sending to the end of the stream.
+        latency_s: seconds from sending to the end of the stream (``[DONE]`` or the body's end).
+        last_token_s: seconds from sending to the last token chunk (TPOT's end).
         itl_s: gaps in seconds between consecutive token chunks.
-        prompt_tokens: ``usage.prompt_tokens`` as reported by the server (0 if absent).
-        output_tokens: ``usage.completion_tokens`` (or the token chunk count).
+        prompt_tokens: ``usage.prompt_tokens`` as reported by the server; without usage the
+            count the prompt was sized to by ``/tokenize`` (0 if neither is known).
+        output_tokens: ``usage.completion_tokens`` (or the token chunk count, see below).
+        usage_reported: the stream carried a ``usage`` chunk.
+        output_tokens_estimated: no usage chunk and no tokenizer count: ``output_tokens`` is the
+            token chunk count (the throughput run counts the text by ``/tokenize`` when it can).
         token_chunks: streamed chunks that carried a token (content, reasoning or tool call).
         text: the generated text.
         error: why it failed (HTTP status and the server's message, or a transport error).
         status_code: HTTP status of a failed request, 0 for transport errors.
+        error_type, error_code: the server's error ``type`` and ``code`` (HTTP body or an error
+            event inside a 200 stream), when it gave them.
+        error_kind: ``"context_length"`` for vLLM's maximum-context-length refusal, else ``""``.
     """
 
     start_s: float = 0.0
@@ -53,13 +63,20 @@ class RequestRecord:
     text: str = ""
     error: str = ""
     status_code: int | None = None
+    last_token_s: float = 0.0
+    usage_reported: bool = False
+    output_tokens_estimated: bool = False
+    error_type: str = ""
+    error_code: int | str | None = None
+    error_kind: str = ""
 
     @property
     def tpot_s(self) -> float | None:
-        """(latency - TTFT) / (output tokens - 1) in seconds, ``None`` with fewer than 2 tokens."""
+        """(last token chunk - TTFT) / (output tokens - 1) in seconds, ``None`` with fewer than 2 tokens."""
         if not self.success or self.output_tokens <= 1:
             return None
-        return (self.latency_s - self.ttft_s) / (self.output_tokens - 1)
+        end_s = self.last_token_s or self.latency_s   # records built without a last-token time
+        return (end_s - self.ttft_s) / (self.output_tokens - 1)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -120,6 +137,8 @@ class ServingMetrics:
         output_throughput: output tokens per second.
         total_token_throughput: (prompt + output) tokens per second.
         ttft, tpot, itl, e2el: latency statistics in milliseconds.
+        output_tokens_estimated: completed requests without a usage chunk, whose output
+            tokens are the token chunk count.
     """
 
     completed: int
@@ -134,6 +153,7 @@ class ServingMetrics:
     tpot: LatencyStats
     itl: LatencyStats
     e2el: LatencyStats
+    output_tokens_estimated: int = 0
 
 
 def calculate_metrics(records: Sequence[RequestRecord], duration_s: float) -> ServingMetrics:
@@ -165,4 +185,5 @@ def calculate_metrics(records: Sequence[RequestRecord], duration_s: float) -> Se
         tpot=LatencyStats.of_seconds(tpots),
         itl=LatencyStats.of_seconds(gap for r in done for gap in r.itl_s),
         e2el=LatencyStats.of_seconds(r.latency_s for r in done),
+        output_tokens_estimated=sum(1 for r in done if r.output_tokens_estimated),
     )

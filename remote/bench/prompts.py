@@ -52,23 +52,35 @@ def synthetic_prompt(prompt_tokens: int, *, seed: int) -> str:
     return head + filler(body, random.Random(seed))
 
 
+def filler_words(words: int, rng: random.Random) -> list[str]:
+    """``words`` common lower-case words (the filler of :func:`filler`, counted in words)."""
+    return rng.choices(_WORDS, k=max(0, words))
+
+
 class PromptFactory:
     """Many :func:`synthetic_prompt`-like prompts of one length, each in microseconds.
 
     The filler is generated once; prompt ``i`` is the unique first line plus the filler
     rotated to a word boundary near a seed-dependent offset, so a benchmark's event loop
     does not spend milliseconds per request on random words while other streams wait.
+    With ``body`` that text is the filler (sized by the server's tokenizer, see
+    ``remote.bench.tokenize``) instead of filler sized by the character estimate.
     """
 
-    def __init__(self, prompt_tokens: int, *, seed: int = 0) -> None:
+    def __init__(self, prompt_tokens: int, *, seed: int = 0, body: str | None = None) -> None:
         self.head_chars = len(unique_line()) + len(" Continue this text:\n")
         self.body_chars = max(0, int(prompt_tokens * CHARS_PER_TOKEN) - self.head_chars)
-        self._filler = filler(self.body_chars, random.Random(seed))
+        self._filler = body if body is not None else filler(self.body_chars, random.Random(seed))
         self._rng = random.Random(seed + 1)
+
+    @staticmethod
+    def head() -> str:
+        """A fresh unique first line and the instruction that every prompt starts with."""
+        return unique_line() + " Continue this text:\n"
 
     def make(self) -> str:
         """The next prompt (about ``prompt_tokens`` tokens, unique first line)."""
         text = self._filler
         cut = text.find(" ", self._rng.randrange(len(text))) if text else -1
         body = text if cut < 0 else f"{text[cut + 1:]} {text[:cut]}"
-        return unique_line() + " Continue this text:\n" + body
+        return self.head() + body

@@ -4,12 +4,22 @@
 with ``--request-rate inf``) until ``requests`` have been sent or ``duration_s`` has
 passed; requests in flight at the deadline are allowed to finish and are counted.
 Each request asks for exactly ``output_tokens`` tokens (``max_tokens`` plus vLLM's
-``ignore_eos``) after a synthetic prompt of about ``prompt_tokens`` tokens.
+``ignore_eos``) after a synthetic prompt of ``prompt_tokens`` tokens: the filler is sized
+with the server's ``/tokenize`` (chat template included, see ``remote.bench.tokenize``)
+and every prompt is counted there before it is sent, untimed; without ``/tokenize`` the
+4-characters-per-token estimate is used and the result says ``prompt_tokens_exact: false``.
+
+A level stops early after :data:`STOP_AFTER_FAILURES` consecutive failures that mean the
+server is gone (transport errors or HTTP 5xx): the remaining requests are not sent and
+``stopped`` says why. A stream without a ``usage`` chunk has its generated text counted by
+``/tokenize`` afterwards (vLLM 0.32 ``calculate_metrics`` counts it with the tokenizer);
+without ``/tokenize`` its output tokens stay the chunk count, flagged estimated.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,10 +29,14 @@ import httpx
 from remote.bench.client import client_scope, resolve_model, stream_chat
 from remote.bench.metrics import RequestRecord, ServingMetrics, calculate_metrics
 from remote.bench.progress import ProgressCallback, ProgressTracker
-from remote.bench.prompts import PromptFactory
+from remote.bench.prompts import PromptFactory, filler_words
+from remote.bench.tokenize import count_chat_tokens, count_text_tokens, fit_words
 
 #: Default read timeout per request in seconds (a long prefill at high concurrency is slow).
 REQUEST_TIMEOUT_S = 600.0
+
+#: Consecutive failures of the "server gone" kind (transport error, HTTP 5xx) that stop a level.
+STOP_AFTER_FAILURES = 3
 
 
 @dataclass(frozen=True)
@@ -33,12 +47,17 @@ class ThroughputResult:
         base_url: server benchmarked.
         model: model name sent.
         concurrency: streams kept in flight.
-        prompt_tokens_target: prompt length asked for (estimate-based, tokens).
+        prompt_tokens_target: prompt length asked for (tokens, chat template included).
         output_tokens_target: output length asked for (tokens).
         requests_sent: requests sent (completed + failed).
         metrics: the ``vllm bench serve`` figures.
         errors: distinct failure messages (at most 5), each with its count.
         kind: always ``"throughput"``.
+        prompt_tokens_exact: prompts were sized and counted by the server's ``/tokenize``;
+            false when it has none and the 4-characters-per-token estimate was used.
+        prompt_tokens_sent: mean prompt tokens of the requests sent, by ``/tokenize``
+            (``None`` when not exact).
+        stopped: why the level stopped before sending every request (``None`` if it did not).
     """
 
     base_url: str
@@ -50,6 +69,9 @@ class ThroughputResult:
     metrics: ServingMetrics
     errors: tuple[tuple[str, int], ...] = ()
     kind: str = field(default="throughput")
+    prompt_tokens_exact: bool = False
+    prompt_tokens_sent: float | None = None
+    stopped: str | None = None
 
     @property
     def mean_prompt_tokens(self) -> float:
@@ -95,7 +117,8 @@ async def _warm_up(client: httpx.AsyncClient) -> None:
 
 async def _run_level(client: httpx.AsyncClient, model: str, *, concurrency: int, prompt_tokens: int,
                      output_tokens: int, requests: int | None, duration_s: float | None,
-                     on_progress: ProgressCallback | None) -> tuple[list[RequestRecord], float]:
+                     on_progress: ProgressCallback | None
+                     ) -> tuple[list[RequestRecord], float, bool, list[int], str | None]:
     """Run one level. Each worker (stream) has its own single-connection client (same base URL,
     timeout and headers as ``client``): httpx's pool checks every pooled connection on each
     request, which at 32-64 connections costs the event loop more than the streams themselves
@@ -108,44 +131,110 @@ async def _run_level(client: httpx.AsyncClient, model: str, *, concurrency: int,
                for _ in range(workers)]
     try:
         await asyncio.gather(*(_warm_up(c) for c in clients))
-        return await _timed(clients, model, concurrency=concurrency, prompt_tokens=prompt_tokens,
+        timed = await _timed(clients, model, concurrency=concurrency, prompt_tokens=prompt_tokens,
                             output_tokens=output_tokens, requests=requests, duration_s=duration_s,
                             on_progress=on_progress)
+        return timed
     finally:
         await asyncio.gather(*(c.aclose() for c in clients))
 
 
+def server_gone(record: RequestRecord) -> bool:
+    """The failure means the engine or server is down (transport error or HTTP 5xx), not a bad request."""
+    return not record.success and (record.status_code == 0 or (record.status_code or 0) >= 500)
+
+
+async def size_prompts(client: httpx.AsyncClient, model: str, prompt_tokens: int,
+                       seed: int) -> tuple[PromptFactory, bool]:
+    """A :class:`PromptFactory` whose prompts are ``prompt_tokens`` long on the server's tokenizer,
+    and whether that is exact (``False``: no ``/tokenize``, the estimate is used)."""
+    words = filler_words(2 * prompt_tokens + 64, random.Random(seed))
+    head = PromptFactory.head()
+    fit = await fit_words(client, model, prompt_tokens, lambda n: head + " ".join(words[:n]), len(words))
+    if fit is None:
+        return PromptFactory(prompt_tokens, seed=seed), False
+    body = fit[0].removeprefix(head)
+    return PromptFactory(prompt_tokens, seed=seed, body=body), True
+
+
+async def _counted(client: httpx.AsyncClient, model: str, text: str, prompt_tokens: int,
+                   exact: bool) -> tuple[str, int | None]:
+    """``(prompt, tokens by /tokenize)``; a prompt that came out off the target (its unique line
+    and rotation tokenize differently from the sized one) gets words appended (short) or dropped
+    from its end (long) once, kept if that brings it nearer without going over."""
+    if not exact:
+        return text, None
+    tokens = await count_chat_tokens(client, model, text)
+    if tokens is None or tokens == prompt_tokens:
+        return text, tokens
+    if tokens < prompt_tokens:
+        other = text + " " + " ".join(filler_words(prompt_tokens - tokens, random.Random(tokens)))
+    else:
+        other = text.rsplit(" ", tokens - prompt_tokens)[0]
+    other_tokens = await count_chat_tokens(client, model, other)
+    if other_tokens is not None and other_tokens <= prompt_tokens and (
+            tokens > prompt_tokens or other_tokens > tokens):
+        return other, other_tokens
+    return text, tokens
+
+
 async def _timed(clients: list[httpx.AsyncClient], model: str, *, concurrency: int, prompt_tokens: int,
                  output_tokens: int, requests: int | None, duration_s: float | None,
-                 on_progress: ProgressCallback | None) -> tuple[list[RequestRecord], float]:
+                 on_progress: ProgressCallback | None
+                 ) -> tuple[list[RequestRecord], float, bool, list[int], str | None]:
+    prompts, exact = await size_prompts(clients[0], model, prompt_tokens, seed=concurrency)
+    planned: list[tuple[str, int | None]] = []
+    if requests is not None:   # every prompt counted up front, outside the timed window
+        planned = list(await asyncio.gather(*(
+            _counted(clients[i % len(clients)], model, prompts.make(), prompt_tokens, exact)
+            for i in range(requests))))
     tracker = ProgressTracker("throughput", on_progress, requests_total=requests, concurrency=concurrency)
     records: list[RequestRecord] = []
-    prompts = PromptFactory(prompt_tokens, seed=concurrency)
+    sent_counts: list[int] = []
+    stopped: str | None = None
+    failures_in_row = 0
     next_index = 0
     start = time.perf_counter()
     deadline = None if duration_s is None else start + duration_s
 
     async def worker(client: httpx.AsyncClient) -> None:
-        nonlocal next_index
-        while True:
+        nonlocal next_index, stopped, failures_in_row
+        while stopped is None:
             if requests is not None and next_index >= requests:
                 return
             if deadline is not None and time.perf_counter() >= deadline:
                 return
+            if planned:
+                text, known = planned[next_index]
+            else:
+                text, known = await _counted(client, model, prompts.make(), prompt_tokens, exact)
             next_index += 1
             payload = {
                 "model": model,
-                "messages": [{"role": "user", "content": prompts.make()}],
+                "messages": [{"role": "user", "content": text}],
                 "max_tokens": output_tokens,
                 "ignore_eos": True,
                 "temperature": 0.0,
             }
-            record = await stream_chat(client, payload, on_token=tracker.token)
+            record = await stream_chat(client, payload, on_token=tracker.token, prompt_tokens=known)
             records.append(record)
+            if known is not None:
+                sent_counts.append(known)
             tracker.request_done(record.token_chunks, record.output_tokens if record.success else 0)
+            failures_in_row = failures_in_row + 1 if server_gone(record) else 0
+            if failures_in_row >= STOP_AFTER_FAILURES and stopped is None:
+                stopped = (f"stopped after {failures_in_row} requests in a row failed with the server gone "
+                           f"({record.error}); the engine log says why")
 
     await asyncio.gather(*(worker(c) for c in clients))
-    return records, time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    if exact:   # no usage chunk: count the generated text with the tokenizer, as vllm bench serve does
+        for record in records:
+            if record.success and record.output_tokens_estimated:
+                counted = await count_text_tokens(clients[0], model, record.text)
+                if counted is not None:
+                    record.output_tokens, record.output_tokens_estimated = counted, False
+    return records, elapsed, exact, sent_counts, stopped
 
 
 async def run_throughput(
@@ -186,7 +275,7 @@ async def run_throughput(
     _validate(concurrency, prompt_tokens, output_tokens, requests, duration_s)
     async with client_scope(base_url, client, timeout_s, connections=concurrency) as c:
         served = await resolve_model(c, model)
-        records, elapsed = await _run_level(
+        records, elapsed, exact, sent_counts, stopped = await _run_level(
             c, served.name, concurrency=concurrency, prompt_tokens=prompt_tokens,
             output_tokens=output_tokens, requests=requests, duration_s=duration_s,
             on_progress=on_progress)
@@ -199,6 +288,9 @@ async def run_throughput(
             requests_sent=len(records),
             metrics=calculate_metrics(records, elapsed),
             errors=_error_summary(records),
+            prompt_tokens_exact=exact,
+            prompt_tokens_sent=sum(sent_counts) / len(sent_counts) if exact and sent_counts else None,
+            stopped=stopped,
         )
 
 

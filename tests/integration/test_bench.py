@@ -73,7 +73,9 @@ async def test_throughput_matches_what_the_server_served(server, url):
     assert (m.completed, m.failed, stats.requests) == (6, 0, 6)
     assert m.total_output_tokens == stats.completion_tokens == 6 * 8
     assert m.total_input_tokens == stats.prompt_tokens            # server-counted, not our estimate
-    assert abs(result.mean_prompt_tokens - 3000) / 3000 < 0.02
+    # sized and counted by the server's /tokenize: what we sent is what it counted, near the ask
+    assert result.prompt_tokens_exact and result.prompt_tokens_sent == result.mean_prompt_tokens
+    assert 3000 - 3 <= result.mean_prompt_tokens <= 3000
     served_tok_s = stats.output_tokens_per_s()
     assert m.output_throughput == pytest.approx(served_tok_s, rel=0.05)
     served_ttft_ms = statistics.mean(r.ttft_s for r in stats.ok) * 1000
@@ -121,13 +123,15 @@ async def test_longctx_finds_the_passphrase_and_reports_the_400(url):
     assert [p.depth for p in found] == [0.1, 0.5, 0.9]
     for probe in found:
         assert probe.found and probe.error is None and probe.passphrase in probe.answer
-        assert abs(probe.prompt_tokens - 8000) / 8000 < 0.02
+        assert 8000 - 3 <= probe.prompt_tokens <= 8000 and probe.prompt_tokens == probe.prompt_tokens_sent
         assert probe.seconds > probe.ttft_s > 0
         assert probe.prompt_tokens_per_s == pytest.approx(probe.prompt_tokens / probe.ttft_s)
     assert len({p.passphrase for p in found}) == 3
     assert over.status_code == 400 and not over.found
     assert over.error.startswith("This model's maximum context length is 32768 tokens. However, you requested")
-    assert result.found_all
+    assert over.error_kind == "context_length" and "the longest prompt this server takes is 32768" in over.error
+    assert over.prompt_tokens_sent == MAX_MODEL_LEN + 1024     # sized exactly, even over the limit
+    assert result.found_all and result.prompt_tokens_exact
     assert progress[-1].requests_done == 4
     assert json.loads(json.dumps(to_json(result)))["probes"][3]["status_code"] == 400
 

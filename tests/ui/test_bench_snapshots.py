@@ -35,7 +35,7 @@ def _level(concurrency: int, out_tok_s: float, ttft_ms: float, tpot_ms: float, f
             tpot=LatencyStats(tpot_ms, tpot_ms * 0.98, tpot_ms * 1.3, completed),
             itl=LatencyStats(tpot_ms, tpot_ms * 0.97, tpot_ms * 2.1, completed * 127),
             e2el=LatencyStats(ttft_ms + 127 * tpot_ms, ttft_ms + 127 * tpot_ms, ttft_ms + 160 * tpot_ms, completed)),
-        errors=(("HTTP 503: Service Unavailable", failed),) if failed else ())
+        errors=(("HTTP 503: Service Unavailable", failed),) if failed else (), prompt_tokens_exact=True)
 
 
 THROUGHPUT = [_level(1, 98.4, 41.2, 10.1), _level(16, 1210.7, 96.5, 13.2), _level(64, 2874.3, 402.8, 21.6, failed=2)]

@@ -1,0 +1,178 @@
+"""Same load, two clients: ``remote.bench.run_throughput`` and ``vllm bench serve`` on one real vLLM server.
+
+Run:  ``.venv/bin/python -m benches.bench_vs_vllm_bench --url http://127.0.0.1:8011 [--streams 1,4,16] [--json]``
+      (or ``--start PORT`` to start ``../shared/real-vllm/serve.sh PORT`` and stop it afterwards)
+
+Both clients send chat requests (``/v1/chat/completions``, streamed, ``ignore_eos``) of
+``--prompt-tokens`` prompt tokens and ``--output-tokens`` output tokens, at each level of
+``--streams`` with the same request count (``max(8, 2 x streams)``), one after the other
+against the same server, ``--rounds`` times each in ABBA order (medians reported: the
+machine is 2 shared cores, and its load drifts). ``vllm bench serve`` is the reference (vLLM 0.32's ``random``
+dataset: ``--random-input-len`` tokens decoded to text, then the chat template, so its
+prompts are a few tokens longer than asked; ours include the template in the ask). Each
+``vllm bench serve`` run gets a fresh ``--seed``: with its default seed 0 a rerun sends the
+same prompts again and the server's prefix cache serves ~97% of the prompt tokens (seen
+in ``vllm:prefix_cache_hits_total``: +2,048 of +2,121 tokens at 8 x 256), which made its
+TTFT look 3-4x better than ours (unique prompts) in the first comparison.
+
+Printed per level: prompt tokens per request as the server counted them (usage), output
+tokens/s, mean TTFT and mean TPOT for both, and ours / vllm's. ``--json`` prints the rows
+as a JSON list instead. Needs ``../shared/real-vllm/setup.sh`` (the vllm executable is
+``$REAL_VLLM_DIR/venv/bin/vllm``, the tokenizer ``$REAL_VLLM_DIR/tiny-llama``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from remote.bench import run_throughput  # noqa: E402
+
+REAL_VLLM_DIR = Path(os.environ.get("REAL_VLLM_DIR", Path.home() / ".cache" / "real-vllm"))
+SERVE = ROOT.parent / "shared" / "real-vllm" / "serve.sh"
+
+
+def requests_for(streams: int) -> int:
+    """Requests per level for both clients: 8, or 2 per stream."""
+    return max(8, 2 * streams)
+
+
+def run_vllm_bench(url: str, streams: int, requests: int, prompt_tokens: int, output_tokens: int,
+                   model: str = "tiny") -> dict[str, Any]:
+    """``vllm bench serve`` once; its saved result JSON (keys ``total_input_tokens``,
+    ``completed``, ``output_throughput`` tok/s, ``mean_ttft_ms``, ``mean_tpot_ms``, ...).
+
+    Raises:
+        RuntimeError: it failed (its stderr tail in the message).
+    """
+    with tempfile.TemporaryDirectory(prefix="h15-vllm-bench-") as out:
+        cmd = [str(REAL_VLLM_DIR / "venv" / "bin" / "vllm"), "bench", "serve", "--backend", "openai-chat",
+               "--base-url", url, "--endpoint", "/v1/chat/completions", "--model", model,
+               "--tokenizer", str(REAL_VLLM_DIR / "tiny-llama"), "--dataset-name", "random",
+               "--random-input-len", str(prompt_tokens), "--random-output-len", str(output_tokens),
+               "--num-prompts", str(requests), "--max-concurrency", str(streams), "--ignore-eos",
+               "--seed", str(random.randrange(1 << 30)),
+               "--save-result", "--result-dir", out, "--result-filename", "result.json"]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"}
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+        result = Path(out) / "result.json"
+        if done.returncode != 0 or not result.exists():
+            raise RuntimeError(f"vllm bench serve failed ({done.returncode}): {done.stderr[-800:]}")
+        data: dict[str, Any] = json.loads(result.read_text())
+        return data
+
+
+async def run_ours(url: str, streams: int, requests: int, prompt_tokens: int, output_tokens: int) -> dict[str, Any]:
+    """``run_throughput`` once; the same figures as :func:`run_vllm_bench` plus ``prompt_tokens_sent``
+    (mean, by ``/tokenize``) and ``prompt_tokens_exact``."""
+    r = await run_throughput(url, concurrency=streams, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                             requests=requests)
+    m = r.metrics
+    return {"completed": m.completed, "failed": m.failed, "total_input_tokens": m.total_input_tokens,
+            "output_throughput": m.output_throughput, "mean_ttft_ms": m.ttft.mean_ms,
+            "mean_tpot_ms": m.tpot.mean_ms, "prompt_tokens_sent": r.prompt_tokens_sent,
+            "prompt_tokens_exact": r.prompt_tokens_exact, "errors": [e for e, _ in r.errors]}
+
+
+def compare(url: str, streams: int, prompt_tokens: int, output_tokens: int, rounds: int = 1) -> dict[str, Any]:
+    """One level, both clients, ``rounds`` times in ABBA order (vllm, ours, ours, vllm, ...) so a
+    drifting machine load does not favour one; a row of median figures (``ours_*``, ``vllm_*``,
+    ``ratio_*`` = ours / vllm of the medians)."""
+    requests = requests_for(streams)
+    ours_runs: list[dict[str, Any]] = []
+    theirs_runs: list[dict[str, Any]] = []
+    for i in range(rounds):
+        steps = ["vllm", "ours"] if i % 2 == 0 else ["ours", "vllm"]
+        for step in steps:
+            if step == "vllm":
+                theirs_runs.append(run_vllm_bench(url, streams, requests, prompt_tokens, output_tokens))
+            else:
+                ours_runs.append(asyncio.run(run_ours(url, streams, requests, prompt_tokens, output_tokens)))
+
+    def med(runs: list[dict[str, Any]], key: str) -> float:
+        return float(statistics.median(r[key] for r in runs))
+
+    row: dict[str, Any] = {"streams": streams, "requests": requests, "rounds": rounds,
+                           "ours_completed": min(r["completed"] for r in ours_runs),
+                           "vllm_completed": min(r["completed"] for r in theirs_runs),
+                           "ours_prompt_tokens_sent": med(ours_runs, "prompt_tokens_sent"),
+                           "ours_prompt_tokens_exact": all(r["prompt_tokens_exact"] for r in ours_runs),
+                           "ours_errors": sorted({e for r in ours_runs for e in r["errors"]})}
+    row["ours_prompt_tokens"] = float(statistics.median(
+        r["total_input_tokens"] / max(1, r["completed"]) for r in ours_runs))
+    row["vllm_prompt_tokens"] = float(statistics.median(
+        r["total_input_tokens"] / max(1, r["completed"]) for r in theirs_runs))
+    for key in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms"):
+        row[f"ours_{key}"], row[f"vllm_{key}"] = med(ours_runs, key), med(theirs_runs, key)
+        row[f"ratio_{key}"] = row[f"ours_{key}"] / row[f"vllm_{key}"] if row[f"vllm_{key}"] else None
+    return row
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| streams | prompt tokens ours / vllm | output tok/s ours / vllm (ratio) | "
+             "mean TTFT ms ours / vllm (ratio) | mean TPOT ms ours / vllm (ratio) |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['streams']} | {r['ours_prompt_tokens']:.1f} / {r['vllm_prompt_tokens']:.1f} | "
+            f"{r['ours_output_throughput']:.0f} / {r['vllm_output_throughput']:.0f} "
+            f"({r['ratio_output_throughput']:.2f}) | {r['ours_mean_ttft_ms']:.1f} / {r['vllm_mean_ttft_ms']:.1f} "
+            f"({r['ratio_mean_ttft_ms']:.2f}) | {r['ours_mean_tpot_ms']:.2f} / {r['vllm_mean_tpot_ms']:.2f} "
+            f"({r['ratio_mean_tpot_ms']:.2f}) |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--url", help="a running real vLLM server, e.g. http://127.0.0.1:8011")
+    where.add_argument("--start", type=int, metavar="PORT", help="start serve.sh PORT and stop it afterwards")
+    parser.add_argument("--streams", default="1,4,16", help="concurrency levels, comma-separated")
+    parser.add_argument("--prompt-tokens", type=int, default=256)
+    parser.add_argument("--output-tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each client per level (ABBA order; medians)")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    args = parser.parse_args()
+    if not (REAL_VLLM_DIR / "venv" / "bin" / "vllm").exists():
+        print(f"the real vLLM is not set up at {REAL_VLLM_DIR}: run ../shared/real-vllm/setup.sh", file=sys.stderr)
+        return 2
+    try:
+        levels = [int(s) for s in args.streams.split(",")]
+    except ValueError:
+        print(f"--streams must be integers separated by commas, got {args.streams!r}", file=sys.stderr)
+        return 2
+    pid = None
+    url = args.url
+    if args.start is not None:
+        started = subprocess.run([str(SERVE), str(args.start)], capture_output=True, text=True, timeout=900)
+        if started.returncode != 0:
+            print(f"the real vLLM did not start: {started.stderr[-500:]}", file=sys.stderr)
+            return 1
+        pid, url = int(started.stdout.strip()), f"http://127.0.0.1:{args.start}"
+    try:
+        asyncio.run(run_ours(url, 1, 1, args.prompt_tokens, 4))      # warm the server up, untimed
+        rows = [compare(url, s, args.prompt_tokens, args.output_tokens, max(1, args.rounds)) for s in levels]
+    except RuntimeError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    finally:
+        if pid is not None:
+            os.kill(pid, 15)
+    print(json.dumps(rows, indent=2) if args.json else _table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,205 @@
+"""The stream parser against a loopback server replaying real vLLM 0.32 stream shapes.
+
+The chunk shapes are copied from a real ``vllm serve`` 0.32 (CPU) answer to
+``/v1/chat/completions`` with ``stream_options.include_usage`` (role chunk, content
+chunks, the ``choices: []`` usage chunk, ``data: [DONE]``) and its 400 bodies.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+
+from remote.bench import run_throughput
+from remote.bench.client import stream_chat
+
+HEAD = {"id": "chatcmpl-81c800daf255ade6", "object": "chat.completion.chunk", "created": 1796120705,
+        "model": "tiny"}
+ROLE = {**HEAD, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                             "finish_reason": None}], "prompt_token_ids": None, "prompt_text": None}
+CONTEXT_400 = {"error": {"message": "This model's maximum context length is 2048 tokens. However, your prompt "
+                         "contains at least 2049 input tokens, which exceeds this limit even without any output "
+                         "tokens. Please reduce the length of the input prompt. (parameter=input_tokens, "
+                         "value=2049)", "type": "BadRequestError", "param": "input_tokens", "code": 400}}
+
+
+def content(text: str, finish: str | None = None) -> dict[str, Any]:
+    return {**HEAD, "choices": [{"index": 0, "delta": {"content": text}, "logprobs": None,
+                                 "finish_reason": finish, "token_ids": None}]}
+
+
+def usage(prompt: int, completion: int) -> dict[str, Any]:
+    return {**HEAD, "choices": [], "usage": {"prompt_tokens": prompt, "total_tokens": prompt + completion,
+                                             "completion_tokens": completion}}
+
+
+class Replay:
+    """What the loopback server answers: ``events`` as (delay_s, data) SSE lines, or ``status`` + ``body``."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, Any]] = []
+        self.status = 200
+        self.body: Any = None
+        self.tokenize: int | None = None     # /tokenize count to answer, None: 404 like a non-vLLM server
+        self.chat_posts = 0
+        self.hang_up = False
+
+
+@pytest.fixture
+def replay() -> Iterator[tuple[Replay, str]]:
+    state = Replay()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _json(self, code: int, payload: Any) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self._json(200, {"object": "list", "data": [{"id": "tiny", "object": "model", "max_model_len": 2048}]})
+
+        def do_POST(self) -> None:
+            sent = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            if self.path == "/tokenize":
+                if state.tokenize is None:
+                    self._json(404, {"detail": "Not Found"})
+                else:   # chat prompts: the configured count; a bare text: one token a word
+                    count = state.tokenize if "messages" in sent else len(sent["prompt"].split())
+                    self._json(200, {"count": count, "max_model_len": 2048, "tokens": []})
+                return
+            state.chat_posts += 1
+            if state.hang_up:
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return
+            if state.status != 200:
+                self._json(state.status, state.body)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for delay, data in state.events:
+                time.sleep(delay)
+                line = f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n".encode()
+                self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield state, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+async def _one(url: str, **kwargs: Any):
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        return await stream_chat(client, {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]},
+                                 **kwargs)
+
+
+async def test_nothing_after_done_is_parsed(replay):
+    state, url = replay
+    state.events = [(0, ROLE), (0, content(" ignore")), (0, content(" special", "length")), (0, usage(11, 2)),
+                    (0, "[DONE]"), (0, content(" LATE")), (0, usage(99, 9))]
+    record = await _one(url)
+    assert record.success and record.text == " ignore special"
+    assert (record.token_chunks, record.prompt_tokens, record.output_tokens) == (2, 11, 2)
+    assert record.usage_reported and not record.output_tokens_estimated
+
+
+async def test_without_usage_tokens_are_flagged_estimated_and_the_prompt_count_kept(replay):
+    state, url = replay
+    state.events = [(0, ROLE), (0, content(" a")), (0, content(" b c")), (0, content(" d", "length")),
+                    (0, "[DONE]")]
+    record = await _one(url, prompt_tokens=256)
+    assert record.success and not record.usage_reported
+    assert record.output_tokens == 3 and record.output_tokens_estimated
+    assert record.prompt_tokens == 256            # what /tokenize counted, not 0 unreported
+
+
+async def test_tpot_ends_at_the_last_token_and_latency_at_the_end_of_the_stream(replay):
+    state, url = replay
+    # tokens 20 ms apart, then a usage chunk 300 ms late and [DONE] 100 ms after it
+    state.events = [(0, ROLE), (0.02, content(" a")), (0.02, content(" b")), (0.02, content(" c", "length")),
+                    (0.3, usage(11, 3)), (0.1, "[DONE]")]
+    record = await _one(url)
+    assert record.success and record.output_tokens == 3
+    assert record.tpot_s == pytest.approx(0.02, abs=0.01)        # not (0.3 + 0.04) / 2
+    assert record.last_token_s == pytest.approx(record.ttft_s + 0.04, abs=0.015)
+    assert record.latency_s >= record.last_token_s + 0.39         # e2e to the end of the stream
+
+
+async def test_an_error_event_inside_a_200_stream_keeps_type_code_and_partial_text(replay):
+    state, url = replay
+    state.events = [(0, ROLE), (0, content(" partial")), (0, content(" answer")),
+                    (0, {"error": {"object": "error", "message": "EngineCore encountered an issue.",
+                                   "type": "InternalServerError", "param": None, "code": 500}})]
+    record = await _one(url)
+    assert not record.success
+    assert (record.error_type, record.error_code) == ("InternalServerError", 500)
+    assert record.text == " partial answer"
+    assert "EngineCore encountered an issue." in record.error and "InternalServerError" in record.error
+
+
+async def test_a_context_length_400_gets_a_kind_and_advice(replay):
+    state, url = replay
+    state.status, state.body = 400, CONTEXT_400
+    record = await _one(url)
+    assert not record.success and record.status_code == 400
+    assert record.error_kind == "context_length"
+    assert (record.error_type, record.error_code) == ("BadRequestError", 400)
+    assert "the longest prompt this server takes is 2048 tokens" in record.error
+    assert "this one needed 2049" in record.error
+
+
+async def test_after_the_engine_dies_the_remaining_requests_are_not_sent(replay):
+    state, url = replay
+    state.hang_up = True            # every chat request: the connection drops without an answer
+    result = await run_throughput(url, concurrency=1, prompt_tokens=64, output_tokens=8, requests=20)
+    assert state.chat_posts == 3 and result.requests_sent == 3
+    assert result.stopped is not None and "3 requests in a row failed" in result.stopped
+    assert "engine log" in result.stopped
+    assert not result.prompt_tokens_exact    # this server has no /tokenize: the estimate, and it says so
+
+
+async def test_prompts_counted_by_tokenize_when_the_server_has_it(replay):
+    state, url = replay
+    state.tokenize = 64
+    # two chunks, three tokens (a chunk may carry several): no usage, so the tokenizer counts the text
+    state.events = [(0, ROLE), (0, content(" a")), (0, content(" b c", "length")), (0, "[DONE]")]
+    result = await run_throughput(url, concurrency=2, prompt_tokens=64, output_tokens=3, requests=4)
+    assert result.prompt_tokens_exact and result.prompt_tokens_sent == 64
+    assert result.metrics.total_input_tokens == 4 * 64          # no usage chunk: the /tokenize count
+    assert result.metrics.total_output_tokens == 4 * 3 and result.metrics.output_tokens_estimated == 0
+
+
+def test_the_bench_verb_says_the_prompts_are_estimates_and_why_it_stopped(replay, capsys):
+    from console.cli import main
+
+    state, url = replay
+    state.hang_up = True
+    code = main(["bench", "--url", url, "--kind", "throughput", "--streams", "1", "--requests", "10",
+                 "--prompt-tokens", "64", "--output-tokens", "8"])
+    out = capsys.readouterr().out
+    assert code == 1                                     # every request sent failed
+    assert "sized by estimate (4 characters per token): the server has no /tokenize" in out
+    assert "stopped after 3 requests in a row failed" in out and state.chat_posts == 3
