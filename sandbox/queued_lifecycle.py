@@ -97,8 +97,9 @@ class QueuedResourceLifecycle:
         self._operations: dict[str, _Operation] = {}
         self._deletions: dict[str, _Deletion] = {}
         self._ids = itertools.count(1)
-        #: Called as ``on_node_ready(project, node JSON copy)`` when a requested node turns READY
-        #: (from a server thread, under the world's lock: it must not block).
+        #: Called as ``on_node_ready(project, node JSON copy)`` just before a requested node turns
+        #: READY (from a server thread, under the world's lock; it may wait briefly for the node's
+        #: VM, so that no client sees READY before the node is reachable).
         self.on_node_ready: Callable[[str, JsonDict], None] | None = None
 
     # --- create / delete ----------------------------------------------------------------------
@@ -240,9 +241,10 @@ class QueuedResourceLifecycle:
             for node_name in request.node_names:
                 node = self.world.projects[request.project].nodes.get(node_name)
                 if node is not None:
+                    ready = {**node, **self._ready_fields(node)}
+                    if self.on_node_ready is not None:     # the VM first: READY means reachable, as on GCP
+                        self.on_node_ready(request.project, copy.deepcopy(ready))
                     node.update(self._ready_fields(node))
-                    if self.on_node_ready is not None:
-                        self.on_node_ready(request.project, copy.deepcopy(node))
             request.done = True
 
     def _ensure_nodes(self, request: _Request, qr: JsonDict) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -251,15 +252,19 @@ class Sandbox:
     def _node_ready(self, project: str, node: dict[str, Any]) -> None:
         """A node created by a queued-resource request turned READY: give it a VM (no container yet).
 
-        Called from a TPU API thread; the VM starts on the sandbox loop, then the config
-        (``[ssh.hosts]``) and the known-hosts file are rewritten, so a client that reloads the
-        config can reach it.
+        Called from a TPU API thread just before the API says READY; it waits (up to 30 s) while
+        the VM starts on the sandbox loop and the config (``[ssh.hosts]``) and the known-hosts file
+        are rewritten, so a client that sees READY and reloads the config can reach it.
         """
         if self._loop is None or len(node.get("networkEndpoints") or []) != 1:
             return
         vm_node = VmNode(name=node["name"].rsplit("/", 1)[-1], node_id=str(node.get("id", "")),
                          accelerator_type=node.get("acceleratorType", ""))
-        asyncio.run_coroutine_threadsafe(self._add_vm(vm_node), self._loop)
+        started = asyncio.run_coroutine_threadsafe(self._add_vm(vm_node), self._loop)
+        try:
+            started.result(timeout=30)
+        except Exception as exc:  # noqa: BLE001 - the node still turns READY; the client says it cannot reach it
+            print(f"sandbox: no VM for {vm_node.name}: {exc}", file=sys.stderr)
 
     async def _add_vm(self, node: VmNode) -> None:
         from sandbox.vm import SandboxVm
