@@ -67,3 +67,11 @@ def add_location_arguments(parser: argparse.ArgumentParser) -> None:
     """``--project P --zone Z``, both required (a queued resource or probe lives in one zone)."""
     parser.add_argument("--project", metavar="P", required=True, help="GCP project id")
     parser.add_argument("--zone", metavar="Z", required=True, help="zone, e.g. us-west4-a")
+
+
+def say(text: str = "", *, err: bool = False) -> None:
+    """One output line through the one sanitizer (API text cannot add lines, hide text with
+    escapes or be read as markup): stdout, or stderr with ``err``."""
+    from remote.printable import printable
+
+    print(printable(text), file=sys.stderr if err else sys.stdout, flush=True)

@@ -17,6 +17,8 @@ import argparse
 import sys
 from typing import Any
 
+from console.verbs.common import say
+
 
 def add_parser(subparsers: Any) -> None:
     """Register the ``delete`` verb."""
@@ -34,8 +36,7 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _say(text: str = "", *, err: bool = False) -> None:
-    print(text, file=sys.stderr if err else sys.stdout, flush=True)
+_say = say   # one line through the one sanitizer (console.verbs.common.say)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -27,26 +27,19 @@ async def count_chat_tokens(client: httpx.AsyncClient, model: str, content: str)
         The server's ``count``, or ``None`` when the server has no usable ``/tokenize``
         (error status, transport failure, or an answer without an integer ``count``).
     """
-    try:
-        response = await client.post("/tokenize", json={
-            "model": model, "messages": [{"role": "user", "content": content}]})
-    except httpx.HTTPError:
-        return None
-    if response.status_code != 200:
-        return None
-    try:
-        count: Any = response.json().get("count")
-    except (ValueError, AttributeError):
-        return None
-    return count if isinstance(count, int) and not isinstance(count, bool) else None
+    return await _count(client, {"model": model, "messages": [{"role": "user", "content": content}]})
 
 
 async def count_text_tokens(client: httpx.AsyncClient, model: str, text: str) -> int | None:
     """Tokens of ``text`` alone (``{"prompt", "add_special_tokens": false}``), as ``vllm bench
     serve`` counts a generated text that came without usage; ``None`` without a usable ``/tokenize``."""
+    return await _count(client, {"model": model, "prompt": text, "add_special_tokens": False})
+
+
+async def _count(client: httpx.AsyncClient, payload: dict[str, Any]) -> int | None:
+    """POST ``payload`` to ``/tokenize``: its integer ``count``, or ``None`` when the server has none."""
     try:
-        response = await client.post("/tokenize", json={"model": model, "prompt": text,
-                                                        "add_special_tokens": False})
+        response = await client.post("/tokenize", json=payload)
     except httpx.HTTPError:
         return None
     if response.status_code != 200:
