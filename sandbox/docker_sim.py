@@ -40,6 +40,7 @@ DEFAULT_IMAGES = {
     "vllm/vllm-tpu:latest": "sha256:" + hashlib.sha256(b"vllm-tpu latest").hexdigest(),
     "vllm/vllm-tpu:nightly": "sha256:" + hashlib.sha256(b"vllm-tpu nightly").hexdigest(),
     "vllm/vllm-tpu:v0.29.1": "sha256:" + hashlib.sha256(b"vllm-tpu v0.29.1").hexdigest(),
+    "vllm/vllm-tpu:v0.30.0": "sha256:" + hashlib.sha256(b"vllm-tpu v0.30.0").hexdigest(),
     "vllm/vllm-tpu:v0.11.1": "sha256:" + hashlib.sha256(b"vllm-tpu v0.11.1").hexdigest(),
 }
 _ZERO_TIME = "0001-01-01T00:00:00Z"
