@@ -431,6 +431,47 @@ class FleetSource:
         except (ValueError, KeyError, TypeError) as exc:
             raise TpuApiError(f"unreadable queued resource {name!r} in the API's answer: {exc}") from None
 
+    async def zones_of(self, project: str) -> list[str]:
+        """The project's zones (``locations.list``), fetched once per source.
+
+        Raises:
+            TpuApiError: the call failed. CredentialsError: no usable credentials.
+        """
+        await self.clients()
+        return list(await self._zones_of(project))
+
+    async def accelerator_types(self, project: str, zone: str) -> list[str]:
+        """The accelerator types ``zone`` offers (``acceleratorTypes.list``), e.g. ``["v6e-1", "v6e-4"]``.
+
+        Raises:
+            TpuApiError: the call failed. CredentialsError: no usable credentials.
+        """
+        client, _ = await self.clients()
+        parent = f"projects/{project}/locations/{zone}"
+
+        def listing() -> list[str]:
+            pager = client.list_accelerator_types(parent=parent, timeout=self.timeout_s)
+            return [t.type_ or t.name.rsplit("/", 1)[-1] for t in pager]
+        return await self._run(listing)
+
+    async def offered_types(self, project: str) -> dict[str, tuple[str, ...]]:
+        """Zone -> the accelerator types it offers, over every zone of ``project``, concurrently.
+
+        Zones whose list fails are left out (the advice built on this is a hint, not a verdict).
+
+        Raises:
+            TpuApiError: the project's zones could not be listed. CredentialsError: no credentials.
+        """
+        zones = await self.zones_of(project)
+
+        async def one(zone: str) -> tuple[str, tuple[str, ...]] | None:
+            try:
+                return zone, tuple(await self.accelerator_types(project, zone))
+            except TpuApiError:
+                return None
+        found = await asyncio.gather(*(one(z) for z in zones))
+        return {zone: types for zone, types in (f for f in found if f is not None)}
+
     async def get_guest_attributes(self, node: Node, worker: int = 0) -> dict[str, str]:
         """Guest attributes of one worker VM of ``node`` as ``{key: value}``.
 

@@ -174,3 +174,23 @@ async def test_readonly_hides_every_mutating_key(services: Services) -> None:
         palette = [c.title for c in app.get_system_commands(screen)]
         assert not any(t.startswith(("Swap", "Request", "Delete QR", "Roll back")) for t in palette)
         assert "qr-flex-done" in await _qr_names(services)
+
+
+async def test_a_stuck_request_shows_what_to_try_in_the_detail_pane(services: Services) -> None:
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(220, 60)) as pilot:
+        screen = await _loaded(pilot)
+        await _select_qr(pilot, screen, "qr-flex-wait")     # flex-start v6e-8, WAITING_FOR_RESOURCES
+        await app.workers.wait_for_complete()                # the zones' accelerator types, listed once
+        await pilot.pause()
+        text = " ".join(text_of(screen.query_one("#detail-body", Static), width=120).split())
+        assert "What to try" in text and "listing the zones" not in text
+        assert ("a spot probe fails fast with the reason: it tells a stockout from missing quota, which both "
+                "wait like this tpu-console probe --project inference-prod --zone asia-northeast1-b "
+                "--accelerator-type v6e-8") in text
+        assert "tpu-console probe --project inference-prod --zone asia-northeast1-b --accelerator-type v6e-4" in text
+        assert "europe-west4-a offers v6e-8 tpu-console probe --project inference-prod --zone europe-west4-a" in text
+        assert set(screen.offered_types) == {"inference-prod"}
+        # An ACTIVE request is not stuck: no advice.
+        await _select_qr(pilot, screen, "qr-flex-b")
+        assert "What to try" not in text_of(screen.query_one("#detail-body", Static), width=120)
