@@ -33,6 +33,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -92,6 +93,7 @@ class SandboxTpuApi:
         refuse_v2alpha1: answer 404 to every ``/v2alpha1`` call (an endpoint without the alpha API).
         page_size: items per page when the client sends no ``pageSize``.
         time_scale: factor on every queued-resource state duration (1.0: the documented seconds).
+        clock: monotonic seconds the queued-resource states follow (tests pass one they step).
 
     Attributes:
         requests: ``(method, path with query)`` of every request received, in order.
@@ -99,9 +101,10 @@ class SandboxTpuApi:
     """
 
     def __init__(self, world: SandboxWorld, *, latency_s: float = 0.0, refuse_wildcard_qr: bool = False,
-                 refuse_v2alpha1: bool = False, page_size: int = 3, time_scale: float = 1.0) -> None:
+                 refuse_v2alpha1: bool = False, page_size: int = 3, time_scale: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.world = world
-        self.lifecycle = QueuedResourceLifecycle(world, time_scale=time_scale)
+        self.lifecycle = QueuedResourceLifecycle(world, time_scale=time_scale, clock=clock)
         self.latency_s = latency_s
         self.refuse_wildcard_qr = refuse_wildcard_qr
         self.refuse_v2alpha1 = refuse_v2alpha1
