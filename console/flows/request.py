@@ -75,8 +75,10 @@ class RequestPreview:
     cost: str
 
 
-def preview(request: QueuedResourceRequest, prices: dict[str, dict[str, float]]) -> RequestPreview:
-    """The :class:`RequestPreview` of ``request`` with prices from ``prices[generation][model]``."""
+def preview(request: QueuedResourceRequest, prices: dict[str, dict[str, float]], *,
+            api_endpoint: str | None = None) -> RequestPreview:
+    """The :class:`RequestPreview` of ``request`` with prices from ``prices[generation][model]``;
+    the REST call names ``api_endpoint`` (the config's; default the Google API)."""
     price = lookup_price(prices, request.accelerator_type, request.provisioning_model)
     chips = chips_of(request.accelerator_type) or 1
     if price is None:
@@ -92,7 +94,7 @@ def preview(request: QueuedResourceRequest, prices: dict[str, dict[str, float]])
             cost += ", billed while it runs; it can be preempted at any time."
         else:
             cost += ", billed until it is deleted."
-    return RequestPreview(request=request, rest_call=request.rest_call(),
+    return RequestPreview(request=request, rest_call=request.rest_call(api_endpoint),
                           body_text=json.dumps(request.rest_body(), indent=2), gcloud=request.gcloud_line(),
                           price_per_chip_hour_usd=price, cost=cost)
 

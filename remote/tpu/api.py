@@ -66,6 +66,14 @@ class ProjectConfig(Protocol):
         ...
 
 
+def base_url(api_endpoint: str | None) -> str:
+    """The URL calls go to: ``https://tpu.googleapis.com``, or the configured ``api_endpoint``
+    (``http://127.0.0.1:PORT`` for the sandbox; a bare host gets ``https://``)."""
+    if not api_endpoint:
+        return DEFAULT_BASE_URL
+    return api_endpoint.rstrip("/") if "://" in api_endpoint else f"https://{api_endpoint.rstrip('/')}"
+
+
 def api_error(exc: BaseException, timeout_s: float) -> TpuApiError:
     """Translate a google-api-core / google-auth / requests / OS exception into :class:`TpuApiError`.
 
@@ -206,8 +214,7 @@ class FleetSource:
                 creds = _default_credentials()
             options = {"api_endpoint": endpoint} if endpoint else None
             client = tpu_v2.TpuClient(transport="rest", credentials=creds, client_options=options)
-            base = endpoint if endpoint and "://" in endpoint else (
-                f"https://{endpoint}" if endpoint else DEFAULT_BASE_URL)
+            base = base_url(endpoint)
             session = AuthorizedSession(creds)
             for s in (session, getattr(client.transport, "_session", None)):
                 if s is not None:   # one pooled connection per worker thread, no "pool full" warnings

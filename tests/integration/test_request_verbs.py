@@ -56,8 +56,10 @@ def qr_json(server: SandboxTpuApi, zone: str, name: str) -> dict | None:
 def test_request_dry_run_prints_the_exact_body_and_gcloud_line_and_creates_nothing(cli, server, capsys) -> None:
     assert cli(*FLEX, "--dry-run", "--json") == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["rest_call"] == ("POST https://tpu.googleapis.com/v2alpha1/projects/inference-prod/locations/"
+    # The endpoint actually used: the config's (the sandbox's loopback), not Google's.
+    assert out["rest_call"] == (f"POST {server.endpoint}/v2alpha1/projects/inference-prod/locations/"
                                 "us-west4-a/queuedResources?queuedResourceId=demo-v5e")
+    assert server.endpoint.startswith("http://127.0.0.1:")
     assert out["rest_body"] == {
         "tpu": {"nodeSpec": [{"parent": "projects/inference-prod/locations/us-west4-a", "nodeId": "demo-v5e",
                               "node": {"acceleratorType": "v5litepod-1", "runtimeVersion": "v2-alpha-tpuv5-lite"}}]},
@@ -215,6 +217,14 @@ def test_readonly_flag_overrides_the_config(cli, server, capsys) -> None:
 
 
 # --- the Textual-free flows -------------------------------------------------------------------
+
+
+def test_the_rest_call_names_google_without_an_endpoint_override() -> None:
+    request = build_request(name="x1", project=P, zone="us-west4-a", accelerator_type="v5litepod-1",
+                            provisioning_model="spot")
+    assert preview(request, DEFAULT_PRICES).rest_call.startswith("POST https://tpu.googleapis.com/v2/projects/")
+    assert preview(request, DEFAULT_PRICES, api_endpoint="tpu.example.internal/").rest_call.startswith(
+        "POST https://tpu.example.internal/v2/projects/inference-prod/")
 
 
 def test_preview_costs_by_model() -> None:

@@ -113,7 +113,7 @@ async def test_request_form_previews_confirms_and_the_fleet_lists_it(services: S
         form.query_one("#rq-valid_until", Input).value = "1h"
         await pilot.pause()
         shown = text_of(form.query_one("#rq-preview", Static), width=400)
-        assert ("POST https://tpu.googleapis.com/v2alpha1/projects/inference-prod/locations/us-west4-a/"
+        assert (f"POST {services.config.api_endpoint}/v2alpha1/projects/inference-prod/locations/us-west4-a/"
                 "queuedResources?queuedResourceId=demo-v5e") in shown
         assert '"provisioningModel": "FLEX_START"' in shown and '"maxRunDuration": "14400s"' in shown
         assert ("gcloud alpha compute tpus queued-resources create demo-v5e --node-id=demo-v5e "
