@@ -161,13 +161,17 @@ def explain(qr: QueuedResource, node: Node | None, now: datetime | None = None) 
 
 async def launch_container(config: Any, node: Node, changes: Mapping[str, str | None], *, image: str | None,
                            open_store: Callable[[], Any] | None = None,
-                           on_step: Callable[[Any, Any, Any], None] | None = None) -> Any:
+                           on_step: Callable[[Any, Any, Any], None] | None = None,
+                           watched: bool = True) -> Any:
     """Run the serving container on a node that just turned READY, through the swap machinery.
 
     The spec is the running container's, or the config's ``[container]`` template when none runs,
     with ``changes`` (``{"model": "...", "max-model-len": "8192"}``) and ``image`` applied; the
     :class:`console.flows.swap_run.SwapRunner` pulls, runs and records it (a first launch in the
     history).
+
+    Args:
+        watched: ``False`` for a verb that exits after ``docker run`` (the launch ends ``unwatched``).
 
     Returns:
         The runner's ``SwapOutcome`` (``outcome.result.ok``, ``container_id``, ``error``).
@@ -186,6 +190,6 @@ async def launch_container(config: Any, node: Node, changes: Mapping[str, str | 
         current = await read_running(conn, config.container, label=target.label)
         spec = current.spec.with_changes(dict(changes), image=image)
         plan = plan_swap(current.spec if current.inspect is not None else None, spec)
-        runner = SwapRunner(conn, node, label=target.label, open_store=open_store,
+        runner = SwapRunner(conn, node, label=target.label, open_store=open_store, watched=watched,
                             running_id=(current.inspect or {}).get("Id"), on_step=on_step)
         return await runner.run(plan)

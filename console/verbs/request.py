@@ -206,7 +206,7 @@ async def _launch(config: Any, node: Any, changes: dict[str, str | None], args: 
 
     try:
         outcome = await launch_container(config, node, changes, image=args.image, open_store=open_store,
-                                         on_step=step)
+                                         on_step=step, watched=False)
     except (RemoteError, ValueError) as exc:
         _say(f"tpu-console: the container was not started on {node.name}: {exc}", err=True)
         out["container"] = {"started": False, "error": str(exc)}

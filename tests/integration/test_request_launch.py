@@ -42,7 +42,8 @@ def test_request_with_an_image_runs_the_container_once_the_node_is_ready(tmp_pat
             launches = store.list_launches(node="demo-v5e")
         finally:
             store.close()
-        assert [(launch.model, launch.accelerator_type) for launch in launches] == [("Qwen/Qwen3-0.6B", "v5litepod-1")]
+        assert [(launch.model, launch.accelerator_type, launch.outcome) for launch in launches] == [
+            ("Qwen/Qwen3-0.6B", "v5litepod-1", "unwatched")]
     finally:
         box.stop()
 
