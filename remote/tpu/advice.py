@@ -122,7 +122,7 @@ def what_to_try(verdict: str, *, project: str, zone: str, accelerator_type: str,
             out.append(TryOption("fewer_chips", zone, fewer, provisioning_model, why,
                                  _probe(project, zone, fewer)))
     for other in zones_offering(accelerator_type, offered, besides=zone)[:MAX_ZONES]:
-        why = ("quota is per zone: another zone may have it" if verdict == "quota"
+        why = (f"quota is per zone: {other} may have it" if verdict == "quota"
                else f"{other} offers {accelerator_type}")
         out.append(TryOption("other_zone", other, accelerator_type, provisioning_model, why,
                              _probe(project, other, accelerator_type)))
