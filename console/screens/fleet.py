@@ -418,11 +418,16 @@ class FleetScreen(ConsoleScreen):
         out = Text("\nWhat to try", style="bold yellow")
         if offered is None:
             out.append("  (listing the zones' accelerator types…)", style="dim")
+        readonly = self.services.config.readonly
+        if readonly:
+            out.append("  (read-only: the commands are hidden)", style="dim")
         for option in advice_for(qr, offered or {}):
             out.append("\n• ")
-            out.append(printable(option.why))
-            out.append("\n  ")
-            out.append(printable(option.command), style="bold")
+            out.append(printable(f"{option.why} ({option.zone}, {option.accelerator_type}, "
+                                 f"{option.provisioning_model})" if readonly else option.why))
+            if not readonly:
+                out.append("\n  ")
+                out.append(printable(option.command), style="bold")
         return out
 
     def _load_offered(self, project: str) -> None:

@@ -174,6 +174,13 @@ async def test_readonly_hides_every_mutating_key(services: Services) -> None:
         palette = [c.title for c in app.get_system_commands(screen)]
         assert not any(t.startswith(("Swap", "Request", "Delete QR", "Roll back")) for t in palette)
         assert "qr-flex-done" in await _qr_names(services)
+        # A stuck request still says what to try, without the commands that would create resources.
+        await _select_qr(pilot, screen, "qr-flex-wait")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        detail = " ".join(text_of(screen.query_one("#detail-body", Static), width=120).split())
+        assert "What to try (read-only: the commands are hidden)" in detail
+        assert "(asia-northeast1-b, v6e-4, flex-start)" in detail and "tpu-console probe" not in detail
 
 
 async def test_a_stuck_request_shows_what_to_try_in_the_detail_pane(services: Services) -> None:
