@@ -14,6 +14,10 @@ a zone that refuses flex-start):
 - ``us-central1-b``: refuses flex-start at create time (400); other tiers are granted.
 - every other zone: granted after :data:`DEFAULT_WAIT_S`.
 
+Accelerator types offered per zone (``acceleratorTypes.list``): :data:`OFFERED_TYPES`, so a
+stockout or quota answer can name the other zones that have the type and the smaller types of
+the same generation.
+
 Error texts: the stockout message is the one the API writes in ``failedData.error`` (see
 ``queued-resource-v2-failed.schema-derived.json``); the quota, refusal and expiry texts are
 illustrative (no public capture was found).
@@ -32,6 +36,32 @@ DEFAULT_WAIT_S = 3.0
 
 #: Provisioning tiers a request can ask for.
 TIERS = ("flex-start", "spot", "on-demand", "reserved")
+
+_V5E = ("v5litepod-1", "v5litepod-4", "v5litepod-8", "v5litepod-16")
+_V6E = ("v6e-1", "v6e-4", "v6e-8", "v6e-16")
+#: Accelerator types each zone offers (what ``acceleratorTypes.list`` answers); other zones: none.
+OFFERED_TYPES: dict[str, tuple[str, ...]] = {
+    "us-west4-a": _V5E,
+    "us-central1-a": _V5E,
+    "us-east5-a": (*_V6E, "v5p-8"),
+    "us-central1-b": _V6E,
+    "asia-northeast1-b": _V6E,
+    "europe-west4-a": (*_V5E, *_V6E),
+}
+#: ``AcceleratorConfig.type`` and the 2-D topology per chip count, as the API writes them.
+_CONFIG_TYPE = {"v5litepod": "V5LITE_POD", "v6e": "V6E", "v5p": "V5P"}
+_TOPOLOGY = {1: "1x1", 4: "2x2", 8: "2x4", 16: "4x4"}
+
+
+def accelerator_types_json(project: str, zone: str) -> list[dict[str, object]]:
+    """``acceleratorTypes.list`` items for ``zone``: ``{"name", "type", "acceleratorConfigs"}``."""
+    out: list[dict[str, object]] = []
+    for accel in OFFERED_TYPES.get(zone, ()):
+        family, _, chips = accel.rpartition("-")
+        topology = "2x2x1" if family == "v5p" else _TOPOLOGY.get(int(chips), "1x1")
+        out.append({"name": f"projects/{project}/locations/{zone}/acceleratorTypes/{accel}", "type": accel,
+                    "acceleratorConfigs": [{"type": _CONFIG_TYPE[family], "topology": topology}]})
+    return out
 
 
 @dataclass(frozen=True)

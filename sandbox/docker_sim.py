@@ -40,6 +40,7 @@ DEFAULT_IMAGES = {
     "vllm/vllm-tpu:latest": "sha256:" + hashlib.sha256(b"vllm-tpu latest").hexdigest(),
     "vllm/vllm-tpu:nightly": "sha256:" + hashlib.sha256(b"vllm-tpu nightly").hexdigest(),
     "vllm/vllm-tpu:v0.29.1": "sha256:" + hashlib.sha256(b"vllm-tpu v0.29.1").hexdigest(),
+    "vllm/vllm-tpu:v0.30.0": "sha256:" + hashlib.sha256(b"vllm-tpu v0.30.0").hexdigest(),
     "vllm/vllm-tpu:v0.11.1": "sha256:" + hashlib.sha256(b"vllm-tpu v0.11.1").hexdigest(),
 }
 _ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -116,14 +117,14 @@ class SimDocker:
     """The daemon state plus a CLI entry point (:meth:`cli`).
 
     Args:
-        plan_for: ``(serve_argv) -> plan`` (an ``EnginePlan``-like object with ``lines``,
+        plan_for: ``(serve_argv, image) -> plan`` (an ``EnginePlan``-like object with ``lines``,
             ``ready_at_s``, ``exit_at_s``, ``exit_code``); raises ``ValueError`` on bad flags.
         known_images: ref -> repo digest that ``pull`` can fetch.
         on_ready: called with a container when its plan reaches ready.
         on_stopped: called with a container when it exits or is removed.
     """
 
-    def __init__(self, *, plan_for: Callable[[list[str]], Any], known_images: dict[str, str],
+    def __init__(self, *, plan_for: Callable[[list[str], str], Any], known_images: dict[str, str],
                  on_ready: Callable[[SimContainer], None], on_stopped: Callable[[SimContainer], None]) -> None:
         self.plan_for = plan_for
         self.known = {normalize_ref(k): v for k, v in known_images.items()}
@@ -162,7 +163,7 @@ class SimDocker:
         """Create and start a container (the image must be local); schedules its ready/exit hooks."""
         ref = normalize_ref(image)
         full = (entrypoint or []) + command
-        plan = self._plan(full)
+        plan = self._plan(full, image)
         box = SimContainer(id=secrets.token_hex(32), name=name, image=image, image_id=self._image_id(ref),
                            command=list(command), env=list(env or []), binds=list(binds or []),
                            network=network, restart=restart, privileged=privileged, shm_size=shm_size,
@@ -176,10 +177,10 @@ class SimDocker:
             box.timers.append(loop.call_later(plan.exit_at_s, self.on_stopped, box))
         return box
 
-    def _plan(self, full: list[str]) -> Any:
+    def _plan(self, full: list[str], image: str) -> Any:
         if full[:2] == ["vllm", "serve"]:
             try:
-                return self.plan_for(full[2:])
+                return self.plan_for(full[2:], image)
             except ValueError as exc:
                 return _StaticPlan(((0.8, f"vllm serve: error: {exc}"),), exit_at_s=0.9, exit_code=2)
         shown = " ".join(full) or "(no command)"

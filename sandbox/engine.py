@@ -20,6 +20,10 @@ one max-length request not fitting (V1 ValueError, ``max_model_len_too_large``);
 cap + compiled programs (``PROGRAM_RESERVE_GIB``) above the limit, i.e. 0.95 on a v5e,
 which fails only after every compile step (``hbm_oom_after_compile``).
 
+Durations: a model with a measured boot on the node's generation (gemma-4-E2B-it on v5e and v6e,
+:class:`sandbox.models_table.MeasuredBoot`) prints exactly those ``init engine`` and
+compilation seconds; others print the sum of per-step estimates.
+
 Time: the log describes a real-looking boot (timestamps and printed seconds in "log
 seconds", about 10 minutes for an 8B model); offsets are log seconds divided by
 ``EnginePlan.time_scale`` = (log seconds of the full boot) / ``boot_s``, so a ready
@@ -35,8 +39,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from remote.models import chips_of
-from sandbox.engine_lines import StartupBuilder
-from sandbox.engine_log import VLLM_VERSION
+from sandbox.engine_lines import StartupBuilder, measured_timing
+from sandbox.engine_log import VLLM_VERSION, vllm_version_of
 from sandbox.models_table import (
     BLOCK_SIZE_TOKENS,
     GIB,
@@ -115,7 +119,8 @@ class EnginePlan:
         return "".join(line + "\n" for _, line in self.lines)
 
 
-def plan_startup(serve_argv: Sequence[str], accelerator_type: str, *, boot_s: float = 20.0) -> EnginePlan:
+def plan_startup(serve_argv: Sequence[str], accelerator_type: str, *, boot_s: float = 20.0,
+                 image: str | None = None) -> EnginePlan:
     """Plan the startup log of ``vllm serve <serve_argv>`` on a node of ``accelerator_type``.
 
     Args:
@@ -123,6 +128,8 @@ def plan_startup(serve_argv: Sequence[str], accelerator_type: str, *, boot_s: fl
         accelerator_type: ``v5litepod-N``, ``v5e-N``, ``v6e-N`` or ``v5p-N``.
         boot_s: wall seconds from container start to ``Application startup complete.`` for a
             boot that succeeds; a failing boot fails where its full boot would have.
+        image: the container's image; a release tag (``vllm/vllm-tpu:v0.30.0``) sets the
+            version the banner and engine config print (default :data:`VLLM_VERSION`).
 
     Returns:
         The plan; deterministic for the same arguments.
@@ -136,10 +143,12 @@ def plan_startup(serve_argv: Sequence[str], accelerator_type: str, *, boot_s: fl
         raise ValueError(f"boot_s must be positive, got {boot_s}")
     args = parse_serve_args(serve_argv)
     fig = compute_figures(args, accelerator_type)
-    full = StartupBuilder(args, accelerator_type, fig, fail=False)
+    timing = measured_timing(args, accelerator_type, fig)
+    version = vllm_version_of(image)
+    full = StartupBuilder(args, accelerator_type, fig, fail=False, timing=timing, vllm_version=version)
     full.run()
     scale = full.ready_t / boot_s
-    builder = StartupBuilder(args, accelerator_type, fig, fail=True)
+    builder = StartupBuilder(args, accelerator_type, fig, fail=True, timing=timing, vllm_version=version)
     failure = builder.run()
     lines = tuple((round(t / scale, 6), text) for t, text in builder.log.lines)
     printed = builder.printed

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import random
 import zlib
+from dataclasses import dataclass
 
 from sandbox.engine_log import (
     API_FRAMES,
@@ -29,20 +30,69 @@ from sandbox.models_table import GIB, PROGRAM_RESERVE_GIB, EngineFigures
 from sandbox.serve_args import DEFAULT_GPU_MEMORY_UTILIZATION, ServeArgs
 
 
+@dataclass(frozen=True)
+class BootTiming:
+    """How a builder stretches its compile steps to print a measured boot's durations.
+
+    Attributes:
+        compile_factor: every compile step and warm-up pass lasts this many times its estimate.
+        step_overhead_s: log seconds between steps that are not compilation (default 0.01).
+        compile_s / engine_init_s: the figures the ``init engine ... took`` line must print
+            (None: whatever the steps add up to).
+    """
+
+    compile_factor: float = 1.0
+    step_overhead_s: float = 0.01
+    compile_s: float | None = None
+    engine_init_s: float | None = None
+
+
+def measured_timing(args: ServeArgs, accelerator_type: str, fig: EngineFigures) -> BootTiming | None:
+    """The timing that makes a boot print its model's measured durations on this generation.
+
+    Runs the boot once with the engine's own estimates, then scales every compile step so the
+    steps add up to the measured compilation less one second (the last warm-up pass takes the
+    rest, so the sum is exact to the printed 0.01 s), and spreads the measured non-compile
+    time of ``init engine`` over the steps. None when the model has no measured boot there.
+    """
+    measured = fig.spec.measured_boot(fig.generation)
+    if measured is None:
+        return None
+    probe = StartupBuilder(args, accelerator_type, fig, fail=False)
+    probe.run()
+    if not probe.steps or probe.compile_s <= 0:
+        return None
+    other_s = probe.engine_init_raw_s - probe.compile_s - 0.01 * probe.steps
+    overhead = (measured.engine_init_s - measured.compile_s - other_s - 0.05) / probe.steps
+    return BootTiming(compile_factor=(measured.compile_s - 1.0) / probe.compile_s,
+                      step_overhead_s=max(overhead, 0.01), compile_s=measured.compile_s,
+                      engine_init_s=measured.engine_init_s)
+
+
 class StartupBuilder:
     """Writes one startup into a :class:`LogWriter`; raises :class:`PlannedFailure` where it fails."""
 
-    def __init__(self, args: ServeArgs, accelerator_type: str, fig: EngineFigures, fail: bool) -> None:
+    def __init__(self, args: ServeArgs, accelerator_type: str, fig: EngineFigures, fail: bool,
+                 timing: BootTiming | None = None, vllm_version: str = VLLM_VERSION) -> None:
         seed = zlib.crc32(f"{args!r}|{accelerator_type}".encode())
         self.rng = random.Random(seed)
         self.args, self.accel, self.fig, self.fail = args, accelerator_type, fig, fail
+        self.timing = timing or BootTiming()
+        self.version = vllm_version
         self.log = LogWriter(engine_pid=100 + seed % 400)
         self.printed: dict[str, float | int | str] = {}
         self.compile_s = 0.0
         self.steps = 0
+        self.t_model = 0.0
+        self.ready_t = 0.0
+        self.engine_init_raw_s = 0.0
 
     def secs(self, base: float) -> float:
         return round(base * self.rng.uniform(0.92, 1.08), 2)
+
+    def compile_secs(self, base: float) -> float:
+        """A compile step's printed seconds: the estimate, jittered, times the timing's factor."""
+        return round(base * self.rng.uniform(0.92, 1.08) * self.timing.compile_factor, 2)
 
     # ---------------------------------------------------------------- API server config
     def api_server(self) -> None:
@@ -55,7 +105,7 @@ class StartupBuilder:
             log.log(None, "tpu_platform.py:177", "Automatically using fp8_e5m2 for FP8 KV cache on TPU v6e.")
         log.t += 5.0
         for art in ("", "       █     █     █▄   ▄█",
-                    f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {VLLM_VERSION}",
+                    f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {self.version}",
                     f"  █▄█▀ █     █     █     █  model   {a.model}", "   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀", ""):
             log.api("api_utils.py:347", art)
         non_default: dict[str, object] = {"model_tag": a.model, "model": a.model}
@@ -107,7 +157,7 @@ class StartupBuilder:
     def engine_load(self) -> None:
         log, a, f = self.log, self.args, self.fig
         log.t += 40.0
-        log.eng("core.py:121", f"Initializing a V1 LLM engine (v{VLLM_VERSION}) with config: "
+        log.eng("core.py:121", f"Initializing a V1 LLM engine (v{self.version}) with config: "
                 f"model='{a.model}', speculative_config=None, tokenizer='{a.model}', "
                 "skip_tokenizer_init=False, tokenizer_mode=auto, revision=None, trust_remote_code=False, "
                 f"dtype=torch.bfloat16, max_seq_len={f.max_model_len}, download_dir=None, "
@@ -213,13 +263,13 @@ class StartupBuilder:
     def kv_alloc(self) -> None:
         log, f, spec = self.log, self.fig, self.fig.spec
         blocks = f.kv_tokens // f.block
-        after = round(f.weights_gib + f.kv_tokens * f.kv_bytes_per_token / GIB, 2)
+        after = round(f.weights_gib + f.kv_tokens * f.kv_bytes_per_token / GIB + f.headroom_gib, 2)
         self.printed["hbm_after_kv_gib"] = after
         log.eng("kv_cache_manager.py:963", f"Hybrid KV cache layout: num_kv_cache_groups=1, "
-                f"num_kv_cache_tensors={spec.layers}, kv_cache_config.num_blocks={blocks}, "
+                f"num_kv_cache_tensors={spec.kv_layers}, kv_cache_config.num_blocks={blocks}, "
                 "duplicate_shared_layers=False")
-        log.eng("kv_cache_manager.py:991", f"Init kv-cache | num_total_layers={spec.layers} | num_blocks="
-                f"{[blocks] * spec.layers} | regular_attn_layers={spec.layers} | regular_attn_shape="
+        log.eng("kv_cache_manager.py:991", f"Init kv-cache | num_total_layers={spec.kv_layers} | num_blocks="
+                f"{[blocks] * spec.kv_layers} | regular_attn_layers={spec.kv_layers} | regular_attn_shape="
                 f"(num_blocks, ({f.block}, {spec.kv_heads}, 2, {spec.head_dim})) | regular_attn_sharding="
                 f"NamedSharding(mesh=Mesh('data': 1, 'model': {f.tp}, axis_types=(Auto, Auto)), "
                 "spec=P('data', None, 'model'), memory_kind=device) | regular_attn_dtype=bfloat16 | "
@@ -229,8 +279,8 @@ class StartupBuilder:
     def step(self, name: str, key: dict[str, object], base_s: float) -> None:
         log = self.log
         log.eng("compilation_manager.py:149", f"Precompile {name} --> {key!r}")
-        secs = self.secs(base_s)
-        log.t += secs + 0.01
+        secs = self.compile_secs(base_s)
+        log.t += secs + self.timing.step_overhead_s
         self.compile_s += secs
         self.steps += 1
         log.eng("compilation_manager.py:200", f"Compilation of {name} --> {key!r} finished in {secs:.2f} [secs].")
@@ -278,7 +328,7 @@ class StartupBuilder:
                 log.eng("compilation_manager.py:137", text)
             log.eng("compilation_manager.py:160", "AOT lower skipped for worker0 backbone (not a jit); will "
                     "compile in warmup.")
-        self.warmup(sum(self.secs(0.55 * layers * (1 + math.log2(n / 16) / 8)) for n in tokens), len(tokens))
+        self.warmup(sum(self.compile_secs(0.55 * layers * (1 + math.log2(n / 16) / 8)) for n in tokens), len(tokens))
         log.eng("compilation_manager.py:862", "Compiling select_from_array with different input shapes.")
         log.eng("compilation_manager.py:829", "Compiling select_from_array for worker0 select all logits.")
         for size in tokens:
@@ -291,7 +341,8 @@ class StartupBuilder:
         log.eng("compilation_manager.py:1885", "Compiling structured_decoding with different input shapes.")
         for r in reqs:
             self.step("structured_decode", {"num_reqs": r}, 0.3 + r / 2560)
-        self.warmup(0.0, len(reqs))
+        target = self.timing.compile_s
+        self.warmup(max(0.0, round(target - self.compile_s, 2)) if target is not None else 0.0, len(reqs))
         if self.fail and f.cap_gib + PROGRAM_RESERVE_GIB > f.limit_gib:
             after = float(self.printed["hbm_after_kv_gib"])
             raise engine_failure(log, "hbm_oom_after_compile", (
@@ -299,12 +350,15 @@ class StartupBuilder:
                  "_precompile_structured_decoding", "self._run_compilation("),
                 ("/workspace/tpu_inference/tpu_inference/runner/compilation_manager.py", 196,
                  "_run_compilation", "lowered.compile()"),
-            ), hlo_oom_lines(after + PROGRAM_RESERVE_GIB + f.headroom_gib, f.limit_gib))
+            ), hlo_oom_lines(after + PROGRAM_RESERVE_GIB, f.limit_gib))
 
     # ---------------------------------------------------------------- ready
     def serve(self) -> None:
         log, a = self.log, self.args
-        init_s = round(log.t - self.t_model + 0.4, 2)
+        if self.timing.engine_init_s is not None:  # absorb float drift: print the measured figure
+            log.t = max(log.t, self.t_model + self.timing.engine_init_s - 0.4)
+        self.engine_init_raw_s = log.t - self.t_model + 0.4
+        init_s = round(self.engine_init_raw_s, 2)
         compile_s = round(self.compile_s, 2)
         self.printed.update(compile_seconds=compile_s, engine_init_seconds=init_s)
         log.eng("core.py:348", f"init engine (profile, create kv cache, warmup model) took {init_s:.2f} s "

@@ -7,12 +7,24 @@ EngineCore / APIServer traceback envelopes a failing boot prints.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 VLLM_VERSION = "0.29.1rc1.dev468+g0b7f11a1e"
+_RELEASE_TAG = re.compile(r"^v?(\d+\.\d+\.\d+)$")
 _LOG_EPOCH = datetime(2026, 9, 30, 3, 50, 0)
 API_MODULE = "APIServer pid=1"
+
+
+def vllm_version_of(image: str | None) -> str:
+    """The version a ``vllm/vllm-tpu`` image prints: its release tag (``v0.30.0`` -> ``0.30.0``).
+
+    Images without a release tag (``latest``, ``nightly``, a digest) print :data:`VLLM_VERSION`.
+    """
+    tag = (image or "").split("@", 1)[0].rpartition("/")[2].partition(":")[2]
+    found = _RELEASE_TAG.match(tag)
+    return found.group(1) if found else VLLM_VERSION
 
 
 class LogWriter:

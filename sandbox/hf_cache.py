@@ -31,6 +31,10 @@ def config_json(spec: ModelSpec) -> dict[str, Any]:
         "num_key_value_heads": spec.kv_heads, "head_dim": spec.head_dim,
         "max_position_embeddings": spec.max_position, "torch_dtype": "bfloat16", "rope_scaling": None,
     }
+    if spec.architecture.startswith("Gemma4"):  # multimodal: the text model's shape under text_config
+        text.update(model_type="gemma4_text", num_kv_shared_layers=spec.layers - spec.kv_layers)
+        return {"architectures": [spec.architecture], "model_type": "gemma4", "text_config": text,
+                "torch_dtype": "bfloat16"}
     if spec.architecture.startswith("Gemma3"):
         text.update(model_type="gemma3_text", rope_scaling={"factor": 8.0, "rope_type": "linear"})
         return {"architectures": [spec.architecture], "model_type": "gemma3", "text_config": text,

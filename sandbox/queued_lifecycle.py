@@ -101,6 +101,9 @@ class QueuedResourceLifecycle:
         #: READY (from a server thread, under the world's lock; it may wait briefly for the node's
         #: VM, so that no client sees READY before the node is reachable).
         self.on_node_ready: Callable[[str, JsonDict], None] | None = None
+        #: Called as ``on_node_deleting(project, node JSON copy)`` for each node of a queued resource
+        #: being deleted (same thread and lock rules): its VM and container stop, as on GCP.
+        self.on_node_deleting: Callable[[str, JsonDict], None] | None = None
 
     # --- create / delete ----------------------------------------------------------------------
 
@@ -141,7 +144,10 @@ class QueuedResourceLifecycle:
                      if (self.world.projects[project].nodes[n].get("queuedResource") or "").rsplit("/", 1)[-1]
                      == name.rsplit("/", 1)[-1]]
             for node_name in nodes:
-                self.world.projects[project].nodes[node_name]["state"] = "DELETING"
+                node = self.world.projects[project].nodes[node_name]
+                node["state"] = "DELETING"
+                if self.on_node_deleting is not None:
+                    self.on_node_deleting(project, copy.deepcopy(node))
             self._deletions[name] = _Deletion(project, name, now + DELETING_S * self.time_scale, nodes)
             request = self._requests.get(name)
             if request is not None:

@@ -152,6 +152,7 @@ class Sandbox:
         self.call(self._start_vms())
         self._write_config()
         self.tpu_api.lifecycle.on_node_ready = self._node_ready
+        self.tpu_api.lifecycle.on_node_deleting = self._node_deleting
 
     def _take_state_dir(self) -> None:
         """Lock the state dir; a second sandbox at the default dir moves to a temporary one."""
@@ -279,6 +280,35 @@ class Sandbox:
         line = vm.known_hosts_line(f"tpu.{node.node_id}-0")
         with self.known_hosts_path.open("a", encoding="utf-8") as known:
             known.write(line if line.endswith("\n") else line + "\n")
+        self._write_config()
+
+    def _node_deleting(self, project: str, node: dict[str, Any]) -> None:
+        """A node of a queued resource being deleted: stop its VM (SSH server, containers, OpenAI
+        server) and drop it from the config's ``[ssh.hosts]`` and the known-hosts file.
+
+        Called from a TPU API thread; waits (up to 10 s) for the VM to stop.
+        """
+        name = node["name"].rsplit("/", 1)[-1]
+        if self._loop is None or name not in self.vms:
+            return
+        stopped = asyncio.run_coroutine_threadsafe(self._remove_vm(name), self._loop)
+        try:
+            stopped.result(timeout=10)
+        except Exception as exc:  # noqa: BLE001 - the node is deleted anyway; say why its VM lingers
+            print(f"sandbox: the VM of {name} did not stop: {exc}", file=sys.stderr)
+
+    async def _remove_vm(self, name: str) -> None:
+        vm = self.vms.pop(name, None)
+        if vm is None:
+            return
+        await vm.stop()
+        gone = [n for n in self.nodes if n.name == name]
+        self.nodes = [n for n in self.nodes if n.name != name]
+        aliases = {f"tpu.{n.node_id}-0" for n in gone}
+        if self.known_hosts_path.exists():
+            kept = [line for line in self.known_hosts_path.read_text(encoding="utf-8").splitlines(keepends=True)
+                    if line.split(" ", 1)[0] not in aliases]
+            self.known_hosts_path.write_text("".join(kept), encoding="utf-8")
         self._write_config()
 
     async def _stop_vms(self) -> None:

@@ -5,6 +5,8 @@ Serves, for every project of a :class:`~sandbox.fleet_data.SandboxWorld`:
 - ``GET /{v}/projects/P/locations`` (zones, paginated like the real ``ListLocations``),
 - ``GET /{v}/projects/P/locations/{zone|-}/nodes`` and ``.../queuedResources`` (paginated with
   ``nextPageToken``; ``pageSize`` honoured; ``unreachable`` zones on ``-``),
+- ``GET /{v}/projects/P/locations/{zone}/acceleratorTypes`` (the zone's offered types,
+  :data:`sandbox.capacity.OFFERED_TYPES`),
 - ``GET .../nodes/N`` and ``.../queuedResources/Q``,
 - ``POST .../nodes/N:getGuestAttributes`` (body ``{"queryPath", "workerIds"}``),
 - ``POST .../queuedResources?queuedResourceId=ID`` (create; the body is a QueuedResource) and
@@ -31,15 +33,16 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from sandbox.capacity import answer_request
+from sandbox.capacity import accelerator_types_json, answer_request
 from sandbox.fleet_data import JsonDict, SandboxWorld
 from sandbox.queued_lifecycle import QueuedResourceLifecycle, duration_s
 
-_LIST = re.compile(r"^/(v2|v2alpha1)/projects/([^/]+)/locations/([^/]+)/(nodes|queuedResources)$")
+_LIST = re.compile(r"^/(v2|v2alpha1)/projects/([^/]+)/locations/([^/]+)/(nodes|queuedResources|acceleratorTypes)$")
 _GET = re.compile(r"^/(v2|v2alpha1)/projects/([^/]+)/locations/([^/]+)/(nodes|queuedResources)/([^/:]+)$")
 _GUEST = re.compile(r"^/(v2|v2alpha1)/projects/([^/]+)/locations/([^/]+)/nodes/([^/:]+):getGuestAttributes$")
 _LOCATIONS = re.compile(r"^/(v2|v2alpha1)/projects/([^/]+)/locations$")
@@ -90,6 +93,7 @@ class SandboxTpuApi:
         refuse_v2alpha1: answer 404 to every ``/v2alpha1`` call (an endpoint without the alpha API).
         page_size: items per page when the client sends no ``pageSize``.
         time_scale: factor on every queued-resource state duration (1.0: the documented seconds).
+        clock: monotonic seconds the queued-resource states follow (tests pass one they step).
 
     Attributes:
         requests: ``(method, path with query)`` of every request received, in order.
@@ -97,9 +101,10 @@ class SandboxTpuApi:
     """
 
     def __init__(self, world: SandboxWorld, *, latency_s: float = 0.0, refuse_wildcard_qr: bool = False,
-                 refuse_v2alpha1: bool = False, page_size: int = 3, time_scale: float = 1.0) -> None:
+                 refuse_v2alpha1: bool = False, page_size: int = 3, time_scale: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.world = world
-        self.lifecycle = QueuedResourceLifecycle(world, time_scale=time_scale)
+        self.lifecycle = QueuedResourceLifecycle(world, time_scale=time_scale, clock=clock)
         self.latency_s = latency_s
         self.refuse_wildcard_qr = refuse_wildcard_qr
         self.refuse_v2alpha1 = refuse_v2alpha1
@@ -224,6 +229,11 @@ class SandboxTpuApi:
               query: dict[str, list[str]]) -> JsonDict:
         if zone == "-" and collection == "queuedResources" and self.refuse_wildcard_qr:
             raise _ApiError(400, "Invalid location '-': queued resources must be listed per zone")
+        if collection == "acceleratorTypes":
+            if zone == "-":
+                raise _ApiError(400, "Invalid location '-': accelerator types are listed per zone")
+            page, token = self._page(accelerator_types_json(project_id, zone), query)
+            return {collection: page, **({"nextPageToken": token} if token else {})}
         items, unreachable = self.world.list(project_id, collection, None if zone == "-" else zone)
         if version == "v2":
             items = [strip_v2alpha1_fields(i) for i in items]

@@ -218,13 +218,13 @@ class SandboxVm:
 
     # --- engine and OpenAI server -------------------------------------------------------
 
-    def _plan(self, serve_argv: list[str]) -> Any:
+    def _plan(self, serve_argv: list[str], image: str = "") -> Any:
         if self._plan_for is not None:
             plan = self._plan_for(serve_argv, self.accelerator_type, self.boot_s)
         else:
             from sandbox.engine import plan_startup
 
-            plan = plan_startup(serve_argv, self.accelerator_type, boot_s=self.boot_s)
+            plan = plan_startup(serve_argv, self.accelerator_type, boot_s=self.boot_s, image=image or None)
         return with_burst(plan, self.burst_lines_per_s, self.burst_s) if self.burst_lines_per_s else plan
 
     def _on_ready(self, box: SimContainer) -> None:

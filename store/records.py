@@ -15,8 +15,10 @@ from typing import Any
 from remote.secrets import scrub_value
 
 #: A launch's outcome: ``running`` while it boots, then ready/failed; ``interrupted`` when
-#: the console that watched it died before the end; ``replaced`` after a swap replaced it.
-OUTCOMES = ("running", "ready", "failed", "interrupted", "replaced")
+#: the console that watched it died before the end; ``unwatched`` when a verb (swap, rollback,
+#: request --image) started the container and exited without following its boot (a later
+#: ``watch`` completes it); ``replaced`` after a swap replaced it.
+OUTCOMES = ("running", "ready", "failed", "interrupted", "unwatched", "replaced")
 #: Who started the container: this console, or someone else (noticed by a new container id).
 ORIGINS = ("console", "observed")
 #: Benchmark kinds (see the benchmarks issue).

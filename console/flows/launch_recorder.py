@@ -4,8 +4,8 @@ The startup view and ``tpu-console watch`` both call :meth:`LaunchRecorder.obser
 when the tail finds a container (after :func:`console.flows.startup_watch.read_followed`)
 and :meth:`LaunchRecorder.record` as the log moves on; only changed fields are written (one
 small transaction each). Whoever sees the end of a boot writes it: a launch left ``running``
-or ``interrupted`` by a process that is gone (a ``swap`` that exited, a closed console) is
-claimed by the next watch of its container, which completes it with ``ready`` or ``failed``.
+or ``interrupted`` by a process that is gone (a closed console), or ``unwatched`` by a verb
+that exited after ``docker run`` (swap, rollback, request --image), is claimed by the next watch of its container, which completes it with ``ready`` or ``failed``.
 Secrets never go in: the serve arguments and the container spec come masked from
 :class:`remote.container.spec.ContainerSpec`, and the store scrubs every value again.
 """
@@ -87,7 +87,7 @@ class LaunchRecorder:
                           requested_at: datetime | None = None) -> int | None:
         """Start following ``container_id``: its existing launch, or a new ``observed`` one.
 
-        An existing launch still ``running`` or ``interrupted`` (its end not seen yet) is
+        An existing launch still ``running``, ``unwatched`` or ``interrupted`` (its end not seen yet) is
         claimed: it becomes ``running`` again with this process as its writer, and its
         missing image digest is filled in. Finished launches are left as they are.
 
@@ -112,7 +112,7 @@ class LaunchRecorder:
         def write() -> int:
             found = store.find_launch_by_container(self.node.name, container_id)
             if found is not None:
-                if found.outcome in ("running", "interrupted"):
+                if found.outcome in ("running", "interrupted", "unwatched"):
                     claim: dict[str, Any] = {"outcome": "running"}
                     if not found.image_digest and spec is not None and spec.repo_digest:
                         claim["image_digest"] = spec.repo_digest

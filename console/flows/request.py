@@ -75,8 +75,10 @@ class RequestPreview:
     cost: str
 
 
-def preview(request: QueuedResourceRequest, prices: dict[str, dict[str, float]]) -> RequestPreview:
-    """The :class:`RequestPreview` of ``request`` with prices from ``prices[generation][model]``."""
+def preview(request: QueuedResourceRequest, prices: dict[str, dict[str, float]], *,
+            api_endpoint: str | None = None) -> RequestPreview:
+    """The :class:`RequestPreview` of ``request`` with prices from ``prices[generation][model]``;
+    the REST call names ``api_endpoint`` (the config's; default the Google API)."""
     price = lookup_price(prices, request.accelerator_type, request.provisioning_model)
     chips = chips_of(request.accelerator_type) or 1
     if price is None:
@@ -92,7 +94,7 @@ def preview(request: QueuedResourceRequest, prices: dict[str, dict[str, float]])
             cost += ", billed while it runs; it can be preempted at any time."
         else:
             cost += ", billed until it is deleted."
-    return RequestPreview(request=request, rest_call=request.rest_call(),
+    return RequestPreview(request=request, rest_call=request.rest_call(api_endpoint),
                           body_text=json.dumps(request.rest_body(), indent=2), gcloud=request.gcloud_line(),
                           price_per_chip_hour_usd=price, cost=cost)
 
@@ -159,13 +161,17 @@ def explain(qr: QueuedResource, node: Node | None, now: datetime | None = None) 
 
 async def launch_container(config: Any, node: Node, changes: Mapping[str, str | None], *, image: str | None,
                            open_store: Callable[[], Any] | None = None,
-                           on_step: Callable[[Any, Any, Any], None] | None = None) -> Any:
+                           on_step: Callable[[Any, Any, Any], None] | None = None,
+                           watched: bool = True) -> Any:
     """Run the serving container on a node that just turned READY, through the swap machinery.
 
     The spec is the running container's, or the config's ``[container]`` template when none runs,
     with ``changes`` (``{"model": "...", "max-model-len": "8192"}``) and ``image`` applied; the
     :class:`console.flows.swap_run.SwapRunner` pulls, runs and records it (a first launch in the
     history).
+
+    Args:
+        watched: ``False`` for a verb that exits after ``docker run`` (the launch ends ``unwatched``).
 
     Returns:
         The runner's ``SwapOutcome`` (``outcome.result.ok``, ``container_id``, ``error``).
@@ -184,6 +190,6 @@ async def launch_container(config: Any, node: Node, changes: Mapping[str, str | 
         current = await read_running(conn, config.container, label=target.label)
         spec = current.spec.with_changes(dict(changes), image=image)
         plan = plan_swap(current.spec if current.inspect is not None else None, spec)
-        runner = SwapRunner(conn, node, label=target.label, open_store=open_store,
+        runner = SwapRunner(conn, node, label=target.label, open_store=open_store, watched=watched,
                             running_id=(current.inspect or {}).get("Id"), on_step=on_step)
         return await runner.run(plan)

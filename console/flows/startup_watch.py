@@ -15,6 +15,7 @@ name), the new one gets a fresh reader, and both callers mark the gap
 from __future__ import annotations
 
 import asyncio
+import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -228,6 +229,25 @@ class StartupWatch:
             if conn is not None:
                 conn.close()
         self._first = self._control = None
+
+
+def no_container_hint(node: Any, container: str, *, image: str | None = None, model: str | None = None) -> str:
+    """What a watch of a READY node without ``container`` waits for, and how to start one.
+
+    Args:
+        node: the :class:`remote.models.Node` (name, project, zone).
+        container: the container name the watch follows.
+        image / model: the config's ``[container]`` defaults, named in the command when set.
+
+    Returns:
+        One sentence with the exact ``tpu-console swap`` line (the swap machinery runs a first
+        container on a node that has none) and the ``request --image`` alternative.
+    """
+    words = ["tpu-console", "swap", node.name, "--project", node.project, "--zone", node.zone,
+             "--image", image or "IMAGE", "--set", f"model={model or 'MODEL'}"]
+    return (f"node {node.name} is READY but runs no container named {container}: this watch waits until one "
+            f"starts. Start one: {shlex.join(words)} (a new node can run one at once: "
+            "tpu-console request ... --image IMAGE --model MODEL).")
 
 
 def _utc_now() -> datetime:

@@ -201,12 +201,18 @@ def record_start(store: Any, node: Node, spec: ContainerSpec, replaced_container
 
 
 def record_outcome(store: Any, launch_id: int | None, *, ok: bool, container_id: str | None = None,
-                   image_digest: str | None = None, failure_detail: str | None = None) -> None:
-    """Complete the launch recorded by :func:`record_start`: started, or failed with the reason."""
+                   image_digest: str | None = None, failure_detail: str | None = None,
+                   unwatched: bool = False) -> None:
+    """Complete the launch recorded by :func:`record_start`: started, or failed with the reason.
+
+    ``unwatched``: the caller exits without following the boot, so a started launch ends
+    ``unwatched`` (what was seen: the container started) rather than ``running``.
+    """
     if store is None or launch_id is None:
         return
     if ok:
-        fields = {"started_at": utc_now(), "container_id": container_id, "image_digest": repo_digest(image_digest)}
+        fields = {"started_at": utc_now(), "container_id": container_id, "image_digest": repo_digest(image_digest),
+                  "outcome": "unwatched" if unwatched else None}
     else:
         fields = {"outcome": "failed", "failed_at": utc_now(), "failure_kind": "docker run failed",
                   "failure_detail": failure_detail}

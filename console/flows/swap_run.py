@@ -71,14 +71,18 @@ class SwapRunner:
             time of its launch if the history records it only now.
         on_step: called with ``(step, result or None, states)`` before and after each step.
         on_history_error: called with a sentence when the history could not be read or written.
+        watched: someone follows the boot after the run (the console's views). ``False`` for a
+            verb that exits after ``docker run``: a started launch ends ``unwatched`` instead of
+            staying ``running`` (then ``interrupted``) until a later watch completes it.
     """
 
     def __init__(self, conn: Any, node: Node, *, label: str,
                  open_store: Callable[[], Any] | None = None, running_id: str | None = None,
                  running_started_at: datetime | None = None,
                  on_step: Callable[[SwapStep, CommandResult | None, StepStates], None] | None = None,
-                 on_history_error: Callable[[str], None] | None = None) -> None:
+                 on_history_error: Callable[[str], None] | None = None, watched: bool = True) -> None:
         self.conn = conn
+        self.watched = watched
         self.node = node
         self.label = label
         self.running_id = running_id
@@ -124,7 +128,8 @@ class SwapRunner:
         if result.ok:
             digest = await self._digest(plan)
             self._history(lambda s: swap_flow.record_outcome(
-                s, launch_id, ok=True, container_id=result.container_id, image_digest=digest))
+                s, launch_id, ok=True, container_id=result.container_id, image_digest=digest,
+                unwatched=not self.watched))
         else:
             self._history(lambda s: swap_flow.record_outcome(s, launch_id, ok=False,
                                                              failure_detail=result.error))

@@ -30,6 +30,7 @@ OUTCOME_STYLES: dict[str, str] = {
     "failed": "bold red",
     "interrupted": "yellow",
     "running": "cyan",
+    "unwatched": "cyan",
     "replaced": "dim",
 }
 #: What a masked secret looks like in the history.

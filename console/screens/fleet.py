@@ -33,7 +33,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Input, Label, Static
 
 from console.flows.delete import owned_nodes, plan_delete
-from console.flows.triage import inactive_by_zone
+from console.flows.triage import advice_for, inactive_by_zone, stuck_verdict
 from console.render import format as fmt
 from console.render.columns import column_widths, fit_columns, natural_key
 from console.render.plain import plain, printable, row
@@ -112,6 +112,9 @@ class FleetScreen(ConsoleScreen):
         self.detail_wanted: bool | None = None
         #: table id -> (column sorted by or ``None`` for the API's order, descending).
         self.sort_by: dict[str, tuple[str | None, bool]] = {}
+        #: project -> zone -> accelerator types it offers (listed once, for a stuck request's advice).
+        self.offered_types: dict[str, dict[str, tuple[str, ...]]] = {}
+        self._offered_loading: set[str] = set()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -402,7 +405,49 @@ class FleetScreen(ConsoleScreen):
             extra.add_row(*row("state_initiator", fmt.dash(item.state_initiator)))
             extra.add_row(*row("node_ids", ", ".join(item.node_ids) or "-"))
         title = plain(f"{'Node' if isinstance(item, Node) else 'Queued resource'} {item.name}", style="bold")
-        body.update(Group(title, table, extra, Text("j: raw JSON", style="dim")))
+        parts: list[Any] = [title, table, extra]
+        if isinstance(item, QueuedResource) and stuck_verdict(item) is not None:
+            parts.append(self._advice_text(item))
+        body.update(Group(*parts, Text("j: raw JSON", style="dim")))
+
+    def _advice_text(self, qr: QueuedResource) -> Text:
+        """The stuck request's "what to try" lines (the zones' types are listed once per project)."""
+        offered = self.offered_types.get(qr.project)
+        if offered is None:
+            self._load_offered(qr.project)
+        out = Text("\nWhat to try", style="bold yellow")
+        if offered is None:
+            out.append("  (listing the zones' accelerator types…)", style="dim")
+        readonly = self.services.config.readonly
+        if readonly:
+            out.append("  (read-only: the commands are hidden)", style="dim")
+        for option in advice_for(qr, offered or {}):
+            out.append("\n• ")
+            out.append(printable(f"{option.why} ({option.zone}, {option.accelerator_type}, "
+                                 f"{option.provisioning_model})" if readonly else option.why))
+            if not readonly:
+                out.append("\n  ")
+                out.append(printable(option.command), style="bold")
+        return out
+
+    def _load_offered(self, project: str) -> None:
+        fleet = self.services.fleet
+        if project in self._offered_loading or not hasattr(fleet, "offered_types"):
+            return
+        self._offered_loading.add(project)
+        self._list_offered(project)
+
+    @work(group="offered", exit_on_error=False)
+    async def _list_offered(self, project: str) -> None:
+        try:
+            offered = await self.services.fleet.offered_types(project)  # type: ignore[attr-defined]
+        except RemoteError as exc:
+            self.app.notify(f"could not list the accelerator types of {project}: {exc}", markup=False,
+                            title="What to try", severity="warning", timeout=8)
+            offered = {}
+        self.offered_types[project] = offered
+        self._offered_loading.discard(project)
+        self._render_detail()
 
     def select_node(self, node: Node) -> None:
         """Move the cursor to ``node`` (clearing a filter that hides it) and focus the nodes table."""

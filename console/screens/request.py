@@ -117,7 +117,8 @@ class RequestScreen(ConsoleScreen):
             self.current, self.problem = None, str(exc)
             self.query_one("#rq-preview", Static).update(Text.assemble(("Not ready: ", "bold yellow"), str(exc)))
             return
-        self.current, self.problem = preview(request, self.services.config.prices), None
+        self.current, self.problem = preview(request, self.services.config.prices,
+                                                api_endpoint=self.services.config.api_endpoint), None
         shown = self.current
         self.query_one("#rq-preview", Static).update(Group(
             Text(f"{request.accelerator_type} {request.provisioning_model} in {request.project}/{request.zone}",

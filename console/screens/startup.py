@@ -36,7 +36,7 @@ from console.flows.launch_recorder import LaunchRecorder
 from console.flows.node_wait import POLL_S as NODE_POLL_S
 from console.flows.node_wait import needs_wait, wait_target, wait_until_ready
 from console.flows.ssh_target import resolve_target
-from console.flows.startup_watch import Replacement, StartupWatch, read_followed
+from console.flows.startup_watch import Replacement, StartupWatch, no_container_hint, read_followed
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
 from console.widgets.log_pane import LogPane
@@ -98,6 +98,7 @@ class StartupScreen(ConsoleScreen):
     def __init__(self, node: Any, worker: int = 0, *, poll_s: float = NODE_POLL_S) -> None:
         super().__init__()
         self.node = node
+        self._hinted = False
         self.worker = worker
         self.poll_s = poll_s
         self.watcher: StartupWatch | None = None
@@ -253,6 +254,11 @@ class StartupScreen(ConsoleScreen):
                 self.query_one("#log", LogView).write_lines([f"──── {gone.marker()} ────"])
             self._container_id = status.container_id
             self._observe(message.watcher, status.container_id, gone)
+        if status.kind == "waiting" and self._container_id is None and not self._hinted:
+            self._hinted = True        # once: what the view waits for and how to start a container
+            container = self.services.config.container
+            hint = no_container_hint(self.node, container.name, image=container.image, model=container.model)
+            self.query_one("#log", LogView).write_lines([f"──── {hint} ────"])
         if status.kind == "exited":
             self._write_exit(message.watcher.reader.state, status.exit_code)
         if status.kind == "error":

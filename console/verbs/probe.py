@@ -6,7 +6,12 @@ Usage: ``tpu-console probe --project P --zone Z --accelerator-type T [--runtime-
 Says first that it **creates and deletes** one spot queued resource (``probe-...``, with a short
 ``validUntilDuration``): a spot request fails fast with the reason, while a flex-start request
 without quota waits exactly like a stockout. It reads the answer, deletes the request and
-prints ``{"verdict": "stockout"|"quota"|"available"|"refused", "reason": ...}``.
+prints ``{"verdict": "stockout"|"quota"|"available"|"refused", "reason": ..., "try": [...]}``.
+
+Unless available, it says what to try (:func:`remote.tpu.advice.what_to_try`): the next smaller
+type of the same generation this zone offers, the project's other zones that offer the type
+(``acceleratorTypes.list`` per zone), flex-start after a spot stockout, quota after a quota
+answer; each with its exact command (``try`` in ``--json``).
 
 Exit codes: 0 available, 1 stockout / quota / refused (or read-only mode), 2 bad input or
 config, 3 the probe's queued resource could not be deleted (its delete command is printed).
@@ -42,8 +47,9 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from console.flows.node_lookup import fleet_source_for
-    from console.verbs.common import config_or_exit, refused_readonly
+    from console.verbs.common import config_or_exit, refused_readonly, say
     from remote.errors import RemoteError
+    from remote.tpu.advice import what_to_try
     from remote.tpu.probe import probe, probe_name
     from remote.tpu.requests import QueuedResourceRequest, QueuedResourceService, default_runtime_version
 
@@ -67,24 +73,40 @@ def run(args: argparse.Namespace) -> int:
     print(f"Probing {args.accelerator_type} in {args.project}/{args.zone}: this creates a spot queued resource "
           "(probe-...) and deletes it again.", file=sys.stderr, flush=True)
 
-    async def go() -> Any:
+    async def go() -> tuple[Any, list[Any]]:
         with fleet_source_for(config, project=args.project, zone=args.zone) as source:
-            return await probe(QueuedResourceService(source), args.project, args.zone, args.accelerator_type,
-                               runtime, wait_s=args.wait_s,
-                               on_state=lambda state: print(f"  {state}", file=sys.stderr, flush=True))
+            result = await probe(QueuedResourceService(source), args.project, args.zone, args.accelerator_type,
+                                 runtime, wait_s=args.wait_s,
+                                 on_state=lambda state: print(f"  {state}", file=sys.stderr, flush=True))
+            if result.verdict == "available":
+                return result, []
+            try:
+                offered = await source.offered_types(args.project)
+            except RemoteError as exc:
+                print(f"tpu-console: could not list the zones' accelerator types ({exc}); "
+                      "the advice names no other zone.", file=sys.stderr)
+                offered = {}
+            return result, what_to_try(result.verdict, project=args.project, zone=args.zone,
+                                       accelerator_type=args.accelerator_type, provisioning_model="spot",
+                                       offered=offered, reason=result.reason)
 
     try:
-        result = asyncio.run(go())
+        result, tries = asyncio.run(go())
     except RemoteError as exc:
         print(f"tpu-console: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps({**result.to_json(), "try": [t.to_json() for t in tries]}, indent=2))
     else:
-        print(f"verdict: {result.verdict}")
-        print(f"reason:  {result.reason}")
-        print(f"probe:   {result.queued_resource} ({result.last_state or 'not created'}, "
-              f"{result.elapsed_s:.1f} s) " + ("deleted" if result.deleted else "NOT deleted"))
+        say(f"verdict: {result.verdict}")
+        say(f"reason:  {result.reason}")
+        say(f"probe:   {result.queued_resource} ({result.last_state or 'not created'}, "
+            f"{result.elapsed_s:.1f} s) " + ("deleted" if result.deleted else "NOT deleted"))
+        if tries:
+            say("try:")
+            for option in tries:
+                say(f"  {option.why}:")
+                say(f"    {option.command}")
     if not result.deleted:
         print(f"tpu-console: the probe's queued resource is still there ({result.cleanup_error}); delete it: "
               f"{result.to_json()['delete_command']}", file=sys.stderr)

@@ -80,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if changes is not None:
         args.wait = True
-    shown = preview(request, config.prices)
-    out: dict[str, Any] = {**request.to_json(), "cost": shown.cost, "created": False, "queued_resource": None}
+    shown = preview(request, config.prices, api_endpoint=config.api_endpoint)
+    out: dict[str, Any] = {**request.to_json(config.api_endpoint), "cost": shown.cost, "created": False, "queued_resource": None}
     if not args.json:
         _print_preview(shown)
     if args.dry_run:
@@ -206,7 +206,7 @@ async def _launch(config: Any, node: Any, changes: dict[str, str | None], args: 
 
     try:
         outcome = await launch_container(config, node, changes, image=args.image, open_store=open_store,
-                                         on_step=step)
+                                         on_step=step, watched=False)
     except (RemoteError, ValueError) as exc:
         _say(f"tpu-console: the container was not started on {node.name}: {exc}", err=True)
         out["container"] = {"started": False, "error": str(exc)}

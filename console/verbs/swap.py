@@ -270,7 +270,8 @@ class SwapCommand:
         runner = SwapRunner(conn, node, label=label, open_store=self.open_store,
                             running_id=current.container_id, running_started_at=current.started_at,
                             on_step=self._progress,
-                            on_history_error=lambda sentence: self.say(f"tpu-console: {sentence}", err=True))
+                            on_history_error=lambda sentence: self.say(f"tpu-console: {sentence}", err=True),
+                            watched=False)
         outcome = await runner.run(plan)
         self.report["outcome"] = outcome_json(outcome)
         return await self._finish(node, runner, plan, outcome.result)

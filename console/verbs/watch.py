@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace, config: Any) -> int:
     from console.flows.node_wait import NodeWontBeReady
     from console.flows.ssh_target import choose_target
+    from console.flows.startup_watch import no_container_hint
     from remote.errors import RemoteError
 
     try:
@@ -102,7 +103,10 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
         code, summary = await watch_target(target, container=config.container.name,
                                            container_port=config.container.port,
                                            accept_new_host_key=accept,
-                                           progress=sys.stderr, recorder=recorder)
+                                           progress=sys.stderr, recorder=recorder,
+                                           waiting_hint=no_container_hint(
+                                               node, config.container.name, image=config.container.image,
+                                               model=config.container.model))
     finally:
         if recorder.store is not None:
             recorder.store.close()
@@ -201,10 +205,12 @@ def terminal_host_key_prompt(target: Any, stdin: TextIO | None = None,
 async def watch_target(target: Any, *, container: str, container_port: int = 8000,
                        accept_new_host_key: Callable[[str], Awaitable[bool]] | None = None,
                        progress: TextIO | None = None, probe: bool = True,
-                       recorder: Any = None) -> tuple[int, dict[str, Any] | None]:
+                       recorder: Any = None, waiting_hint: str | None = None) -> tuple[int, dict[str, Any] | None]:
     """Follow ``container`` on ``target`` until ready or failed.
 
     Args:
+        waiting_hint: said once when the node has no such container yet (what the watch waits
+            for and how to start one: :func:`~console.flows.startup_watch.no_container_hint`).
         recorder: a :class:`~console.flows.launch_recorder.LaunchRecorder`: each container the
             tail follows is observed (:func:`~console.flows.startup_watch.observe_followed`) and
             the state recorded as lines arrive and at the end; ``None`` records nothing.
@@ -266,6 +272,9 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
             observing[status.container_id] = asyncio.create_task(observe(status.container_id))
         if status.kind in ("reconnecting", "waiting", "exited", "error") or status.message.startswith("resumed"):
             say(status.message)
+        if status.kind == "waiting" and waiting_hint and not observing and not last.get("hinted"):
+            last["hinted"] = True
+            say(waiting_hint)
         if status.kind in ("exited", "error"):
             done.set()
 

@@ -375,7 +375,8 @@ class LogTail:
         while True:
             info = await docker_inspect(conn, self.container, sudo=self._sudo)
             if info is None:
-                self._report("waiting", f"waiting for container {self.container}")
+                self._report("waiting", f"waiting for container {self.container}: none by that name on the node "
+                                        f"yet (checked every {self._poll_interval_s:g} s)")
                 await asyncio.sleep(self._poll_interval_s)
                 continue
             container_id = str(info.get("Id", ""))

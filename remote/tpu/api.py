@@ -66,6 +66,14 @@ class ProjectConfig(Protocol):
         ...
 
 
+def base_url(api_endpoint: str | None) -> str:
+    """The URL calls go to: ``https://tpu.googleapis.com``, or the configured ``api_endpoint``
+    (``http://127.0.0.1:PORT`` for the sandbox; a bare host gets ``https://``)."""
+    if not api_endpoint:
+        return DEFAULT_BASE_URL
+    return api_endpoint.rstrip("/") if "://" in api_endpoint else f"https://{api_endpoint.rstrip('/')}"
+
+
 def api_error(exc: BaseException, timeout_s: float) -> TpuApiError:
     """Translate a google-api-core / google-auth / requests / OS exception into :class:`TpuApiError`.
 
@@ -206,8 +214,7 @@ class FleetSource:
                 creds = _default_credentials()
             options = {"api_endpoint": endpoint} if endpoint else None
             client = tpu_v2.TpuClient(transport="rest", credentials=creds, client_options=options)
-            base = endpoint if endpoint and "://" in endpoint else (
-                f"https://{endpoint}" if endpoint else DEFAULT_BASE_URL)
+            base = base_url(endpoint)
             session = AuthorizedSession(creds)
             for s in (session, getattr(client.transport, "_session", None)):
                 if s is not None:   # one pooled connection per worker thread, no "pool full" warnings
@@ -430,6 +437,47 @@ class FleetSource:
             return queued_resource_from_json(merged)
         except (ValueError, KeyError, TypeError) as exc:
             raise TpuApiError(f"unreadable queued resource {name!r} in the API's answer: {exc}") from None
+
+    async def zones_of(self, project: str) -> list[str]:
+        """The project's zones (``locations.list``), fetched once per source.
+
+        Raises:
+            TpuApiError: the call failed. CredentialsError: no usable credentials.
+        """
+        await self.clients()
+        return list(await self._zones_of(project))
+
+    async def accelerator_types(self, project: str, zone: str) -> list[str]:
+        """The accelerator types ``zone`` offers (``acceleratorTypes.list``), e.g. ``["v6e-1", "v6e-4"]``.
+
+        Raises:
+            TpuApiError: the call failed. CredentialsError: no usable credentials.
+        """
+        client, _ = await self.clients()
+        parent = f"projects/{project}/locations/{zone}"
+
+        def listing() -> list[str]:
+            pager = client.list_accelerator_types(parent=parent, timeout=self.timeout_s)
+            return [t.type_ or t.name.rsplit("/", 1)[-1] for t in pager]
+        return await self._run(listing)
+
+    async def offered_types(self, project: str) -> dict[str, tuple[str, ...]]:
+        """Zone -> the accelerator types it offers, over every zone of ``project``, concurrently.
+
+        Zones whose list fails are left out (the advice built on this is a hint, not a verdict).
+
+        Raises:
+            TpuApiError: the project's zones could not be listed. CredentialsError: no credentials.
+        """
+        zones = await self.zones_of(project)
+
+        async def one(zone: str) -> tuple[str, tuple[str, ...]] | None:
+            try:
+                return zone, tuple(await self.accelerator_types(project, zone))
+            except TpuApiError:
+                return None
+        found = await asyncio.gather(*(one(z) for z in zones))
+        return {zone: types for zone, types in (f for f in found if f is not None)}
 
     async def get_guest_attributes(self, node: Node, worker: int = 0) -> dict[str, str]:
         """Guest attributes of one worker VM of ``node`` as ``{key: value}``.

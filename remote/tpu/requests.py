@@ -29,7 +29,7 @@ from google.longrunning import operations_pb2
 
 from remote.errors import TpuApiError
 from remote.models import QueuedResource, chip_generation
-from remote.tpu.api import FleetSource
+from remote.tpu.api import FleetSource, base_url
 from remote.tpu.parse import JsonDict
 
 #: Provisioning models a request can ask for (``--provisioning-model``).
@@ -165,9 +165,10 @@ class QueuedResourceRequest:
             body["queueingPolicy"] = {"validUntilDuration": f"{int(self.valid_until_s)}s"}
         return body
 
-    def rest_call(self) -> str:
-        """``POST https://tpu.googleapis.com/v2alpha1/projects/P/locations/Z/queuedResources?queuedResourceId=N``."""
-        return (f"POST https://tpu.googleapis.com/{self.api_version}/{self.parent}/queuedResources"
+    def rest_call(self, api_endpoint: str | None = None) -> str:
+        """``POST https://tpu.googleapis.com/v2alpha1/projects/P/locations/Z/queuedResources?queuedResourceId=N``,
+        at the endpoint actually used (``api_endpoint`` from the config; the sandbox's is loopback)."""
+        return (f"POST {base_url(api_endpoint)}/{self.api_version}/{self.parent}/queuedResources"
                 f"?queuedResourceId={self.name}")
 
     def gcloud_argv(self) -> list[str]:
@@ -190,13 +191,14 @@ class QueuedResourceRequest:
         """:meth:`gcloud_argv` quoted for a shell (``shlex.join``)."""
         return shlex.join(self.gcloud_argv())
 
-    def to_json(self) -> JsonDict:
-        """``{"request": {...fields}, "rest_call", "rest_body", "gcloud"}`` for ``--json``."""
+    def to_json(self, api_endpoint: str | None = None) -> JsonDict:
+        """``{"request": {...fields}, "rest_call", "rest_body", "gcloud"}`` for ``--json``
+        (``rest_call`` at ``api_endpoint``, see :meth:`rest_call`)."""
         return {"request": {"name": self.name, "project": self.project, "zone": self.zone,
                             "accelerator_type": self.accelerator_type, "runtime_version": self.runtime_version,
                             "provisioning_model": self.provisioning_model, "node_id": self.node,
                             "max_run_duration_s": self.max_run_duration_s, "valid_until_s": self.valid_until_s},
-                "rest_call": self.rest_call(), "rest_body": self.rest_body(), "gcloud": self.gcloud_line()}
+                "rest_call": self.rest_call(api_endpoint), "rest_body": self.rest_body(), "gcloud": self.gcloud_line()}
 
 
 def default_runtime_version(accelerator_type: str) -> str | None:

@@ -3,8 +3,10 @@ sandbox TPU API, whose queued resources move through their states (time scaled d
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 import requests
@@ -18,7 +20,9 @@ from remote.models import utc_now
 from remote.tpu.api import FleetSource
 from remote.tpu.probe import classify_failure, probe
 from remote.tpu.requests import QueuedResourceRequest, QueuedResourceService, parse_duration_s
+from sandbox.capacity import FLEX_WAIT_S
 from sandbox.fleet_data import default_world
+from sandbox.queued_lifecycle import ACCEPTED_S, NODE_CREATING_S, OPERATION_S, PROVISIONING_S
 from sandbox.tpu_server import SandboxTpuApi
 
 P = "inference-prod"
@@ -47,29 +51,70 @@ def flex(name: str = "demo-v5e", zone: str = "us-west4-a", accelerator: str = "v
                                  max_run_duration_s=kw.pop("max_run_duration_s", 4 * 3600), **kw)
 
 
-async def test_flex_start_request_goes_from_accepted_to_active_with_a_ready_node(
-        service: QueuedResourceService, server: SandboxTpuApi) -> None:
-    qr = await service.create(flex(valid_until_s=3600))
-    assert (qr.name, qr.provisioning_model, qr.max_run_duration_s) == ("demo-v5e", "flex-start", 14400.0)
-    assert qr.state in ("ACCEPTED", "WAITING_FOR_RESOURCES")
-    seen: list[tuple[str, str | None]] = []
-    qr, node = await service.follow(P, "us-west4-a", "demo-v5e",
-                                    on_change=lambda q, n: seen.append((q.state, n and n.state)),
-                                    until=lambda q, n: n is not None and n.state == "READY",
-                                    poll_s=0.01, timeout_s=10)
-    states = [s for s, _ in seen]
-    assert states.index("WAITING_FOR_RESOURCES") < states.index("PROVISIONING") < states.index("ACTIVE")
-    assert ("ACTIVE", "CREATING") in seen and seen[-1] == ("ACTIVE", "READY")
-    assert node is not None and node.queued_resource == "demo-v5e" and node.accelerator_type == "v5litepod-1"
-    assert node.provisioning_model == "flex-start" and node.external_ip and node.external_ip.startswith("203.0.113.")
-    assert qr.termination_time is not None and node.termination_time == qr.termination_time
-    left = qr.time_left_s()
-    assert left is not None and 4 * 3600 - 60 < left <= 4 * 3600
-    # flex-start went to v2alpha1 (the library drops its fields); the operation was polled through v2
-    posts = [path for method, path in server.requests if method == "POST"]
-    assert posts == ["/v2alpha1/projects/inference-prod/locations/us-west4-a/queuedResources?queuedResourceId=demo-v5e"]
-    assert any(m == "GET" and "/v2/projects/inference-prod/locations/us-west4-a/operations/" in p
-               for m, p in server.requests)
+class SteppedClock:
+    """The queued-resource lifecycle's clock, moved only by the test: a state changes when the test
+    says so, never because a loaded machine was slow to poll."""
+
+    def __init__(self) -> None:
+        self.now_s = 0.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+async def until(condition: Callable[[], bool], what: str, deadline_s: float = 60.0) -> None:
+    """Poll ``condition`` every 10 ms until it holds; fail after a generous deadline."""
+    deadline = time.monotonic() + deadline_s
+    while not condition():
+        assert time.monotonic() < deadline, f"never saw {what} within {deadline_s:g} s"
+        await asyncio.sleep(0.01)
+
+
+async def test_flex_start_request_goes_from_accepted_to_active_with_a_ready_node() -> None:
+    clock = SteppedClock()
+    server = SandboxTpuApi(default_world(utc_now()), clock=clock)      # states in the documented seconds
+    server.start()
+    source = FleetSource([ProjectConfig(P)], api_endpoint=server.endpoint, timeout_s=30)
+    service = QueuedResourceService(source, poll_initial_s=0.01, poll_max_s=0.05)
+    try:
+        create = asyncio.ensure_future(service.create(flex(valid_until_s=3600), timeout_s=120))
+        stored = f"projects/{P}/locations/us-west4-a/queuedResources/demo-v5e"
+        await until(lambda: server.world.get(P, "queuedResources", stored) is not None, "the request stored")
+        clock.now_s = OPERATION_S + 0.1                                # the create operation is done
+        qr = await create
+        assert (qr.name, qr.provisioning_model, qr.max_run_duration_s) == ("demo-v5e", "flex-start", 14400.0)
+        assert qr.state == "ACCEPTED"
+        seen: list[tuple[str, str | None]] = []
+        follow = asyncio.ensure_future(service.follow(
+            P, "us-west4-a", "demo-v5e", on_change=lambda q, n: seen.append((q.state, n and n.state)),
+            until=lambda q, n: n is not None and n.state == "READY", poll_s=0.01, timeout_s=120))
+        waiting_at = ACCEPTED_S + 0.1
+        provisioning_at = ACCEPTED_S + FLEX_WAIT_S + 0.1
+        active_at = provisioning_at + PROVISIONING_S
+        await until(lambda: seen == [("ACCEPTED", None)], "ACCEPTED")
+        for at, expected in ((waiting_at, "WAITING_FOR_RESOURCES"), (provisioning_at, "PROVISIONING"),
+                             (active_at, "ACTIVE")):
+            clock.now_s = at
+            await until(lambda e=expected: bool(seen) and seen[-1][0] == e, expected)
+        assert seen[-1] == ("ACTIVE", "CREATING")
+        clock.now_s = active_at + NODE_CREATING_S
+        qr, node = await follow
+        assert [s for s, _ in seen] == ["ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE", "ACTIVE"]
+        assert seen[-1] == ("ACTIVE", "READY")
+        assert node is not None and node.queued_resource == "demo-v5e" and node.accelerator_type == "v5litepod-1"
+        assert node.provisioning_model == "flex-start" and node.external_ip and node.external_ip.startswith("203.0.113.")
+        assert qr.termination_time is not None and node.termination_time == qr.termination_time
+        left = qr.time_left_s()
+        assert left is not None and 4 * 3600 - 60 < left <= 4 * 3600
+        # flex-start went to v2alpha1 (the library drops its fields); the operation was polled through v2
+        posts = [path for method, path in server.requests if method == "POST"]
+        assert posts == ["/v2alpha1/projects/inference-prod/locations/us-west4-a/queuedResources?"
+                         "queuedResourceId=demo-v5e"]
+        assert any(m == "GET" and "/v2/projects/inference-prod/locations/us-west4-a/operations/" in p
+                   for m, p in server.requests)
+    finally:
+        source.close()
+        server.stop()
 
 
 async def test_the_body_the_sandbox_received_is_the_one_shown(service: QueuedResourceService,

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from console.cli import main
 from console.config import load_config
 from console.flows.history_store import open_history
@@ -40,7 +42,8 @@ def test_request_with_an_image_runs_the_container_once_the_node_is_ready(tmp_pat
             launches = store.list_launches(node="demo-v5e")
         finally:
             store.close()
-        assert [(launch.model, launch.accelerator_type) for launch in launches] == [("Qwen/Qwen3-0.6B", "v5litepod-1")]
+        assert [(launch.model, launch.accelerator_type, launch.outcome) for launch in launches] == [
+            ("Qwen/Qwen3-0.6B", "v5litepod-1", "unwatched")]
     finally:
         box.stop()
 
@@ -53,3 +56,43 @@ def test_a_bad_container_setting_is_refused_before_anything_is_created(tmp_path:
                  "--yes"])
     assert code == 2
     assert "expected KEY=VALUE" in capsys.readouterr().err
+
+
+def test_deleting_the_queued_resource_stops_its_vm_and_the_node_leaves_the_fleet(tmp_path: Path, capsys) -> None:
+    import socket
+    import time
+
+    box = Sandbox(tmp_path / "sandbox", boot_s=1.0, fast_boot_s=0.3, time_scale=0.05)
+    box.start()
+    try:
+        config = ["--config", str(box.config_path), "--db", str(tmp_path / "history.db")]
+        where = ["--project", "inference-prod", "--zone", "us-west4-a"]
+        assert main([*config, "request", "demo-v5e", *where, "--accelerator-type", "v5litepod-1",
+                     "--provisioning-model", "flex-start", "--max-run-duration", "4h",
+                     "--image", "vllm/vllm-tpu:v0.29.1", "--model", "Qwen/Qwen3-0.6B", "--yes"]) == 0
+        vm = box.vms["demo-v5e"]
+        container = next(iter(vm.docker.containers.values()))
+        port = vm.ssh_port
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()      # it listens
+        capsys.readouterr()
+        assert main([*config, "delete", "demo-v5e", *where, "--yes", "--force"]) == 0
+        capsys.readouterr()
+        # The VM stopped when the delete began: no SSH server, its container ended, no host entry.
+        assert "demo-v5e" not in box.vms
+        assert container.removed.is_set()
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        assert "demo-v5e" not in load_config(box.config_path).ssh.hosts
+        # The node leaves the fleet once the deletion completes (poll with a generous deadline).
+        deadline = time.monotonic() + 30
+        while True:
+            main([*config, "nodes", "--json"])        # exits 1: the demo fleet has a denied project
+            names = {n["name"] for n in json.loads(capsys.readouterr().out)["nodes"]}
+            if "demo-v5e" not in names or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert "demo-v5e" not in names
+        # The other VMs still serve.
+        assert "vllm-v5e-a" in box.vms
+    finally:
+        box.stop()

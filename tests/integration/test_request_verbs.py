@@ -56,8 +56,10 @@ def qr_json(server: SandboxTpuApi, zone: str, name: str) -> dict | None:
 def test_request_dry_run_prints_the_exact_body_and_gcloud_line_and_creates_nothing(cli, server, capsys) -> None:
     assert cli(*FLEX, "--dry-run", "--json") == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["rest_call"] == ("POST https://tpu.googleapis.com/v2alpha1/projects/inference-prod/locations/"
+    # The endpoint actually used: the config's (the sandbox's loopback), not Google's.
+    assert out["rest_call"] == (f"POST {server.endpoint}/v2alpha1/projects/inference-prod/locations/"
                                 "us-west4-a/queuedResources?queuedResourceId=demo-v5e")
+    assert server.endpoint.startswith("http://127.0.0.1:")
     assert out["rest_body"] == {
         "tpu": {"nodeSpec": [{"parent": "projects/inference-prod/locations/us-west4-a", "nodeId": "demo-v5e",
                               "node": {"acceleratorType": "v5litepod-1", "runtimeVersion": "v2-alpha-tpuv5-lite"}}]},
@@ -159,18 +161,41 @@ def test_delete_of_a_missing_resource_exits_1(cli, capsys) -> None:
     assert "no queued resource nope" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("zone", "accelerator", "verdict", "code"), [
-    ("europe-west4-a", "v6e-8", "stockout", 1),
-    ("us-west4-a", "v5litepod-1", "available", 0),
-    ("asia-northeast1-b", "v6e-8", "quota", 1),
+@pytest.mark.parametrize(("zone", "accelerator", "verdict", "code", "tries"), [
+    ("europe-west4-a", "v6e-8", "stockout", 1, [
+        ("provisioning_model", "europe-west4-a", "v6e-8", "flex-start"),
+        ("fewer_chips", "europe-west4-a", "v6e-4", "spot"),
+        ("other_zone", "asia-northeast1-b", "v6e-8", "spot"), ("other_zone", "us-central1-b", "v6e-8", "spot"),
+        ("other_zone", "us-east5-a", "v6e-8", "spot")]),
+    ("us-west4-a", "v5litepod-1", "available", 0, []),
+    ("asia-northeast1-b", "v6e-8", "quota", 1, [   # "limit 0": no smaller type fits, so no fewer-chips advice
+        ("other_zone", "europe-west4-a", "v6e-8", "spot"), ("other_zone", "us-central1-b", "v6e-8", "spot"),
+        ("other_zone", "us-east5-a", "v6e-8", "spot"), ("quota", "asia-northeast1-b", "v6e-8", "spot")]),
 ])
-def test_probe_verb(cli, server, capsys, zone, accelerator, verdict, code) -> None:
+def test_probe_verb(cli, server, capsys, zone, accelerator, verdict, code, tries) -> None:
     assert cli("probe", "--project", P, "--zone", zone, "--accelerator-type", accelerator, "--json") == code
     captured = capsys.readouterr()
     out = json.loads(captured.out)
     assert (out["verdict"], out["deleted"]) == (verdict, True)
     assert "creates a spot queued resource" in captured.err and "deletes it again" in captured.err
     assert [m for m, _ in writes(server)] == ["POST", "DELETE"]
+    # What to try: the zones' types come from acceleratorTypes.list, one call per zone of the project.
+    assert [(t["kind"], t["zone"], t["accelerator_type"], t["provisioning_model"]) for t in out["try"]] == tries
+    listed = {p.split("/")[5] for m, p in server.requests if m == "GET" and p.split("?")[0].endswith("/acceleratorTypes")}
+    assert listed == (set() if verdict == "available" else
+                      {"us-east5-a", "us-west4-a", "us-central1-a", "asia-northeast1-b", "europe-west4-a",
+                       "us-central1-b"})
+    for t in out["try"]:
+        if t["kind"] != "quota":
+            assert t["command"].startswith("tpu-console ") and f"--zone {t['zone']}" in t["command"]
+
+
+def test_probe_table_says_what_to_try(cli, server, capsys) -> None:
+    assert cli("probe", "--project", P, "--zone", "europe-west4-a", "--accelerator-type", "v6e-8") == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[out.index("try:") + 3:out.index("try:") + 5] == [
+        "  fewer chips are granted sooner (v6e-4 instead of v6e-8):",
+        "    tpu-console probe --project inference-prod --zone europe-west4-a --accelerator-type v6e-4"]
 
 
 @pytest.mark.parametrize("argv", [
@@ -192,6 +217,14 @@ def test_readonly_flag_overrides_the_config(cli, server, capsys) -> None:
 
 
 # --- the Textual-free flows -------------------------------------------------------------------
+
+
+def test_the_rest_call_names_google_without_an_endpoint_override() -> None:
+    request = build_request(name="x1", project=P, zone="us-west4-a", accelerator_type="v5litepod-1",
+                            provisioning_model="spot")
+    assert preview(request, DEFAULT_PRICES).rest_call.startswith("POST https://tpu.googleapis.com/v2/projects/")
+    assert preview(request, DEFAULT_PRICES, api_endpoint="tpu.example.internal/").rest_call.startswith(
+        "POST https://tpu.example.internal/v2/projects/inference-prod/")
 
 
 def test_preview_costs_by_model() -> None:

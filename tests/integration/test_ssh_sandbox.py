@@ -248,7 +248,7 @@ async def test_tail_waits_for_a_container_then_reports_its_exit(vm_target) -> No
     rec = Recorder()
     task = asyncio.create_task(_tail(target, rec).run())
     await rec.until(lambda: rec.statuses and rec.statuses[-1].kind == "waiting")
-    assert rec.statuses[-1].message == "waiting for container vllm"
+    assert rec.statuses[-1].message.startswith("waiting for container vllm: none by that name on the node yet")
     await vm.boot_container(OOM_ARGV)
     plan = vm.docker.find("vllm").plan
     assert plan.outcome == "failed" and plan.exit_code == 1

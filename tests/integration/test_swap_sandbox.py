@@ -276,6 +276,8 @@ def test_cli_swap_then_watch_ends_ready_in_the_history(demo_node, tmp_path: Path
     swapped = _swap_in_its_own_process(config, db, "max-model-len=16384")
     assert swapped.returncode == 0, swapped.stderr
     new_id = vm.docker.find("vllm").inspect(0)["Id"]
+    # The swap exited after docker run: its launch says so (not "interrupted", not "running").
+    assert _history_json(capsys, config, db)[0]["outcome"] == "unwatched"
     assert main(["--config", str(config), "--db", str(db), "watch", "vllm-v5e-a"]) == 0
     launch, replaced = _history_json(capsys, config, db)
     # the swap's launch, completed by the watch that saw the boot end (not a new observed one)
@@ -351,3 +353,5 @@ def test_swap_json_then_rollback_verb_returns_to_the_replaced_spec(demo_node, tm
     with HistoryStore(db) as store:
         newest = store.list_launches(node="vllm-v5e-a", limit=1)[0]
     assert newest.container_id == back["Id"] and newest.replaced_launch_id == launch.id
+    # What the verb saw: the container started; nobody followed its boot (a later watch completes it).
+    assert newest.outcome == "unwatched"

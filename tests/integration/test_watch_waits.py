@@ -91,3 +91,57 @@ def test_watch_of_a_terminated_node_while_waiting_stops(box: Sandbox, capsys) ->
     assert err.splitlines() == ["node vllm-new-e is CREATING; waiting for READY",
                                 "tpu-console: Node vllm-new-e is TERMINATED: it will not become READY on its own; "
                                 "not following it."]
+
+
+def test_watch_of_a_ready_node_without_a_container_says_what_it_waits_for_and_the_hint_works(
+        box: Sandbox, capsys, tmp_path: Path) -> None:
+    import shlex
+
+    config = ["--config", str(box.config_path), "--db", str(tmp_path / "history.db")]
+    assert main([*config, "request", "bare-v5e", "--project", "inference-prod", "--zone", "us-west4-a",
+                 "--accelerator-type", "v5litepod-1", "--provisioning-model", "flex-start",
+                 "--max-run-duration", "4h", "--yes", "--wait"]) == 0
+    capsys.readouterr()
+    vm = box.vms["bare-v5e"]
+    assert not vm.docker.containers
+    hint_command: list[list[str]] = []
+
+    def start_once_watched() -> None:
+        # The watch has looked for the container (docker inspect on the VM) and found none: run the
+        # hint's own command (read from the same function the verb prints it with).
+        deadline = time.monotonic() + 60
+        while not any("inspect" in c for c in vm.commands) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        from console.config import load_config
+        from console.flows.startup_watch import no_container_hint
+
+        loaded = load_config(box.config_path)
+        node = box.call(_node(box, "bare-v5e"))
+        hint = no_container_hint(node, loaded.container.name, image=loaded.container.image,
+                                 model="Qwen/Qwen3-0.6B")
+        words = shlex.split(hint.split("Start one: ", 1)[1].split(" (a new node", 1)[0])
+        hint_command.append(words)
+        main([*config, *words[1:], "--set", "max-model-len=4096", "--yes"])
+
+    starter = threading.Thread(target=start_once_watched, daemon=True)
+    starter.start()
+    code = main([*config, "watch", "bare-v5e", "--poll-s", "0.05"])
+    starter.join(30)
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "waiting for container vllm: none by that name on the node yet" in err
+    assert ("node bare-v5e is READY but runs no container named vllm: this watch waits until one starts. "
+            "Start one: tpu-console swap bare-v5e --project inference-prod --zone us-west4-a --image "
+            "vllm/vllm-tpu:") in err
+    assert err.count("is READY but runs no container") == 1             # said once, not per poll
+    assert hint_command and hint_command[0][:3] == ["tpu-console", "swap", "bare-v5e"]
+    assert "phase: ready" in err
+
+
+async def _node(box: Sandbox, name: str):
+    from console.config import load_config
+    from console.flows.node_lookup import fleet_source_for
+
+    config = load_config(box.config_path)
+    with fleet_source_for(config, project="inference-prod", zone="us-west4-a") as source:
+        return await source.get_node("inference-prod", "us-west4-a", name)

@@ -113,7 +113,7 @@ async def test_request_form_previews_confirms_and_the_fleet_lists_it(services: S
         form.query_one("#rq-valid_until", Input).value = "1h"
         await pilot.pause()
         shown = text_of(form.query_one("#rq-preview", Static), width=400)
-        assert ("POST https://tpu.googleapis.com/v2alpha1/projects/inference-prod/locations/us-west4-a/"
+        assert (f"POST {services.config.api_endpoint}/v2alpha1/projects/inference-prod/locations/us-west4-a/"
                 "queuedResources?queuedResourceId=demo-v5e") in shown
         assert '"provisioningModel": "FLEX_START"' in shown and '"maxRunDuration": "14400s"' in shown
         assert ("gcloud alpha compute tpus queued-resources create demo-v5e --node-id=demo-v5e "
@@ -174,3 +174,30 @@ async def test_readonly_hides_every_mutating_key(services: Services) -> None:
         palette = [c.title for c in app.get_system_commands(screen)]
         assert not any(t.startswith(("Swap", "Request", "Delete QR", "Roll back")) for t in palette)
         assert "qr-flex-done" in await _qr_names(services)
+        # A stuck request still says what to try, without the commands that would create resources.
+        await _select_qr(pilot, screen, "qr-flex-wait")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        detail = " ".join(text_of(screen.query_one("#detail-body", Static), width=120).split())
+        assert "What to try (read-only: the commands are hidden)" in detail
+        assert "(asia-northeast1-b, v6e-4, flex-start)" in detail and "tpu-console probe" not in detail
+
+
+async def test_a_stuck_request_shows_what_to_try_in_the_detail_pane(services: Services) -> None:
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(220, 60)) as pilot:
+        screen = await _loaded(pilot)
+        await _select_qr(pilot, screen, "qr-flex-wait")     # flex-start v6e-8, WAITING_FOR_RESOURCES
+        await app.workers.wait_for_complete()                # the zones' accelerator types, listed once
+        await pilot.pause()
+        text = " ".join(text_of(screen.query_one("#detail-body", Static), width=120).split())
+        assert "What to try" in text and "listing the zones" not in text
+        assert ("a spot probe fails fast with the reason: it tells a stockout from missing quota, which both "
+                "wait like this tpu-console probe --project inference-prod --zone asia-northeast1-b "
+                "--accelerator-type v6e-8") in text
+        assert "tpu-console probe --project inference-prod --zone asia-northeast1-b --accelerator-type v6e-4" in text
+        assert "europe-west4-a offers v6e-8 tpu-console probe --project inference-prod --zone europe-west4-a" in text
+        assert set(screen.offered_types) == {"inference-prod"}
+        # An ACTIVE request is not stuck: no advice.
+        await _select_qr(pilot, screen, "qr-flex-b")
+        assert "What to try" not in text_of(screen.query_one("#detail-body", Static), width=120)

@@ -442,3 +442,25 @@ async def test_a_replacing_container_gets_a_gap_marker_a_fresh_state_and_its_own
         await _until(pilot, lambda: {launch.container_id: launch.outcome for launch in
                                      sandbox_services.store.list_launches(node="vllm-flex-b")}
                      == {first_id: "replaced", new_id: "ready"})
+
+
+async def _remove_container(vm: Any) -> None:
+    vm.docker.remove(vm.docker.find("vllm"))
+
+
+async def test_a_ready_node_without_a_container_says_what_the_view_waits_for(sandbox: Any,
+                                                                             sandbox_services: Any) -> None:
+    vm = sandbox.vms["vllm-flex-b"]
+    sandbox.call(_remove_container(vm))
+    node = await fleet_node(sandbox_services, "vllm-flex-b")
+    app = StartupApp(sandbox_services, node)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        view = screen.query_one("#log", LogView)
+        await _until(pilot, lambda: any("runs no container" in e.text for e in view.buffer.entries))
+        hints = [e.text for e in view.buffer.entries if "runs no container" in e.text]
+        assert hints == [
+            "──── node vllm-flex-b is READY but runs no container named vllm: this watch waits until one starts. "
+            "Start one: tpu-console swap vllm-flex-b --project inference-prod --zone us-east5-a --image "
+            f"{sandbox_services.config.container.image} --set model={sandbox_services.config.container.model} "
+            "(a new node can run one at once: tpu-console request ... --image IMAGE --model MODEL). ────"]

@@ -53,11 +53,11 @@ def messages(plan: EnginePlan, pattern: re.Pattern[str]) -> list[re.Match[str]]:
 
 def expected_kv(params_b: float, layers: int, kv_heads: int, head_dim: int, hidden: int, *, limit: float,
                 util: float, tp: int, batched: int, block: int) -> tuple[float, int]:
-    """Per-chip weights GiB and KV tokens by the documented formulas."""
+    """Per-chip weights GiB and KV tokens by the documented formulas (the pool is cap - weights)."""
+    del hidden, batched  # the activation headroom is allocated after the KV cache
     weights = params_b * 1e9 * 2 / tp / GIB
-    headroom = batched * hidden * 2 * 4 / tp / GIB
     per_token = 2 * layers * math.ceil(kv_heads / tp) * head_dim * 2
-    pool = limit * util - weights - headroom
+    pool = limit * util - weights
     return weights, math.floor(pool * GIB / (per_token * block)) * block
 
 
@@ -100,13 +100,15 @@ def test_unknown_accelerator_type_is_refused() -> None:
 
 # ---------------------------------------------------------------- figures
 def test_qwen3_8b_on_one_v6e_chip_by_hand() -> None:
-    # weights 8.2e9 * 2 B = 15.27 GiB; cap 31.25 * 0.92 = 28.75; headroom 2048 * 4096 * 8 B = 0.0625 GiB;
-    # 147,456 B/token, 64-token blocks: floor(13.414 GiB / 9 MiB) = 1526 blocks = 97,664 tokens.
+    # weights 8.2e9 * 2 B = 15.27 GiB; cap 31.25 * 0.92 = 28.75; avail 13.478 GiB;
+    # 147,456 B/token, 64-token blocks: floor(13.478 GiB / 9 MiB) = 1533 blocks = 98,112 tokens.
+    # After KV: 15.272 + 13.477 + headroom 2048 * 4096 * 8 B = 0.0625 GiB -> 28.81.
     plan = plan_startup(["Qwen/Qwen3-8B"], "v6e-1")
     assert plan.outcome == "ready"
-    assert (plan.kv_cache_tokens, plan.max_concurrency, plan.max_model_len) == (97_664, 2.38, 40_960)
+    assert (plan.kv_cache_tokens, plan.max_concurrency, plan.max_model_len) == (98_112, 2.40, 40_960)
+    assert plan.hbm_after_kv_gib == 28.81
     assert (plan.weights_gib, plan.hbm_limit_gib, plan.chips) == (15.27, 31.25, 1)
-    assert messages(plan, K5)[0].groups() == ("97,664", "40,960", "2.38")
+    assert messages(plan, K5)[0].groups() == ("98,112", "40,960", "2.40")
     assert messages(plan, H5)[0].groups() == ("31.25", "28.75", "15.27", "13.48")
 
 
@@ -142,7 +144,9 @@ def test_figures_follow_the_documented_formulas(model: str, accel: str, flags: l
     assert tuple(map(float, init_model.groups())) == (round(weights, 2), limit)
     kv_alloc = messages(plan, H4B)[0]
     per_token = 2 * shape[1] * math.ceil(shape[2] / tp) * shape[3] * 2
-    assert float(kv_alloc.group(2)) == plan.hbm_after_kv_gib == round(weights + tokens * per_token / GIB, 2)
+    headroom = batched * shape[4] * 2 * 4 / tp / GIB
+    assert float(kv_alloc.group(2)) == plan.hbm_after_kv_gib == round(
+        weights + tokens * per_token / GIB + headroom, 2)
     stats = messages(plan, H5)[0]
     assert float(stats.group(1)) == pytest.approx(limit * tp) and float(stats.group(2)) == pytest.approx(
         round(limit * util, 2) * tp)
@@ -151,8 +155,73 @@ def test_figures_follow_the_documented_formulas(model: str, accel: str, flags: l
 def test_more_max_model_len_means_less_concurrency_and_same_kv() -> None:
     short = plan_startup(["meta-llama/Llama-3.1-8B-Instruct", "-tp", "4", "--max-model-len", "32768"], "v5litepod-4")
     long = plan_startup(["meta-llama/Llama-3.1-8B-Instruct", "-tp", "4", "--max-model-len", "131072"], "v5litepod-4")
-    assert short.kv_cache_tokens == long.kv_cache_tokens == 351_744
-    assert (short.max_concurrency, long.max_concurrency) == (10.73, 2.68)
+    assert short.kv_cache_tokens == long.kv_cache_tokens == 352_256
+    assert (short.max_concurrency, long.max_concurrency) == (10.75, 2.69)
+
+
+# ---------------------------------------------------------------- the article's node
+GEMMA4 = "google/gemma-4-E2B-it"
+GEMMA4_KV_BYTES = 2 * (12 * 256 + 3 * 512) * 2  # 18,432: 15 KV layers, 12 sliding of 256 + 3 full of 512
+
+
+def line_with(plan: EnginePlan, text: str) -> str:
+    return next(line for _, line in plan.lines if text in line)
+
+
+def test_gemma4_e2b_on_a_v5e_1_prints_the_articles_startup() -> None:
+    plan = plan_startup([GEMMA4, "--max-model-len", "8192"], "v5litepod-1", image="vllm/vllm-tpu:v0.30.0")
+    assert plan.outcome == "ready", plan.failure_message
+    assert " | hbm=[(0.0, 15.75)]GiB |self.devices=" in line_with(plan, "Init worker")
+    assert line_with(plan, "Init model").endswith("Init model | hbm=[(8.97, 15.75)]GiB")
+    assert line_with(plan, "Memory statistics").endswith(
+        "Memory statistics | total_hbm_limit_gb=15.75GiB | total_hbm_limit_cap_gb=14.49GiB | "
+        "total_hbm_used_gb=8.97GiB | total_hbm_avail_gb=5.52GiB")
+    assert line_with(plan, "KV cache size").endswith(
+        "TPU KV cache size: 321,280 tokens, Maximum concurrency for 8,192 tokens per request: 39.22x")
+    kv_alloc = line_with(plan, "Init kv-cache")
+    assert "num_total_layers=15 | num_blocks=[10040, " in kv_alloc and kv_alloc.endswith("hbm=[(14.51, 15.75)]Gb")
+    assert line_with(plan, "init engine").endswith(
+        "init engine (profile, create kv cache, warmup model) took 503.54 s (compilation: 413.41 s)")
+    assert "version 0.30.0" in line_with(plan, "version") and "(v0.30.0)" in line_with(plan, "Initializing a V1")
+    # Log time is printed; wall time is the sandbox's boot_s.
+    assert plan.ready_at_s == pytest.approx(20.0) and plan.time_scale > 25
+    warmups = [float(m.group(1)) for m in messages(plan, re.compile(r"Warm-up call pass finished in ([\d.]+)"))]
+    steps = [float(m.group(3)) for m in messages(plan, C4_DONE)]
+    assert sum(steps) + sum(warmups) == pytest.approx(413.41, abs=0.006)
+    offsets = [t for t, _ in plan.lines]
+    assert offsets == sorted(offsets)
+
+
+def test_gemma4_e2b_at_131072_gets_the_same_cache_and_2_45x() -> None:
+    plan = plan_startup([GEMMA4, "--max-model-len", "131072"], "v5litepod-1")
+    assert (plan.outcome, plan.kv_cache_tokens, plan.max_concurrency) == ("ready", 321_280, 2.45)
+    assert line_with(plan, "KV cache size").endswith(
+        "TPU KV cache size: 321,280 tokens, Maximum concurrency for 131,072 tokens per request: 2.45x")
+    # No release tag: the default version.
+    assert "version 0.29.1" in line_with(plan, "version")
+
+
+@pytest.mark.parametrize(("util", "max_model_len"), [(0.85, 8192), (0.92, 16384), (0.80, 4096)])
+def test_gemma4_e2b_figures_follow_the_arithmetic_at_other_settings(util: float, max_model_len: int) -> None:
+    plan = plan_startup([GEMMA4, "--max-model-len", str(max_model_len), "--gpu-memory-utilization", str(util)],
+                        "v5litepod-1")
+    weights = 4.8182e9 * 2 / GIB
+    cap = 15.75 * util
+    tokens = math.floor((cap - weights) * GIB / (GEMMA4_KV_BYTES * 32)) * 32
+    assert (plan.kv_cache_tokens, plan.max_concurrency) == (tokens, round(tokens / max_model_len, 2))
+    assert line_with(plan, "Memory statistics").endswith(
+        f"total_hbm_limit_cap_gb={round(cap, 2):.2f}GiB | total_hbm_used_gb=8.97GiB | "
+        f"total_hbm_avail_gb={round(cap, 2) - 8.97:.2f}GiB")
+    assert plan.hbm_after_kv_gib == round(weights + tokens * GEMMA4_KV_BYTES / GIB + 2048 * 1536 * 8 / GIB, 2)
+    assert (plan.engine_init_seconds, plan.compile_seconds) == (503.54, 413.41)
+
+
+def test_gemma4_e2b_on_a_v6e_1_matches_corpus_10_durations_and_close_figures() -> None:
+    # Corpus 10 (v6e-1, limit printed 31.24): 1,151,744 tokens, 35.15x at 32,768, after-KV 28.76.
+    plan = plan_startup([GEMMA4, "--max-model-len", "32768"], "v6e-1")
+    assert (plan.engine_init_seconds, plan.compile_seconds) == (457.25, 402.27)
+    assert plan.kv_cache_tokens is not None and abs(plan.kv_cache_tokens - 1_151_744) <= 512
+    assert plan.max_concurrency == pytest.approx(35.15, abs=0.02)
 
 
 # ---------------------------------------------------------------- failures
@@ -168,11 +237,11 @@ def test_gpu_memory_utilization_095_on_v5e_fails_after_compiling() -> None:
     assert (bad.outcome, bad.failure_kind, bad.exit_code, bad.ready_at_s) == (
         "failed", "hbm_oom_after_compile", 1, None)
     assert bad.compile_steps == ok.compile_steps == 87
-    assert bad.kv_cache_tokens == 53_280  # the KV line is printed before compiling
+    assert bad.kv_cache_tokens == 53_600  # the KV line is printed before compiling
     lines = failure_lines(bad)
     oom = next(i for i, line in enumerate(lines) if "RESOURCE_EXHAUSTED" in line)
     assert lines[oom].endswith("jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total "
-                               "memory required for HLO temporaries (15.80G) exceeds available HBM (15.75G).")
+                               "memory required for HLO temporaries (15.84G) exceeds available HBM (15.75G).")
     assert lines[oom + 1].endswith("] --------------------")
     assert "For simplicity, JAX has removed its internal frames" in lines[oom + 2]
     assert all(C4_DONE.search(line) is None for line in lines[oom:])
@@ -191,7 +260,7 @@ def test_max_model_len_the_kv_cache_cannot_hold_fails_with_the_v1_value_error() 
     needed = 65536 * 139_264 / GIB
     assert plan.failure_message == (
         "To serve at least one request with the models's max seq len (65536), "
-        f"({needed:.2f} GiB KV cache is needed, which is larger than the available KV cache memory (6.44 GiB). "
+        f"({needed:.2f} GiB KV cache is needed, which is larger than the available KV cache memory (6.48 GiB). "
         f"Based on the available memory, the estimated maximum model length is {tokens}. Try increasing "
         "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
     assert any(line.endswith("ValueError: " + plan.failure_message) for line in failure_lines(plan))
@@ -230,8 +299,8 @@ def test_weights_above_hbm_fail_while_loading_and_no_room_for_kv_fails_before_it
     no_kv = plan_startup(["Qwen/Qwen3-8B"], "v5litepod-1")  # 15.27 GiB of weights > the 14.49 GiB cap
     assert (no_kv.failure_kind, no_kv.weights_gib) == ("hbm_budget_exceeded", 15.27)
     assert no_kv.failure_message == "total_hbm_used_gb=15.27GiB exceeds total_hbm_limit_cap_gb=14.49GiB by 0.78GiB"
-    # Weights under the cap but no room for one KV block after the activation headroom: vLLM's check.
-    squeezed = plan_startup(["Qwen/Qwen3-8B", "--gpu-memory-utilization", "0.49"], "v6e-1")
+    # Weights under the cap (15.275 GiB) but no room for one 9 MiB KV block: vLLM's check.
+    squeezed = plan_startup(["Qwen/Qwen3-8B", "--gpu-memory-utilization", "0.4888"], "v6e-1")
     assert (squeezed.failure_kind, squeezed.failure_message) == (
         "hbm_budget_exceeded", "No available memory for the cache blocks. Try increasing "
         "`gpu_memory_utilization` when initializing the engine.")
@@ -299,6 +368,8 @@ def test_every_line_is_in_a_corpus_format(argv: list[str], accel: str) -> None:
 # ---------------------------------------------------------------- through the real log reader
 READER_CASES = [
     (["Qwen/Qwen3-8B"], "v6e-1"),
+    (["google/gemma-4-E2B-it", "--max-model-len", "8192"], "v5litepod-1"),
+    (["google/gemma-4-E2B-it", "--max-model-len", "131072"], "v5litepod-1"),
     (["meta-llama/Llama-3.1-8B-Instruct", "-tp", "4", "--max-model-len", "131072"], "v5litepod-4"),
     (["google/gemma-3-27b-it", "-tp", "8", "--max-num-seqs", "64", "--kv-cache-dtype", "fp8"], "v6e-8"),
     (["google/gemma-3-4b-it", "--max-model-len", "32768", "--gpu-memory-utilization", "0.95"], "v5litepod-1"),
