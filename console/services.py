@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from console.config import Config
+from console.flows.forwards import ForwardRegistry
 from console.flows.history_store import history_path
 from remote.models import FleetSnapshot, utc_now
 
@@ -42,6 +43,7 @@ class Services:
         sandbox: the running sandbox when ``--demo``, else ``None``.
         clock: the current UTC time (tests freeze it for stable snapshots).
         previous_specs: node key -> the ``ContainerSpec`` a swap replaced (what rollback re-runs).
+        forwards: the console's forwards to vLLM (they outlive the screen that opened them).
     """
 
     config: Config
@@ -50,6 +52,7 @@ class Services:
     sandbox: Sandbox | None = None
     clock: Callable[[], datetime] = utc_now
     previous_specs: dict[tuple[str, str, str], ContainerSpec] = field(default_factory=dict)
+    forwards: ForwardRegistry = field(default_factory=ForwardRegistry)
     _store: HistoryStore | None = field(default=None, repr=False)
     _queued: QueuedResourceService | None = field(default=None, repr=False)
     _config_mtime_ns: int | None = field(default=None, repr=False)
@@ -122,7 +125,8 @@ class Services:
         return True
 
     def close(self) -> None:
-        """Close what was opened (store, API client)."""
+        """Close what was opened (forwards, store, API client)."""
+        self.forwards.close_all()
         if self._store is not None:
             self._store.close()
             self._store = None

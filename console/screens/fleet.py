@@ -5,6 +5,7 @@ Keys (ids in brackets, remappable through ``[keys]`` in the config):
 ``j`` raw JSON [raw_json], ``enter``/``w`` startup watch [watch], ``s`` hot swap [swap],
 ``R`` roll back [rollback], ``b`` benchmark [bench], ``H`` history [history],
 ``n`` request capacity [request], ``d`` delete the selected queued resource [delete],
+``f`` forward ``localhost:PORT`` to the selected READY node's vLLM [forward] (it stays open; ``F`` lists forwards),
 ``i`` detail pane [detail], ``y`` copy the row's JSON [copy], ``o`` sort by the next column [sort], ``O`` reverse the sort [sort_reverse].
 
 Columns are shown by priority (:data:`NODE_COLUMNS`, :data:`QR_COLUMNS`): those that fit, whole;
@@ -90,6 +91,7 @@ class FleetScreen(ConsoleScreen):
         Binding("s", "swap", "Swap", id="swap"),
         Binding("R", "rollback", "Roll back", id="rollback"),
         Binding("b", "bench", "Bench", id="bench"),
+        Binding("f", "forward", "Forward", id="forward"),
         Binding("H", "history", "History", id="history"),
         Binding("n", "request", "Request", id="request"),
         Binding("d", "delete_qr", "Delete QR", id="delete"),
@@ -525,6 +527,43 @@ class FleetScreen(ConsoleScreen):
         """Open the benchmark form of the selected node."""
         if (node := self._need_node("benchmark it")) is not None:
             self.open_feature("bench", node)
+
+    def action_forward(self) -> None:
+        """Forward ``localhost:PORT`` to the selected READY node's vLLM, in the app's forwards (it stays
+        open when this view is left; the node's port: :meth:`~console.flows.forwards.ForwardRegistry.port_for`)."""
+        node = self._need_node("forward to its vLLM")
+        if node is None:
+            return
+        if node.state != "READY":
+            self.app.notify(f"{node.name} is {node.state}, not READY: nothing serves there yet.", severity="warning")
+            return
+        existing = self.services.forwards.get(node.key)
+        if existing is not None and existing.state in ("open", "reconnecting"):
+            self.app.notify(f"{existing.url} -> {node.name}: {existing.describe()} (F lists forwards).",
+                            title="Already forwarded")
+            return
+        self._forward(node)
+
+    @work(group="forward", exit_on_error=False)
+    async def _forward(self, node: Node) -> None:
+        from console.flows.ssh_target import resolve_target
+        from console.screens.confirm import host_key_question
+
+        config = self.services.config
+        try:
+            target = await resolve_target(node, config.ssh, 0, self.services.fleet)
+
+            async def ask(fingerprint: str) -> bool:
+                return await self.ask(host_key_question(target, fingerprint))
+
+            forward = await self.services.forwards.open(
+                node, target, container_port=config.container.port, config=config.forward,
+                accept_new_host_key=ask, container=config.container.name)
+        except RemoteError as exc:
+            self.app.notify(exc.message, title=f"No forward to {node.name}", severity="error", timeout=10)
+            return
+        self.app.notify(f"{forward.url} -> {node.name} port {forward.container_port}; it stays open "
+                        "(F lists forwards, y there copies the URL).", title="Forward open")
 
     def action_history(self) -> None:
         """Open the history pane."""
