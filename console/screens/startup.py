@@ -433,6 +433,7 @@ class StartupScreen(ConsoleScreen):
         watch = self.watcher
         if watch is None:
             return
+        self.services.watching[self.node.key] = info.state      # the fleet's SERVING column reads it (kept after)
         if self.recorder is not None:
             self._record(info.state)
         if info.state.ready and not self._tunnel_started:

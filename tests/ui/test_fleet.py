@@ -176,7 +176,7 @@ async def test_columns_by_priority_and_the_detail_pane_follow_the_width(services
         await pilot.press("i")
         await pilot.pause()
         assert not screen.query_one("#detail").display
-        await pilot.resize_terminal(220, 50)                    # wide: the pane stays as asked (hidden)
+        await pilot.resize_terminal(250, 50)                    # wide: the pane stays as asked (hidden)
         await pilot.pause()
         assert "ZONE" in _shown_columns(nodes) and "AGE" in _shown_columns(nodes)
 

@@ -172,3 +172,88 @@ def test_ports_come_from_the_config_else_stay_stable_per_node_and_skip_a_taken_o
         taken.listen()
         port = ForwardRegistry().port_for("d", ForwardConfig())
     assert port != stable_port("d") and port in STABLE_PORTS
+
+
+# --- the fleet's serving columns ----------------------------------------------------------------
+
+
+def node_cells(app: Any, name: str) -> dict[str, str]:
+    """The fleet's shown cells of node ``name``, by column label."""
+    table = app.screen.query_one("#nodes")
+    key = next(k for k in table.rows if k.value.endswith(f"/{name}"))
+    labels = [c.label.plain for c in table.columns.values()]
+    return dict(zip(labels, (str(c) for c in table.get_row(key)), strict=True))
+
+
+async def test_serving_columns_come_from_metrics_and_a_slow_node_never_delays_the_table(
+        sandbox: Any, sandbox_services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table is drawn while a node that accepts TCP but never answers (a blackholed VM) is
+    still being sampled; the others fill in from /metrics (model, ready, queue, tok/s under load);
+    the slow one says unreachable once its sample times out; a node whose container went away
+    says so."""
+    import socket
+    from dataclasses import replace
+
+    from console.flows import serving
+
+    monkeypatch.setattr(serving, "SAMPLE_INTERVAL_S", 0.5)
+    monkeypatch.setattr(serving, "SAMPLE_TIMEOUT_S", 3.0)
+    silent = socket.socket()                     # accepts connections, never sends an SSH banner
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    ssh = sandbox_services.config.ssh
+    hosts = {**ssh.hosts, "vllm-reserved-d": f"127.0.0.1:{silent.getsockname()[1]}"}
+    sandbox_services.config = replace(sandbox_services.config, ssh=replace(ssh, hosts=hosts))
+    vm = sandbox.vms["vllm-v5e-a"]
+    plan = vm.docker.find("vllm").plan
+    gone = sandbox.vms["vllm-ondemand-g"]
+
+    async def remove() -> None:
+        gone.docker.remove(gone.docker.find("vllm"))
+
+    sandbox.call(remove())
+    app = FleetApp(sandbox_services)
+    try:
+        async with app.run_test(size=(200, 45)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.snapshot is not None,
+                        "the fleet")
+            assert node_cells(app, "vllm-reserved-d")["SERVING"] == "…"      # the table did not wait for it
+            await until(pilot, lambda: node_cells(app, "vllm-v5e-a")["SERVING"] == "ready", "vllm-v5e-a's sample")
+            cells = node_cells(app, "vllm-v5e-a")
+            assert cells["MODEL"] == (plan.served_model_name or plan.model).rsplit("/", 1)[-1]
+            assert cells["QUEUE"] == "0"
+            assert node_cells(app, "vllm-reserved-d")["SERVING"] == "…"      # still sampling the silent one
+            assert node_cells(app, "vllm-spot-gone")["SERVING"] == "-"        # PREEMPTED: not sampled
+            await until(pilot, lambda: node_cells(app, "vllm-ondemand-g")["SERVING"] == "no container",
+                        "the node without its container")
+            # load: completions straight to the node's server; the next samples see tokens generated
+            async with httpx.AsyncClient(timeout=30, trust_env=False) as client:
+                base = f"http://127.0.0.1:{vm.openai_port}"
+                model = plan.served_model_name or plan.model
+                for _ in range(3):
+                    answer = await client.post(f"{base}/v1/completions",
+                                               json={"model": model, "prompt": "hello", "max_tokens": 64})
+                    assert answer.status_code == 200
+            await until(pilot, lambda: node_cells(app, "vllm-v5e-a")["TOK/S"] not in ("-", "0.0"),
+                        "tok/s from the generation counter")
+            assert float(node_cells(app, "vllm-v5e-a")["TOK/S"].replace(",", "")) > 0
+            await until(pilot, lambda: node_cells(app, "vllm-reserved-d")["SERVING"] == "unreachable",
+                        "the silent node's timeout")
+            fleet = app.screen
+            assert fleet.serving[next(k for k in fleet.serving if k.endswith("/vllm-reserved-d"))].reason == \
+                "no answer within 3 s"
+    finally:
+        silent.close()
+
+
+def test_a_watched_boot_says_how_far_it_is() -> None:
+    from dataclasses import replace
+
+    from console.flows.serving import watched_serving
+    from remote.startup import Phase, PhaseMark, StartupState
+
+    marks = tuple(PhaseMark(phase, None, n) for n, phase in enumerate((Phase.STARTING, Phase.LOADING_WEIGHTS,
+                                                                       Phase.COMPILING), start=1))
+    state = StartupState(phase=Phase.COMPILING, timeline=marks)
+    assert watched_serving(state) == ("booting 60%", "compiling")
+    assert watched_serving(replace(state, ready=True, phase=Phase.READY)) == ("ready", None)
