@@ -168,18 +168,12 @@ def serving_sampler_for(services: Services, node: Node) -> ServingSampler:
     """The production :class:`~console.flows.serving.ServingSampler` of ``node``: worker 0 through the
     one SSH target resolution, the node's forward in ``services.forwards`` when open, the state its
     startup view last read (``services.watching``)."""
-    from console.flows.serving import ServingSampler
-    from console.flows.ssh_target import resolve_target
-
-    config = services.config
-
-    async def target() -> object:
-        return await resolve_target(node, services.config.ssh, 0, services.fleet)
+    from console.flows.serving import sampler_for
 
     def forward_url() -> str | None:
         forward = services.forwards.get(node.key)
         return forward.url if forward is not None and forward.state == "open" else None
 
-    return ServingSampler(node, target, container=config.container.name, container_port=config.container.port,
-                          forward_url=forward_url, watched=lambda: services.watching.get(node.key),
-                          clock=services.clock)
+    # the config as it is now: the fleet makes a node's sampler after taking new [ssh.hosts] entries
+    return sampler_for(node, services.config, services.fleet, forward_url=forward_url,
+                       watched=lambda: services.watching.get(node.key), clock=services.clock)

@@ -14,7 +14,8 @@ No Textual here.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -207,6 +208,49 @@ class ServingSampler:
         if self._http is not None:
             await self._http.aclose()
             self._http = None
+
+
+def sampler_for(node: Any, config: Any, fleet: Any, *, forward_url: Callable[[], str | None] = lambda: None,
+                watched: Callable[[], StartupState | None] = lambda: None,
+                clock: Callable[[], datetime] | None = None) -> ServingSampler:
+    """The :class:`ServingSampler` of ``node`` under ``config`` (worker 0 through the one SSH target
+    resolution, :func:`console.flows.ssh_target.resolve_target`, with ``fleet`` for gcloud's
+    host-key alias; ``config.container``'s name and port)."""
+    from console.flows.ssh_target import resolve_target
+
+    async def target() -> Any:
+        return await resolve_target(node, config.ssh, 0, fleet)
+
+    return ServingSampler(node, target, container=config.container.name, container_port=config.container.port,
+                          forward_url=forward_url, watched=watched, clock=clock)
+
+
+async def sample_within(sampler: ServingSampler, timeout_s: float, *, model: str | None = None,
+                        now: Callable[[], datetime] | None = None) -> ServingSample:
+    """One :meth:`ServingSampler.sample` bounded by ``timeout_s`` seconds: past it the sample is
+    ``unreachable`` ("no answer within N s", keeping ``model``, the last one known) and the
+    sampler's connection is dropped so the next sample connects afresh. The fleet's loop and
+    ``nodes --serving`` both sample this way."""
+    from remote.models import utc_now
+
+    try:
+        return await asyncio.wait_for(sampler.sample(), timeout_s)
+    except TimeoutError:
+        sampler.close()
+        return ServingSample("unreachable", model=model, reason=f"no answer within {timeout_s:g} s",
+                             sampled_at=(now or utc_now)())
+
+
+async def sample_nodes(samplers: Iterable[ServingSampler], timeout_s: float = SAMPLE_TIMEOUT_S,
+                       ) -> list[ServingSample]:
+    """One sample of each sampler at once (each bounded by ``timeout_s``), in their order; every
+    sampler is closed after."""
+    samplers = list(samplers)
+    try:
+        return list(await asyncio.gather(*(sample_within(s, timeout_s) for s in samplers)))
+    finally:
+        for sampler in samplers:
+            await sampler.aclose()
 
 
 def _count(value: float | None) -> int | None:

@@ -219,14 +219,9 @@ class FleetScreen(ConsoleScreen):
         (:mod:`console.flows.serving`)."""
         try:
             while True:
-                timeout_s = serving_flow.SAMPLE_TIMEOUT_S
-                try:
-                    sample = await asyncio.wait_for(sampler.sample(), timeout_s)
-                except TimeoutError:
-                    sampler.close()               # the next sample connects afresh
-                    sample = ServingSample("unreachable", reason=f"no answer within {timeout_s:g} s",
-                                           model=self.serving.get(key, ServingSample()).model,
-                                           sampled_at=self._now())
+                sample = await serving_flow.sample_within(
+                    sampler, serving_flow.SAMPLE_TIMEOUT_S, model=self.serving.get(key, ServingSample()).model,
+                    now=self._now)
                 if key in self._samplers:
                     self.serving[key] = sample
                     if not self._serving_dirty:   # samples that come back together: one redraw
