@@ -170,8 +170,11 @@ class TpuConsoleApp(App[None]):
         self.push_screen(screen)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        """The command palette: app commands plus every binding of the current screen."""
-        yield from super().get_system_commands(screen)
+        """The command palette: app commands plus every binding of the current screen. Textual's
+        "Keys" (its key panel) is left out: "Help: all keys" lists every binding, with its id."""
+        for command in super().get_system_commands(screen):
+            if command.title != "Keys":
+                yield command
         for binding in getattr(screen, "BINDINGS", []):
             if isinstance(binding, Binding) and binding.description and binding.show \
                     and screen.check_action(binding.action, ()) is not False:
