@@ -214,6 +214,7 @@ class ForwardRegistry:
         self.ports: dict[str, int] = {}
         self._connect = connect
         self._tasks: dict[tuple[str, str, str], asyncio.Task[None]] = {}
+        self._opened: dict[tuple[str, str, str], asyncio.Future[None]] = {}
         self._subscribers: list[Callable[[], None]] = []
 
     def subscribe(self, callback: Callable[[], None]) -> None:
@@ -275,7 +276,10 @@ class ForwardRegistry:
             RemoteError: the forward could not be opened (it stays listed as ``failed``).
         """
         existing = self.forwards.get(node.key)
-        if existing is not None and existing.state in ("open", "reconnecting", "opening"):
+        if existing is not None and existing.state == "opening":     # another caller is opening it
+            await asyncio.shield(self._opened[node.key])
+            return existing
+        if existing is not None and existing.state in ("open", "reconnecting"):
             return existing
         if existing is not None:
             self.close(node.key)
@@ -284,13 +288,22 @@ class ForwardRegistry:
                           connect=self._connect, on_change=self._changed)
         self.forwards[node.key] = forward
         opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._opened[node.key] = opened
+
+        def fail(exc: RemoteError) -> None:
+            if not opened.done():
+                opened.set_exception(exc)
+                opened.exception()            # retrieved: a caller that went away leaves no warning
 
         async def run() -> None:
             try:
                 await forward.open(container=container)
             except RemoteError as exc:
-                opened.set_exception(exc)
+                fail(exc)
                 return
+            except BaseException:             # closed (cancelled) while it opened: the callers hear it
+                fail(RemoteError(f"the forward to {node.name} was closed while it opened"))
+                raise
             opened.set_result(None)
             await forward.hold()
 
@@ -302,6 +315,7 @@ class ForwardRegistry:
         """Close and unlist the node ``key``'s forward (its port stays the node's); returns it, or ``None``."""
         forward = self.forwards.pop(key, None)
         task = self._tasks.pop(key, None)
+        self._opened.pop(key, None)
         if forward is not None:
             forward.close()
         if task is not None:

@@ -257,3 +257,39 @@ def test_a_watched_boot_says_how_far_it_is() -> None:
     state = StartupState(phase=Phase.COMPILING, timeline=marks)
     assert watched_serving(state) == ("booting 60%", "compiling")
     assert watched_serving(replace(state, ready=True, phase=Phase.READY)) == ("ready", None)
+
+
+async def test_two_opens_at_once_share_one_forward_and_a_close_while_opening_is_said(
+        sandbox: Any, sandbox_services: Any) -> None:
+    import asyncio
+
+    from console.flows.ssh_target import resolve_target
+    from remote.errors import RemoteError
+
+    config = sandbox_services.config
+    node = await fleet_node(sandbox_services, "vllm-v5e-a")
+    target = await resolve_target(node, config.ssh, 0, sandbox_services.fleet)
+    registry = ForwardRegistry()
+    try:
+        first, second = await asyncio.gather(
+            *(registry.open(node, target, container_port=config.container.port, config=config.forward)
+              for _ in range(2)))
+        assert first is second and first.state == "open" and first.connections == 0
+        for _ in range(200):                     # the node's vLLM may still be booting in a fresh sandbox
+            if await models_status(first.url) == 200:
+                break
+            await asyncio.sleep(0.05)
+        assert await models_status(first.url) == 200 and len(registry.forwards) == 1
+        registry.close(node.key)
+        opening = asyncio.ensure_future(registry.open(node, target, container_port=config.container.port,
+                                                      config=config.forward))
+        await asyncio.sleep(0)                   # the open has started (its task is connecting)
+        waiter = asyncio.ensure_future(registry.open(node, target, container_port=config.container.port,
+                                                     config=config.forward))
+        await asyncio.sleep(0)
+        registry.close(node.key)
+        for caller in (opening, waiter):
+            with pytest.raises(RemoteError, match="closed while it opened"):
+                await asyncio.wait_for(caller, 10)
+    finally:
+        registry.close_all()
