@@ -30,6 +30,7 @@ FEATURES: dict[str, tuple[str, str]] = {
     "history": ("console.screens.history.screen", "HistoryScreen"),
     "rollback": ("console.screens.swap.rollback", "RollbackScreen"),
     "request": ("console.screens.request", "RequestScreen"),
+    "forwards": ("console.screens.forwards", "ForwardsScreen"),
 }
 
 
@@ -71,6 +72,7 @@ class TpuConsoleApp(App[None]):
         Binding("question_mark", "help", "Help", key_display="?", id="help"),
         Binding("f1", "help", "Help", show=False, priority=True, id="help_f1"),   # works inside inputs
         Binding("colon", "command", "Command", key_display=":", id="command", show=False),  # ? and ctrl+p list it
+        Binding("F", "forwards", "Forwards", id="forwards", show=False),  # ? and ctrl+p list it
         Binding("q", "quit", "Quit", id="quit"),
     ]
 
@@ -79,11 +81,31 @@ class TpuConsoleApp(App[None]):
         self.services = services
         if services.config.keys:
             self.set_keymap(services.config.keys)
+        #: the title without the forwards (:meth:`show_forwards` appends them)
+        self.base_title = "tpu-console — sandbox" if services.sandbox is not None else self.TITLE
+        self.title = self.base_title
+        services.forwards.subscribe(self.show_forwards)
 
     def on_mount(self) -> None:
-        if self.services.sandbox is not None:
-            self.title = "tpu-console — sandbox"
         self.push_screen(FleetScreen())
+
+    def show_forwards(self) -> None:
+        """Put the forwards in the header: ``⇄ vllm-flex-b localhost:8005`` (``+N`` more; the first's
+        state when it is not open), after every change of the app's forwards."""
+        forwards = [f for f in self.services.forwards.forwards.values() if f.state != "closed"]
+        if not forwards:
+            self.title = self.base_title
+            return
+        first = forwards[0]
+        state = "" if first.state == "open" else f" ({first.state})"
+        more = f" +{len(forwards) - 1}" if len(forwards) > 1 else ""
+        self.title = f"{self.base_title}  ⇄ {first.label}{state}{more}"
+
+    def action_forwards(self) -> None:
+        """Open the forwards view (every forward the console holds: close, copy URL)."""
+        if type(self.screen).__name__ == "ForwardsScreen":
+            return
+        self.open_feature("forwards", getattr(self.screen, "node", None))
 
     def action_help(self) -> None:
         """Show every binding of the current screen and of the app."""
@@ -148,8 +170,11 @@ class TpuConsoleApp(App[None]):
         self.push_screen(screen)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        """The command palette: app commands plus every binding of the current screen."""
-        yield from super().get_system_commands(screen)
+        """The command palette: app commands plus every binding of the current screen. Textual's
+        "Keys" (its key panel) is left out: "Help: all keys" lists every binding, with its id."""
+        for command in super().get_system_commands(screen):
+            if command.title != "Keys":
+                yield command
         for binding in getattr(screen, "BINDINGS", []):
             if isinstance(binding, Binding) and binding.description and binding.show \
                     and screen.check_action(binding.action, ()) is not False:

@@ -27,6 +27,11 @@ Example::
     name = "vllm"
     port = 8000
 
+    [forward]                  # the TUI's forwards and `forward NODE`: localhost:PORT -> node:container.port
+    # port = 8005              # a fixed local port (a second node forwarded at once gets its stable port)
+    # [forward.ports]          # per-node fixed ports
+    # "vllm-a" = 8006
+
     [prices.v6e]               # $ per chip-hour by provisioning model
     on-demand = 2.70
     spot = 0.95
@@ -108,6 +113,20 @@ class ContainerConfig:
     env: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ForwardConfig:
+    """``[forward]``: the local ports of forwards to vLLM (:mod:`console.flows.forwards`).
+
+    Attributes:
+        port: a fixed local port for any node, or ``None`` (each node then gets its stable port,
+            derived from its name within ``console.flows.forwards.STABLE_PORTS``).
+        ports: per-node fixed local ports, keyed by node name (``[forward.ports]``); they win.
+    """
+
+    port: int | None = None
+    ports: dict[str, int] = field(default_factory=dict)
+
+
 #: Default $ per chip-hour, by chip generation and provisioning model (public list prices,
 #: us-central; edit them in the config for your region and discounts).
 DEFAULT_PRICES: dict[str, dict[str, float]] = {
@@ -129,6 +148,7 @@ class Config:
         request_timeout_s: timeout for each TPU API call.
         ssh: SSH settings.
         container: serving container settings.
+        forward: local ports of the forwards to vLLM.
         prices: $ per chip-hour, ``prices[generation][provisioning_model]``.
         keys: binding overrides, action id -> key (``{"refresh": "ctrl+r"}``).
         db_path: history database override, or ``None`` for the XDG data path.
@@ -143,6 +163,7 @@ class Config:
     request_timeout_s: float = 20.0
     ssh: SshConfig = field(default_factory=SshConfig)
     container: ContainerConfig = field(default_factory=ContainerConfig)
+    forward: ForwardConfig = field(default_factory=ForwardConfig)
     prices: dict[str, dict[str, float]] = field(default_factory=lambda: {k: dict(v) for k, v in DEFAULT_PRICES.items()})
     keys: dict[str, str] = field(default_factory=dict)
     db_path: Path | None = None
@@ -253,7 +274,7 @@ def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
     chk = _Checker(file, text)
     chk.table(data, "", {
         "projects": list, "api_endpoint": str, "refresh_interval_s": float, "request_timeout_s": float,
-        "ssh": dict, "container": dict, "prices": dict, "keys": dict, "db_path": str, "readonly": bool,
+        "ssh": dict, "container": dict, "forward": dict, "prices": dict, "keys": dict, "db_path": str, "readonly": bool,
     })
     projects = []
     for item in data.get("projects", []):
@@ -310,6 +331,13 @@ def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
         args=tuple(c.get("args", ())), env=dict(env),
     )
 
+    f = chk.table(data.get("forward", {}), "forward", {"port": int, "ports": dict})
+    node_ports = chk.table(f.get("ports", {}), "forward.ports", {k: int for k in f.get("ports", {})})
+    for table, key, value in [("forward", "port", f.get("port")), *(("forward.ports", k, v) for k, v in node_ports.items())]:
+        if value is not None and not 1 <= value <= 65535:
+            raise chk.fail(table, key, f"{value} is not a TCP port (1-65535)")
+    forward = ForwardConfig(port=f.get("port"), ports=dict(node_ports))
+
     prices = {k: dict(v) for k, v in DEFAULT_PRICES.items()}
     for gen, table in chk.table(data.get("prices", {}), "prices", {k: dict for k in data.get("prices", {})}).items():
         allowed = {m: float for m in ("on-demand", "spot", "flex-start", "reserved", "preemptible")}
@@ -324,6 +352,7 @@ def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
         request_timeout_s=float(data.get("request_timeout_s", 20.0)),
         ssh=ssh,
         container=container,
+        forward=forward,
         prices=prices,
         keys=dict(keys),
         db_path=Path(os.path.expanduser(data["db_path"])) if data.get("db_path") else None,

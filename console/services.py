@@ -13,11 +13,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from console.config import Config
+from console.flows.forwards import ForwardRegistry
 from console.flows.history_store import history_path
 from remote.models import FleetSnapshot, utc_now
 
 if TYPE_CHECKING:
+    from console.flows.serving import ServingSampler
     from remote.container.spec import ContainerSpec
+    from remote.models import Node
+    from remote.startup import StartupState
     from remote.tpu.requests import QueuedResourceService
     from sandbox.runner import Sandbox
     from store.history import HistoryStore
@@ -42,6 +46,10 @@ class Services:
         sandbox: the running sandbox when ``--demo``, else ``None``.
         clock: the current UTC time (tests freeze it for stable snapshots).
         previous_specs: node key -> the ``ContainerSpec`` a swap replaced (what rollback re-runs).
+        forwards: the console's forwards to vLLM (they outlive the screen that opened them).
+        watching: node key -> the startup state its startup view last read (kept when the view is left).
+        serving_sampler: ``node -> ServingSampler`` for the fleet's serving columns
+            (:func:`serving_sampler_for` in production), or ``None``: not sampled (the columns say ``-``).
     """
 
     config: Config
@@ -50,6 +58,9 @@ class Services:
     sandbox: Sandbox | None = None
     clock: Callable[[], datetime] = utc_now
     previous_specs: dict[tuple[str, str, str], ContainerSpec] = field(default_factory=dict)
+    forwards: ForwardRegistry = field(default_factory=ForwardRegistry)
+    watching: dict[tuple[str, str, str], StartupState] = field(default_factory=dict)
+    serving_sampler: Callable[[Node], ServingSampler] | None = None
     _store: HistoryStore | None = field(default=None, repr=False)
     _queued: QueuedResourceService | None = field(default=None, repr=False)
     _config_mtime_ns: int | None = field(default=None, repr=False)
@@ -122,7 +133,8 @@ class Services:
         return True
 
     def close(self) -> None:
-        """Close what was opened (store, API client)."""
+        """Close what was opened (forwards, store, API client)."""
+        self.forwards.close_all()
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -142,9 +154,26 @@ def build_services(config: Config, *, db_path: Path | None = None, sandbox: Sand
     from remote.tpu.api import FleetSource
 
     fleet = FleetSource(config.projects, api_endpoint=config.api_endpoint, timeout_s=config.request_timeout_s)
-    return Services(
+    services = Services(
         config=config,
         fleet=fleet,
         db_path=history_path(config, db_path),
         sandbox=sandbox,
     )
+    services.serving_sampler = lambda node: serving_sampler_for(services, node)
+    return services
+
+
+def serving_sampler_for(services: Services, node: Node) -> ServingSampler:
+    """The production :class:`~console.flows.serving.ServingSampler` of ``node``: worker 0 through the
+    one SSH target resolution, the node's forward in ``services.forwards`` when open, the state its
+    startup view last read (``services.watching``)."""
+    from console.flows.serving import sampler_for
+
+    def forward_url() -> str | None:
+        forward = services.forwards.get(node.key)
+        return forward.url if forward is not None and forward.state == "open" else None
+
+    # the config as it is now: the fleet makes a node's sampler after taking new [ssh.hosts] entries
+    return sampler_for(node, services.config, services.fleet, forward_url=forward_url,
+                       watched=lambda: services.watching.get(node.key), clock=services.clock)

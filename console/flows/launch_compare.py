@@ -32,7 +32,9 @@ NOISE_PCT: Mapping[str, float] = {
 
 @dataclass(frozen=True)
 class FlagChange:
-    """One setting that differs: ``change`` is ``added``, ``removed`` or ``changed``.
+    """One setting that differs: ``change`` is ``added``, ``removed`` or ``changed``; an image is
+    ``pinned`` when ``b`` runs by digest the image ``a`` ran by a tag recorded with that digest
+    (``unpinned`` the other way round): the same image, not a change of it.
 
     ``setting`` names it as ``image``, ``image digest``, ``model``, ``--flag``, ``extra args``,
     ``env NAME``, ``volume /container/path``, ``port P``, ``network``, ``privileged``, ``shm size``.
@@ -144,8 +146,23 @@ def spec_diff(a: Launch, b: Launch) -> list[FlagChange]:
         va, vb = sa.get(key), sb.get(key)
         if va == vb:
             continue
-        changes.append(FlagChange(key, va, vb, "added" if va is None else "removed" if vb is None else "changed"))
+        change = "added" if va is None else "removed" if vb is None else "changed"
+        if key == "image" and change == "changed":
+            change = _pin_change(va, vb, sa.get("image digest"), sb.get("image digest"))
+        changes.append(FlagChange(key, va, vb, change))
     return changes
+
+
+def _pin_change(image_a: str | None, image_b: str | None, digest_a: str | None, digest_b: str | None) -> str:
+    """``pinned`` when ``image_b`` is the repo digest ``a``'s tag was recorded with (the same image,
+    pinned: a relaunch or swap by digest), ``unpinned`` the other way round, else ``changed``."""
+    from remote.container.spec import repo_digest
+
+    if repo_digest(image_b) and image_b in (digest_a, digest_b) and digest_a in (None, image_b):
+        return "pinned"
+    if repo_digest(image_a) and image_a in (digest_a, digest_b) and digest_b in (None, image_a):
+        return "unpinned"
+    return "changed"
 
 
 def latest_by_concurrency(benches: Sequence[BenchmarkRecord]) -> dict[int, BenchmarkRecord]:

@@ -3,7 +3,8 @@
 Shared by the startup view (``console/screens/startup.py``) and ``tpu-console watch``: both
 connect the same way (an unknown host key goes to a callback), follow ``docker logs -f
 --timestamps`` with :class:`remote.container.tail.LogTail`, feed :class:`remote.vllm_log.reader.StartupReader`,
-and, once ready, reach ``/v1/models`` through an SSH local port forward. No Textual here:
+and, once ready, reach ``/v1/models`` through an SSH local port forward (``watch``'s one-shot
+probe; the startup view and ``forward`` hold theirs with :mod:`console.flows.forwards`). No Textual here:
 callers get plain callbacks. Both read a followed container with :func:`read_followed`, and
 their :class:`~console.flows.launch_recorder.LaunchRecorder` writes what the watch learns into
 the history as it learns it (``watch`` in its own loop, the startup view in its history thread).
@@ -14,7 +15,6 @@ name), the new one gets a fresh reader, and both callers mark the gap
 
 from __future__ import annotations
 
-import asyncio
 import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,9 +26,6 @@ from remote.container.tail import LogLine, LogTail, TailStatus
 from remote.errors import RemoteError
 from remote.ssh import SshTarget
 from remote.vllm_log.reader import StartupReader
-
-#: Seconds between attempts to re-open a tunnel whose connection dropped (doubles up to 30 s).
-TUNNEL_RETRY_S = 1.0
 
 
 class StartupWatch:
@@ -181,31 +178,6 @@ class StartupWatch:
         self._listener = listener
         self.tunnel_url = f"http://127.0.0.1:{port}"
         return self.tunnel_url
-
-    async def keep_tunnel(self, on_change: Callable[[str], None] | None = None) -> None:
-        """Keep the tunnel open: when its connection drops, re-open it on the same local port.
-
-        Runs until cancelled; ``on_change`` gets one sentence per drop and per re-open.
-        """
-        delay = TUNNEL_RETRY_S
-        while True:
-            control = self._control
-            if control is not None and not control.is_closed():
-                await control.wait_closed()
-                if on_change is not None:
-                    on_change(f"the tunnel's SSH connection dropped; re-opening {self.tunnel_url}")
-            port = int((self.tunnel_url or ":0").rsplit(":", 1)[1])
-            try:
-                await self.open_tunnel(port)
-            except RemoteError as exc:
-                if on_change is not None:
-                    on_change(f"cannot re-open the tunnel yet: {exc}")
-                await asyncio.sleep(delay)
-                delay = min(30.0, delay * 2)
-                continue
-            delay = TUNNEL_RETRY_S
-            if on_change is not None:
-                on_change(f"tunnel open again at {self.tunnel_url}")
 
     async def probe(self, timeout_s: float = 5.0) -> list[str]:
         """``/v1/models`` through the tunnel: the served model ids.

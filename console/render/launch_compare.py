@@ -38,7 +38,7 @@ def flag_table(changes: Sequence[FlagChange]) -> Table:
     table.add_column("A", overflow="fold")
     table.add_column("B", overflow="fold")
     table.add_column("change", no_wrap=True)
-    styles = {"added": "green", "removed": "red", "changed": "yellow"}
+    styles = {"added": "green", "removed": "red", "changed": "yellow", "pinned": "dim", "unpinned": "dim"}
     for c in changes:
         table.add_row(*row(c.setting, Text(fmt.dash(c.a), style="dim" if c.a is None else ""),
                            Text(fmt.dash(c.b), style="dim" if c.b is None else ""),

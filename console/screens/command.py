@@ -1,6 +1,6 @@
 """``:`` command mode, as in k9s: jump to a view, or to a node by name, with completion.
 
-Commands (:func:`parse_command`): ``fleet``, ``history``, ``request``, ``help``, ``quit``;
+Commands (:func:`parse_command`): ``fleet``, ``history``, ``request``, ``forwards``, ``help``, ``quit``;
 ``node NAME`` (or just ``NAME``) selects the node in the fleet; ``startup NAME`` (``watch``),
 ``swap NAME``, ``rollback NAME``, ``bench NAME`` and ``history NAME`` open that view of the node.
 ``tab`` completes (the first candidate that starts with what was typed, shown greyed as you
@@ -24,7 +24,7 @@ from textual.widgets import Input, Static
 from console.render.plain import printable
 
 #: Views that need no node.
-VIEWS = ("fleet", "history", "request", "help", "quit")
+VIEWS = ("fleet", "history", "request", "forwards", "help", "quit")
 #: Views of one node: command word -> feature name (:data:`console.app.FEATURES`, ``node`` = the fleet row).
 NODE_VIEWS = {"node": "node", "startup": "startup", "watch": "startup", "swap": "swap",
               "rollback": "rollback", "bench": "bench", "history": "history"}
@@ -54,7 +54,7 @@ def parse_command(text: str, node_names: Sequence[str]) -> Command:
     """
     words = text.strip().removeprefix(":").split()
     if not words:
-        raise ValueError("Type a view (fleet, history, request, help, quit) or node NAME, bench NAME…")
+        raise ValueError("Type a view (fleet, history, request, forwards, help, quit) or node NAME, bench NAME…")
     head = words[0].lower()
     if len(words) == 1 and head in VIEWS:
         return Command(head)

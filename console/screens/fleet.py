@@ -5,7 +5,12 @@ Keys (ids in brackets, remappable through ``[keys]`` in the config):
 ``j`` raw JSON [raw_json], ``enter``/``w`` startup watch [watch], ``s`` hot swap [swap],
 ``R`` roll back [rollback], ``b`` benchmark [bench], ``H`` history [history],
 ``n`` request capacity [request], ``d`` delete the selected queued resource [delete],
+``f`` forward ``localhost:PORT`` to the selected READY node's vLLM [forward] (it stays open; ``F`` lists forwards),
 ``i`` detail pane [detail], ``y`` copy the row's JSON [copy], ``o`` sort by the next column [sort], ``O`` reverse the sort [sort_reverse].
+
+READY nodes get serving columns (SERVING, TOK/S, QUEUE, MODEL) from a background task per node
+(:mod:`console.flows.serving`, each sample bounded by a timeout): the table never waits for them;
+a node not sampled yet says ``…``, one that does not answer ``unreachable``.
 
 Columns are shown by priority (:data:`NODE_COLUMNS`, :data:`QR_COLUMNS`): those that fit, whole;
 the detail pane has every field and hides itself below :data:`DETAIL_MIN_WIDTH` columns. The
@@ -18,6 +23,7 @@ may hold quota, each with its exact delete command. Read-only mode (``--readonly
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -32,11 +38,14 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Input, Label, Static
 
+from console.flows import serving as serving_flow
 from console.flows.delete import owned_nodes, plan_delete
+from console.flows.serving import ServingSample
 from console.flows.triage import advice_for, inactive_by_zone, stuck_verdict
 from console.render import format as fmt
 from console.render.columns import column_widths, fit_columns, natural_key
 from console.render.plain import plain, printable, row
+from console.render.serving import serving_cells, serving_rows
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen
 from remote.errors import RemoteError
@@ -44,8 +53,8 @@ from remote.models import FleetSnapshot, Node, QueuedResource
 
 #: Node columns by priority: a narrow terminal shows the leading ones that fit, whole (the detail
 #: pane always has every field).
-NODE_COLUMNS = ("NAME", "STATE", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "HEALTH", "PROJECT", "ZONE",
-                "EXTERNAL IP", "INTERNAL IP", "RUNTIME", "QUEUED RESOURCE", "AGE")
+NODE_COLUMNS = ("NAME", "STATE", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "SERVING", "TOK/S", "QUEUE", "MODEL",
+                "HEALTH", "PROJECT", "ZONE", "EXTERNAL IP", "INTERNAL IP", "RUNTIME", "QUEUED RESOURCE", "AGE")
 #: Actions that change the fleet: hidden and refused in read-only mode.
 MUTATING_ACTIONS = frozenset({"swap", "rollback", "request", "delete_qr"})
 #: Queued-resource columns by priority, as :data:`NODE_COLUMNS`.
@@ -53,6 +62,8 @@ QR_COLUMNS = ("NAME", "STATE", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "FAIL
               "ZONE", "AGE")
 #: Below this terminal width the detail pane hides itself (``i`` shows it again).
 DETAIL_MIN_WIDTH = 120
+#: Seconds from a serving sample's return to the redraw of the tables (samples close together: one).
+SERVING_REDRAW_S = 0.2
 #: Cells the detail pane takes (its CSS width, border included).
 DETAIL_WIDTH = 44
 
@@ -90,6 +101,7 @@ class FleetScreen(ConsoleScreen):
         Binding("s", "swap", "Swap", id="swap"),
         Binding("R", "rollback", "Roll back", id="rollback"),
         Binding("b", "bench", "Bench", id="bench"),
+        Binding("f", "forward", "Forward", id="forward"),
         Binding("H", "history", "History", id="history"),
         Binding("n", "request", "Request", id="request"),
         Binding("d", "delete_qr", "Delete QR", id="delete"),
@@ -115,6 +127,10 @@ class FleetScreen(ConsoleScreen):
         #: project -> zone -> accelerator types it offers (listed once, for a stuck request's advice).
         self.offered_types: dict[str, dict[str, tuple[str, ...]]] = {}
         self._offered_loading: set[str] = set()
+        #: node row key -> its last serving sample (READY nodes being sampled)
+        self.serving: dict[str, ServingSample] = {}
+        self._samplers: dict[str, tuple[Any, asyncio.Task[None]]] = {}
+        self._serving_dirty = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -179,8 +195,64 @@ class FleetScreen(ConsoleScreen):
                           | {q.project for q in snapshot.queued_resources})
         self.sub_title = (f"{len(snapshot.nodes)} nodes · {len(snapshot.queued_resources)} queued resources"
                           f" · {len(projects)} projects · refreshed {fmt.when(self._now())}")
+        self._sync_samplers(snapshot)
         self._render_problems()
         self._render_tables()
+
+    # --- serving columns ----------------------------------------------------------------------
+
+    def _sync_samplers(self, snapshot: FleetSnapshot) -> None:
+        """One sampling task per READY node; a node gone or no longer READY loses its task and sample."""
+        make = self.services.serving_sampler
+        if make is None:
+            return
+        ready = {node_row_key(n): n for n in snapshot.nodes if n.state == "READY"}
+        for key in [k for k in self._samplers if k not in ready]:
+            self._stop_sampler(key)
+        for key, node in ready.items():
+            if key not in self._samplers:
+                sampler = make(node)
+                self.serving[key] = ServingSample()
+                task = asyncio.create_task(self._sample_loop(key, sampler), name=f"serving {node.name}")
+                task.add_done_callback(self._sampler_ended)
+                self._samplers[key] = (sampler, task)
+
+    async def _sample_loop(self, key: str, sampler: Any) -> None:
+        """Sample one node every ``SAMPLE_INTERVAL_S``, each sample bounded by ``SAMPLE_TIMEOUT_S``
+        (:mod:`console.flows.serving`)."""
+        try:
+            while True:
+                sample = await serving_flow.sample_within(
+                    sampler, serving_flow.SAMPLE_TIMEOUT_S, model=self.serving.get(key, ServingSample()).model,
+                    now=self._now)
+                if key in self._samplers:
+                    self.serving[key] = sample
+                    if not self._serving_dirty:   # samples that come back together: one redraw
+                        self._serving_dirty = True
+                        self.set_timer(SERVING_REDRAW_S, self._redraw_serving)
+                await asyncio.sleep(serving_flow.SAMPLE_INTERVAL_S)
+        finally:
+            await sampler.aclose()
+
+    def _redraw_serving(self) -> None:
+        self._serving_dirty = False
+        self._render_tables()
+
+    def _sampler_ended(self, task: asyncio.Task[None]) -> None:
+        """A sampling task that raised (a bug: samplers turn every expected failure into a sample)."""
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            self.console.report_unexpected(task.get_name(), error)
+
+    def _stop_sampler(self, key: str) -> None:
+        entry = self._samplers.pop(key, None)
+        self.serving.pop(key, None)
+        if entry is not None:
+            entry[1].cancel()
+
+    def on_unmount(self) -> None:
+        for key in list(self._samplers):
+            self._stop_sampler(key)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Read-only mode hides (and refuses) every action that changes the fleet."""
@@ -219,8 +291,10 @@ class FleetScreen(ConsoleScreen):
 
     def _node_cells(self, n: Node) -> list[Any]:
         now = self._now()
+        serving, tok_s, queue, model = serving_cells(self.serving.get(node_row_key(n)))
         return row(n.name, fmt.styled_state(n.state), n.accelerator_type, n.provisioning_model,
-                   fmt.countdown(n.time_left_s(now)), _health(n), n.project, n.zone, fmt.dash(n.external_ip),
+                   fmt.countdown(n.time_left_s(now)), serving, tok_s, queue, model,
+                   _health(n), n.project, n.zone, fmt.dash(n.external_ip),
                    fmt.dash(n.internal_ip), fmt.dash(n.runtime_version), fmt.dash(n.queued_resource),
                    fmt.age(n.create_time, now))
 
@@ -251,6 +325,11 @@ class FleetScreen(ConsoleScreen):
             return -item.create_time.timestamp() if item.create_time else None
         if column == "MAX RUN" and isinstance(item, QueuedResource):
             return item.max_run_duration_s
+        if column in ("TOK/S", "QUEUE") and isinstance(item, Node):
+            sample = self.serving.get(node_row_key(item))
+            if sample is None:
+                return None
+            return sample.tokens_per_s if column == "TOK/S" else sample.queue
         return None
 
     def _sorted(self, table_id: str, columns: Sequence[str],
@@ -259,7 +338,7 @@ class FleetScreen(ConsoleScreen):
         if column is None or column not in columns:
             return rows
         index = columns.index(column)
-        numeric = column in ("TIME LEFT", "AGE", "MAX RUN")
+        numeric = column in ("TIME LEFT", "AGE", "MAX RUN", "TOK/S", "QUEUE")
 
         def key(entry: tuple[Node | QueuedResource, list[Any]]) -> Any:
             if numeric:
@@ -401,6 +480,8 @@ class FleetScreen(ConsoleScreen):
             extra.add_row(*row("symptoms", ", ".join(item.symptoms) or "-"))
             for w in item.workers:
                 extra.add_row(*row(f"worker {w.worker}", f"{fmt.dash(w.external_ip)} / {fmt.dash(w.internal_ip)}"))
+            for name, value in serving_rows(self.serving.get(node_row_key(item))):
+                extra.add_row(*row(name, value))
         else:
             extra.add_row(*row("state_initiator", fmt.dash(item.state_initiator)))
             extra.add_row(*row("node_ids", ", ".join(item.node_ids) or "-"))
@@ -570,6 +651,43 @@ class FleetScreen(ConsoleScreen):
         """Open the benchmark form of the selected node."""
         if (node := self._need_node("benchmark it")) is not None:
             self.open_feature("bench", node)
+
+    def action_forward(self) -> None:
+        """Forward ``localhost:PORT`` to the selected READY node's vLLM, in the app's forwards (it stays
+        open when this view is left; the node's port: :meth:`~console.flows.forwards.ForwardRegistry.port_for`)."""
+        node = self._need_node("forward to its vLLM")
+        if node is None:
+            return
+        if node.state != "READY":
+            self.app.notify(f"{node.name} is {node.state}, not READY: nothing serves there yet.", severity="warning")
+            return
+        existing = self.services.forwards.get(node.key)
+        if existing is not None and existing.state in ("open", "reconnecting"):
+            self.app.notify(f"{existing.url} -> {node.name}: {existing.describe()} (F lists forwards).",
+                            title="Already forwarded")
+            return
+        self._forward(node)
+
+    @work(group="forward", exit_on_error=False)
+    async def _forward(self, node: Node) -> None:
+        from console.flows.ssh_target import resolve_target
+        from console.screens.confirm import host_key_question
+
+        config = self.services.config
+        try:
+            target = await resolve_target(node, config.ssh, 0, self.services.fleet)
+
+            async def ask(fingerprint: str) -> bool:
+                return await self.ask(host_key_question(target, fingerprint))
+
+            forward = await self.services.forwards.open(
+                node, target, container_port=config.container.port, config=config.forward,
+                accept_new_host_key=ask, container=config.container.name)
+        except RemoteError as exc:
+            self.app.notify(exc.message, title=f"No forward to {node.name}", severity="error", timeout=10)
+            return
+        self.app.notify(f"{forward.url} -> {node.name} port {forward.container_port}; it stays open "
+                        "(F lists forwards, y there copies the URL).", title="Forward open")
 
     def action_history(self) -> None:
         """Open the history pane."""

@@ -6,14 +6,16 @@ log; PREEMPTED / TERMINATED / a FAILED request end the view's watch with one sen
 connects to one worker of the node with the config's SSH settings (an unknown host key asks
 the operator in a modal), follows ``docker logs -f --timestamps`` of ``config.container.name``
 and feeds every line to the startup reader (:class:`console.flows.startup_watch.StartupWatch`, shared
-with ``tpu-console watch``). Once the log says ready, an SSH local port forward to
-``config.container.port`` is opened and ``/v1/models`` probed through it; the local URL stays
-usable while the screen is open. What the view learns goes into the history as it learns it.
+with ``tpu-console watch``). Once the log says ready, the node's forward to ``config.container.port``
+is opened in the app's forwards (:class:`console.flows.forwards.ForwardRegistry`: its local port is
+the node's, it stays open when the screen is left and re-opens on the same port when SSH drops) and
+``/v1/models`` probed through it; the serving panel reads ``/metrics`` through it too. What the
+view learns goes into the history as it learns it.
 
 Keys (ids in brackets): ``f`` follow [log_follow], ``/`` filter [log_filter], ``ctrl+f``
 search [log_search], ``n`` next match [log_next], ``z`` fold [log_fold], ``W`` next worker
 [worker], ``r`` reconnect [reconnect], ``R`` roll back [rollback], ``s`` swap [swap],
-``y`` copy the tunnel URL [copy_url], ``escape`` back [back].
+``y`` copy the forward's URL [copy_url], ``escape`` back [back] (the forward stays open).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from textual.message import Message
 from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
+from console.flows.forwards import Forward
 from console.flows.history_query import HistoryReader
 from console.flows.launch_recorder import LaunchRecorder
 from console.flows.node_wait import POLL_S as NODE_POLL_S
@@ -113,6 +116,9 @@ class StartupScreen(ConsoleScreen):
         self.history_known = False
         self.tunnel_note: str | None = None
         self.served_models: tuple[str, ...] | None = None
+        #: the node's forward in the app's forwards, once the log said ready
+        self.forward: Forward | None = None
+        self._forward_seen: str | None = None
         self._tunnel_started = False
         self._container_id: str | None = None
         self._dirty = True
@@ -147,6 +153,7 @@ class StartupScreen(ConsoleScreen):
         self.node_wait = None
         self.tunnel_note = None
         self.served_models = None
+        self.forward = None
         self._tunnel_started = False
         self._container_id = None
         self._pending, self._skipped = [], 0
@@ -348,43 +355,40 @@ class StartupScreen(ConsoleScreen):
 
     @work(exclusive=True, group="startup-tunnel", exit_on_error=False)
     async def _tunnel(self, watch: StartupWatch) -> None:
-        """Forward a local port to vLLM, probe /v1/models, keep the forward while the screen is open."""
-        port = self.services.config.container.port
-        self.tunnel_note = f"opening an SSH tunnel to port {port}…"
+        """Open the node's forward in the app's forwards (or take the one open), probe /v1/models
+        through it, then sample /metrics through it; the forward outlives the screen."""
+        from remote.ssh import probe_models
+
+        config = self.services.config
+        self.tunnel_note = f"opening the forward to port {config.container.port}…"
         self._dirty = True
         try:
-            await watch.open_tunnel()
+            forward = await self.services.forwards.open(self.node, watch.target, container_port=config.container.port,
+                                                        config=config.forward)
         except RemoteError as exc:
-            self.tunnel_note = f"the log says ready, but the tunnel failed: {exc}"
+            self.tunnel_note = f"the log says ready, but the forward failed: {exc}"
             self._dirty = True
             return
-        self.tunnel_note = f"probing {watch.tunnel_url}/v1/models…"
+        self.forward = forward
+        self.tunnel_note = f"probing {forward.url}/v1/models…"
         self._dirty = True
         for attempt in range(PROBE_ATTEMPTS):
             try:
-                self.served_models = tuple(await watch.probe())
+                self.served_models = tuple(await probe_models(forward.url))
                 self.tunnel_note = None
-                self._serve_metrics(watch)
+                self._serve_metrics(watch, forward)
                 break
             except RemoteError as exc:
-                self.tunnel_note = (f"/v1/models did not answer through the tunnel"
+                self.tunnel_note = (f"/v1/models did not answer through the forward"
                                     f"{' yet' if attempt + 1 < PROBE_ATTEMPTS else ''}: {exc}")
                 self._dirty = True
                 if attempt + 1 < PROBE_ATTEMPTS:
                     await asyncio.sleep(1.0)
         self._dirty = True
 
-        def changed(sentence: str) -> None:
-            self.tunnel_note = sentence
-            self._dirty = True
-
-        await watch.keep_tunnel(changed)
-
     @work(exclusive=True, group="startup-metrics", exit_on_error=False)
-    async def _serve_metrics(self, watch: StartupWatch) -> None:
-        """After ready: sample ``/metrics`` through the tunnel every few seconds into the serving panel."""
-        import asyncio
-
+    async def _serve_metrics(self, watch: StartupWatch, forward: Forward) -> None:
+        """After ready: sample ``/metrics`` through the app's forward every few seconds into the serving panel."""
         import httpx
 
         from remote.vllm_metrics import MetricsWindow, fetch_metrics
@@ -392,11 +396,10 @@ class StartupScreen(ConsoleScreen):
         window = MetricsWindow()
         panel = self.query_one("#panel-serving", ServingPanel)
         async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:
-            while watch is self.watcher:
-                url = watch.tunnel_url
-                if url:
+            while watch is self.watcher and forward.state != "closed":
+                if forward.state == "open":
                     try:
-                        window.add(await fetch_metrics(client, url))
+                        window.add(await fetch_metrics(client, forward.url))
                         panel.show(window.figures(), watch.reader.state.kv_cache_tokens)
                     except RemoteError as exc:
                         panel.show_problem(f"/metrics not read: {exc}")
@@ -408,16 +411,23 @@ class StartupScreen(ConsoleScreen):
         """What the panel shows now."""
         watch = self.watcher
         recorder_problem = self.recorder.error if self.recorder is not None else None
+        forward = self.forward
+        forward_note = None
+        if forward is not None and forward.state != "open":
+            forward_note = f"forward {forward.url}: {forward.describe()}"
         return PanelInfo(
             state=watch.reader.state if watch is not None else PanelInfo().state,
             now=self.services.clock(), status=watch.status if watch is not None else None,
             problem=self.problem, compile_eta_s=self.compile_eta_s, history_known=self.history_known,
-            tunnel_url=watch.tunnel_url if watch is not None else None,
-            tunnel_note=self.tunnel_note or recorder_problem, served_models=self.served_models,
+            tunnel_url=forward.url if forward is not None and forward.state == "open" else None,
+            tunnel_note=self.tunnel_note or forward_note or recorder_problem, served_models=self.served_models,
             node_wait=self.node_wait)
 
     def _refresh_panel(self) -> None:
         self._ticks += 1
+        seen = self.forward.describe() if self.forward is not None else None
+        if seen != self._forward_seen:        # the forward dropped, re-opened or was closed elsewhere
+            self._forward_seen, self._dirty = seen, True
         if not self._dirty:
             state = self.watcher.reader.state if self.watcher is not None else None
             running = state is not None and bool(state.timeline) and state.phase not in (Phase.READY, Phase.FAILED)
@@ -429,6 +439,7 @@ class StartupScreen(ConsoleScreen):
         watch = self.watcher
         if watch is None:
             return
+        self.services.watching[self.node.key] = info.state      # the fleet's SERVING column reads it (kept after)
         if self.recorder is not None:
             self._record(info.state)
         if info.state.ready and not self._tunnel_started:
@@ -487,16 +498,16 @@ class StartupScreen(ConsoleScreen):
         self.open_feature("swap", self.node)
 
     def action_copy_url(self) -> None:
-        """Copy the local URL of the SSH tunnel to vLLM (the OpenAI base URL) to the clipboard."""
-        url = self.watcher.tunnel_url if self.watcher is not None else None
-        if not url:
-            self.app.notify("No tunnel URL yet: it opens once the log says the server is ready.",
+        """Copy the local URL of the node's forward to vLLM (the OpenAI base URL) to the clipboard."""
+        forward = self.forward
+        if forward is None or forward.state == "closed":
+            self.app.notify("No forward yet: it opens once the log says the server is ready.",
                             severity="warning")
             return
-        self.copy(f"the tunnel URL {url}", url)
+        self.copy(f"the forward's URL {forward.url}", forward.url)
 
     def action_back(self) -> None:
-        """Close the filter box if open, else go back (the tunnel closes with the screen)."""
+        """Close the filter box if open, else go back (the node's forward stays open: ``F`` lists it)."""
         if not self.query_one(LogPane).close_input():
             self.app.pop_screen()
 
@@ -504,6 +515,6 @@ class StartupScreen(ConsoleScreen):
         self.workers.cancel_group(self, "startup-tunnel")
         self.workers.cancel_group(self, "startup-watch")
         if self.watcher is not None:
-            self.watcher.stop()               # the worker's finally closes the tunnel and connections
+            self.watcher.stop()               # the worker's finally closes its connections; the forward stays
         if self._db is not None:
             self._db.close()                  # after the writes already queued

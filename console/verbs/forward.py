@@ -2,14 +2,16 @@
 
 Usage::
 
-    tpu-console forward NODE [--port 8005]
+    tpu-console forward NODE [--port PORT]
 
 NODE (``NAME``, ``ZONE/NAME`` or ``PROJECT/ZONE/NAME``) must be READY; worker 0 is reached
 with the one SSH target resolution (gcloud's user, key and known-hosts alias). The forward is
-the startup view's tunnel (:class:`console.flows.startup_watch.StartupWatch`): when its SSH
-connection drops it is opened again on the same local port, so ``curl localhost:PORT`` and
-benchmarks keep their URL, as the article's ``demo.sh`` keeps ``localhost:8005 -> TPU:8000``.
-Each drop and re-open is one line on stderr; the URL is printed on stdout once it listens.
+the TUI's (:class:`console.flows.forwards.Forward`): when its SSH connection drops it is opened
+again on the same local port, so ``curl localhost:PORT`` and benchmarks keep their URL, as the
+article's ``demo.sh`` keeps ``localhost:8005 -> TPU:8000``. Without ``--port`` the port is the
+one the console gives the node: ``[forward.ports]``, else ``[forward] port``, else the node's
+stable port within 8005-8104 (derived from its name). Each drop and re-open is one line on
+stderr; the URL is printed on stdout once it listens.
 
 Exit codes: 0 held until Ctrl-C, 1 the node or the port could not be reached (or the local
 port is taken), 2 bad input (unknown or ambiguous NODE, bad config).
@@ -25,23 +27,21 @@ from typing import Any
 from console.verbs.common import config_or_exit
 from remote.printable import printable
 
-#: The local port when ``--port`` is not given (the article's ``demo.sh`` uses 8005).
-DEFAULT_LOCAL_PORT = 8005
-
 
 def add_parser(subparsers: Any) -> None:
     """Register the ``forward`` verb."""
     p = subparsers.add_parser("forward", help="hold localhost:PORT -> the node's vLLM port until Ctrl-C",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("node", metavar="NODE", help="node name (NAME, ZONE/NAME or PROJECT/ZONE/NAME)")
-    p.add_argument("--port", type=int, default=DEFAULT_LOCAL_PORT, metavar="PORT",
-                   help=f"local port (default {DEFAULT_LOCAL_PORT}); kept across reconnects")
+    p.add_argument("--port", type=int, default=None, metavar="PORT",
+                   help="local port (default: the config's, else the node's stable port in 8005-8104); "
+                        "kept across reconnects")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the verb; returns the exit code (see the module docstring)."""
-    if not 1 <= args.port <= 65535:
+    if args.port is not None and not 1 <= args.port <= 65535:
         return _fail(f"--port {args.port}: expected 1-65535", 2)
     config = config_or_exit(args)
     if config is None:
@@ -53,9 +53,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _hold(args: argparse.Namespace, config: Any) -> int:
+    from console.flows.forwards import Forward, ForwardRegistry
     from console.flows.node_lookup import NodeLookupError, lookup_exit_code
     from console.flows.ssh_target import ready_node_target
-    from console.flows.startup_watch import StartupWatch
     from console.verbs.watch import terminal_host_key_prompt
     from remote.errors import RemoteError
 
@@ -66,20 +66,22 @@ async def _hold(args: argparse.Namespace, config: Any) -> int:
     except RemoteError as exc:
         return _fail(str(exc), 1)
     port = config.container.port
-    watch = StartupWatch(target, container=config.container.name, container_port=port,
-                         accept_new_host_key=terminal_host_key_prompt(target))
+    local_port = args.port if args.port is not None else ForwardRegistry().port_for(node.name, config.forward)
+    forward = Forward(node.name, target, container_port=port, local_port=local_port,
+                      accept_new_host_key=terminal_host_key_prompt(target))
     try:
         try:
-            url = await watch.open_tunnel(args.port)
+            url = await forward.open()
         except RemoteError as exc:
             return _fail(str(exc), 1)
         print(url, flush=True)
         print(printable(f"Forwarding {url} -> {node.name} ({target.label}) port {port}; Ctrl-C stops."),
               file=sys.stderr, flush=True)
-        await watch.keep_tunnel(lambda sentence: print(printable(sentence), file=sys.stderr, flush=True))
+        forward.on_change = lambda sentence: print(printable(sentence), file=sys.stderr, flush=True)
+        await forward.hold()
         return 0
     finally:
-        await watch.close()
+        forward.close()
 
 
 def _fail(message: str, code: int) -> int:

@@ -1,9 +1,14 @@
 """``tpu-console nodes``: print the fleet (TPU nodes, queued resources, problems) once.
 
-Usage: ``tpu-console nodes [--project P]... [--json] [--api-endpoint URL]``.
+Usage: ``tpu-console nodes [--project P]... [--json] [--serving] [--api-endpoint URL]``.
 
 ``--json`` prints one object ``{"nodes": [...], "queued_resources": [...], "errors": [...]}``
 (keys: :meth:`remote.models.FleetSnapshot.to_json`; times ISO 8601 UTC, missing values null).
+``--serving`` samples every READY node once, all at once, each within 5 s (SSH, ``docker
+inspect``, vLLM's ``/metrics``: :mod:`console.flows.serving`, as the fleet's serving columns) and
+adds ``serving`` to each node (:meth:`~console.flows.serving.ServingSample.to_json`: ``serving``,
+``model``, ``running``, ``waiting``, ``queue``, ``reason``...; ``tokens_per_s`` is null: one
+sample has no rate; null for a node that is not READY), or SERVING / QUEUE / MODEL columns.
 Without it: two tables (rich), one line per problem, and per zone the inactive (SUSPENDED /
 FAILED) queued resources that may hold quota with their delete commands.
 
@@ -30,6 +35,8 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--project", action="append", metavar="P",
                         help="project id to list (repeatable; default: the config's projects)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    parser.add_argument("--serving", action="store_true",
+                        help="also sample what each READY node serves (SSH + /metrics, 5 s at most)")
     parser.add_argument("--api-endpoint", metavar="URL",
                         help="TPU API endpoint (sandbox or private endpoint); http:// uses anonymous credentials")
     parser.set_defaults(run=run)
@@ -75,8 +82,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     source = FleetSource(projects, api_endpoint=endpoint, timeout_s=config.request_timeout_s)
+    samples: dict[tuple[str, str, str], Any] = {}
     try:
-        snapshot = asyncio.run(source.list_fleet())
+        snapshot = asyncio.run(_list(source, config, samples if args.serving else None))
     except CredentialsError as exc:
         snapshot = FleetSnapshot(problems=tuple(FleetProblem(p.id, None, 401, exc.message) for p in projects),
                                  fetched_at=utc_now())
@@ -88,10 +96,27 @@ def run(args: argparse.Namespace) -> int:
 
     now = utc_now()
     if args.json:
-        print(json.dumps(snapshot.to_json(now), indent=2))
+        data = snapshot.to_json(now)
+        if args.serving:
+            for node, item in zip(snapshot.nodes, data["nodes"], strict=True):
+                sample = samples.get(node.key)
+                item["serving"] = sample.to_json() if sample is not None else None
+        print(json.dumps(data, indent=2))
     else:
-        _print_tables(snapshot, now, readonly=config.readonly)
+        _print_tables(snapshot, now, readonly=config.readonly, samples=samples if args.serving else None)
     return 1 if snapshot.problems else 0
+
+
+async def _list(source: Any, config: Any, samples: dict[tuple[str, str, str], Any] | None) -> Any:
+    """The fleet once; with ``samples``, one serving sample of every READY node into it (by node key)."""
+    from console.flows.serving import sample_nodes, sampler_for
+
+    snapshot = await source.list_fleet()
+    if samples is not None:
+        ready = [n for n in snapshot.nodes if n.state == "READY"]
+        found = await sample_nodes(sampler_for(n, config, source) for n in ready)
+        samples.update({n.key: sample for n, sample in zip(ready, found, strict=True)})
+    return snapshot
 
 
 def _span(seconds: float | None) -> str:
@@ -109,24 +134,32 @@ def _age(created: datetime | None, now: datetime) -> str:
     return _span((now - created).total_seconds()) if created else "-"
 
 
-def _print_tables(snapshot: Any, now: datetime, *, readonly: bool = False) -> None:
-    """Nodes and queued resources as rich tables, then one line per problem."""
+def _print_tables(snapshot: Any, now: datetime, *, readonly: bool = False,
+                  samples: dict[tuple[str, str, str], Any] | None = None) -> None:
+    """Nodes and queued resources as rich tables (with SERVING / QUEUE / MODEL given ``samples``),
+    then one line per problem."""
     from rich.console import Console
     from rich.table import Table
 
     from console.render.plain import row
+    from console.render.serving import serving_cells
 
     console = Console(width=None if sys.stdout.isatty() else 250, highlight=False, markup=False)
     nodes = Table(title=f"TPU nodes ({len(snapshot.nodes)})", title_justify="left")
-    for column in ("PROJECT", "ZONE", "NAME", "STATE", "TYPE", "PROVISIONING", "LEFT", "EXTERNAL IP",
-                   "INTERNAL IP", "HEALTH", "RUNTIME", "QUEUED RESOURCE", "AGE"):
+    serving_columns = ("SERVING", "QUEUE", "MODEL") if samples is not None else ()
+    for column in ("PROJECT", "ZONE", "NAME", "STATE", "TYPE", "PROVISIONING", "LEFT", *serving_columns,
+                   "EXTERNAL IP", "INTERNAL IP", "HEALTH", "RUNTIME", "QUEUED RESOURCE", "AGE"):
         nodes.add_column(column, no_wrap=column != "HEALTH", min_width=len(column))
     for n in snapshot.nodes:
         health = n.health or "-"
         if n.symptoms:
             health += " (" + ", ".join(n.symptoms) + ")"
+        served: tuple[Any, ...] = ()
+        if samples is not None:
+            serving, _, queue, model = serving_cells(samples.get(n.key))
+            served = (serving, queue, model)
         nodes.add_row(*row(n.project, n.zone, n.name, n.state, n.accelerator_type, n.provisioning_model,
-                           _span(n.time_left_s(now)), n.external_ip or "-", n.internal_ip or "-", health,
+                           _span(n.time_left_s(now)), *served, n.external_ip or "-", n.internal_ip or "-", health,
                            n.runtime_version or "-", n.queued_resource or "-", _age(n.create_time, now)))
     console.print(nodes)
     qrs = Table(title=f"Queued resources ({len(snapshot.queued_resources)})", title_justify="left")

@@ -6,7 +6,7 @@ Part of :mod:`remote.ssh`; import from there.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import asyncssh
@@ -94,7 +94,7 @@ async def run_command(
 
 async def forward_port(
     conn: asyncssh.SSHClientConnection, remote_port: int, local_port: int = 0,
-    *, remote_host: str = "127.0.0.1",
+    *, remote_host: str = "127.0.0.1", accept_handler: Callable[[str, int], bool] | None = None,
 ) -> tuple[asyncssh.SSHListener, int]:
     """Forward ``127.0.0.1:<local_port>`` here to ``<remote_host>:<remote_port>`` on the node.
 
@@ -103,6 +103,7 @@ async def forward_port(
         remote_port: the port on the node (vLLM's, 8000 by default).
         local_port: the local port, 0 for any free one.
         remote_host: the address as seen from the node.
+        accept_handler: called with each local client's ``(host, port)``; ``False`` refuses it.
 
     Returns:
         ``(listener, local_port)``; ``listener.close()`` ends the forward.
@@ -111,7 +112,8 @@ async def forward_port(
         SshFailure: the local port is taken or the node refused forwarding.
     """
     try:
-        listener = await conn.forward_local_port("127.0.0.1", local_port, remote_host, remote_port)
+        listener = await conn.forward_local_port("127.0.0.1", local_port, remote_host, remote_port,
+                                                 accept_handler=accept_handler)
     except OSError as exc:
         raise SshFailure(f"Cannot listen on local port {local_port}: {exc.strerror or exc}.",
                          title="Port forward failed") from None

@@ -307,3 +307,19 @@ def test_forward_verb_holds_the_same_local_port_across_a_dropped_connection(flee
     assert child.returncode == 0, err
     assert f"Forwarding http://127.0.0.1:{port} -> {NODE}" in err
     assert "dropped; re-opening" in err and f"tunnel open again at http://127.0.0.1:{port}" in err
+
+
+def test_nodes_serving_samples_each_ready_node_once(fleet, capsys):
+    """``nodes --serving --json``: every READY node sampled over SSH (/metrics through its own
+    forward), ``serving`` null for the others; without ``--serving`` no such key."""
+    plan = fleet.call(_engine_plan(fleet.vms[NODE]))
+    main(["--config", str(fleet.config_path), "nodes", "--serving", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    by_name = {n["name"]: n for n in data["nodes"]}
+    serving = by_name[NODE]["serving"]
+    assert (serving["serving"], serving["model"], serving["queue"]) == \
+        ("ready", plan.served_model_name or plan.model, 0)
+    assert by_name["vllm-spot-gone"]["serving"] is None                      # PREEMPTED: not sampled
+    assert by_name["vllm-v5e-16"]["serving"]["serving"] == "unreachable"     # multi-host: no VM here
+    main(["--config", str(fleet.config_path), "nodes", "--json"])
+    assert all("serving" not in n for n in json.loads(capsys.readouterr().out)["nodes"])

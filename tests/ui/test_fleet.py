@@ -176,7 +176,7 @@ async def test_columns_by_priority_and_the_detail_pane_follow_the_width(services
         await pilot.press("i")
         await pilot.pause()
         assert not screen.query_one("#detail").display
-        await pilot.resize_terminal(220, 50)                    # wide: the pane stays as asked (hidden)
+        await pilot.resize_terminal(250, 50)                    # wide: the pane stays as asked (hidden)
         await pilot.pause()
         assert "ZONE" in _shown_columns(nodes) and "AGE" in _shown_columns(nodes)
 
@@ -217,7 +217,9 @@ async def test_command_mode_jumps_to_views_and_nodes_with_completion(services: S
 
     async with TpuConsoleApp(services).run_test(size=(160, 45)) as pilot:
         screen = await _loaded(pilot)
-        assert "Command mode (:)" in [c.title for c in pilot.app.get_system_commands(screen)]
+        titles = [c.title for c in pilot.app.get_system_commands(screen)]
+        assert "Command mode (:)" in titles
+        assert titles.count("Help: all keys") == 1 and "Keys" not in titles   # one help entry, not Textual's too
         await pilot.press("colon", *"be", "tab")               # tab completes to the first node's bench
         await pilot.pause()
         assert isinstance(pilot.app.screen, CommandScreen)

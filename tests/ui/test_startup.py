@@ -251,12 +251,12 @@ async def test_booting_node_ends_ready_with_a_usable_tunnel(sandbox: Any, sandbo
         screen = await _open(pilot)
         await _until(pilot, lambda: screen.served_models is not None)
         await pilot.pause(PANEL_WAIT_S)
-        url = screen.watcher.tunnel_url
+        url = screen.forward.url
         assert url is not None and url.startswith("http://127.0.0.1:")
         await pilot.press("y")                              # copy the URL (OSC 52) with a toast
         await pilot.pause()
         assert app.clipboard == url
-        assert any(n.message.startswith(f"Copied the tunnel URL {url}") for n in app._notifications)
+        assert any(n.message.startswith(f"Copied the forward's URL {url}") for n in app._notifications)
         banner = panel_text(app, "banner")
         assert "✔ READY" in banner and f"Local URL {url}" in banner
         assert f"/v1/models answers: {plan.served_model_name or plan.model}" in banner

@@ -146,6 +146,8 @@ def test_unknown_binding_id_in_keys_stops_the_console(tmp_path: Path, capsys: py
     ('[ssh.hosts]\nvllm-a = "127.0.0.1:0"\n', "line 2: key 'ssh.hosts.vllm-a'", "port 0 is not a TCP port"),
     ("[ssh]\nport = 65536\n", "line 2: key 'ssh.port'", "65536 is not a TCP port"),
     ("[container]\nport = 99999\n", "line 2: key 'container.port'", "99999 is not a TCP port"),
+    ("[forward]\nport = 0\n", "line 2: key 'forward.port'", "0 is not a TCP port"),
+    ('[forward.ports]\n"vllm-a" = 70000\n', "line 2: key 'forward.ports.vllm-a'", "70000 is not a TCP port"),
     ('[container]\nname = "vllm; rm -rf /"\n', "line 2: key 'container.name'", "is not a docker container name"),
     ('[container]\nname = "$(id)"\n', "line 2: key 'container.name'", "is not a docker container name"),
     ('[container]\nname = "-vllm"\n', "line 2: key 'container.name'", "is not a docker container name"),
@@ -184,3 +186,10 @@ def test_services_take_new_ssh_hosts_from_the_config_file(tmp_path) -> None:
     path.write_text('this is not toml [')                              # a broken file is left for later
     os.utime(path, ns=(path.stat().st_mtime_ns + 2 * 10**9,) * 2)
     assert services.reload_ssh_hosts() is False and "new-b" in services.config.ssh.hosts
+
+
+def test_forward_ports_load(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[forward]\nport = 8005\n[forward.ports]\n"vllm-a" = 8006\n')
+    forward = load_config(path).forward
+    assert (forward.port, forward.ports) == (8005, {"vllm-a": 8006})

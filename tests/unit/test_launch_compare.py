@@ -96,3 +96,19 @@ def test_every_benchmark_kind_is_compared(store: HistoryStore) -> None:
     data = compare_json(a, b, store.benchmarks_for(a.id), store.benchmarks_for(b.id))
     assert (data["a"], data["b"]) == (a.id, b.id) and data["noise_pct"]["time_to_ready_s"] == 5.0
     assert {"setting": "env TPU_BACKEND_TYPE", "a": "jax", "b": "pjrt", "change": "changed"} in data["spec"]
+
+
+def test_a_tag_pinned_to_its_recorded_digest_is_pinned_not_changed(store: HistoryStore) -> None:
+    def launch(image: str, digest: str) -> int:
+        return store.start_launch(node="vllm-a", accelerator_type="v6e-8", model="Qwen/Qwen3-8B", image=image,
+                                  image_digest=digest, serve_args=["Qwen/Qwen3-8B"],
+                                  container_spec=_spec([], {}, digest) | {"image": image},
+                                  requested_at="2026-11-30T10:00:00Z", outcome="ready")
+
+    tag = store.get_launch(launch("vllm/vllm-tpu:latest", DIGEST_A))
+    pinned = store.get_launch(launch(DIGEST_A, DIGEST_A))
+    other = store.get_launch(launch(DIGEST_B, DIGEST_B))
+    assert spec_diff(tag, pinned) == [FlagChange("image", "vllm/vllm-tpu:latest", DIGEST_A, "pinned")]
+    assert spec_diff(pinned, tag) == [FlagChange("image", DIGEST_A, "vllm/vllm-tpu:latest", "unpinned")]
+    assert spec_diff(tag, other) == [FlagChange("image", "vllm/vllm-tpu:latest", DIGEST_B, "changed"),
+                                     FlagChange("image digest", DIGEST_A, DIGEST_B, "changed")]
