@@ -131,6 +131,17 @@ class SimDocker:
         self.containers: dict[str, SimContainer] = {}
         self.on_ready = on_ready
         self.on_stopped = on_stopped
+        #: Lines written by ``logs -f`` followers so far (all containers, all clients).
+        self.followed_lines = 0
+        self._cut: tuple[int, Callable[[], None]] | None = None
+
+    def cut_after_followed_lines(self, count: int, cut: Callable[[], None]) -> None:
+        """Call ``cut`` once, right after followers have written ``count`` lines in all (from now).
+
+        The follower writing the ``count``-th line stops its batch there, so the cut lands at
+        exactly that line however late the client connected (event-driven drop tests).
+        """
+        self._cut = (self.followed_lines + count, cut)
 
     # --- state -----------------------------------------------------------------------------
 
@@ -233,8 +244,15 @@ class SimDocker:
             due = bisect.bisect_right(box.line_ns, now)
             while index < due:
                 stop = min(due, index + 5000)
+                if opts.follow and self._cut is not None:
+                    stop = min(stop, index + max(1, self._cut[0] - self.followed_lines))
                 text = "".join(self._line(box, i, opts.timestamps) for i in range(index, stop))
                 await err(text)      # vLLM logs to stderr; docker logs keeps the stream
+                if opts.follow:
+                    self.followed_lines += stop - index
+                    if self._cut is not None and self.followed_lines >= self._cut[0]:
+                        cut, self._cut = self._cut[1], None
+                        cut()
                 index = stop
             if not opts.follow or box.removed.is_set() or closed.done():
                 return 0

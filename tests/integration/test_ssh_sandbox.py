@@ -386,17 +386,18 @@ def _phase_lines(lines: list[str]) -> list[tuple[str, int]]:
 
 def test_watch_follows_a_booting_node_to_ready_across_a_dropped_connection(sandbox, capsys) -> None:
     import json as jsonlib
-    import threading
 
     from console.cli import main
 
     vm = sandbox.vms["vllm-flex-b"]
     plan = sandbox.call(_plan_of(vm))
-    dropper = threading.Timer(1.0, lambda: sandbox._loop.call_soon_threadsafe(vm.drop_connections))
-    dropper.start()
+    # event-driven: the link drops right after the follower wrote its 12th line, however loaded
+    # the machine (a 1 s timer raced the boot and the connect under load)
+    sandbox.call(_cut_after(vm, 12))
+    assert len(plan.lines) > 12 + 5
     code = main(["--config", str(sandbox.config_path), "watch", "vllm-flex-b", "--json"])
-    dropper.cancel()
     captured = capsys.readouterr()
+    assert vm.docker.followed_lines >= 12
     assert code == 0, captured.err
     summary = jsonlib.loads(captured.out)
     assert summary["ready"] is True and summary["failure"] is None
@@ -406,6 +407,10 @@ def test_watch_follows_a_booting_node_to_ready_across_a_dropped_connection(sandb
         _phase_lines([line for _, line in plan.lines])
     assert "reconnecting (attempt 1)" in captured.err
     assert "confirmed: /v1/models on port 8000 serves" in captured.err
+
+
+async def _cut_after(vm: SandboxVm, lines: int) -> None:
+    vm.docker.cut_after_followed_lines(lines, vm.drop_connections)
 
 
 async def _plan_of(vm: SandboxVm):
