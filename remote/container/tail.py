@@ -10,6 +10,9 @@
   inspected; a new container id is followed from its first line.
 - **No orphans.** The follower runs on a pseudo-terminal, so it dies with its channel (SIGHUP
   from the kernel when sshd closes the tty), on a clean stop, a reconnect or a killed session.
+  A blackholed link keeps sshd's session (and the follower) alive, so the follower prints its
+  PID first and the next connection ends exactly that process before following again
+  (:mod:`remote.container.follower`; an operator's own ``docker logs -f`` is never touched).
 - **Status.** ``connecting``, ``connected``, ``reconnecting`` (attempt n), ``waiting`` (no such
   container), ``exited`` (exit code), ``error`` (cannot continue: host key, auth, sudo, docker).
 - **Batching.** Lines reach ``on_lines`` in batches every ``batch_interval_s`` (or sooner when
@@ -32,8 +35,9 @@ from typing import Any
 
 import asyncssh
 
-from remote.container.docker import docker_command, docker_inspect, logs_follow_args
+from remote.container.docker import docker_inspect, logs_follow_args
 from remote.container.docker_records import rejoin_records
+from remote.container.follower import follower_command, follower_pid, stop_follower
 from remote.ssh import SshFailure
 
 #: One delivered line: (docker timestamp or None, text without the timestamp).
@@ -272,6 +276,10 @@ class LogTail:
         self._last_line_at: datetime | None = None       # docker time of the newest line delivered
         self._lost_at: datetime | None = None            # ... when the connection was lost
         self._catch_up: _CatchUp | None = None
+        self._follower: tuple[int, str] | None = None     # (pid, container id) of the running follower
+        self._orphan: tuple[int, str] | None = None       # ... of one whose connection was lost
+        #: Earlier followers this tail found still running after a reconnect and stopped.
+        self.followers_stopped = 0
 
     @property
     def status(self) -> TailStatus | None:
@@ -357,6 +365,8 @@ class LogTail:
                 reason = exc.message
             except (asyncssh.Error, OSError) as exc:
                 reason = f"connection lost ({getattr(exc, 'reason', '') or type(exc).__name__})"
+            if self._follower is not None:       # the link went while following: it may live on
+                self._orphan, self._follower = self._follower, None
             if connected:
                 attempt = 0
                 self._lost_at = self._last_line_at
@@ -372,6 +382,11 @@ class LogTail:
 
     async def _session(self, conn: asyncssh.SSHClientConnection) -> None:
         """Inspect, follow, repeat, on one connection; returns only by raising."""
+        if self._orphan is not None:
+            pid, orphan_id = self._orphan
+            if await stop_follower(conn, pid, orphan_id, sudo=self._sudo):
+                self.followers_stopped += 1
+            self._orphan = None
         while True:
             info = await docker_inspect(conn, self.container, sudo=self._sudo)
             if info is None:
@@ -411,9 +426,9 @@ class LogTail:
         position = self._position
         position.begin_resume()
         args = logs_follow_args(container_id, since=position.last_raw)
-        command = docker_command(args, sudo=self._sudo) + " 2>&1"
+        command = follower_command(args, sudo=self._sudo)
         errors: list[str] = []
-        session = _LogSession(lambda line: self._accept(position, line, errors))
+        session = _LogSession(lambda line: self._accept(position, line, errors, container_id))
         # A pseudo-terminal ties the follower's life to the channel: when the channel or the
         # connection goes, sshd hangs up the tty and the kernel sends SIGHUP, so no
         # ``docker logs -f`` is left running on the node (without one it lives until its next
@@ -427,6 +442,7 @@ class LogTail:
         finally:
             channel.close()
         session.finish()
+        self._follower = None if session.failure is None else self._follower
         if session.failure is not None:
             raise session.failure
         status = channel.get_exit_status()
@@ -438,11 +454,16 @@ class LogTail:
                 self._deliver((None, line))
         return status
 
-    def _accept(self, position: _Position, line: str, errors: list[str]) -> None:
+    def _accept(self, position: _Position, line: str, errors: list[str], container_id: str) -> None:
         if line.endswith("\r"):
             line = line[:-1]
         if not line:
             return
+        if line[:1] == "t" and line.startswith("tpu-console follower pid "):
+            pid = follower_pid(line)
+            if pid is not None:
+                self._follower = (pid, container_id)
+                return
         if line[:1] == "E" and _DOCKER_ERROR.match(line):
             errors.append(line)
             return

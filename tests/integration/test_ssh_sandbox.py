@@ -217,6 +217,27 @@ async def test_tail_survives_a_drop_mid_boot_without_missing_or_duplicated_lines
     assert rec.batches < len(plan.lines)                # delivered in batches, not line by line
 
 
+async def test_the_sandbox_stops_only_our_follower_by_its_pid(vm_target) -> None:
+    """The follower command prints its PID; stop_follower checks /proc/PID/cmdline, then kills it
+    with sudo; a PID that is not our follower (or not following this container) is left alone."""
+    from remote.container.follower import follower_command, follower_pid, stop_follower
+
+    vm, target = vm_target
+    await vm.boot_container(READY_ARGV)
+    cid = vm.docker.find("vllm").id
+    async with await connect(target) as conn:
+        process = await conn.create_process(follower_command(["logs", "-f", "--timestamps", cid]))
+        pid = follower_pid((await process.stdout.readline()).rstrip("\n"))
+        assert pid is not None and vm.follower_pids() == [pid]
+        assert (await conn.run(f"kill -TERM {pid}", check=False)).exit_status == 1      # root's: needs sudo
+        assert await stop_follower(conn, pid, "ab" * 32) is False                       # not this container
+        assert await stop_follower(conn, pid + 1, cid) is False                         # no such process
+        assert vm.follower_pids() == [pid]
+        assert await stop_follower(conn, pid, cid) is True
+        await asyncio.wait_for(process.wait_closed(), 10)
+        assert vm.follower_pids() == []
+
+
 async def test_tail_follows_a_replacement_container_from_its_first_line(vm_target) -> None:
     vm, target = vm_target
     first_id = await vm.boot_container(READY_ARGV)
