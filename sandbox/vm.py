@@ -121,6 +121,8 @@ class SandboxVm:
         plan_for: ``(serve_argv, accelerator_type, boot_s) -> plan`` (default: the engine's ``plan_startup``).
         openai_server: the node's OpenAI-compatible server, not started yet (default: a new
             ``sandbox.openai_server.SandboxOpenAIServer``); the VM starts and stops it.
+        worker: this VM's worker index in a multi-host slice; a worker above 0 runs the
+            container with its own worker log (``sandbox.engine.worker_plan``) and serves nothing.
 
     Attributes:
         host_public_key: the host key in OpenSSH form (``ssh-ed25519 AAAA...``).
@@ -134,8 +136,9 @@ class SandboxVm:
                  sudo_password_required: bool = False, docker_missing: bool = False,
                  burst_lines_per_s: int = 0, burst_s: float = 0.0,
                  plan_for: Callable[[list[str], str, float], Any] | None = None,
-                 openai_server: Any = None) -> None:
+                 openai_server: Any = None, worker: int = 0) -> None:
         self.node_name = node_name
+        self.worker = worker
         self.accelerator_type = accelerator_type
         self.container_port = container_port
         self.boot_s = boot_s
@@ -229,6 +232,10 @@ class SandboxVm:
             from sandbox.engine import plan_startup
 
             plan = plan_startup(serve_argv, self.accelerator_type, boot_s=self.boot_s)
+        if self.worker > 0 and getattr(plan, "outcome", "") in ("ready", "failed"):
+            from sandbox.engine import worker_plan
+
+            plan = worker_plan(plan, self.worker)
         return with_burst(plan, self.burst_lines_per_s, self.burst_s) if self.burst_lines_per_s else plan
 
     def _on_ready(self, box: SimContainer) -> None:
@@ -346,7 +353,7 @@ class SandboxVm:
             _settle(found[1])
             return 0
         if name == "hostname":
-            await out(f"t1v-n-{self.node_name}-w-0\n")
+            await out(f"t1v-n-{self.node_name}-w-{self.worker}\n")
             return 0
         await err(f"bash: line 1: {name}: command not found\n")
         return 127

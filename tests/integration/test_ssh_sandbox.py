@@ -594,3 +594,68 @@ async def test_terminal_prompt_records_the_key_only_on_yes(make_vm, client_key, 
     async with await connect(target, accept_new_host_key=terminal_host_key_prompt(target, Tty("yes\n"), said)):
         pass
     assert known.read_text() == vm.known_hosts_line(ALIAS)
+
+
+# --- every worker of a multi-host slice --------------------------------------------------
+
+SLICE = "vllm-v5e-16"
+
+
+async def _plans_of(vms: list[SandboxVm]):
+    return [vm.docker.find("vllm").plan for vm in vms]
+
+
+def test_watch_follows_every_worker_of_a_slice_and_sums_hbm_over_workers(sandbox, capsys) -> None:
+    import json as jsonlib
+
+    from console.cli import main
+
+    vms = sandbox.workers[SLICE]
+    assert len(vms) == 4 and len({vm.ssh_port for vm in vms}) == 4
+    assert len({vm.host_public_key for vm in vms}) == 4                    # each worker its own host key
+    plans = sandbox.call(_plans_of(vms))
+    code = main(["--config", str(sandbox.config_path), "watch", SLICE, "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    summary = jsonlib.loads(captured.out)
+    assert summary["ready"] is True and summary["workers"] == 4 and summary["failure_worker"] is None
+    assert summary["kv_cache_tokens"] == plans[0].kv_cache_tokens         # worker 0's engine lines
+    assert summary["worker_lines_read"] == [len(p.lines) for p in plans]
+    assert [len(p.lines) for p in plans[1:]] == [4, 4, 4]                  # TPU info + 3 HBM lines each
+    by_stage = {item["stage"]: item for item in summary["slice_hbm"]}
+    weights, after_kv, limit = plans[0].weights_gib, plans[0].hbm_after_kv_gib, plans[0].hbm_limit_gib
+    assert by_stage["model_loaded"] == {"stage": "model_loaded", "used_gib": round(16 * weights, 2),
+                                        "limit_gib": round(16 * limit, 2), "chips": 16, "workers": 4}
+    assert by_stage["kv_cache"]["used_gib"] == round(16 * after_kv, 2)
+    assert summary["hbm_used_gib"] == [weights] * 4                        # per chip stays per chip
+    assert summary["worker_hbm_used_gib"] == [[after_kv] * 4] * 4
+    for worker, vm in enumerate(vms):
+        assert f"w{worker}| connected to node {SLICE} (127.0.0.1:{vm.ssh_port})" in captured.err
+    assert "w0| confirmed: /v1/models on port 8000 serves" in captured.err
+
+    code = main(["--config", str(sandbox.config_path), "watch", SLICE, "--worker", "0", "--json"])
+    alone = capsys.readouterr()
+    assert code == 0 and "workers" not in jsonlib.loads(alone.out) and "w1|" not in alone.err
+
+
+def test_a_failure_on_any_worker_fails_the_boot_and_names_the_worker(sandbox, capsys) -> None:
+    import json as jsonlib
+
+    from console.cli import main
+
+    vms = sandbox.workers[SLICE]
+    vms[0].boot_s = 30.0                                                  # worker 0 still booting
+    sandbox.call(_replace(vms[0], ["meta-llama/Llama-3.1-8B-Instruct", "--tensor-parallel-size", "4"]))
+    bad = sandbox.call(_replace(vms[2], ["meta-llama/Llama-3.1-8B-Instruct", "--tensor-parallel-size", "3"]))
+    assert bad.outcome == "failed" and bad.failure_kind == "config_error"
+    code = main(["--config", str(sandbox.config_path), "watch", SLICE, "--json"])
+    captured = capsys.readouterr()
+    assert code == 1, captured.err
+    summary = jsonlib.loads(captured.out)
+    assert summary["ready"] is False and summary["failure_worker"] == 2
+    assert summary["failure"] == "config_error"
+    assert summary["failure_detail"].startswith("worker 2: ValueError: Number of devices 4 must be divisible")
+    assert "w2| failed: config_error: " in captured.err
+    code = main(["--config", str(sandbox.config_path), "watch", SLICE])       # the panel says it too
+    panel = capsys.readouterr().out
+    assert code == 1 and re.search(r"Failed on\s+worker 2", panel) and re.search(r"Workers\s+4 workers", panel)
