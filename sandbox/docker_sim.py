@@ -3,7 +3,7 @@
 :class:`SimDocker` keeps containers and pulled images in memory and answers the ``docker``
 verbs tpu-console uses with docker's own output shapes and error wording:
 ``logs [-f] [--timestamps] [--since TS]``, ``inspect``, ``image inspect``, ``ps``, ``pull``,
-``rm -f``, ``run -d`` and ``exec CONTAINER ls|cat PATH`` (the served model's ``config.json``
+``rm -f``, ``run -d``, ``restart`` (in place: same id, ``RestartCount`` + 1) and ``exec CONTAINER ls|cat PATH`` (the served model's ``config.json``
 in the container's Hugging Face cache, ``sandbox.hf_cache``). A container started with ``IMAGE vllm serve MODEL ...`` prints the
 startup log that ``sandbox.engine.plan_startup`` computes, in real time from its start
 (stderr, as vLLM does), and exits when the plan says so.
@@ -70,6 +70,11 @@ class SimContainer:
     line_ns: list[int] = field(default_factory=list)
     removed: asyncio.Event = field(default_factory=asyncio.Event)
     timers: list[asyncio.TimerHandle] = field(default_factory=list)
+    #: Restarts in place (``RestartCount``); each one ends the followers of the run before.
+    restart_count: int = 0
+    restarted: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Line texts of every run so far, beside ``line_ns`` (``plan.lines`` holds the current run's).
+    texts: list[str] = field(default_factory=list)
 
     @property
     def exit_ns(self) -> int | None:
@@ -99,7 +104,7 @@ class SimContainer:
                       "Restarting": False, "OOMKilled": False, "Dead": False, "Pid": 0 if exited else 4242,
                       "ExitCode": code, "Error": "", "StartedAt": format_ts(self.started_ns),
                       "FinishedAt": format_ts(self.exit_ns) if exited and self.exit_ns else _ZERO_TIME},
-            "Image": self.image_id, "Name": "/" + self.name, "RestartCount": 0, "Driver": "overlay2",
+            "Image": self.image_id, "Name": "/" + self.name, "RestartCount": self.restart_count, "Driver": "overlay2",
             "HostConfig": {"Binds": list(self.binds) or None, "NetworkMode": self.network,
                            "PortBindings": {}, "RestartPolicy": {"Name": self.restart, "MaximumRetryCount": 0},
                            "Privileged": self.privileged, "ShmSize": self.shm_size},
@@ -179,13 +184,39 @@ class SimDocker:
                            network=network, restart=restart, privileged=privileged, shm_size=shm_size,
                            ports=list(ports or []), entrypoint=entrypoint, plan=plan, started_ns=time.time_ns())
         box.line_ns = [box.started_ns + int(offset * 1e9) for offset, _ in plan.lines]
+        box.texts = [text for _, text in plan.lines]
         self.containers[box.id] = box
+        self._schedule(box)
+        return box
+
+    def _schedule(self, box: SimContainer) -> None:
         loop = asyncio.get_running_loop()
+        plan = box.plan
         if getattr(plan, "ready_at_s", None) is not None and getattr(plan, "outcome", "") == "ready":
             box.timers.append(loop.call_later(plan.ready_at_s, self.on_ready, box))
         if box.exit_ns is not None:
             box.timers.append(loop.call_later(plan.exit_at_s, self.on_stopped, box))
-        return box
+
+    def restart(self, box: SimContainer, plan: Any = None) -> None:
+        """Restart ``box`` in place (``docker restart``, or a restart policy after an exit): same id,
+        ``RestartCount`` + 1, a new ``StartedAt``; the followers of the run before end (as
+        ``docker logs -f`` does when its container stops) and the new run logs ``plan``
+        (default: the same command planned again) after the lines of the runs before."""
+        for timer in box.timers:
+            timer.cancel()
+        box.timers = []
+        self.on_stopped(box)
+        box.plan = plan if plan is not None else self._plan((box.entrypoint or []) + box.command)
+        now = time.time_ns()
+        printed = bisect.bisect_right(box.line_ns, now)     # the old run printed nothing after it stopped
+        del box.line_ns[printed:], box.texts[printed:]
+        box.started_ns = max(now, (box.line_ns[-1] + 1) if box.line_ns else 0)
+        box.line_ns += [box.started_ns + int(offset * 1e9) for offset, _ in box.plan.lines]
+        box.texts += [text for _, text in box.plan.lines]
+        box.restart_count += 1
+        box.restarted.set()
+        box.restarted = asyncio.Event()
+        self._schedule(box)
 
     def _plan(self, full: list[str]) -> Any:
         if full[:2] == ["vllm", "serve"]:
@@ -213,7 +244,7 @@ class SimDocker:
         if verb == "image" and rest[:1] == ["inspect"]:
             return await self._image_inspect(rest[1:], out, err)
         handler = {"logs": self._logs, "inspect": self._inspect, "ps": self._ps, "pull": self._pull,
-                   "rm": self._rm, "run": self._run, "exec": self._exec}.get(verb)
+                   "rm": self._rm, "run": self._run, "exec": self._exec, "restart": self._restart}.get(verb)
         if handler is None:
             await err(f"docker: unknown command: docker {verb}\n\nRun 'docker --help' for more information\n")
             return 1
@@ -239,7 +270,10 @@ class SimDocker:
             await err(f"Error response from daemon: No such container: {opts.container}\n")
             return 1
         index = bisect.bisect_left(box.line_ns, since_ns) if since_ns is not None else 0
+        restarted = box.restarted
         while True:
+            if restarted.is_set():
+                return 0                                    # the container stopped: this follow ends
             now = time.time_ns()
             due = bisect.bisect_right(box.line_ns, now)
             while index < due:
@@ -263,12 +297,15 @@ class SimDocker:
                 wake.append(box.exit_ns)
             timeout = max(0.01, (min(wake) - time.time_ns()) / 1e9) if wake else 1.0
             waiter = asyncio.ensure_future(box.removed.wait())
-            await asyncio.wait([waiter, closed], timeout=min(timeout, 1.0), return_when=asyncio.FIRST_COMPLETED)
+            restart = asyncio.ensure_future(restarted.wait())
+            await asyncio.wait([waiter, restart, closed], timeout=min(timeout, 1.0),
+                               return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
+            restart.cancel()
 
     @staticmethod
     def _line(box: SimContainer, index: int, timestamps: bool) -> str:
-        text = box.plan.lines[index][1]
+        text = box.texts[index]
         return f"{format_ts(box.line_ns[index])} {text}\n" if timestamps else text + "\n"
 
     async def _inspect(self, args: list[str], out: Writer, err: Writer) -> int:
@@ -388,6 +425,19 @@ class SimDocker:
                 status = 1
                 continue
             self.remove(box)
+            await out(name + "\n")
+        return status
+
+    async def _restart(self, args: list[str], out: Writer, err: Writer) -> int:
+        """``docker restart NAME...``: each container restarts in place."""
+        status = 0
+        for name in (a for a in args if not a.startswith("-")):
+            box = self.find(name)
+            if box is None:
+                await err(f"Error response from daemon: No such container: {name}\n")
+                status = 1
+                continue
+            self.restart(box)
             await out(name + "\n")
         return status
 

@@ -73,6 +73,7 @@ class LaunchRecorder:
         self._written: dict[str, Any] = {}
         self.model: str | None = None
         self._limit_recorded = False
+        self._restart_count: int | None = None
 
     def _guard(self, write: Callable[[], Any]) -> Any:
         if self.store is None or self.error is not None:
@@ -102,6 +103,8 @@ class LaunchRecorder:
         """
         if container_id == self.container_id:
             return self.launch_id
+        if self.container_id is not None:       # another container: its own restarts
+            self._restart_count = None
         self.container_id = container_id
         self.model = spec.model if spec is not None else None
         self._limit_recorded = False
@@ -146,6 +149,7 @@ class LaunchRecorder:
             "engine_init_seconds": state.engine_init_seconds,
             "phase_durations": phase_durations(state.timeline) or None,
             "started_at": state.timeline[0].started_at if state.timeline else None,
+            "restart_count": self._restart_count,
         }
         if state.ready:
             fields["outcome"] = "ready"
@@ -199,6 +203,24 @@ class LaunchRecorder:
         if self.error is None:
             self._written.update(end)
         return {**written, **end}
+
+    def record_restart(self, state: StartupState, restart_count: int) -> dict[str, Any]:
+        """The container restarted in place: write what the ended boot's log gave, then the restart
+        count; the launch keeps its row (same container, same spec: one launch retrying) and the
+        fields the new boot's log gives are written over the old boot's from now on (its outcome
+        goes back to ``running`` until the new boot is ready or fails). Before the container's
+        launch is known (its inspect still running), the count is written with the next record."""
+        written = self.record(state)
+        self._restart_count = int(restart_count)
+        if self.launch_id is None:
+            return written
+        again = {"restart_count": self._restart_count, "outcome": "running"}
+        launch_id = self.launch_id
+        self._guard(lambda: self.store.update_launch(launch_id, **again))
+        if self.error is None:
+            self._written = dict(again)
+            return written | again
+        return written
 
     def record_exit(self, state: StartupState, exit_code: int | None) -> dict[str, Any]:
         """The container exited: write what the log gave, then, unless the log already showed

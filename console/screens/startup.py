@@ -114,6 +114,7 @@ class StartupScreen(ConsoleScreen):
         self.served_models: tuple[str, ...] | None = None
         self._tunnel_started = False
         self._container_id: str | None = None
+        self._restarts_shown = 0
         self._dirty = True
         self._ticks = 0
         self._pending: list[str] = []
@@ -148,6 +149,7 @@ class StartupScreen(ConsoleScreen):
         self.served_models = None
         self._tunnel_started = False
         self._container_id = None
+        self._restarts_shown = 0
         self._pending, self._skipped = [], 0
         self.query_one("#log", LogView).clear()
         self.sub_title = (f"{self.node.name} · worker {self.worker} of {self._workers_count()} · "
@@ -253,6 +255,13 @@ class StartupScreen(ConsoleScreen):
                 self.query_one("#log", LogView).write_lines([f"──── {gone.marker()} ────"])
             self._container_id = status.container_id
             self._observe(message.watcher, status.container_id, gone)
+        restart = message.watcher.restarts[-1] if message.watcher.restarts else None
+        if restart is not None and restart.restart_count == status.restart_count \
+                and restart.restart_count > self._restarts_shown:
+            self._restarts_shown = restart.restart_count      # a fresh boot section: its own reader
+            self.query_one("#log", LogView).write_lines([f"──── {restart.marker()} ────"])
+            self._write_restart(restart.old_state, restart.restart_count)
+            self._tunnel_started = False
         if status.kind == "exited":
             self._write_exit(message.watcher.reader.state, status.exit_code)
         if status.kind == "error":
@@ -332,6 +341,12 @@ class StartupScreen(ConsoleScreen):
 
     def _record_in_thread(self, state: StartupState) -> dict[str, Any]:
         return self._recorder().record(state)
+
+    @work(group="startup-record", exit_on_error=False)
+    async def _write_restart(self, state: StartupState, restart_count: int) -> None:
+        """The container restarted in place: its launch keeps its row with the restart count
+        (:meth:`LaunchRecorder.record_restart`), in the history thread."""
+        await self._history(lambda: self._recorder().record_restart(state, restart_count))
 
     @work(group="startup-record", exit_on_error=False)
     async def _write_exit(self, state: StartupState, exit_code: int | None) -> None:

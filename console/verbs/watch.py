@@ -278,8 +278,18 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
             say(f"warning: {found.problem}")
         recorder.record(watch.reader.state)
 
+    restarts_said: set[int] = set()
+
     def on_status(status: TailStatus) -> None:
         last["status"] = status
+        restart = watch.restarts[-1] if watch.restarts else None
+        if restart is not None and restart.restart_count == status.restart_count \
+                and restart.restart_count not in restarts_said:
+            restarts_said.add(restart.restart_count)        # a fresh boot: its own reader and messages
+            say(restart.marker())
+            if recorder is not None:
+                recorder.record_restart(restart.old_state, restart.restart_count)
+            last.update(phase=None, kv=None, steps=0, failed_at=None)
         if watch.replaced and watch.replaced[-1].new_id == status.container_id and status.container_id not in observing:
             gone = watch.replaced[-1]                 # a new container: its own reader, launch and messages
             say(gone.marker())

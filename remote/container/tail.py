@@ -13,8 +13,14 @@
   A blackholed link keeps sshd's session (and the follower) alive, so the follower prints its
   PID first and the next connection ends exactly that process before following again
   (:mod:`remote.container.follower`; an operator's own ``docker logs -f`` is never touched).
+- **Restart in place.** A ``RestartCount`` above the one seen (same id) is reported once
+  (``container vllm restarted (restart 2) at 14:05:31 UTC``, :attr:`TailStatus.restart_count`)
+  and the new run is followed from where the old one's lines ended.
+- **Stopped container.** An exited container is polled with backoff (``poll_interval_s``
+  doubling up to ``max_backoff_s``), reported as ``exited`` with ``waiting: container vllm
+  exited (code 1) at 14:05:31 UTC; polling every 4 s``, and followed again if it restarts.
 - **Status.** ``connecting``, ``connected``, ``reconnecting`` (attempt n), ``waiting`` (no such
-  container), ``exited`` (exit code), ``error`` (cannot continue: host key, auth, sudo, docker).
+  container), ``exited`` (exit code; still polled), ``error`` (cannot continue: host key, auth, sudo, docker).
 - **Batching.** Lines reach ``on_lines`` in batches every ``batch_interval_s`` (or sooner when
   ``max_batch_lines`` are pending), so a UI is called ~10-20 times a second, not per line.
   Memory is bounded: at most ``max_batch_lines`` pending lines plus one SSH packet (lines are
@@ -59,6 +65,9 @@ class TailStatus:
         container_id: the followed container's id, when known.
         exit_code: the container's exit code (``exited``), else ``None``.
         message: one sentence for a status line.
+        restart_count: the followed container's ``RestartCount`` (``docker inspect``): it rises
+            when the container restarts in place (same id); the status that first shows the new
+            count says ``container NAME restarted (restart N) at HH:MM:SS UTC``.
     """
 
     kind: str
@@ -66,6 +75,7 @@ class TailStatus:
     container_id: str | None = None
     exit_code: int | None = None
     message: str = ""
+    restart_count: int = 0
 
 
 def parse_docker_timestamp(raw: str) -> int | None:
@@ -183,6 +193,27 @@ class _LogSession(asyncssh.SSHClientSession):
             self._on_line(rejoin_records(rest).decode("utf-8", "replace"))
 
 
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _docker_time(raw: Any) -> datetime | None:
+    """A ``docker inspect`` time (``State.StartedAt``/``FinishedAt``, RFC 3339 nano) as UTC, or ``None``."""
+    ns = parse_docker_timestamp(raw) if isinstance(raw, str) else None
+    if ns is None or ns <= 0:
+        return None
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
+
+
+def _at(raw: Any) -> str:
+    """`` at 14:05:31 UTC`` for a ``docker inspect`` time, or nothing when docker gave none."""
+    when = _docker_time(raw)
+    return f" at {_clock(when)}" if when is not None else ""
+
+
 def _clock(at: datetime | None) -> str:
     """``14:05:31 UTC`` (the log's own clock, from docker's timestamps)."""
     return at.strftime("%H:%M:%S UTC") if at is not None else "unknown"
@@ -278,6 +309,8 @@ class LogTail:
         self._catch_up: _CatchUp | None = None
         self._follower: tuple[int, str] | None = None     # (pid, container id) of the running follower
         self._orphan: tuple[int, str] | None = None       # ... of one whose connection was lost
+        self._restart_count = 0                           # RestartCount of the followed container
+        self._exit_poll_s = poll_interval_s               # next wait while the container stays exited
         #: Earlier followers this tail found still running after a reconnect and stopped.
         self.followers_stopped = 0
 
@@ -316,7 +349,7 @@ class LogTail:
     # --- internals ----------------------------------------------------------------------
 
     def _report(self, kind: str, message: str, *, attempt: int = 0, exit_code: int | None = None) -> None:
-        status = TailStatus(kind, attempt, self._container_id, exit_code, message)
+        status = TailStatus(kind, attempt, self._container_id, exit_code, message, self._restart_count)
         if status != self._status:
             self._status = status
             self._flush()
@@ -395,16 +428,27 @@ class LogTail:
                 continue
             container_id = str(info.get("Id", ""))
             state = info.get("State") or {}
+            restarts = _int(info.get("RestartCount"))
             if container_id != self._container_id:
                 self._container_id = container_id
                 self._position = _Position()
+                self._restart_count = restarts
+            elif restarts > self._restart_count:
+                self._restart_count = restarts
+                self._exit_poll_s = self._poll_interval_s
+                self._report("connected", f"container {self.container} restarted (restart {restarts})"
+                                          f"{_at(state.get('StartedAt'))}")
             exited = state.get("Status") in ("exited", "dead")
             if exited and self._drained_id == container_id:
                 code = state.get("ExitCode")
-                self._report("exited", f"container {self.container} exited with code {code}",
+                delay = self._exit_poll_s
+                self._report("exited", f"waiting: container {self.container} exited (code {code})"
+                                       f"{_at(state.get('FinishedAt'))}; polling every {delay:g} s",
                              exit_code=code)
-                await asyncio.sleep(self._poll_interval_s)
+                await asyncio.sleep(delay)
+                self._exit_poll_s = min(self._max_backoff_s, delay * 2)
                 continue
+            self._exit_poll_s = self._poll_interval_s
             self._report("connected", f"following container {self.container} ({container_id[:12]})")
             if self._lost_at is not None:        # first follow after a lost connection: count the catch-up
                 self._catch_up = _CatchUp(self._lost_at)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from remote.container.docker import (
     docker_rm_f,
     docker_run,
 )
-from remote.container.tail import LogTail, TailStatus
+from remote.container.tail import LogTail, TailStatus, parse_docker_timestamp
 from remote.errors import VllmHttpError
 from remote.ssh import (
     HostKeyChanged,
@@ -260,7 +261,12 @@ async def test_tail_follows_a_replacement_container_from_its_first_line(vm_targe
     old_part, new_part = texts[:len(texts) - len(second.lines)], texts[len(texts) - len(second.lines):]
     assert new_part == [line for _, line in second.lines]
     assert old_part == [line for _, line in first.lines][:len(old_part)] and len(old_part) >= 5
-    assert rec.statuses[-1] == TailStatus("exited", 0, new_id, 1, "container vllm exited with code 1")
+    finished = vm.docker.find(new_id).inspect(time.time_ns())["State"]["FinishedAt"]
+    at = time.strftime("%H:%M:%S UTC", time.gmtime(parse_docker_timestamp(finished) // 10**9))
+    # a stopped container is waited on, not given up: polled with backoff, and said so
+    first_exit = next(s for s in rec.statuses if s.kind == "exited")
+    assert first_exit == TailStatus("exited", 0, new_id, 1,
+                                    f"waiting: container vllm exited (code 1) at {at}; polling every 0.1 s")
     assert {s.container_id for s in rec.statuses if s.kind == "connected"} == {first_id, new_id}
 
 
@@ -278,6 +284,34 @@ async def test_tail_waits_for_a_container_then_reports_its_exit(vm_target) -> No
     await asyncio.gather(task, return_exceptions=True)
     assert rec.texts() == [line for _, line in plan.lines]
     assert rec.statuses[-1].exit_code == 1
+
+
+async def test_a_stopped_container_is_polled_with_backoff_and_followed_again_after_a_restart_in_place(
+        vm_target) -> None:
+    vm, target = vm_target
+    await vm.boot_container(["Qwen/Qwen3-8B", "--tensor-parallel-size", "3"])    # config_error, exits at once
+    box = vm.docker.find("vllm")
+    first = box.plan
+    rec = Recorder()
+    tail = LogTail(lambda: connect(target), "vllm", on_lines=rec.on_lines, on_status=rec.on_status,
+                   initial_backoff_s=0.05, max_backoff_s=0.4, poll_interval_s=0.1)
+    task = asyncio.create_task(tail.run())
+    await rec.until(lambda: sum(s.kind == "exited" for s in rec.statuses) >= 3)
+    waits = [s.message.rsplit("polling every ", 1)[1] for s in rec.statuses if s.kind == "exited"]
+    assert waits[:3] == ["0.1 s", "0.2 s", "0.4 s"]                    # backoff, capped at max_backoff_s
+    assert rec.statuses[-1].message.startswith("waiting: container vllm exited (code 1) at ")
+    second = plan_startup(READY_ARGV, ACCEL, boot_s=1.0)
+    vm.docker.restart(box, second)                                    # docker restart: same id, RestartCount 1
+    await rec.until(lambda: len(rec.lines) >= len(first.lines) + len(second.lines))
+    await asyncio.sleep(0.3)
+    tail.stop()
+    await task
+    started = box.inspect(time.time_ns())["State"]["StartedAt"]
+    at = time.strftime("%H:%M:%S UTC", time.gmtime(parse_docker_timestamp(started) // 10**9))
+    restarted = [s for s in rec.statuses if "restarted" in s.message]
+    assert [(s.kind, s.container_id, s.restart_count, s.message) for s in restarted] == [
+        ("connected", box.id, 1, f"container vllm restarted (restart 1) at {at}")]
+    assert rec.texts() == [line for _, line in first.lines] + [line for _, line in second.lines]   # no dup, no gap
 
 
 async def test_sudo_needing_a_password_stops_the_tail_with_one_sentence(make_vm, client_key, tmp_path) -> None:
@@ -456,6 +490,51 @@ def test_watch_reports_a_failed_boot_with_exit_1(sandbox, capsys) -> None:
     assert "watch inference-prod/us-west4-a/vllm-v5e-a" in captured.out           # the summary panel
     assert re.search(rf"Failure\s+{plan.failure_kind}", captured.out)
     assert f"failed: {plan.failure_kind}" in captured.err
+
+
+def test_watch_marks_a_restart_in_place_and_reads_the_new_boot_from_a_fresh_state(sandbox, capsys,
+                                                                                  tmp_path) -> None:
+    import json as jsonlib
+
+    from console.cli import main
+    from console.flows.history_store import open_history
+
+    vm = sandbox.vms["vllm-flex-b"]
+    vm.boot_s = 6.0
+    sandbox.call(_replace(vm, ["Qwen/Qwen3-0.6B", "--max-model-len", "4096", "--tensor-parallel-size", "8"]))
+    box = vm.docker.find("vllm")
+    restarted: list = []
+
+    def restart() -> None:                 # on the sandbox loop, right after the 10th followed line
+        vm.boot_s = 1.0
+        restarted.append(plan_startup(["Qwen/Qwen3-0.6B", "--max-model-len", "4096", "--tensor-parallel-size", "8"],
+                                      "v6e-8", boot_s=1.0))
+        vm.docker.restart(box, restarted[0])
+
+    sandbox.call(_cut_after_with(vm, 10, restart))
+    db = tmp_path / "history.db"
+    code = main(["--config", str(sandbox.config_path), "--db", str(db), "watch", "vllm-flex-b", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    second = restarted[0]
+    summary = jsonlib.loads(captured.out)
+    assert re.search(r"container vllm restarted \(restart 1\) at \d\d:\d\d:\d\d UTC; a fresh boot follows",
+                     captured.err)
+    # the summary is the new boot's alone: its lines and its phase marks from line 1
+    assert summary["ready"] is True and summary["lines_read"] == len(second.lines)
+    assert [(m["phase"], m["line"]) for m in summary["phase_timeline"]] == \
+        _phase_lines([line for _, line in second.lines])
+    store = open_history(None, db)
+    try:
+        rows = store.list_launches(node="vllm-flex-b")
+    finally:
+        store.close()
+    mine = [r for r in rows if r.container_id == box.id]
+    assert len(mine) == 1 and mine[0].restart_count == 1 and mine[0].outcome == "ready"
+
+
+async def _cut_after_with(vm: SandboxVm, lines: int, cut) -> None:
+    vm.docker.cut_after_followed_lines(lines, cut)
 
 
 def test_watch_gives_a_replacing_container_its_own_reader_and_launch(sandbox, capsys, tmp_path) -> None:
