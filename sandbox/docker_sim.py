@@ -139,6 +139,17 @@ class SimDocker:
         #: Lines written by ``logs -f`` followers so far (all containers, all clients).
         self.followed_lines = 0
         self._cut: tuple[int, Callable[[], None]] | None = None
+        self._hold: dict[str, Any] | None = None
+
+    def hold_inspect(self, *, skip: int = 0, release_after: int = 2, timeout_s: float = 30.0,
+                     on_held: Callable[[], None] | None = None) -> None:
+        """Make one ``docker inspect`` slow, for race tests: after ``skip`` more container inspects,
+        the next one reads its containers at once but prints them only once ``release_after``
+        later inspects have answered with other containers (at most ``timeout_s``), as an inspect
+        that started before a replacement and finished after it would. ``on_held`` is called once
+        that inspect is held (e.g. to replace the container then)."""
+        self._hold = {"skip": skip, "release_after": release_after, "timeout_s": timeout_s,
+                      "held": None, "others": 0, "event": asyncio.Event(), "on_held": on_held}
 
     def cut_after_followed_lines(self, count: int, cut: Callable[[], None]) -> None:
         """Call ``cut`` once, right after followers have written ``count`` lines in all (from now).
@@ -329,11 +340,34 @@ class SimDocker:
                 status = 1
             else:
                 found.append(item)
+        await self._maybe_hold({str(item.get("Id", "")) for item in found if "State" in item})
         if opts.format:
             await out("".join(render_template(opts.format, item) + "\n" for item in found))
         else:
             await out(json.dumps(found, indent=4) + "\n")
         return status
+
+    async def _maybe_hold(self, ids: set[str]) -> None:
+        hold = self._hold
+        if hold is None or not ids:
+            return
+        if hold["held"] is not None:
+            if not ids & hold["held"]:
+                hold["others"] += 1
+                if hold["others"] >= hold["release_after"]:
+                    hold["event"].set()
+                    self._hold = None
+            return
+        if hold["skip"] > 0:
+            hold["skip"] -= 1
+            return
+        hold["held"] = ids
+        if hold["on_held"] is not None:
+            hold["on_held"]()
+        try:
+            await asyncio.wait_for(hold["event"].wait(), hold["timeout_s"])
+        except TimeoutError:
+            self._hold = None
 
     def _image_json(self, ref: str) -> dict[str, Any] | None:
         key = normalize_ref(ref)

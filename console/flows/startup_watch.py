@@ -145,6 +145,11 @@ class StartupWatch:
             self._on_status(status)
 
     @property
+    def reader_container_id(self) -> str | None:
+        """The id of the container :attr:`reader` reads (``None`` before the first status names one)."""
+        return self._followed_id
+
+    @property
     def container_id(self) -> str | None:
         """The followed container's id, once the tail knows it."""
         return self._tail.container_id if self._tail is not None else None

@@ -103,7 +103,7 @@ class StartupScreen(ConsoleScreen):
         self.watcher: StartupWatch | None = None
         self.recorder: LaunchRecorder | None = None
         self._db: HistoryReader | None = None
-        self._state_to_record: StartupState | None = None
+        self._state_to_record: tuple[StartupState, str | None] | None = None
         self._recording = False
         self._recorder_lock = asyncio.Lock()
         self.problem: str | None = None
@@ -300,7 +300,8 @@ class StartupScreen(ConsoleScreen):
         from store.records import compile_key
 
         if replaced is not None:
-            await self._history(lambda: self._recorder().record_replaced(replaced.old_state, replaced.marker()))
+            await self._history(lambda: self._recorder().record_replaced(replaced.old_state, replaced.marker(),
+                                                                         replaced.old_id))
         found = await read_followed(watch, container_id)
         if found.problem is not None:
             self.log.warning(found.problem)
@@ -322,9 +323,10 @@ class StartupScreen(ConsoleScreen):
         assert self.recorder is not None      # _history creates it before any write
         return self.recorder
 
-    def _record(self, state: StartupState) -> None:
-        """Queue ``state`` for the history; one write in flight, the newest state wins."""
-        self._state_to_record = state
+    def _record(self, state: StartupState, container_id: str | None) -> None:
+        """Queue ``state`` (of container ``container_id``) for the history; one write in flight,
+        the newest state wins."""
+        self._state_to_record = (state, container_id)
         if not self._recording:
             self._recording = True
             self._write_states()
@@ -334,13 +336,13 @@ class StartupScreen(ConsoleScreen):
         """Write the queued states in the history thread until none is left."""
         try:
             while self._state_to_record is not None:
-                state, self._state_to_record = self._state_to_record, None
-                await self._history(functools.partial(self._record_in_thread, state))
+                (state, container_id), self._state_to_record = self._state_to_record, None
+                await self._history(functools.partial(self._record_in_thread, state, container_id))
         finally:
             self._recording = False
 
-    def _record_in_thread(self, state: StartupState) -> dict[str, Any]:
-        return self._recorder().record(state)
+    def _record_in_thread(self, state: StartupState, container_id: str | None) -> dict[str, Any]:
+        return self._recorder().record(state, container_id)
 
     @work(group="startup-record", exit_on_error=False)
     async def _write_restart(self, state: StartupState, restart_count: int) -> None:
@@ -439,7 +441,7 @@ class StartupScreen(ConsoleScreen):
         if watch is None:
             return
         if self.recorder is not None:
-            self._record(info.state)
+            self._record(info.state, watch.reader_container_id)
         if info.state.ready and not self._tunnel_started:
             self._tunnel_started = True
             self._tunnel(watch)

@@ -253,7 +253,7 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
     def on_lines(batch: list[tuple[Any, str]]) -> None:
         state = watch.reader.state
         if recorder is not None:
-            recorder.record(state)
+            recorder.record(state, watch.reader_container_id)
         if state.phase != last["phase"]:
             last["phase"] = state.phase
             say(f"phase: {state.phase.value}")
@@ -276,7 +276,7 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
         found = await observe_followed(watch, recorder, container_id)
         if found.problem is not None:
             say(f"warning: {found.problem}")
-        recorder.record(watch.reader.state)
+        recorder.record(watch.reader.state, watch.reader_container_id)
 
     restarts_said: set[int] = set()
 
@@ -294,7 +294,7 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
             gone = watch.replaced[-1]                 # a new container: its own reader, launch and messages
             say(gone.marker())
             if recorder is not None:
-                recorder.record_replaced(gone.old_state, gone.marker())
+                recorder.record_replaced(gone.old_state, gone.marker(), gone.old_id)
             last.update(phase=None, kv=None, steps=0, failed_at=None)
         if recorder is not None and status.container_id and status.container_id not in observing:
             observing[status.container_id] = asyncio.create_task(observe(status.container_id))
@@ -369,7 +369,7 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
             if status is not None and status.kind == "exited" and not state.ready:
                 recorder.record_exit(state, status.exit_code)
             else:
-                recorder.record(state)
+                recorder.record(state, watch.reader_container_id)
         if state.ready and failed_worker is None and exited_worker is None:
             if probe:
                 await _probe(watch, container_port, say)

@@ -583,6 +583,51 @@ def test_watch_gives_a_replacing_container_its_own_reader_and_launch(sandbox, ca
     assert launches[new_id].outcome == "ready" and launches[new_id].kv_cache_tokens == second.kv_cache_tokens
 
 
+def test_the_old_launch_is_closed_even_when_its_inspect_finishes_after_the_replacement(sandbox, capsys,
+                                                                                      tmp_path) -> None:
+    import json as jsonlib
+
+    from console.cli import main
+    from console.flows.history_store import open_history
+    from sandbox.runner import serve_args_for
+
+    vm = sandbox.vms["vllm-flex-b"]
+    vm.boot_s = 6.0
+    sandbox.call(_replace(vm, serve_args_for("v6e-8", 8) or []))          # a fresh, slow boot
+    first_id = vm.docker.find("vllm").id
+    booted: list = []
+
+    def replace() -> None:           # on the sandbox loop, while the inspect of the first container is held
+        vm.boot_s = 1.0
+        vm.docker.remove(vm.docker.find("vllm"))
+        booted.append(asyncio.ensure_future(vm.boot_container(
+            ["Qwen/Qwen3-0.6B", "--max-model-len", "4096", "--tensor-parallel-size", "8"])))
+
+    # the tail's inspect passes; the watch's own inspect of the first container (its launch) is held
+    # until the tail and the new container's inspect have answered with the replacement
+    sandbox.call(_hold_inspect(vm, replace))
+    db = tmp_path / "history.db"
+    code = main(["--config", str(sandbox.config_path), "--db", str(db), "watch", "vllm-flex-b", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert booted and jsonlib.loads(captured.out)["model"] == "Qwen/Qwen3-0.6B"
+    new_id = vm.docker.find("vllm").id
+    marker = next(line for line in captured.err.splitlines() if line.startswith("container "))
+    store = open_history(None, db)
+    try:
+        launches = {launch.container_id: launch for launch in store.list_launches(node="vllm-flex-b")}
+    finally:
+        store.close()
+    assert set(launches) == {first_id, new_id}
+    assert launches[first_id].outcome == "replaced" and launches[first_id].failure_detail == marker
+    assert launches[first_id].model == "google/gemma-3-27b-it"             # its own facts, not the new one's
+    assert launches[new_id].outcome == "ready" and launches[new_id].model == "Qwen/Qwen3-0.6B"
+
+
+async def _hold_inspect(vm: SandboxVm, on_held) -> None:
+    vm.docker.hold_inspect(skip=1, release_after=2, on_held=on_held)
+
+
 def test_watch_refuses_an_unknown_host_key_without_a_terminal(sandbox, capsys, monkeypatch) -> None:
     import io
 
