@@ -3,8 +3,10 @@
 A node that is not READY yet (CREATING, or its queued resource not ACTIVE) is first waited for
 through the TPU API (:mod:`console.flows.node_wait`, one marker line per state change in the
 log; PREEMPTED / TERMINATED / a FAILED request end the view's watch with one sentence). Then it
-connects to one worker of the node with the config's SSH settings (an unknown host key asks
-the operator in a modal), follows ``docker logs -f --timestamps`` of ``config.container.name``
+connects to the node with the config's SSH settings (an unknown host key asks the operator in
+a modal; a multi-host slice: every worker at once, each log line prefixed ``w0| ``..``w3| ``, the
+panel summing HBM over the workers and a failure on any worker failing the boot, ``W`` cycles
+all workers -> worker 0 -> ... -> all), follows ``docker logs -f --timestamps`` of ``config.container.name``
 and feeds every line to the startup reader (:class:`console.flows.startup_watch.StartupWatch`, shared
 with ``tpu-console watch``). Once the log says ready, an SSH local port forward to
 ``config.container.port`` is opened and ``/v1/models`` probed through it; the local URL stays
@@ -46,6 +48,8 @@ from console.widgets.startup_panel import PanelInfo, StartupPanel
 from remote.container.tail import TailStatus
 from remote.errors import RemoteError
 from remote.startup import Phase, StartupState
+from remote.vllm_log.workers import failing_worker
+from remote.vllm_log.workers import slice_hbm as slice_hbm_of
 from store.errors import StoreError
 
 T = TypeVar("T")
@@ -95,10 +99,13 @@ class StartupScreen(ConsoleScreen):
             self.watcher = watch
             self.status = status
 
-    def __init__(self, node: Any, worker: int = 0, *, poll_s: float = NODE_POLL_S) -> None:
+    def __init__(self, node: Any, worker: int | None = None, *, poll_s: float = NODE_POLL_S) -> None:
         super().__init__()
         self.node = node
-        self.worker = worker
+        #: The worker followed alone, or ``None``: every worker of a multi-host slice at once.
+        self.worker: int | None = worker if worker is not None or self._workers_count() > 1 else 0
+        #: Workers 1..N of a slice followed beside :attr:`watcher` (worker 0), in worker order.
+        self.side_watchers: list[StartupWatch] = []
         self.poll_s = poll_s
         self.watcher: StartupWatch | None = None
         self.recorder: LaunchRecorder | None = None
@@ -143,6 +150,7 @@ class StartupScreen(ConsoleScreen):
         """(Re)start the watch of the current worker from an empty view."""
         self.workers.cancel_group(self, "startup-tunnel")
         self.watcher = None
+        self.side_watchers = []
         self.problem = None
         self.node_wait = None
         self.tunnel_note = None
@@ -152,8 +160,9 @@ class StartupScreen(ConsoleScreen):
         self._restarts_shown = 0
         self._pending, self._skipped = [], 0
         self.query_one("#log", LogView).clear()
-        self.sub_title = (f"{self.node.name} · worker {self.worker} of {self._workers_count()} · "
-                          f"container {self.services.config.container.name}")
+        who = (f"all {self._workers_count()} workers" if self.worker is None
+               else f"worker {self.worker} of {self._workers_count()}")
+        self.sub_title = f"{self.node.name} · {who} · container {self.services.config.container.name}"
         self._update_log_title()
         self._dirty = True
         self._run_watch()
@@ -170,11 +179,26 @@ class StartupScreen(ConsoleScreen):
                                                    on_change=self._waiting, poll_s=self.poll_s)
                 self._waiting(f"node {self.node.name} is READY")
                 self.node_wait = None
-            target = await resolve_target(self.node, config.ssh, self.worker, self.services.fleet)
+            chosen = list(range(self._workers_count())) if self.worker is None else [self.worker]
+            targets = [await resolve_target(self.node, config.ssh, w, self.services.fleet) for w in chosen]
         except RemoteError as exc:
             self._set_problem(exc.message, title=exc.title)
             return
+        every = [self._make_watch(target, config) for target in targets]
+        self.watcher, self.side_watchers = every[0], every[1:]
+        try:
+            for watch in every:
+                try:
+                    await watch.connect()
+                except RemoteError as exc:
+                    self._set_problem(exc.message, title=exc.title)   # the title is the toast's, not repeated
+                    return
+            await asyncio.gather(*(watch.follow() for watch in every))
+        finally:
+            for watch in every:
+                await watch.close()
 
+    def _make_watch(self, target: Any, config: Any) -> StartupWatch:
         async def ask(fingerprint: str) -> bool:
             return await self.ask(host_key_question(target, fingerprint))
 
@@ -184,16 +208,15 @@ class StartupScreen(ConsoleScreen):
             on_lines=lambda batch: self._queue_lines(watch, batch),
             on_status=lambda status: self._post_status(watch, status),
             tail_options={"max_batch_lines": TAIL_BATCH_LINES})
-        self.watcher = watch
-        try:
-            await watch.connect()
-        except RemoteError as exc:
-            self._set_problem(exc.message, title=exc.title)   # the title is the toast's, not repeated
-            return
-        try:
-            await watch.follow()
-        finally:
-            await watch.close()
+        return watch
+
+    def _worker_of(self, watch: StartupWatch) -> int | None:
+        """The worker number ``watch`` follows in the all-workers view, else ``None`` (no prefix)."""
+        if not self.side_watchers:
+            return None
+        if watch is self.watcher:
+            return 0
+        return self.side_watchers.index(watch) + 1 if watch in self.side_watchers else None
 
     def _waiting(self, sentence: str) -> None:
         """A state change of the node waited for: one marker line in the log."""
@@ -222,10 +245,14 @@ class StartupScreen(ConsoleScreen):
         Only one :class:`LinesArrived` is in flight; lines beyond the pane's cap are counted,
         not kept, so a burst the screen cannot draw in time costs no memory and no key latency.
         """
-        if watch is not self.watcher:
+        worker = self._worker_of(watch)
+        if watch is not self.watcher and worker is None:
             return
         notify = not self._pending and not self._skipped
-        self._pending.extend(text for _, text in batch)
+        if worker is None:
+            self._pending.extend(text for _, text in batch)
+        else:
+            self._pending.extend(f"w{worker}| {text}" for _, text in batch)
         over = len(self._pending) - LOG_LINES_SHOWN
         if over > 0:
             del self._pending[:over]
@@ -237,7 +264,7 @@ class StartupScreen(ConsoleScreen):
     def _lines(self, message: LinesArrived) -> None:
         lines, skipped = self._pending, self._skipped
         self._pending, self._skipped = [], 0
-        if message.watcher is not self.watcher:
+        if message.watcher is not self.watcher and self._worker_of(message.watcher) is None:
             return
         self.query_one("#log", LogView).write_lines(lines, skipped)
         self._update_log_title()
@@ -245,9 +272,15 @@ class StartupScreen(ConsoleScreen):
 
     @on(StatusChanged)
     def _status(self, message: StatusChanged) -> None:
-        if message.watcher is not self.watcher:
-            return
         status = message.status
+        worker = self._worker_of(message.watcher)
+        if message.watcher is not self.watcher:
+            if worker is not None and ((status.kind == "reconnecting" and status.attempt == 1)
+                                       or status.kind in ("exited", "error")
+                                       or status.message.startswith(("resumed", "container "))):
+                self.query_one("#log", LogView).write_lines([f"──── w{worker}| {status.message.split(';')[0]} ────"])
+                self._dirty = True
+            return
         if status.container_id and status.container_id != self._container_id:
             watch, gone = message.watcher, None
             if self._container_id is not None and watch.replaced and watch.replaced[-1].new_id == status.container_id:
@@ -419,8 +452,14 @@ class StartupScreen(ConsoleScreen):
         """What the panel shows now."""
         watch = self.watcher
         recorder_problem = self.recorder.error if self.recorder is not None else None
+        state = watch.reader.state if watch is not None else PanelInfo().state
+        slice_hbm: tuple[Any, ...] = ()
+        if watch is not None and self.side_watchers:
+            states = [state, *(side.reader.state for side in self.side_watchers)]
+            slice_hbm = tuple(slice_hbm_of(states))
+            state = _failed_on_any_worker(states)
         return PanelInfo(
-            state=watch.reader.state if watch is not None else PanelInfo().state,
+            state=state, workers=1 + len(self.side_watchers), slice_hbm=slice_hbm,
             now=self.services.clock(), status=watch.status if watch is not None else None,
             problem=self.problem, compile_eta_s=self.compile_eta_s, history_known=self.history_known,
             tunnel_url=watch.tunnel_url if watch is not None else None,
@@ -476,13 +515,14 @@ class StartupScreen(ConsoleScreen):
     # --- node actions -------------------------------------------------------------------
 
     def action_next_worker(self) -> None:
-        """Watch the next worker of a multi-host node."""
+        """Cycle a multi-host node's view: all workers -> worker 0 -> worker 1 ... -> all workers."""
         count = self._workers_count()
         if count <= 1:
             self.app.notify(f"{self.node.name} is a single-host node: worker 0 is the only one.")
             return
-        self.worker = (self.worker + 1) % count
-        self.app.notify(f"Watching worker {self.worker} of {count}.")
+        self.worker = 0 if self.worker is None else (self.worker + 1 if self.worker + 1 < count else None)
+        self.app.notify(f"Watching all {count} workers." if self.worker is None
+                        else f"Watching worker {self.worker} of {count}.")
         self._start()
 
     def action_reconnect(self) -> None:
@@ -514,7 +554,22 @@ class StartupScreen(ConsoleScreen):
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "startup-tunnel")
         self.workers.cancel_group(self, "startup-watch")
-        if self.watcher is not None:
-            self.watcher.stop()               # the worker's finally closes the tunnel and connections
+        for watch in (self.watcher, *self.side_watchers):
+            if watch is not None:
+                watch.stop()                  # the worker's finally closes the tunnel and connections
         if self._db is not None:
             self._db.close()                  # after the writes already queued
+
+
+def _failed_on_any_worker(states: list[StartupState]) -> StartupState:
+    """Worker 0's state, failed when another worker failed first (its failure, naming the worker)."""
+    import dataclasses
+
+    worker = failing_worker(states)
+    if worker is None or worker == 0:
+        return states[0]
+    failure = states[worker].failure
+    assert failure is not None
+    named = dataclasses.replace(failure, message=f"worker {worker}: {failure.message}",
+                                explanation=f"On worker {worker}: {failure.explanation}")
+    return dataclasses.replace(states[0], failure=named, ready=False, phase=Phase.FAILED)
