@@ -75,6 +75,8 @@ class SimContainer:
     restarted: asyncio.Event = field(default_factory=asyncio.Event)
     #: Line texts of every run so far, beside ``line_ns`` (``plan.lines`` holds the current run's).
     texts: list[str] = field(default_factory=list)
+    #: Index in ``line_ns`` where run N+1 starts (after restart N+1), for each restart so far.
+    run_starts: list[int] = field(default_factory=list)
 
     @property
     def exit_ns(self) -> int | None:
@@ -222,6 +224,7 @@ class SimDocker:
         printed = bisect.bisect_right(box.line_ns, now)     # the old run printed nothing after it stopped
         del box.line_ns[printed:], box.texts[printed:]
         box.started_ns = max(now, (box.line_ns[-1] + 1) if box.line_ns else 0)
+        box.run_starts.append(len(box.line_ns))
         box.line_ns += [box.started_ns + int(offset * 1e9) for offset, _ in box.plan.lines]
         box.texts += [text for _, text in box.plan.lines]
         box.restart_count += 1
@@ -281,10 +284,13 @@ class SimDocker:
             await err(f"Error response from daemon: No such container: {opts.container}\n")
             return 1
         index = bisect.bisect_left(box.line_ns, since_ns) if since_ns is not None else 0
-        restarted = box.restarted
+        restarted, run = box.restarted, box.restart_count
         while True:
-            if restarted.is_set():
-                return 0                                    # the container stopped: this follow ends
+            if restarted.is_set():                          # the container stopped: this follow ends
+                end = box.run_starts[run] if run < len(box.run_starts) else len(box.line_ns)
+                if index < end:                             # after the stopped run's last lines
+                    await err("".join(self._line(box, i, opts.timestamps) for i in range(index, end)))
+                return 0
             now = time.time_ns()
             due = bisect.bisect_right(box.line_ns, now)
             while index < due:

@@ -488,3 +488,39 @@ async def test_a_failure_on_another_worker_fails_the_boot_in_the_panel(sandbox: 
         assert state.failure.message.startswith("worker 3: ValueError: Number of devices 4 must be divisible")
         await pilot.pause(PANEL_WAIT_S)
         assert "On worker 3: " in panel_text(app, "banner")
+
+
+async def _restart(vm: Any, argv: list[str], boot_s: float) -> Any:
+    from sandbox.engine import plan_startup
+
+    plan = plan_startup(argv, vm.accelerator_type, boot_s=boot_s)
+    vm.docker.restart(vm.docker.find("vllm"), plan)
+    return plan
+
+
+async def test_a_restart_in_place_gets_a_marker_and_a_fresh_boot_section(sandbox: Any, sandbox_services: Any) -> None:
+    import re
+
+    from sandbox.runner import serve_args_for
+
+    vm = sandbox.vms["vllm-flex-b"]
+    node = await fleet_node(sandbox_services, "vllm-flex-b")
+    argv = serve_args_for(node.accelerator_type, node.chips) or []
+    sandbox.call(_reboot(vm, argv, boot_s=6.0))
+    app = StartupApp(sandbox_services, node)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        view = screen.query_one("#log", LogView)
+        await _until(pilot, lambda: view.buffer.total > 10)
+        container_id = screen.watcher.container_id
+        second = sandbox.call(_restart(vm, argv, boot_s=1.0))
+        await _until(pilot, lambda: screen.watcher.restarts and screen.watcher.reader.state.ready)
+        markers = [e.text for e in view.buffer.entries if "restarted" in e.text]
+        assert len(markers) == 1 and re.fullmatch(
+            r"──── container vllm restarted \(restart 1\) at \d\d:\d\d:\d\d UTC; a fresh boot follows ────",
+            markers[0]), markers
+        assert screen.watcher.container_id == container_id                       # same container
+        assert screen.watcher.reader.state.lines_read == len(second.lines)       # a fresh boot section
+        await _until(pilot, lambda: [(l.restart_count, l.outcome) for l in
+                                     sandbox_services.store.list_launches(node="vllm-flex-b")
+                                     if l.container_id == container_id] == [(1, "ready")])
