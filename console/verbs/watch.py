@@ -109,6 +109,10 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
         print(f"tpu-console: {printable(exc)}", file=sys.stderr)
         return 2
     (target, accept), rest = pairs[0], pairs[1:]
+    if args.worker:
+        print(f"tpu-console: following worker {args.worker} alone: only worker 0's log says ready, so this "
+              f"watch ends on a failure, an exited container or Ctrl-C (omit --worker to follow every worker)",
+              file=sys.stderr)
     recorder = _recorder(config, args, node)
     try:
         code, summary = await watch_target(target, container=config.container.name,
@@ -242,8 +246,8 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
     out = progress or sys.stderr
     multi = bool(workers)
 
-    def say(text: str, worker: int = 0) -> None:
-        prefix = f"w{worker}| " if multi else ""
+    def say(text: str, worker: int | None = 0) -> None:
+        prefix = f"w{worker}| " if multi and worker is not None else ""
         out.write(f"{prefix}{printable(text)}\n")        # log lines, docker and server text: one clean line
         out.flush()
 
@@ -342,7 +346,7 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
             return 2, None
         say(f"connected to {each.target.label}; following container {container}", index)
     if multi:
-        say(f"following {len(every)} workers")
+        say(f"following {len(every)} workers of {target.node_name or target.label}", None)
     try:
         task = asyncio.create_task(watch.follow())
         followers = [asyncio.create_task(other.follow()) for other in others]
