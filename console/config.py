@@ -22,6 +22,7 @@ Example::
     proxy_command = ""         # e.g. an IAP tunnel command; %h and %p are replaced
     # [ssh.hosts]              # per-node "host:port" overrides (bastions, the sandbox)
     # "vllm-a" = "127.0.0.1:2222"
+    # "vllm-v5e-16/1" = "127.0.0.1:2223"   # one worker of a multi-host slice ("NODE/W")
 
     [container]
     name = "vllm"
@@ -80,7 +81,8 @@ class SshConfig:
         proxy_command: optional proxy command (IAP); ``%h``/``%p`` are replaced.
         port: SSH port (22).
         connect_timeout_s: seconds before a connect attempt gives up.
-        hosts: per-node ``"host:port"`` overrides, keyed by node name.
+        hosts: per-node ``"host:port"`` overrides, keyed by node name (worker 0, or every
+            worker when none has its own) or ``NODE/W`` (worker W of a multi-host slice).
     """
 
     user: str = field(default_factory=getpass.getuser)

@@ -3,7 +3,7 @@
 :class:`SimDocker` keeps containers and pulled images in memory and answers the ``docker``
 verbs tpu-console uses with docker's own output shapes and error wording:
 ``logs [-f] [--timestamps] [--since TS]``, ``inspect``, ``image inspect``, ``ps``, ``pull``,
-``rm -f``, ``run -d`` and ``exec CONTAINER ls|cat PATH`` (the served model's ``config.json``
+``rm -f``, ``run -d``, ``restart`` (in place: same id, ``RestartCount`` + 1) and ``exec CONTAINER ls|cat PATH`` (the served model's ``config.json``
 in the container's Hugging Face cache, ``sandbox.hf_cache``). A container started with ``IMAGE vllm serve MODEL ...`` prints the
 startup log that ``sandbox.engine.plan_startup`` computes, in real time from its start
 (stderr, as vLLM does), and exits when the plan says so.
@@ -71,6 +71,13 @@ class SimContainer:
     line_ns: list[int] = field(default_factory=list)
     removed: asyncio.Event = field(default_factory=asyncio.Event)
     timers: list[asyncio.TimerHandle] = field(default_factory=list)
+    #: Restarts in place (``RestartCount``); each one ends the followers of the run before.
+    restart_count: int = 0
+    restarted: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Line texts of every run so far, beside ``line_ns`` (``plan.lines`` holds the current run's).
+    texts: list[str] = field(default_factory=list)
+    #: Index in ``line_ns`` where run N+1 starts (after restart N+1), for each restart so far.
+    run_starts: list[int] = field(default_factory=list)
 
     @property
     def exit_ns(self) -> int | None:
@@ -100,7 +107,7 @@ class SimContainer:
                       "Restarting": False, "OOMKilled": False, "Dead": False, "Pid": 0 if exited else 4242,
                       "ExitCode": code, "Error": "", "StartedAt": format_ts(self.started_ns),
                       "FinishedAt": format_ts(self.exit_ns) if exited and self.exit_ns else _ZERO_TIME},
-            "Image": self.image_id, "Name": "/" + self.name, "RestartCount": 0, "Driver": "overlay2",
+            "Image": self.image_id, "Name": "/" + self.name, "RestartCount": self.restart_count, "Driver": "overlay2",
             "HostConfig": {"Binds": list(self.binds) or None, "NetworkMode": self.network,
                            "PortBindings": {}, "RestartPolicy": {"Name": self.restart, "MaximumRetryCount": 0},
                            "Privileged": self.privileged, "ShmSize": self.shm_size},
@@ -132,6 +139,28 @@ class SimDocker:
         self.containers: dict[str, SimContainer] = {}
         self.on_ready = on_ready
         self.on_stopped = on_stopped
+        #: Lines written by ``logs -f`` followers so far (all containers, all clients).
+        self.followed_lines = 0
+        self._cut: tuple[int, Callable[[], None]] | None = None
+        self._hold: dict[str, Any] | None = None
+
+    def hold_inspect(self, *, skip: int = 0, release_after: int = 2, timeout_s: float = 30.0,
+                     on_held: Callable[[], None] | None = None) -> None:
+        """Make one ``docker inspect`` slow, for race tests: after ``skip`` more container inspects,
+        the next one reads its containers at once but prints them only once ``release_after``
+        later inspects have answered with other containers (at most ``timeout_s``), as an inspect
+        that started before a replacement and finished after it would. ``on_held`` is called once
+        that inspect is held (e.g. to replace the container then)."""
+        self._hold = {"skip": skip, "release_after": release_after, "timeout_s": timeout_s,
+                      "held": None, "others": 0, "event": asyncio.Event(), "on_held": on_held}
+
+    def cut_after_followed_lines(self, count: int, cut: Callable[[], None]) -> None:
+        """Call ``cut`` once, right after followers have written ``count`` lines in all (from now).
+
+        The follower writing the ``count``-th line stops its batch there, so the cut lands at
+        exactly that line however late the client connected (event-driven drop tests).
+        """
+        self._cut = (self.followed_lines + count, cut)
 
     # --- state -----------------------------------------------------------------------------
 
@@ -169,13 +198,40 @@ class SimDocker:
                            network=network, restart=restart, privileged=privileged, shm_size=shm_size,
                            ports=list(ports or []), entrypoint=entrypoint, plan=plan, started_ns=time.time_ns())
         box.line_ns = [box.started_ns + int(offset * 1e9) for offset, _ in plan.lines]
+        box.texts = [text for _, text in plan.lines]
         self.containers[box.id] = box
+        self._schedule(box)
+        return box
+
+    def _schedule(self, box: SimContainer) -> None:
         loop = asyncio.get_running_loop()
+        plan = box.plan
         if getattr(plan, "ready_at_s", None) is not None and getattr(plan, "outcome", "") == "ready":
             box.timers.append(loop.call_later(plan.ready_at_s, self.on_ready, box))
         if box.exit_ns is not None:
             box.timers.append(loop.call_later(plan.exit_at_s, self.on_stopped, box))
-        return box
+
+    def restart(self, box: SimContainer, plan: Any = None) -> None:
+        """Restart ``box`` in place (``docker restart``, or a restart policy after an exit): same id,
+        ``RestartCount`` + 1, a new ``StartedAt``; the followers of the run before end (as
+        ``docker logs -f`` does when its container stops) and the new run logs ``plan``
+        (default: the same command planned again) after the lines of the runs before."""
+        for timer in box.timers:
+            timer.cancel()
+        box.timers = []
+        self.on_stopped(box)
+        box.plan = plan if plan is not None else self._plan((box.entrypoint or []) + box.command, box.image)
+        now = time.time_ns()
+        printed = bisect.bisect_right(box.line_ns, now)     # the old run printed nothing after it stopped
+        del box.line_ns[printed:], box.texts[printed:]
+        box.started_ns = max(now, (box.line_ns[-1] + 1) if box.line_ns else 0)
+        box.run_starts.append(len(box.line_ns))
+        box.line_ns += [box.started_ns + int(offset * 1e9) for offset, _ in box.plan.lines]
+        box.texts += [text for _, text in box.plan.lines]
+        box.restart_count += 1
+        box.restarted.set()
+        box.restarted = asyncio.Event()
+        self._schedule(box)
 
     def _plan(self, full: list[str], image: str) -> Any:
         if full[:2] == ["vllm", "serve"]:
@@ -203,7 +259,7 @@ class SimDocker:
         if verb == "image" and rest[:1] == ["inspect"]:
             return await self._image_inspect(rest[1:], out, err)
         handler = {"logs": self._logs, "inspect": self._inspect, "ps": self._ps, "pull": self._pull,
-                   "rm": self._rm, "run": self._run, "exec": self._exec}.get(verb)
+                   "rm": self._rm, "run": self._run, "exec": self._exec, "restart": self._restart}.get(verb)
         if handler is None:
             await err(f"docker: unknown command: docker {verb}\n\nRun 'docker --help' for more information\n")
             return 1
@@ -229,13 +285,26 @@ class SimDocker:
             await err(f"Error response from daemon: No such container: {opts.container}\n")
             return 1
         index = bisect.bisect_left(box.line_ns, since_ns) if since_ns is not None else 0
+        restarted, run = box.restarted, box.restart_count
         while True:
+            if restarted.is_set():                          # the container stopped: this follow ends
+                end = box.run_starts[run] if run < len(box.run_starts) else len(box.line_ns)
+                if index < end:                             # after the stopped run's last lines
+                    await err("".join(self._line(box, i, opts.timestamps) for i in range(index, end)))
+                return 0
             now = time.time_ns()
             due = bisect.bisect_right(box.line_ns, now)
             while index < due:
                 stop = min(due, index + 5000)
+                if opts.follow and self._cut is not None:
+                    stop = min(stop, index + max(1, self._cut[0] - self.followed_lines))
                 text = "".join(self._line(box, i, opts.timestamps) for i in range(index, stop))
                 await err(text)      # vLLM logs to stderr; docker logs keeps the stream
+                if opts.follow:
+                    self.followed_lines += stop - index
+                    if self._cut is not None and self.followed_lines >= self._cut[0]:
+                        cut, self._cut = self._cut[1], None
+                        cut()
                 index = stop
             if not opts.follow or box.removed.is_set() or closed.done():
                 return 0
@@ -246,12 +315,15 @@ class SimDocker:
                 wake.append(box.exit_ns)
             timeout = max(0.01, (min(wake) - time.time_ns()) / 1e9) if wake else 1.0
             waiter = asyncio.ensure_future(box.removed.wait())
-            await asyncio.wait([waiter, closed], timeout=min(timeout, 1.0), return_when=asyncio.FIRST_COMPLETED)
+            restart = asyncio.ensure_future(restarted.wait())
+            await asyncio.wait([waiter, restart, closed], timeout=min(timeout, 1.0),
+                               return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
+            restart.cancel()
 
     @staticmethod
     def _line(box: SimContainer, index: int, timestamps: bool) -> str:
-        text = box.plan.lines[index][1]
+        text = box.texts[index]
         return f"{format_ts(box.line_ns[index])} {text}\n" if timestamps else text + "\n"
 
     async def _inspect(self, args: list[str], out: Writer, err: Writer) -> int:
@@ -275,11 +347,34 @@ class SimDocker:
                 status = 1
             else:
                 found.append(item)
+        await self._maybe_hold({str(item.get("Id", "")) for item in found if "State" in item})
         if opts.format:
             await out("".join(render_template(opts.format, item) + "\n" for item in found))
         else:
             await out(json.dumps(found, indent=4) + "\n")
         return status
+
+    async def _maybe_hold(self, ids: set[str]) -> None:
+        hold = self._hold
+        if hold is None or not ids:
+            return
+        if hold["held"] is not None:
+            if not ids & hold["held"]:
+                hold["others"] += 1
+                if hold["others"] >= hold["release_after"]:
+                    hold["event"].set()
+                    self._hold = None
+            return
+        if hold["skip"] > 0:
+            hold["skip"] -= 1
+            return
+        hold["held"] = ids
+        if hold["on_held"] is not None:
+            hold["on_held"]()
+        try:
+            await asyncio.wait_for(hold["event"].wait(), hold["timeout_s"])
+        except TimeoutError:
+            self._hold = None
 
     def _image_json(self, ref: str) -> dict[str, Any] | None:
         key = normalize_ref(ref)
@@ -371,6 +466,19 @@ class SimDocker:
                 status = 1
                 continue
             self.remove(box)
+            await out(name + "\n")
+        return status
+
+    async def _restart(self, args: list[str], out: Writer, err: Writer) -> int:
+        """``docker restart NAME...``: each container restarts in place."""
+        status = 0
+        for name in (a for a in args if not a.startswith("-")):
+            box = self.find(name)
+            if box is None:
+                await err(f"Error response from daemon: No such container: {name}\n")
+                status = 1
+                continue
+            self.restart(box)
             await out(name + "\n")
         return status
 

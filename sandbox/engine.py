@@ -34,6 +34,7 @@ at the same point a real one would.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,7 +65,7 @@ __all__ = [
     "BLOCK_SIZE_TOKENS", "DEFAULT_GPU_MEMORY_UTILIZATION", "DEFAULT_MAX_NUM_BATCHED_TOKENS",
     "DEFAULT_MAX_NUM_SEQS", "GIB", "HBM_LIMIT_GIB", "KV_CACHE_DTYPES", "MODELS", "PROGRAM_RESERVE_GIB",
     "VLLM_VERSION", "EnginePlan", "ModelSpec", "ServeArgs", "model_spec", "parse_serve_args",
-    "plan_startup",
+    "plan_startup", "worker_plan",
 ]
 
 
@@ -165,3 +166,42 @@ def plan_startup(serve_argv: Sequence[str], accelerator_type: str, *, boot_s: fl
                           exit_code=None, server_url=str(printed["server_url"]), **common)
     return EnginePlan(outcome="failed", ready_at_s=None, exit_at_s=round((builder.log.t + 2.0) / scale, 6),
                       exit_code=1, failure_kind=failure.kind, failure_message=failure.message, **common)
+
+
+def worker_plan(plan: EnginePlan, worker: int) -> EnginePlan:
+    """What worker ``worker`` (> 0) of a multi-host slice prints while worker 0 runs ``plan``.
+
+    Each host of a multi-host tpu-inference engine runs its own worker process: it prints its own
+    ``TPU info`` and ``Init worker | rank=N | ... hbm=[...]`` lines (``is_first_rank=False``,
+    ``is_driver_worker=False``, its devices' ``process_index=N``), then its ``Init model`` and
+    ``Init kv-cache`` HBM lines at the same moments as worker 0; the API server, the KV-cache
+    size, compilation and readiness are worker 0's alone. A failing ``plan`` fails on this worker
+    too: its engine's error lines from the first ``ERROR`` on are kept (not the API server's) and
+    the container exits as ``plan`` says; a worker of a ready plan never exits on its own.
+    """
+    if worker <= 0:
+        return plan
+    lines = []
+    failing = False
+    for offset, text in plan.lines:
+        failing = failing or (plan.outcome == "failed" and " ERROR " in text and "(APIServer" not in text)
+        if failing:
+            if "(APIServer" not in text:
+                lines.append((offset, text))
+            continue
+        if "Init worker | rank=0" in text:
+            text = (text.replace("rank=0", f"rank={worker}").replace("is_first_rank=True", "is_first_rank=False")
+                    .replace("topology_order_id=0", f"topology_order_id={worker}")
+                    .replace("is_driver_worker=True", "is_driver_worker=False")
+                    .replace("process_index=0", f"process_index={worker}"))
+        elif "TPU info" in text and "worker_id=0" in text:
+            text = text.replace("worker_id=0", f"worker_id={worker}").replace("-w-0 ", f"-w-{worker} ")
+        elif not ("Init model | hbm=" in text or ("Init kv-cache |" in text and "hbm=" in text)):
+            continue
+        lines.append((offset, text))
+    if plan.outcome == "failed":
+        return dataclasses.replace(plan, lines=tuple(lines), kv_cache_tokens=None, max_concurrency=None,
+                                   compile_steps=0, server_url=None)
+    return dataclasses.replace(plan, lines=tuple(lines), outcome="worker", ready_at_s=None, exit_at_s=None,
+                               exit_code=None, server_url=None, failure_kind=None, failure_message=None,
+                               kv_cache_tokens=None, max_concurrency=None, compile_steps=0)

@@ -6,9 +6,12 @@ loop, so it can sit beside the Textual app (``tpu-console --demo``) or run alone
 (TPU API endpoint, SSH key, known-hosts file with gcloud-style aliases, per-node
 ``host:port``), so the console uses its real clients against it.
 
-On start, every READY single-host node gets a simulated vLLM container: the v5e
-node boots at once (ready within seconds), the flex-start v6e node boots slowly
-so the startup view moves the moment the console opens.
+On start, every READY node gets a simulated vLLM container: the v5e node boots at
+once (ready within seconds), the flex-start v6e node boots slowly so the startup
+view moves the moment the console opens. A multi-host node (``vllm-v5e-16``, 4
+workers) gets one VM per worker (own port and host key, ``[ssh.hosts]`` keys
+``NODE/W`` for workers above 0, known-hosts aliases ``tpu.<id>-<W>``), each running the
+container: worker 0 prints the engine's log, the others their own worker lines.
 """
 
 from __future__ import annotations
@@ -84,11 +87,12 @@ def _toml_str(value: str) -> str:
 @dataclass(frozen=True)
 class VmNode:
     """A node the sandbox runs an SSH server for: its short name, numeric id (gcloud's host-key
-    alias ``tpu.<id>-0``) and accelerator type (``v6e-8``)."""
+    alias ``tpu.<id>-<worker>``), accelerator type (``v6e-8``) and worker count."""
 
     name: str
     node_id: str
     accelerator_type: str
+    workers: int = 1
 
 
 class Sandbox:
@@ -105,7 +109,8 @@ class Sandbox:
         time_scale: factor on the TPU API's queued-resource state durations (tests: 0.05).
 
     Attributes (after :meth:`start`):
-        config_path, db_path, api_endpoint, vms (node name -> SandboxVm), nodes (VmNode list).
+        config_path, db_path, api_endpoint, vms (node name -> worker 0's SandboxVm),
+        workers (node name -> every worker's SandboxVm, worker 0 first), nodes (VmNode list).
     """
 
     def __init__(self, state_dir: Path | None = None, *, boot_s: float = 25.0, fast_boot_s: float = 2.0,
@@ -126,6 +131,7 @@ class Sandbox:
         self.known_hosts_path = self.state_dir / "known_hosts"
         self.api_endpoint = ""
         self.vms: dict[str, Any] = {}
+        self.workers: dict[str, list[Any]] = {}
         self.nodes: list[VmNode] = []
         self.tpu_api: Any = None
         self.world: Any = None
@@ -209,7 +215,7 @@ class Sandbox:
     # --- internals ---------------------------------------------------------------------
 
     def _vm_nodes(self) -> list[VmNode]:
-        """The READY single-host nodes a client could reach: read from the world itself (the
+        """The READY nodes a client could reach: read from the world itself (the
         sandbox never asks our own TPU client what it serves), leaving out denied projects and
         unreachable zones as the API does."""
         found = []
@@ -218,10 +224,11 @@ class Sandbox:
                 continue
             items, _ = self.world.list(project_id, "nodes", None)
             for item in items:
-                if item.get("state") != "READY" or len(item.get("networkEndpoints") or []) != 1:
+                workers = len(item.get("networkEndpoints") or [])
+                if item.get("state") != "READY" or workers < 1:
                     continue
                 found.append(VmNode(name=item["name"].rsplit("/", 1)[-1], node_id=str(item.get("id", "")),
-                                    accelerator_type=item.get("acceleratorType", "")))
+                                    accelerator_type=item.get("acceleratorType", ""), workers=workers))
         return found
 
     async def _start_vms(self) -> None:
@@ -237,16 +244,19 @@ class Sandbox:
         known_lines = []
         for node in self.nodes:
             slow = node.name == SLOW_BOOT_NODE
-            vm = SandboxVm(node_name=node.name, accelerator_type=node.accelerator_type,
-                           authorized_client_key=client_key.export_public_key().decode(),
-                           boot_s=self.boot_s if slow else self.fast_boot_s)
-            port = await vm.start()
-            vm.ssh_port = port
-            self.vms[node.name] = vm
-            known_lines.append(vm.known_hosts_line(f"tpu.{node.node_id}-0"))
-            argv = serve_args_for(node.accelerator_type, chips_of(node.accelerator_type) or 1)
-            if self.boot and argv is not None:
-                await vm.boot_container(argv, image=SANDBOX_IMAGE)
+            chips = chips_of(node.accelerator_type) or 1
+            argv = serve_args_for(node.accelerator_type, chips // node.workers or 1)    # one host's chips
+            self.workers[node.name] = []
+            for worker in range(node.workers):
+                vm = SandboxVm(node_name=node.name, accelerator_type=node.accelerator_type,
+                               authorized_client_key=client_key.export_public_key().decode(),
+                               boot_s=self.boot_s if slow else self.fast_boot_s, worker=worker)
+                vm.ssh_port = await vm.start()
+                self.workers[node.name].append(vm)
+                known_lines.append(vm.known_hosts_line(f"tpu.{node.node_id}-{worker}"))
+                if self.boot and argv is not None:
+                    await vm.boot_container(argv, image=SANDBOX_IMAGE)
+            self.vms[node.name] = self.workers[node.name][0]
         self.known_hosts_path.write_text("".join(line if line.endswith("\n") else line + "\n"
                                                  for line in known_lines))
 
@@ -276,6 +286,7 @@ class Sandbox:
                        authorized_client_key=self._client_public_key, boot_s=self.fast_boot_s)
         vm.ssh_port = await vm.start()
         self.vms[node.name] = vm
+        self.workers[node.name] = [vm]
         self.nodes.append(node)
         line = vm.known_hosts_line(f"tpu.{node.node_id}-0")
         with self.known_hosts_path.open("a", encoding="utf-8") as known:
@@ -312,9 +323,11 @@ class Sandbox:
         self._write_config()
 
     async def _stop_vms(self) -> None:
-        for vm in self.vms.values():
-            await vm.stop()
+        for vms in self.workers.values():
+            for vm in vms:
+                await vm.stop()
         self.vms.clear()
+        self.workers.clear()
 
     def _write_config(self) -> None:
         lines = [
@@ -335,8 +348,10 @@ class Sandbox:
             "",
             "[ssh.hosts]",
         ]
-        for name, vm in sorted(self.vms.items()):
-            lines.append(f"{_toml_str(name)} = {_toml_str(f'127.0.0.1:{vm.ssh_port}')}")
+        for name, vms in sorted(self.workers.items()):
+            for worker, vm in enumerate(vms):
+                key = name if worker == 0 else f"{name}/{worker}"
+                lines.append(f"{_toml_str(key)} = {_toml_str(f'127.0.0.1:{vm.ssh_port}')}")
         lines += [
             "",
             "[container]",
@@ -353,6 +368,8 @@ class Sandbox:
     def describe(self) -> str:
         """Human-readable lines: config path and every endpoint."""
         out = [f"config:   {self.config_path}", f"history:  {self.db_path}", f"TPU API:  {self.api_endpoint}"]
-        for name, vm in sorted(self.vms.items()):
-            out.append(f"node {name}: ssh 127.0.0.1:{vm.ssh_port}  vLLM (inside the VM) 127.0.0.1:{vm.openai_port}")
+        for name, vms in sorted(self.workers.items()):
+            for worker, vm in enumerate(vms):
+                who = f"node {name}" if len(vms) == 1 else f"node {name} worker {worker}"
+                out.append(f"{who}: ssh 127.0.0.1:{vm.ssh_port}  vLLM (inside the VM) 127.0.0.1:{vm.openai_port}")
         return "\n".join(out)

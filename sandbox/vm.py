@@ -2,8 +2,10 @@
 
 One :class:`SandboxVm` per sandbox node. It has its own ed25519 host key (so clients verify it
 like a real node through a known-hosts line), authorizes one client public key (any user name),
-and runs commands through a tiny shell: ``&&``, ``||``, ``;``, ``2>&1``, ``sudo -n``, ``docker``
-(see :mod:`sandbox.docker_sim`), ``echo``, ``true``, ``hostname``. Local port forwards
+and runs commands through a tiny shell: ``&&``, ``||``, ``;``, ``2>&1``, ``$$`` (the command's
+simulated PID), ``exec``, ``sudo -n``, ``docker`` (see :mod:`sandbox.docker_sim`), ``echo``,
+``true``, ``hostname``, ``cat /proc/PID/cmdline`` and ``kill [-TERM] PID`` (root's processes
+need sudo) for running ``docker logs -f`` followers. Local port forwards
 to ``127.0.0.1:<container_port>`` reach the node's sandbox OpenAI-compatible server.
 
 Options reproduce failures the console must explain: ``sudo_password_required`` and
@@ -119,6 +121,8 @@ class SandboxVm:
         plan_for: ``(serve_argv, accelerator_type, boot_s) -> plan`` (default: the engine's ``plan_startup``).
         openai_server: the node's OpenAI-compatible server, not started yet (default: a new
             ``sandbox.openai_server.SandboxOpenAIServer``); the VM starts and stops it.
+        worker: this VM's worker index in a multi-host slice; a worker above 0 runs the
+            container with its own worker log (``sandbox.engine.worker_plan``) and serves nothing.
 
     Attributes:
         host_public_key: the host key in OpenSSH form (``ssh-ed25519 AAAA...``).
@@ -132,8 +136,9 @@ class SandboxVm:
                  sudo_password_required: bool = False, docker_missing: bool = False,
                  burst_lines_per_s: int = 0, burst_s: float = 0.0,
                  plan_for: Callable[[list[str], str, float], Any] | None = None,
-                 openai_server: Any = None) -> None:
+                 openai_server: Any = None, worker: int = 0) -> None:
         self.node_name = node_name
+        self.worker = worker
         self.accelerator_type = accelerator_type
         self.container_port = container_port
         self.boot_s = boot_s
@@ -154,6 +159,8 @@ class SandboxVm:
         self.ssh_port = 0
         self.openai_port = 0
         self.commands: list[str] = []
+        self._next_pid = 4000
+        self._followers: dict[int, tuple[list[str], asyncio.Future[Any]]] = {}
         self.docker = SimDocker(plan_for=self._plan, known_images=known_images or DEFAULT_IMAGES,
                                 on_ready=self._on_ready, on_stopped=self._on_stopped)
 
@@ -225,6 +232,10 @@ class SandboxVm:
             from sandbox.engine import plan_startup
 
             plan = plan_startup(serve_argv, self.accelerator_type, boot_s=self.boot_s, image=image or None)
+        if self.worker > 0 and getattr(plan, "outcome", "") in ("ready", "failed"):
+            from sandbox.engine import worker_plan
+
+            plan = worker_plan(plan, self.worker)
         return with_burst(plan, self.burst_lines_per_s, self.burst_s) if self.burst_lines_per_s else plan
 
     def _on_ready(self, box: SimContainer) -> None:
@@ -253,24 +264,33 @@ class SandboxVm:
     async def _handle(self, process: asyncssh.SSHServerProcess) -> None:
         command = process.command or ""
         self.commands.append(command)
+        self._next_pid += 1
+        pid = self._next_pid
+        ended: asyncio.Future[Any] = asyncio.get_running_loop().create_future()   # channel closed or killed
         closed = asyncio.ensure_future(process.channel.wait_closed())
+        closed.add_done_callback(lambda _: _settle(ended))
         status = 0
         try:
-            for op, segment in split_shell(command):
+            for op, segment in split_shell(command.replace("$$", str(pid))):
                 if (op == "&&" and status != 0) or (op == "||" and status == 0):
                     continue
-                status = await self._run_segment(segment, process, closed)
+                status = await self._run_segment(segment, process, ended, pid)
         except (OSError, asyncssh.Error):
             status = 255                      # the client went away mid-write
         finally:
             closed.cancel()
+            self._followers.pop(pid, None)
         try:
             process.exit(status)
         except (OSError, asyncssh.Error):
             pass
 
+    def follower_pids(self) -> list[int]:
+        """Simulated PIDs of the ``docker logs -f`` followers running now."""
+        return sorted(self._followers)
+
     async def _run_segment(self, segment: str, process: asyncssh.SSHServerProcess,
-                           closed: asyncio.Future[Any]) -> int:
+                           closed: asyncio.Future[Any], pid: int) -> int:
         try:
             _refuse_unsupported(segment)
             argv = shlex.split(segment)
@@ -279,6 +299,9 @@ class SandboxVm:
             return 2
         merge = "2>&1" in argv
         argv = [a for a in argv if a != "2>&1"]
+        if argv[:1] == ["exec"]:
+            argv = argv[1:]
+        full_argv = list(argv)
 
         async def out(text: str) -> None:
             await _write(process.stdout, text)
@@ -303,17 +326,42 @@ class SandboxVm:
                 await err("permission denied while trying to connect to the Docker daemon socket at "
                           "unix:///var/run/docker.sock\n")
                 return 1
+            if argv[1:3] == ["logs", "-f"]:
+                self._followers[pid] = (full_argv, closed)
             return await self.docker.cli(argv[1:], out, err, closed)
         if name == "echo":
             await out(" ".join(argv[1:]) + "\n")
             return 0
         if name == "true":
             return 0
+        if name == "cat" and len(argv) == 2 and argv[1].startswith("/proc/") and argv[1].endswith("/cmdline"):
+            found = self._followers.get(int(argv[1].split("/")[2])) if argv[1].split("/")[2].isdigit() else None
+            if found is None:
+                await err(f"cat: {argv[1]}: No such file or directory\n")
+                return 1
+            await out("".join(a + "\0" for a in found[0]))
+            return 0
+        if name == "kill":
+            target = argv[-1] if len(argv) > 1 else ""
+            found = self._followers.get(int(target)) if target.isdigit() else None
+            if found is None:
+                await err(f"kill: ({target}) - No such process\n")
+                return 1
+            if not sudo:
+                await err(f"kill: ({target}) - Operation not permitted\n")
+                return 1
+            _settle(found[1])
+            return 0
         if name == "hostname":
-            await out(f"t1v-n-{self.node_name}-w-0\n")
+            await out(f"t1v-n-{self.node_name}-w-{self.worker}\n")
             return 0
         await err(f"bash: line 1: {name}: command not found\n")
         return 127
+
+
+def _settle(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 async def _write(stream: Any, text: str) -> None:

@@ -18,6 +18,7 @@ Schema after all migrations (JSON columns hold TEXT):
 - m005: both tables' ids are ``AUTOINCREMENT`` (a deleted launch's id is never reused).
 - ``model_limits`` (m006): per model, its maximum length in tokens as vLLM derives it, with
   where and when it was read (``HistoryStore.record_model_limit`` / ``model_limit``).
+- ``launches.restart_count`` (m007): docker's ``RestartCount`` after a restart in place.
 """
 
 from __future__ import annotations
@@ -280,3 +281,10 @@ def m006_model_limits(db: Database) -> None:
         {"model": str, "max_model_len_tokens": int, "source": str, "observed_at": str},
         pk="model", not_null={"max_model_len_tokens"},
     )
+
+
+@migrations()
+def m007_launch_restart_count(db: Database) -> None:
+    """``launches.restart_count`` (INTEGER): docker's ``RestartCount`` of a container that restarted
+    in place; the launch keeps one row per container, describing its newest boot."""
+    db.table("launches").add_column("restart_count", int)

@@ -131,6 +131,8 @@ class Launch:
         replaced_launch_id: the launch this one replaced (a swap), or ``None``.
         compile_key: see :func:`compile_key`.
         notes: operator's notes.
+        restart_count: docker's ``RestartCount`` when the container restarted in place (its
+            row then describes the newest boot), else ``None``.
     """
 
     id: int
@@ -164,6 +166,7 @@ class Launch:
     replaced_launch_id: int | None = None
     compile_key: str | None = None
     notes: str | None = None
+    restart_count: int | None = None
 
     @property
     def time_to_ready_s(self) -> float | None:

@@ -73,6 +73,13 @@ class LaunchRecorder:
         self._written: dict[str, Any] = {}
         self.model: str | None = None
         self._limit_recorded = False
+        self._restart_count: int | None = None
+        #: Container id -> the state its launch should get once that launch is known (records that
+        #: arrived before the container's inspect finished).
+        self._early: dict[str, StartupState] = {}
+        #: Container id -> (final state, detail) of a replaced container whose launch was not known
+        #: yet when the replacement appeared: closed when its inspect finishes.
+        self._pending_close: dict[str, tuple[StartupState, str]] = {}
 
     def _guard(self, write: Callable[[], Any]) -> Any:
         if self.store is None or self.error is not None:
@@ -100,8 +107,12 @@ class LaunchRecorder:
         Returns:
             The launch id, or ``None`` without a store.
         """
-        if container_id == self.container_id:
+        if container_id in self._pending_close:      # replaced before its inspect finished
+            return self._close_late(container_id, spec, requested_at)
+        if container_id == self.container_id and self.launch_id is not None:
             return self.launch_id
+        if self.container_id is not None and self.container_id != container_id:   # another container
+            self._restart_count = None
         self.container_id = container_id
         self.model = spec.model if spec is not None else None
         self._limit_recorded = False
@@ -133,10 +144,49 @@ class LaunchRecorder:
             return int(store.start_launch(**fields))
 
         self.launch_id = self._guard(write)
+        early = self._early.pop(container_id, None)
+        if early is not None:
+            self.record(early, container_id)
         return self.launch_id
 
-    def fields_of(self, state: StartupState) -> dict[str, Any]:
-        """The launch fields ``state`` supports (``None`` values left out)."""
+    def _find_or_start(self, container_id: str, spec: Any, requested_at: datetime | None) -> int | None:
+        """The launch of ``container_id`` (found, or a new observed one), without following it."""
+        store = self.store
+
+        def write() -> int:
+            found = store.find_launch_by_container(self.node.name, container_id)
+            if found is not None:
+                return int(found.id)
+            fields: dict[str, Any] = dict(
+                node=self.node.name, project=self.node.project, zone=self.node.zone,
+                accelerator_type=self.node.accelerator_type, provisioning_model=self.node.provisioning_model,
+                origin="observed", container_id=container_id)
+            if requested_at is not None:
+                fields["requested_at"] = requested_at
+            if spec is not None:
+                fields.update(image=spec.image, image_digest=repo_digest(spec.image_digest), model=spec.model,
+                              container_spec=spec.to_dict(), serve_args=spec.serve_args())
+            return int(store.start_launch(**fields))
+
+        return self._guard(write)
+
+    def _close_late(self, container_id: str, spec: Any, requested_at: datetime | None) -> int | None:
+        """The inspect of a container replaced meanwhile finished: write what was seen of it and
+        close its launch ``replaced`` (unless it showed ready or a fatal failure), leaving the
+        launch being followed as it is."""
+        state, detail = self._pending_close.pop(container_id)
+        launch_id = self._find_or_start(container_id, spec, requested_at)
+        if launch_id is None:
+            return None
+        fields = self.fields_of(state, restart_count=None)
+        if fields.get("outcome") not in ("ready", "failed"):
+            fields.update(outcome="replaced", failure_detail=detail[:500])
+        self._guard(lambda: self.store.update_launch(launch_id, **fields))
+        return launch_id
+
+    def fields_of(self, state: StartupState, *, restart_count: int | bool | None = True) -> dict[str, Any]:
+        """The launch fields ``state`` supports (``None`` values left out); the restart count is the
+        followed container's unless ``restart_count`` gives another (``None``: none)."""
         fields: dict[str, Any] = {
             "hbm": hbm_record(state) or None,
             "kv_cache_tokens": state.kv_cache_tokens,
@@ -146,6 +196,7 @@ class LaunchRecorder:
             "engine_init_seconds": state.engine_init_seconds,
             "phase_durations": phase_durations(state.timeline) or None,
             "started_at": state.timeline[0].started_at if state.timeline else None,
+            "restart_count": self._restart_count if restart_count is True else restart_count,
         }
         if state.ready:
             fields["outcome"] = "ready"
@@ -168,9 +219,19 @@ class LaunchRecorder:
             self._limit_recorded = True
             self._guard(lambda: self.store.record_model_limit(model, int(derived), "boot log"))
 
-    def record(self, state: StartupState) -> dict[str, Any]:
-        """Write the fields that changed since the last call; returns what was written."""
+    def record(self, state: StartupState, container_id: str | None = None) -> dict[str, Any]:
+        """Write the fields that changed since the last call; returns what was written.
+
+        ``container_id``: the container ``state`` is of. A state of another container than the
+        launch being written (its inspect not finished yet) is kept for that container's launch
+        (:meth:`observe_container` writes it), never written into this one.
+        """
+        if container_id is not None and container_id != self.container_id:
+            self._early[container_id] = state
+            return {}
         if self.launch_id is None:
+            if container_id is not None:
+                self._early[container_id] = state
             return {}
         self._remember_model_limit(state)
         fields = self.fields_of(state)
@@ -186,10 +247,22 @@ class LaunchRecorder:
             return changed
         return {}
 
-    def record_replaced(self, state: StartupState, detail: str) -> dict[str, Any]:
+    def record_replaced(self, state: StartupState, detail: str, container_id: str | None = None) -> dict[str, Any]:
         """The followed container was replaced by another: write what its log gave, then, unless
         it already showed ready or a fatal failure, close its launch as ``replaced`` with ``detail``
-        (a sentence: by which container, when). Call before :meth:`observe_container` of the new one."""
+        (a sentence: by which container, when). Call before :meth:`observe_container` of the new one.
+
+        ``container_id``: the replaced container. When its launch is not known yet (its inspect
+        has not finished), the close waits for it: :meth:`observe_container` of that id, whenever
+        it comes, closes the launch instead of following it, so the close never depends on the
+        inspect finishing first.
+        """
+        if container_id is not None and (container_id != self.container_id or self.launch_id is None):
+            self._early.pop(container_id, None)
+            self._pending_close[container_id] = (state, detail)
+            if container_id == self.container_id:
+                self.container_id = None         # its observe, still running, now closes it
+            return {}
         written = self.record(state)
         if self.launch_id is None or self._written.get("outcome") in ("ready", "failed"):
             return written
@@ -199,6 +272,24 @@ class LaunchRecorder:
         if self.error is None:
             self._written.update(end)
         return {**written, **end}
+
+    def record_restart(self, state: StartupState, restart_count: int) -> dict[str, Any]:
+        """The container restarted in place: write what the ended boot's log gave, then the restart
+        count; the launch keeps its row (same container, same spec: one launch retrying) and the
+        fields the new boot's log gives are written over the old boot's from now on (its outcome
+        goes back to ``running`` until the new boot is ready or fails). Before the container's
+        launch is known (its inspect still running), the count is written with the next record."""
+        written = self.record(state)
+        self._restart_count = int(restart_count)
+        if self.launch_id is None:
+            return written
+        again = {"restart_count": self._restart_count, "outcome": "running"}
+        launch_id = self.launch_id
+        self._guard(lambda: self.store.update_launch(launch_id, **again))
+        if self.error is None:
+            self._written = dict(again)
+            return written | again
+        return written
 
     def record_exit(self, state: StartupState, exit_code: int | None) -> dict[str, Any]:
         """The container exited: write what the log gave, then, unless the log already showed

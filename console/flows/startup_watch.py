@@ -11,6 +11,10 @@ the history as it learns it (``watch`` in its own loop, the startup view in its 
 One container, one state: when the followed container is replaced (another id under the same
 name), the new one gets a fresh reader, and both callers mark the gap
 (:meth:`Replacement.marker`) and close the old launch (``LaunchRecorder.record_replaced``).
+One boot, one state: when the container restarts in place (same id, ``RestartCount`` up), the
+new boot gets a fresh reader too, both callers write the restart marker
+(:meth:`Restart.marker`) and the launch keeps its row with the restart count
+(``LaunchRecorder.record_restart``).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ class StartupWatch:
             a swap, or ``rm -f`` + ``run`` outside the console) gets a fresh reader.
         replaced: the :class:`Replacement` s seen, oldest first (``on_status`` is called after
             the reader was swapped, so a callback sees the new one).
+        restarts: the :class:`Restart` s seen (restarts in place), oldest first; likewise.
         status: the last :class:`TailStatus`, or ``None``.
         lines_received: lines delivered so far.
         tunnel_url: ``http://127.0.0.1:PORT`` once :meth:`open_tunnel` succeeded.
@@ -81,6 +86,8 @@ class StartupWatch:
         self._followed_id: str | None = None
         self._clock = clock or _utc_now
         self.replaced: list[Replacement] = []
+        self.restarts: list[Restart] = []
+        self._restart_count = 0
 
     async def connect(self) -> None:
         """Open the first, verified connection (asking about an unknown host key).
@@ -120,11 +127,25 @@ class StartupWatch:
             self.reader.close()
             self.replaced.append(Replacement(self._followed_id, followed, self._clock(), self.reader.state))
             self.reader = StartupReader()
+            self._restart_count = status.restart_count
+        elif followed and followed == self._followed_id and status.restart_count > self._restart_count:
+            # one boot, one state: a restart in place starts a fresh boot section
+            self.reader.close()
+            self.restarts.append(Restart(followed, status.restart_count, status.message, self.reader.state))
+            self.reader = StartupReader()
         if followed:
+            if self._followed_id is None:
+                self._restart_count = status.restart_count
+            self._restart_count = max(self._restart_count, status.restart_count)
             self._followed_id = followed
         self.status = status
         if self._on_status is not None:
             self._on_status(status)
+
+    @property
+    def reader_container_id(self) -> str | None:
+        """The id of the container :attr:`reader` reads (``None`` before the first status names one)."""
+        return self._followed_id
 
     @property
     def container_id(self) -> str | None:
@@ -249,6 +270,27 @@ class Replacement:
         at = self.at.strftime("%H:%M:%S")
         return (f"container {self.old_id[:12]} replaced by {self.new_id[:12]} at {at}; "
                 f"{self.old_id[:12]}'s output after {at} was not seen")
+
+
+@dataclass(frozen=True)
+class Restart:
+    """The followed container restarted in place (same id, docker's ``RestartCount`` rose).
+
+    Attributes:
+        container_id: full docker id.
+        restart_count: ``RestartCount`` after the restart.
+        message: the tail's sentence (``container vllm restarted (restart 2) at 14:05:31 UTC``).
+        old_state: the previous boot's final :class:`StartupState`.
+    """
+
+    container_id: str
+    restart_count: int
+    message: str
+    old_state: Any
+
+    def marker(self) -> str:
+        """For the log: ``container vllm restarted (restart 2) at T; a fresh boot follows``."""
+        return f"{self.message}; a fresh boot follows"
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,10 @@
 A node that is not READY yet (CREATING, or its queued resource not ACTIVE) is first waited for
 through the TPU API (:mod:`console.flows.node_wait`, one marker line per state change in the
 log; PREEMPTED / TERMINATED / a FAILED request end the view's watch with one sentence). Then it
-connects to one worker of the node with the config's SSH settings (an unknown host key asks
-the operator in a modal), follows ``docker logs -f --timestamps`` of ``config.container.name``
+connects to the node with the config's SSH settings (an unknown host key asks the operator in
+a modal; a multi-host slice: every worker at once, each log line prefixed ``w0| ``..``w3| ``, the
+panel summing HBM over the workers and a failure on any worker failing the boot, ``W`` cycles
+all workers -> worker 0 -> ... -> all), follows ``docker logs -f --timestamps`` of ``config.container.name``
 and feeds every line to the startup reader (:class:`console.flows.startup_watch.StartupWatch`, shared
 with ``tpu-console watch``). Once the log says ready, the node's forward to ``config.container.port``
 is opened in the app's forwards (:class:`console.flows.forwards.ForwardRegistry`: its local port is
@@ -49,6 +51,8 @@ from console.widgets.startup_panel import PanelInfo, StartupPanel
 from remote.container.tail import TailStatus
 from remote.errors import RemoteError
 from remote.startup import Phase, StartupState
+from remote.vllm_log.workers import failing_worker
+from remote.vllm_log.workers import slice_hbm as slice_hbm_of
 from store.errors import StoreError
 
 T = TypeVar("T")
@@ -98,16 +102,19 @@ class StartupScreen(ConsoleScreen):
             self.watcher = watch
             self.status = status
 
-    def __init__(self, node: Any, worker: int = 0, *, poll_s: float = NODE_POLL_S) -> None:
+    def __init__(self, node: Any, worker: int | None = None, *, poll_s: float = NODE_POLL_S) -> None:
         super().__init__()
         self.node = node
         self._hinted = False
-        self.worker = worker
+        #: The worker followed alone, or ``None``: every worker of a multi-host slice at once.
+        self.worker: int | None = worker if worker is not None or self._workers_count() > 1 else 0
+        #: Workers 1..N of a slice followed beside :attr:`watcher` (worker 0), in worker order.
+        self.side_watchers: list[StartupWatch] = []
         self.poll_s = poll_s
         self.watcher: StartupWatch | None = None
         self.recorder: LaunchRecorder | None = None
         self._db: HistoryReader | None = None
-        self._state_to_record: StartupState | None = None
+        self._state_to_record: tuple[StartupState, str | None] | None = None
         self._recording = False
         self._recorder_lock = asyncio.Lock()
         self.problem: str | None = None
@@ -121,6 +128,7 @@ class StartupScreen(ConsoleScreen):
         self._forward_seen: str | None = None
         self._tunnel_started = False
         self._container_id: str | None = None
+        self._restarts_shown = 0
         self._dirty = True
         self._ticks = 0
         self._pending: list[str] = []
@@ -149,6 +157,7 @@ class StartupScreen(ConsoleScreen):
         """(Re)start the watch of the current worker from an empty view."""
         self.workers.cancel_group(self, "startup-tunnel")
         self.watcher = None
+        self.side_watchers = []
         self.problem = None
         self.node_wait = None
         self.tunnel_note = None
@@ -156,10 +165,12 @@ class StartupScreen(ConsoleScreen):
         self.forward = None
         self._tunnel_started = False
         self._container_id = None
+        self._restarts_shown = 0
         self._pending, self._skipped = [], 0
         self.query_one("#log", LogView).clear()
-        self.sub_title = (f"{self.node.name} · worker {self.worker} of {self._workers_count()} · "
-                          f"container {self.services.config.container.name}")
+        who = (f"all {self._workers_count()} workers" if self.worker is None
+               else f"worker {self.worker} of {self._workers_count()}")
+        self.sub_title = f"{self.node.name} · {who} · container {self.services.config.container.name}"
         self._update_log_title()
         self._dirty = True
         self._run_watch()
@@ -176,11 +187,26 @@ class StartupScreen(ConsoleScreen):
                                                    on_change=self._waiting, poll_s=self.poll_s)
                 self._waiting(f"node {self.node.name} is READY")
                 self.node_wait = None
-            target = await resolve_target(self.node, config.ssh, self.worker, self.services.fleet)
+            chosen = list(range(self._workers_count())) if self.worker is None else [self.worker]
+            targets = [await resolve_target(self.node, config.ssh, w, self.services.fleet) for w in chosen]
         except RemoteError as exc:
             self._set_problem(exc.message, title=exc.title)
             return
+        every = [self._make_watch(target, config) for target in targets]
+        self.watcher, self.side_watchers = every[0], every[1:]
+        try:
+            for watch in every:
+                try:
+                    await watch.connect()
+                except RemoteError as exc:
+                    self._set_problem(exc.message, title=exc.title)   # the title is the toast's, not repeated
+                    return
+            await asyncio.gather(*(watch.follow() for watch in every))
+        finally:
+            for watch in every:
+                await watch.close()
 
+    def _make_watch(self, target: Any, config: Any) -> StartupWatch:
         async def ask(fingerprint: str) -> bool:
             return await self.ask(host_key_question(target, fingerprint))
 
@@ -190,16 +216,15 @@ class StartupScreen(ConsoleScreen):
             on_lines=lambda batch: self._queue_lines(watch, batch),
             on_status=lambda status: self._post_status(watch, status),
             tail_options={"max_batch_lines": TAIL_BATCH_LINES})
-        self.watcher = watch
-        try:
-            await watch.connect()
-        except RemoteError as exc:
-            self._set_problem(exc.message, title=exc.title)   # the title is the toast's, not repeated
-            return
-        try:
-            await watch.follow()
-        finally:
-            await watch.close()
+        return watch
+
+    def _worker_of(self, watch: StartupWatch) -> int | None:
+        """The worker number ``watch`` follows in the all-workers view, else ``None`` (no prefix)."""
+        if not self.side_watchers:
+            return None
+        if watch is self.watcher:
+            return 0
+        return self.side_watchers.index(watch) + 1 if watch in self.side_watchers else None
 
     def _waiting(self, sentence: str) -> None:
         """A state change of the node waited for: one marker line in the log."""
@@ -228,10 +253,14 @@ class StartupScreen(ConsoleScreen):
         Only one :class:`LinesArrived` is in flight; lines beyond the pane's cap are counted,
         not kept, so a burst the screen cannot draw in time costs no memory and no key latency.
         """
-        if watch is not self.watcher:
+        worker = self._worker_of(watch)
+        if watch is not self.watcher and worker is None:
             return
         notify = not self._pending and not self._skipped
-        self._pending.extend(text for _, text in batch)
+        if worker is None:
+            self._pending.extend(text for _, text in batch)
+        else:
+            self._pending.extend(f"w{worker}| {text}" for _, text in batch)
         over = len(self._pending) - LOG_LINES_SHOWN
         if over > 0:
             del self._pending[:over]
@@ -243,7 +272,7 @@ class StartupScreen(ConsoleScreen):
     def _lines(self, message: LinesArrived) -> None:
         lines, skipped = self._pending, self._skipped
         self._pending, self._skipped = [], 0
-        if message.watcher is not self.watcher:
+        if message.watcher is not self.watcher and self._worker_of(message.watcher) is None:
             return
         self.query_one("#log", LogView).write_lines(lines, skipped)
         self._update_log_title()
@@ -251,9 +280,15 @@ class StartupScreen(ConsoleScreen):
 
     @on(StatusChanged)
     def _status(self, message: StatusChanged) -> None:
-        if message.watcher is not self.watcher:
-            return
         status = message.status
+        worker = self._worker_of(message.watcher)
+        if message.watcher is not self.watcher:
+            if worker is not None and ((status.kind == "reconnecting" and status.attempt == 1)
+                                       or status.kind in ("exited", "error")
+                                       or status.message.startswith(("resumed", "container "))):
+                self.query_one("#log", LogView).write_lines([f"──── w{worker}| {status.message.split(';')[0]} ────"])
+                self._dirty = True
+            return
         if status.container_id and status.container_id != self._container_id:
             watch, gone = message.watcher, None
             if self._container_id is not None and watch.replaced and watch.replaced[-1].new_id == status.container_id:
@@ -266,6 +301,13 @@ class StartupScreen(ConsoleScreen):
             container = self.services.config.container
             hint = no_container_hint(self.node, container.name, image=container.image, model=container.model)
             self.query_one("#log", LogView).write_lines([f"──── {hint} ────"])
+        restart = message.watcher.restarts[-1] if message.watcher.restarts else None
+        if restart is not None and restart.restart_count == status.restart_count \
+                and restart.restart_count > self._restarts_shown:
+            self._restarts_shown = restart.restart_count      # a fresh boot section: its own reader
+            self.query_one("#log", LogView).write_lines([f"──── {restart.marker()} ────"])
+            self._write_restart(restart.old_state, restart.restart_count)
+            self._tunnel_started = False
         if status.kind == "exited":
             self._write_exit(message.watcher.reader.state, status.exit_code)
         if status.kind == "error":
@@ -304,7 +346,8 @@ class StartupScreen(ConsoleScreen):
         from store.records import compile_key
 
         if replaced is not None:
-            await self._history(lambda: self._recorder().record_replaced(replaced.old_state, replaced.marker()))
+            await self._history(lambda: self._recorder().record_replaced(replaced.old_state, replaced.marker(),
+                                                                         replaced.old_id))
         found = await read_followed(watch, container_id)
         if found.problem is not None:
             self.log.warning(found.problem)
@@ -326,9 +369,10 @@ class StartupScreen(ConsoleScreen):
         assert self.recorder is not None      # _history creates it before any write
         return self.recorder
 
-    def _record(self, state: StartupState) -> None:
-        """Queue ``state`` for the history; one write in flight, the newest state wins."""
-        self._state_to_record = state
+    def _record(self, state: StartupState, container_id: str | None) -> None:
+        """Queue ``state`` (of container ``container_id``) for the history; one write in flight,
+        the newest state wins."""
+        self._state_to_record = (state, container_id)
         if not self._recording:
             self._recording = True
             self._write_states()
@@ -338,13 +382,19 @@ class StartupScreen(ConsoleScreen):
         """Write the queued states in the history thread until none is left."""
         try:
             while self._state_to_record is not None:
-                state, self._state_to_record = self._state_to_record, None
-                await self._history(functools.partial(self._record_in_thread, state))
+                (state, container_id), self._state_to_record = self._state_to_record, None
+                await self._history(functools.partial(self._record_in_thread, state, container_id))
         finally:
             self._recording = False
 
-    def _record_in_thread(self, state: StartupState) -> dict[str, Any]:
-        return self._recorder().record(state)
+    def _record_in_thread(self, state: StartupState, container_id: str | None) -> dict[str, Any]:
+        return self._recorder().record(state, container_id)
+
+    @work(group="startup-record", exit_on_error=False)
+    async def _write_restart(self, state: StartupState, restart_count: int) -> None:
+        """The container restarted in place: its launch keeps its row with the restart count
+        (:meth:`LaunchRecorder.record_restart`), in the history thread."""
+        await self._history(lambda: self._recorder().record_restart(state, restart_count))
 
     @work(group="startup-record", exit_on_error=False)
     async def _write_exit(self, state: StartupState, exit_code: int | None) -> None:
@@ -415,8 +465,14 @@ class StartupScreen(ConsoleScreen):
         forward_note = None
         if forward is not None and forward.state != "open":
             forward_note = f"forward {forward.url}: {forward.describe()}"
+        state = watch.reader.state if watch is not None else PanelInfo().state
+        slice_hbm: tuple[Any, ...] = ()
+        if watch is not None and self.side_watchers:
+            states = [state, *(side.reader.state for side in self.side_watchers)]
+            slice_hbm = tuple(slice_hbm_of(states))
+            state = _failed_on_any_worker(states)
         return PanelInfo(
-            state=watch.reader.state if watch is not None else PanelInfo().state,
+            state=state, workers=1 + len(self.side_watchers), slice_hbm=slice_hbm,
             now=self.services.clock(), status=watch.status if watch is not None else None,
             problem=self.problem, compile_eta_s=self.compile_eta_s, history_known=self.history_known,
             tunnel_url=forward.url if forward is not None and forward.state == "open" else None,
@@ -441,7 +497,7 @@ class StartupScreen(ConsoleScreen):
             return
         self.services.watching[self.node.key] = info.state      # the fleet's SERVING column reads it (kept after)
         if self.recorder is not None:
-            self._record(info.state)
+            self._record(info.state, watch.reader_container_id)
         if info.state.ready and not self._tunnel_started:
             self._tunnel_started = True
             self._tunnel(watch)
@@ -476,13 +532,14 @@ class StartupScreen(ConsoleScreen):
     # --- node actions -------------------------------------------------------------------
 
     def action_next_worker(self) -> None:
-        """Watch the next worker of a multi-host node."""
+        """Cycle a multi-host node's view: all workers -> worker 0 -> worker 1 ... -> all workers."""
         count = self._workers_count()
         if count <= 1:
             self.app.notify(f"{self.node.name} is a single-host node: worker 0 is the only one.")
             return
-        self.worker = (self.worker + 1) % count
-        self.app.notify(f"Watching worker {self.worker} of {count}.")
+        self.worker = 0 if self.worker is None else (self.worker + 1 if self.worker + 1 < count else None)
+        self.app.notify(f"Watching all {count} workers." if self.worker is None
+                        else f"Watching worker {self.worker} of {count}.")
         self._start()
 
     def action_reconnect(self) -> None:
@@ -514,7 +571,22 @@ class StartupScreen(ConsoleScreen):
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "startup-tunnel")
         self.workers.cancel_group(self, "startup-watch")
-        if self.watcher is not None:
-            self.watcher.stop()               # the worker's finally closes its connections; the forward stays
+        for watch in (self.watcher, *self.side_watchers):
+            if watch is not None:
+                watch.stop()                  # the worker's finally closes its connections; the forward stays
         if self._db is not None:
             self._db.close()                  # after the writes already queued
+
+
+def _failed_on_any_worker(states: list[StartupState]) -> StartupState:
+    """Worker 0's state, failed when another worker failed first (its failure, naming the worker)."""
+    import dataclasses
+
+    worker = failing_worker(states)
+    if worker is None or worker == 0:
+        return states[0]
+    failure = states[worker].failure
+    assert failure is not None
+    named = dataclasses.replace(failure, message=f"worker {worker}: {failure.message}",
+                                explanation=f"On worker {worker}: {failure.explanation}")
+    return dataclasses.replace(states[0], failure=named, ready=False, phase=Phase.FAILED)

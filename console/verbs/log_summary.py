@@ -81,6 +81,14 @@ def _rows(s: dict[str, Any]) -> list[tuple[str, str]]:
             ("TPU", f"{num(s['tpu_type'])}, chips {num(s['num_chips'])}"),
             ("HBM used / limit", _used_of_limit(s["hbm_used_gib"], s["hbm_limit_gib"])),
             ("HBM after KV cache", _used_of_limit(s["hbm_after_kv_used_gib"], s["hbm_limit_gib"]))]
+    if s.get("workers", 1) > 1:
+        rows.insert(4, ("Workers", f"{s['workers']} workers (per-chip figures above are worker 0's)"))
+        for item in s.get("slice_hbm") or []:
+            rows.append((f"HBM {item['stage'].replace('_', ' ')}, slice",
+                         f"{item['used_gib']:.2f} of {item['limit_gib']:.2f} GiB over {item['chips']} chips "
+                         f"({item['workers']} of {s['workers']} workers)"))
+        if s.get("failure_worker") is not None:
+            rows.append(("Failed on", f"worker {s['failure_worker']}"))
     stats = s["memory_statistics"]
     if stats:
         rows.append(("Memory statistics", ", ".join(
@@ -106,7 +114,9 @@ def _rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     if s["restarts"]:
         rows.append(("Restarts", f"{s['restarts']} (previous failure: "
                                  f"{s['previous_failure'] or 'none'})"))
-    rows.append(("Lines read", f"{s['lines_read']:,}, last stamp {num(s['last_line_at'])}"))
+    rows.append(("Lines read", f"{s['lines_read']:,}, last stamp {num(s['last_line_at'])}"
+                 + (f" (per worker {', '.join(f'{n:,}' for n in s['worker_lines_read'])})"
+                    if s.get("workers", 1) > 1 else "")))
     return rows
 
 

@@ -3,6 +3,11 @@
 Usage: ``tpu-console watch NODE [--project P] [--zone Z] [--worker N] [--accept-new-host-key]
 [--poll-s S] [--json]``.
 
+A multi-host slice (e.g. v5litepod-16, 4 workers) is followed on every worker at once (each
+progress line prefixed ``w0| ``..``w3| ``; the summary sums HBM over workers and says how many
+there are; a failure on any worker fails the boot and names the worker); ``--worker N``
+follows worker N alone.
+
 Finds the node through the TPU API (``NODE`` may also be the node name of a queued resource's
 node spec, before the node exists); a node that is not READY yet (CREATING, or its queued
 resource WAITING_FOR_RESOURCES / PROVISIONING) is waited for by polling the API, one line per
@@ -29,7 +34,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TextIO
 
 from console.verbs.common import add_node_arguments, config_or_exit
@@ -38,6 +43,8 @@ from remote.secrets import scrub_text
 
 #: Seconds to keep reading after a fatal failure line (the traceback's remaining lines).
 FAILURE_GRACE_S = 3.0
+#: Longest wait, once worker 0 is ready, for the other workers' logs to show their KV-cache HBM line.
+WORKER_GRACE_S = 10.0
 
 
 def add_parser(subparsers: Any) -> None:
@@ -47,7 +54,8 @@ def add_parser(subparsers: Any) -> None:
         description="Follow the vLLM container's startup log on a TPU node over SSH until it is ready "
                     "or fails. Exit 0 ready, 1 failed, 2 could not connect or bad input.")
     add_node_arguments(parser)
-    parser.add_argument("--worker", type=int, default=0, metavar="N", help="worker of a multi-host slice (default 0)")
+    parser.add_argument("--worker", type=int, default=None, metavar="N",
+                        help="follow only worker N of a multi-host slice (default: every worker at once)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON (log-summary --json keys)")
     parser.add_argument("--accept-new-host-key", action="store_true",
                         help="record an unknown host key without asking (OpenSSH's accept-new); "
@@ -62,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_or_exit(args)
     if config is None:
         return 2
-    if args.worker < 0:
+    if args.worker is not None and args.worker < 0:
         print("tpu-console: --worker must be 0 or more", file=sys.stderr)
         return 2
     if not args.poll_s > 0:
@@ -86,24 +94,32 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
     if isinstance(found, str):
         print(f"tpu-console: {printable(found)}", file=sys.stderr)
         return 2
-    node, host_key_suffix, config = found
+    node, suffixes, config = found
+    pairs = []
     try:
-        target = choose_target(node, config.ssh, args.worker, host_key_suffix)
+        for worker, suffix in sorted(suffixes.items()):
+            target = choose_target(node, config.ssh, worker, suffix)
+            if args.accept_new_host_key:
+                from console.flows.ssh_target import accept_new_host_key
+
+                accept = accept_new_host_key(target, lambda sentence: print(printable(sentence), file=sys.stderr))
+            else:
+                accept = terminal_host_key_prompt(target)
+            pairs.append((target, accept))
     except RemoteError as exc:
         print(f"tpu-console: {printable(exc)}", file=sys.stderr)
         return 2
-    if args.accept_new_host_key:
-        from console.flows.ssh_target import accept_new_host_key
-
-        accept = accept_new_host_key(target, lambda sentence: print(printable(sentence), file=sys.stderr))
-    else:
-        accept = terminal_host_key_prompt(target)
+    (target, accept), rest = pairs[0], pairs[1:]
+    if args.worker:
+        print(f"tpu-console: following worker {args.worker} alone: only worker 0's log says ready, so this "
+              f"watch ends on a failure, an exited container or Ctrl-C (omit --worker to follow every worker)",
+              file=sys.stderr)
     recorder = _recorder(config, args, node)
     try:
         code, summary = await watch_target(target, container=config.container.name,
                                            container_port=config.container.port,
                                            accept_new_host_key=accept,
-                                           progress=sys.stderr, recorder=recorder,
+                                           progress=sys.stderr, recorder=recorder, workers=rest,
                                            waiting_hint=no_container_hint(
                                                node, config.container.name, image=config.container.image,
                                                model=config.container.model))
@@ -137,10 +153,11 @@ def _recorder(config: Any, args: argparse.Namespace, node: Any) -> Any:
 
 
 async def find_node(config: Any, name: str, *, project: str | None, zone: str | None,
-                    worker: int = 0, poll_s: float = 5.0,
-                    progress: TextIO | None = None) -> tuple[Any, str | None, Any] | str:
-    """Find ``name`` in the fleet and wait until it is READY: ``(node, ssh-ed25519 guest attribute
-    or None, config)``, or why not (a sentence).
+                    worker: int | None = 0, poll_s: float = 5.0,
+                    progress: TextIO | None = None) -> tuple[Any, dict[int, str | None], Any] | str:
+    """Find ``name`` in the fleet and wait until it is READY: ``(node, {worker: its ssh-ed25519
+    guest attribute or None}, config)``, or why not (a sentence). ``worker`` ``None`` means every
+    worker of the node (one for a single-host node), else that worker alone.
 
     The lookup is :func:`console.flows.node_lookup.find_node_or_request` (``name`` may be ``NAME``,
     ``ZONE/NAME`` or ``PROJECT/ZONE/NAME``, or the node name of a queued resource's node spec). A
@@ -173,14 +190,15 @@ async def find_node(config: Any, name: str, *, project: str | None, zone: str | 
                 changed(f"node {node.name} is READY")
                 if config.path is not None:
                     config = load_config(config.path)
-            suffix = await host_key_suffix(source, node, worker)
+            chosen = [worker] if worker is not None else list(range(max(1, len(node.workers))))
+            suffixes = {w: await host_key_suffix(source, node, w) for w in chosen}
     except NodeWontBeReady:
         raise
     except RemoteError as exc:
         return str(exc)
     except ConfigError as exc:
         return f"config error: {exc}"
-    return node, suffix, config
+    return node, suffixes, config
 
 
 def terminal_host_key_prompt(target: Any, stdin: TextIO | None = None,
@@ -205,7 +223,9 @@ def terminal_host_key_prompt(target: Any, stdin: TextIO | None = None,
 async def watch_target(target: Any, *, container: str, container_port: int = 8000,
                        accept_new_host_key: Callable[[str], Awaitable[bool]] | None = None,
                        progress: TextIO | None = None, probe: bool = True,
-                       recorder: Any = None, waiting_hint: str | None = None) -> tuple[int, dict[str, Any] | None]:
+                       recorder: Any = None, waiting_hint: str | None = None,
+                       workers: Sequence[tuple[Any, Callable[[str], Awaitable[bool]] | None]] = (),
+                       ) -> tuple[int, dict[str, Any] | None]:
     """Follow ``container`` on ``target`` until ready or failed.
 
     Args:
@@ -213,7 +233,12 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
             for and how to start one: :func:`~console.flows.startup_watch.no_container_hint`).
         recorder: a :class:`~console.flows.launch_recorder.LaunchRecorder`: each container the
             tail follows is observed (:func:`~console.flows.startup_watch.observe_followed`) and
-            the state recorded as lines arrive and at the end; ``None`` records nothing.
+            the state recorded as lines arrive and at the end; ``None`` records nothing (worker
+            0's container only, on a slice).
+        workers: ``(target, host-key callback)`` of workers 1..N of a multi-host slice, followed
+            at once beside ``target`` (worker 0): every progress line is prefixed ``wN| ``, a
+            fatal failure or an exited container on any worker fails the boot, and the summary
+            is :func:`remote.vllm_log.workers.slice_summary` (HBM summed over workers).
 
     Returns:
         ``(exit code, summary_json or None)``: 0 ready, 1 failed or exited, 2 could not connect.
@@ -222,11 +247,14 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
     from remote.container.tail import TailStatus
     from remote.errors import RemoteError
     from remote.vllm_log.reader import summary_json
+    from remote.vllm_log.workers import slice_summary
 
     out = progress or sys.stderr
+    multi = bool(workers)
 
-    def say(text: str) -> None:
-        out.write(f"{printable(text)}\n")        # log lines, docker and server text: one clean line
+    def say(text: str, worker: int | None = 0) -> None:
+        prefix = f"w{worker}| " if multi and worker is not None else ""
+        out.write(f"{prefix}{printable(text)}\n")        # log lines, docker and server text: one clean line
         out.flush()
 
     done = asyncio.Event()
@@ -235,7 +263,7 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
     def on_lines(batch: list[tuple[Any, str]]) -> None:
         state = watch.reader.state
         if recorder is not None:
-            recorder.record(state)
+            recorder.record(state, watch.reader_container_id)
         if state.phase != last["phase"]:
             last["phase"] = state.phase
             say(f"phase: {state.phase.value}")
@@ -258,15 +286,25 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
         found = await observe_followed(watch, recorder, container_id)
         if found.problem is not None:
             say(f"warning: {found.problem}")
-        recorder.record(watch.reader.state)
+        recorder.record(watch.reader.state, watch.reader_container_id)
+
+    restarts_said: set[int] = set()
 
     def on_status(status: TailStatus) -> None:
         last["status"] = status
+        restart = watch.restarts[-1] if watch.restarts else None
+        if restart is not None and restart.restart_count == status.restart_count \
+                and restart.restart_count not in restarts_said:
+            restarts_said.add(restart.restart_count)        # a fresh boot: its own reader and messages
+            say(restart.marker())
+            if recorder is not None:
+                recorder.record_restart(restart.old_state, restart.restart_count)
+            last.update(phase=None, kv=None, steps=0, failed_at=None)
         if watch.replaced and watch.replaced[-1].new_id == status.container_id and status.container_id not in observing:
             gone = watch.replaced[-1]                 # a new container: its own reader, launch and messages
             say(gone.marker())
             if recorder is not None:
-                recorder.record_replaced(gone.old_state, gone.marker())
+                recorder.record_replaced(gone.old_state, gone.marker(), gone.old_id)
             last.update(phase=None, kv=None, steps=0, failed_at=None)
         if recorder is not None and status.container_id and status.container_id not in observing:
             observing[status.container_id] = asyncio.create_task(observe(status.container_id))
@@ -278,42 +316,102 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
         if status.kind in ("exited", "error"):
             done.set()
 
+    others: list[StartupWatch] = []
+    worker_status: dict[int, TailStatus] = {}
+    worker_failed: set[int] = set()
+
+    def worker_lines(worker: int) -> Callable[[list[tuple[Any, str]]], None]:
+        def on(batch: list[tuple[Any, str]]) -> None:
+            state = others[worker - 1].reader.state
+            if state.failure is not None and state.failure.fatal and worker not in worker_failed:
+                worker_failed.add(worker)
+                say(f"failed: {state.failure.kind.value}: {scrub_text(state.failure.message)}", worker)
+                asyncio.get_running_loop().call_later(FAILURE_GRACE_S, done.set)
+        return on
+
+    def worker_on_status(worker: int) -> Callable[[TailStatus], None]:
+        def on(status: TailStatus) -> None:
+            worker_status[worker] = status
+            if status.kind in ("reconnecting", "waiting", "exited", "error") or status.message.startswith("resumed"):
+                say(status.message, worker)
+            if status.kind in ("exited", "error"):
+                done.set()
+        return on
+
     watch = StartupWatch(target, container=container, container_port=container_port,
                          accept_new_host_key=accept_new_host_key, on_lines=on_lines, on_status=on_status)
-    try:
-        await watch.connect()
-    except RemoteError as exc:
-        say(f"tpu-console: {exc}")
-        return 2, None
-    say(f"connected to {target.label}; following container {container}")
+    for index, (worker_target, worker_accept) in enumerate(workers, start=1):
+        others.append(StartupWatch(worker_target, container=container, container_port=container_port,
+                                   accept_new_host_key=worker_accept, on_lines=worker_lines(index),
+                                   on_status=worker_on_status(index)))
+    every = [watch, *others]
+    for index, each in enumerate(every):
+        try:
+            await each.connect()
+        except RemoteError as exc:
+            say(f"tpu-console: {exc}", index)
+            for opened in every:
+                await opened.close()
+            return 2, None
+        say(f"connected to {each.target.label}; following container {container}", index)
+    if multi:
+        say(f"following {len(every)} workers of {target.node_name or target.label}", None)
     try:
         task = asyncio.create_task(watch.follow())
+        followers = [asyncio.create_task(other.follow()) for other in others]
         waiter = asyncio.create_task(done.wait())
         await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
-        watch.stop()
+        if others and watch.reader.state.ready:
+            await _workers_caught_up(others)
+        for each in every:
+            each.stop()
         waiter.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        watch.reader.close()
+        await asyncio.gather(task, *followers, return_exceptions=True)
+        for each in every:
+            each.reader.close()
         state = watch.reader.state
         status = last["status"]
+        failed_worker = min(worker_failed) if worker_failed else None
+        exited_worker = next((w for w, st in sorted(worker_status.items()) if st.kind == "exited"), None)
+
+        def summary() -> dict[str, Any]:
+            return slice_summary([each.reader.state for each in every]) if multi else summary_json(state)
+
         if recorder is not None:
             await asyncio.gather(*observing.values())
             if status is not None and status.kind == "exited" and not state.ready:
                 recorder.record_exit(state, status.exit_code)
             else:
-                recorder.record(state)
-        if state.ready:
+                recorder.record(state, watch.reader_container_id)
+        if state.ready and failed_worker is None and exited_worker is None:
             if probe:
                 await _probe(watch, container_port, say)
-            return 0, summary_json(state)
+            return 0, summary()
     finally:
-        await watch.close()
-    if state.failure is not None and state.failure.fatal:
-        return 1, summary_json(state)
+        for each in every:
+            await each.close()
+    if (state.failure is not None and state.failure.fatal) or failed_worker is not None:
+        return 1, summary()
     if status is not None and status.kind == "exited":
         say(f"container {container} exited with code {status.exit_code} before the log said it was ready")
-        return 1, summary_json(state)
-    return 2, (summary_json(state) if watch.lines_received else None)
+        return 1, summary()
+    if exited_worker is not None:
+        code = worker_status[exited_worker].exit_code
+        say(f"container {container} exited with code {code} before the log said it was ready", exited_worker)
+        return 1, summary()
+    return 2, (summary() if watch.lines_received else None)
+
+
+async def _workers_caught_up(others: Sequence[Any], deadline_s: float = WORKER_GRACE_S) -> None:
+    """Wait (at most ``deadline_s``) until every other worker's log has shown its KV-cache HBM line,
+    so a slice's summary sums every worker (worker 0 may be ready before their lines arrived)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline_s
+    while loop.time() < end:
+        if all(other.reader.state.last_snapshot("kv_cache") is not None
+               or (other.reader.state.failure is not None and other.reader.state.failure.fatal) for other in others):
+            return
+        await asyncio.sleep(0.05)
 
 
 async def _probe(watch: Any, port: int, say: Callable[[str], None]) -> None:

@@ -27,6 +27,7 @@ from remote.accelerators import generation_by_hbm_limit, generation_facts
 from remote.container.tail import TailStatus
 from remote.secrets import scrub_text
 from remote.startup import Phase, StartupState
+from remote.vllm_log.workers import SliceHbm
 
 #: The step in flight is cut to this many characters (jax array reprs run to kilobytes).
 IN_FLIGHT_CHARS = 110
@@ -50,6 +51,9 @@ class PanelInfo:
         tunnel_note: a sentence about the tunnel (opening, failed, re-opened).
         served_models: model ids ``/v1/models`` answered through the tunnel.
         node_wait: the node is not READY yet: its state and what the wait is for (a sentence).
+        workers: workers followed at once (a multi-host slice), 1 otherwise.
+        slice_hbm: per boot stage, HBM summed over the followed workers
+            (:func:`remote.vllm_log.workers.slice_hbm`); empty for one worker.
     """
 
     state: StartupState = field(default_factory=StartupState)
@@ -62,6 +66,18 @@ class PanelInfo:
     tunnel_note: str | None = None
     served_models: tuple[str, ...] | None = None
     node_wait: str | None = None
+    workers: int = 1
+    slice_hbm: tuple[SliceHbm, ...] = ()
+
+
+def slice_text(info: PanelInfo) -> Text:
+    """``4 workers (bars: worker 0's chips)`` and, per stage, the HBM summed over the slice."""
+    out = Text.assemble((f"{info.workers} workers", "bold"), " (bars: worker 0's chips)")
+    names = {"worker_init": "worker init", "model_loaded": "model loaded", "kv_cache": "KV cache"}
+    for item in info.slice_hbm:
+        out.append(f"\n{names.get(item.stage, item.stage)}: {item.used_gib:.2f} / {item.limit_gib:.2f} GiB "
+                   f"over {item.chips} chips ({item.workers} of {item.total_workers} workers)")
+    return out
 
 
 def status_text(info: PanelInfo) -> Text:
@@ -281,6 +297,7 @@ class StartupPanel(VerticalScroll):
         yield ServingPanel(id="panel-serving")
         yield Label("HBM per chip", classes="panel-title")
         yield HbmBars(id="panel-hbm")
+        yield Static("", id="panel-slice")
         yield Label("KV cache", classes="panel-title")
         yield Static("", id="panel-kv")
         yield Label("XLA compile", classes="panel-title")
@@ -317,6 +334,11 @@ class StartupPanel(VerticalScroll):
             box.set_class(not state.ready and shown is not None, "failed")
             box.update(shown if shown is not None else "")
         self.query_one("#panel-hbm", HbmBars).show(state.hbm_snapshots)
+        if self._keys.get("slice") != (info.workers, info.slice_hbm):
+            self._keys["slice"] = (info.workers, info.slice_hbm)
+            box = self.query_one("#panel-slice", Static)
+            box.display = info.workers > 1
+            box.update(slice_text(info) if info.workers > 1 else "")
         self._section("kv", (state.kv_cache_tokens, state.device_blocks, state.max_concurrency,
                              state.max_concurrency_tokens_per_request, state.max_model_len,
                              state.num_gpu_blocks_override, state.ready, failure is not None,

@@ -10,8 +10,17 @@
   inspected; a new container id is followed from its first line.
 - **No orphans.** The follower runs on a pseudo-terminal, so it dies with its channel (SIGHUP
   from the kernel when sshd closes the tty), on a clean stop, a reconnect or a killed session.
+  A blackholed link keeps sshd's session (and the follower) alive, so the follower prints its
+  PID first and the next connection ends exactly that process before following again
+  (:mod:`remote.container.follower`; an operator's own ``docker logs -f`` is never touched).
+- **Restart in place.** A ``RestartCount`` above the one seen (same id) is reported once
+  (``container vllm restarted (restart 2) at 14:05:31 UTC``, :attr:`TailStatus.restart_count`)
+  and the new run is followed from where the old one's lines ended.
+- **Stopped container.** An exited container is polled with backoff (``poll_interval_s``
+  doubling up to ``max_backoff_s``), reported as ``exited`` with ``waiting: container vllm
+  exited (code 1) at 14:05:31 UTC; polling every 4 s``, and followed again if it restarts.
 - **Status.** ``connecting``, ``connected``, ``reconnecting`` (attempt n), ``waiting`` (no such
-  container), ``exited`` (exit code), ``error`` (cannot continue: host key, auth, sudo, docker).
+  container), ``exited`` (exit code; still polled), ``error`` (cannot continue: host key, auth, sudo, docker).
 - **Batching.** Lines reach ``on_lines`` in batches every ``batch_interval_s`` (or sooner when
   ``max_batch_lines`` are pending), so a UI is called ~10-20 times a second, not per line.
   Memory is bounded: at most ``max_batch_lines`` pending lines plus one SSH packet (lines are
@@ -32,8 +41,9 @@ from typing import Any
 
 import asyncssh
 
-from remote.container.docker import docker_command, docker_inspect, logs_follow_args
+from remote.container.docker import docker_inspect, logs_follow_args
 from remote.container.docker_records import rejoin_records
+from remote.container.follower import follower_command, follower_pid, stop_follower
 from remote.ssh import SshFailure
 
 #: One delivered line: (docker timestamp or None, text without the timestamp).
@@ -55,6 +65,9 @@ class TailStatus:
         container_id: the followed container's id, when known.
         exit_code: the container's exit code (``exited``), else ``None``.
         message: one sentence for a status line.
+        restart_count: the followed container's ``RestartCount`` (``docker inspect``): it rises
+            when the container restarts in place (same id); the status that first shows the new
+            count says ``container NAME restarted (restart N) at HH:MM:SS UTC``.
     """
 
     kind: str
@@ -62,6 +75,7 @@ class TailStatus:
     container_id: str | None = None
     exit_code: int | None = None
     message: str = ""
+    restart_count: int = 0
 
 
 def parse_docker_timestamp(raw: str) -> int | None:
@@ -179,6 +193,27 @@ class _LogSession(asyncssh.SSHClientSession):
             self._on_line(rejoin_records(rest).decode("utf-8", "replace"))
 
 
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _docker_time(raw: Any) -> datetime | None:
+    """A ``docker inspect`` time (``State.StartedAt``/``FinishedAt``, RFC 3339 nano) as UTC, or ``None``."""
+    ns = parse_docker_timestamp(raw) if isinstance(raw, str) else None
+    if ns is None or ns <= 0:
+        return None
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
+
+
+def _at(raw: Any) -> str:
+    """`` at 14:05:31 UTC`` for a ``docker inspect`` time, or nothing when docker gave none."""
+    when = _docker_time(raw)
+    return f" at {_clock(when)}" if when is not None else ""
+
+
 def _clock(at: datetime | None) -> str:
     """``14:05:31 UTC`` (the log's own clock, from docker's timestamps)."""
     return at.strftime("%H:%M:%S UTC") if at is not None else "unknown"
@@ -272,6 +307,12 @@ class LogTail:
         self._last_line_at: datetime | None = None       # docker time of the newest line delivered
         self._lost_at: datetime | None = None            # ... when the connection was lost
         self._catch_up: _CatchUp | None = None
+        self._follower: tuple[int, str] | None = None     # (pid, container id) of the running follower
+        self._orphan: tuple[int, str] | None = None       # ... of one whose connection was lost
+        self._restart_count = 0                           # RestartCount of the followed container
+        self._exit_poll_s = poll_interval_s               # next wait while the container stays exited
+        #: Earlier followers this tail found still running after a reconnect and stopped.
+        self.followers_stopped = 0
 
     @property
     def status(self) -> TailStatus | None:
@@ -308,7 +349,7 @@ class LogTail:
     # --- internals ----------------------------------------------------------------------
 
     def _report(self, kind: str, message: str, *, attempt: int = 0, exit_code: int | None = None) -> None:
-        status = TailStatus(kind, attempt, self._container_id, exit_code, message)
+        status = TailStatus(kind, attempt, self._container_id, exit_code, message, self._restart_count)
         if status != self._status:
             self._status = status
             self._flush()
@@ -357,6 +398,8 @@ class LogTail:
                 reason = exc.message
             except (asyncssh.Error, OSError) as exc:
                 reason = f"connection lost ({getattr(exc, 'reason', '') or type(exc).__name__})"
+            if self._follower is not None:       # the link went while following: it may live on
+                self._orphan, self._follower = self._follower, None
             if connected:
                 attempt = 0
                 self._lost_at = self._last_line_at
@@ -372,6 +415,11 @@ class LogTail:
 
     async def _session(self, conn: asyncssh.SSHClientConnection) -> None:
         """Inspect, follow, repeat, on one connection; returns only by raising."""
+        if self._orphan is not None:
+            pid, orphan_id = self._orphan
+            if await stop_follower(conn, pid, orphan_id, sudo=self._sudo):
+                self.followers_stopped += 1
+            self._orphan = None
         while True:
             info = await docker_inspect(conn, self.container, sudo=self._sudo)
             if info is None:
@@ -381,16 +429,27 @@ class LogTail:
                 continue
             container_id = str(info.get("Id", ""))
             state = info.get("State") or {}
+            restarts = _int(info.get("RestartCount"))
             if container_id != self._container_id:
                 self._container_id = container_id
                 self._position = _Position()
+                self._restart_count = restarts
+            elif restarts > self._restart_count:
+                self._restart_count = restarts
+                self._exit_poll_s = self._poll_interval_s
+                self._report("connected", f"container {self.container} restarted (restart {restarts})"
+                                          f"{_at(state.get('StartedAt'))}")
             exited = state.get("Status") in ("exited", "dead")
             if exited and self._drained_id == container_id:
                 code = state.get("ExitCode")
-                self._report("exited", f"container {self.container} exited with code {code}",
+                delay = self._exit_poll_s
+                self._report("exited", f"waiting: container {self.container} exited (code {code})"
+                                       f"{_at(state.get('FinishedAt'))}; polling every {delay:g} s",
                              exit_code=code)
-                await asyncio.sleep(self._poll_interval_s)
+                await asyncio.sleep(delay)
+                self._exit_poll_s = min(self._max_backoff_s, delay * 2)
                 continue
+            self._exit_poll_s = self._poll_interval_s
             self._report("connected", f"following container {self.container} ({container_id[:12]})")
             if self._lost_at is not None:        # first follow after a lost connection: count the catch-up
                 self._catch_up = _CatchUp(self._lost_at)
@@ -412,9 +471,9 @@ class LogTail:
         position = self._position
         position.begin_resume()
         args = logs_follow_args(container_id, since=position.last_raw)
-        command = docker_command(args, sudo=self._sudo) + " 2>&1"
+        command = follower_command(args, sudo=self._sudo)
         errors: list[str] = []
-        session = _LogSession(lambda line: self._accept(position, line, errors))
+        session = _LogSession(lambda line: self._accept(position, line, errors, container_id))
         # A pseudo-terminal ties the follower's life to the channel: when the channel or the
         # connection goes, sshd hangs up the tty and the kernel sends SIGHUP, so no
         # ``docker logs -f`` is left running on the node (without one it lives until its next
@@ -428,6 +487,7 @@ class LogTail:
         finally:
             channel.close()
         session.finish()
+        self._follower = None if session.failure is None else self._follower
         if session.failure is not None:
             raise session.failure
         status = channel.get_exit_status()
@@ -439,11 +499,16 @@ class LogTail:
                 self._deliver((None, line))
         return status
 
-    def _accept(self, position: _Position, line: str, errors: list[str]) -> None:
+    def _accept(self, position: _Position, line: str, errors: list[str], container_id: str) -> None:
         if line.endswith("\r"):
             line = line[:-1]
         if not line:
             return
+        if line[:1] == "t" and line.startswith("tpu-console follower pid "):
+            pid = follower_pid(line)
+            if pid is not None:
+                self._follower = (pid, container_id)
+                return
         if line[:1] == "E" and _DOCKER_ERROR.match(line):
             errors.append(line)
             return

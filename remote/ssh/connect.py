@@ -142,7 +142,11 @@ def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | Non
         SshFailure: the worker does not exist, has no address yet, or the API's address or
             node id is not one (see :func:`is_host_address`, :func:`host_key_alias`).
     """
-    override = (getattr(ssh, "hosts", None) or {}).get(node.name)
+    hosts = getattr(ssh, "hosts", None) or {}
+    # ``NODE/W`` names one worker's host:port; ``NODE`` is worker 0's, and every worker's when no
+    # worker has its own (one bastion in front of the slice)
+    override = hosts.get(f"{node.name}/{worker}") or (
+        hosts.get(node.name) if worker == 0 or not any(k.startswith(f"{node.name}/") for k in hosts) else None)
     port = int(getattr(ssh, "port", 22))
     if worker < 0 or worker >= len(node.workers):     # the API's workers, with or without a host override
         count = len(node.workers)

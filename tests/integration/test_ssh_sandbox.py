@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from remote.container.docker import (
     docker_rm_f,
     docker_run,
 )
-from remote.container.tail import LogTail, TailStatus
+from remote.container.tail import LogTail, TailStatus, parse_docker_timestamp
 from remote.errors import VllmHttpError
 from remote.ssh import (
     HostKeyChanged,
@@ -217,6 +218,27 @@ async def test_tail_survives_a_drop_mid_boot_without_missing_or_duplicated_lines
     assert rec.batches < len(plan.lines)                # delivered in batches, not line by line
 
 
+async def test_the_sandbox_stops_only_our_follower_by_its_pid(vm_target) -> None:
+    """The follower command prints its PID; stop_follower checks /proc/PID/cmdline, then kills it
+    with sudo; a PID that is not our follower (or not following this container) is left alone."""
+    from remote.container.follower import follower_command, follower_pid, stop_follower
+
+    vm, target = vm_target
+    await vm.boot_container(READY_ARGV)
+    cid = vm.docker.find("vllm").id
+    async with await connect(target) as conn:
+        process = await conn.create_process(follower_command(["logs", "-f", "--timestamps", cid]))
+        pid = follower_pid((await process.stdout.readline()).rstrip("\n"))
+        assert pid is not None and vm.follower_pids() == [pid]
+        assert (await conn.run(f"kill -TERM {pid}", check=False)).exit_status == 1      # root's: needs sudo
+        assert await stop_follower(conn, pid, "ab" * 32) is False                       # not this container
+        assert await stop_follower(conn, pid + 1, cid) is False                         # no such process
+        assert vm.follower_pids() == [pid]
+        assert await stop_follower(conn, pid, cid) is True
+        await asyncio.wait_for(process.wait_closed(), 10)
+        assert vm.follower_pids() == []
+
+
 async def test_tail_follows_a_replacement_container_from_its_first_line(vm_target) -> None:
     vm, target = vm_target
     first_id = await vm.boot_container(READY_ARGV)
@@ -239,7 +261,12 @@ async def test_tail_follows_a_replacement_container_from_its_first_line(vm_targe
     old_part, new_part = texts[:len(texts) - len(second.lines)], texts[len(texts) - len(second.lines):]
     assert new_part == [line for _, line in second.lines]
     assert old_part == [line for _, line in first.lines][:len(old_part)] and len(old_part) >= 5
-    assert rec.statuses[-1] == TailStatus("exited", 0, new_id, 1, "container vllm exited with code 1")
+    finished = vm.docker.find(new_id).inspect(time.time_ns())["State"]["FinishedAt"]
+    at = time.strftime("%H:%M:%S UTC", time.gmtime(parse_docker_timestamp(finished) // 10**9))
+    # a stopped container is waited on, not given up: polled with backoff, and said so
+    first_exit = next(s for s in rec.statuses if s.kind == "exited")
+    assert first_exit == TailStatus("exited", 0, new_id, 1,
+                                    f"waiting: container vllm exited (code 1) at {at}; polling every 0.1 s")
     assert {s.container_id for s in rec.statuses if s.kind == "connected"} == {first_id, new_id}
 
 
@@ -257,6 +284,34 @@ async def test_tail_waits_for_a_container_then_reports_its_exit(vm_target) -> No
     await asyncio.gather(task, return_exceptions=True)
     assert rec.texts() == [line for _, line in plan.lines]
     assert rec.statuses[-1].exit_code == 1
+
+
+async def test_a_stopped_container_is_polled_with_backoff_and_followed_again_after_a_restart_in_place(
+        vm_target) -> None:
+    vm, target = vm_target
+    await vm.boot_container(["Qwen/Qwen3-8B", "--tensor-parallel-size", "3"])    # config_error, exits at once
+    box = vm.docker.find("vllm")
+    first = box.plan
+    rec = Recorder()
+    tail = LogTail(lambda: connect(target), "vllm", on_lines=rec.on_lines, on_status=rec.on_status,
+                   initial_backoff_s=0.05, max_backoff_s=0.4, poll_interval_s=0.1)
+    task = asyncio.create_task(tail.run())
+    await rec.until(lambda: sum(s.kind == "exited" for s in rec.statuses) >= 3)
+    waits = [s.message.rsplit("polling every ", 1)[1] for s in rec.statuses if s.kind == "exited"]
+    assert waits[:3] == ["0.1 s", "0.2 s", "0.4 s"]                    # backoff, capped at max_backoff_s
+    assert rec.statuses[-1].message.startswith("waiting: container vllm exited (code 1) at ")
+    second = plan_startup(READY_ARGV, ACCEL, boot_s=1.0)
+    vm.docker.restart(box, second)                                    # docker restart: same id, RestartCount 1
+    await rec.until(lambda: len(rec.lines) >= len(first.lines) + len(second.lines))
+    await asyncio.sleep(0.3)
+    tail.stop()
+    await task
+    started = box.inspect(time.time_ns())["State"]["StartedAt"]
+    at = time.strftime("%H:%M:%S UTC", time.gmtime(parse_docker_timestamp(started) // 10**9))
+    restarted = [s for s in rec.statuses if "restarted" in s.message]
+    assert [(s.kind, s.container_id, s.restart_count, s.message) for s in restarted] == [
+        ("connected", box.id, 1, f"container vllm restarted (restart 1) at {at}")]
+    assert rec.texts() == [line for _, line in first.lines] + [line for _, line in second.lines]   # no dup, no gap
 
 
 async def test_sudo_needing_a_password_stops_the_tail_with_one_sentence(make_vm, client_key, tmp_path) -> None:
@@ -386,17 +441,18 @@ def _phase_lines(lines: list[str]) -> list[tuple[str, int]]:
 
 def test_watch_follows_a_booting_node_to_ready_across_a_dropped_connection(sandbox, capsys) -> None:
     import json as jsonlib
-    import threading
 
     from console.cli import main
 
     vm = sandbox.vms["vllm-flex-b"]
     plan = sandbox.call(_plan_of(vm))
-    dropper = threading.Timer(1.0, lambda: sandbox._loop.call_soon_threadsafe(vm.drop_connections))
-    dropper.start()
+    # event-driven: the link drops right after the follower wrote its 12th line, however loaded
+    # the machine (a 1 s timer raced the boot and the connect under load)
+    sandbox.call(_cut_after(vm, 12))
+    assert len(plan.lines) > 12 + 5
     code = main(["--config", str(sandbox.config_path), "watch", "vllm-flex-b", "--json"])
-    dropper.cancel()
     captured = capsys.readouterr()
+    assert vm.docker.followed_lines >= 12
     assert code == 0, captured.err
     summary = jsonlib.loads(captured.out)
     assert summary["ready"] is True and summary["failure"] is None
@@ -406,6 +462,10 @@ def test_watch_follows_a_booting_node_to_ready_across_a_dropped_connection(sandb
         _phase_lines([line for _, line in plan.lines])
     assert "reconnecting (attempt 1)" in captured.err
     assert "confirmed: /v1/models on port 8000 serves" in captured.err
+
+
+async def _cut_after(vm: SandboxVm, lines: int) -> None:
+    vm.docker.cut_after_followed_lines(lines, vm.drop_connections)
 
 
 async def _plan_of(vm: SandboxVm):
@@ -430,6 +490,51 @@ def test_watch_reports_a_failed_boot_with_exit_1(sandbox, capsys) -> None:
     assert "watch inference-prod/us-west4-a/vllm-v5e-a" in captured.out           # the summary panel
     assert re.search(rf"Failure\s+{plan.failure_kind}", captured.out)
     assert f"failed: {plan.failure_kind}" in captured.err
+
+
+def test_watch_marks_a_restart_in_place_and_reads_the_new_boot_from_a_fresh_state(sandbox, capsys,
+                                                                                  tmp_path) -> None:
+    import json as jsonlib
+
+    from console.cli import main
+    from console.flows.history_store import open_history
+
+    vm = sandbox.vms["vllm-flex-b"]
+    vm.boot_s = 6.0
+    sandbox.call(_replace(vm, ["Qwen/Qwen3-0.6B", "--max-model-len", "4096", "--tensor-parallel-size", "8"]))
+    box = vm.docker.find("vllm")
+    restarted: list = []
+
+    def restart() -> None:                 # on the sandbox loop, right after the 10th followed line
+        vm.boot_s = 1.0
+        restarted.append(plan_startup(["Qwen/Qwen3-0.6B", "--max-model-len", "4096", "--tensor-parallel-size", "8"],
+                                      "v6e-8", boot_s=1.0))
+        vm.docker.restart(box, restarted[0])
+
+    sandbox.call(_cut_after_with(vm, 10, restart))
+    db = tmp_path / "history.db"
+    code = main(["--config", str(sandbox.config_path), "--db", str(db), "watch", "vllm-flex-b", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    second = restarted[0]
+    summary = jsonlib.loads(captured.out)
+    assert re.search(r"container vllm restarted \(restart 1\) at \d\d:\d\d:\d\d UTC; a fresh boot follows",
+                     captured.err)
+    # the summary is the new boot's alone: its lines and its phase marks from line 1
+    assert summary["ready"] is True and summary["lines_read"] == len(second.lines)
+    assert [(m["phase"], m["line"]) for m in summary["phase_timeline"]] == \
+        _phase_lines([line for _, line in second.lines])
+    store = open_history(None, db)
+    try:
+        rows = store.list_launches(node="vllm-flex-b")
+    finally:
+        store.close()
+    mine = [r for r in rows if r.container_id == box.id]
+    assert len(mine) == 1 and mine[0].restart_count == 1 and mine[0].outcome == "ready"
+
+
+async def _cut_after_with(vm: SandboxVm, lines: int, cut) -> None:
+    vm.docker.cut_after_followed_lines(lines, cut)
 
 
 def test_watch_gives_a_replacing_container_its_own_reader_and_launch(sandbox, capsys, tmp_path) -> None:
@@ -476,6 +581,51 @@ def test_watch_gives_a_replacing_container_its_own_reader_and_launch(sandbox, ca
         store.close()
     assert launches[first_id].outcome == "replaced" and launches[first_id].failure_detail == marker
     assert launches[new_id].outcome == "ready" and launches[new_id].kv_cache_tokens == second.kv_cache_tokens
+
+
+def test_the_old_launch_is_closed_even_when_its_inspect_finishes_after_the_replacement(sandbox, capsys,
+                                                                                      tmp_path) -> None:
+    import json as jsonlib
+
+    from console.cli import main
+    from console.flows.history_store import open_history
+    from sandbox.runner import serve_args_for
+
+    vm = sandbox.vms["vllm-flex-b"]
+    vm.boot_s = 6.0
+    sandbox.call(_replace(vm, serve_args_for("v6e-8", 8) or []))          # a fresh, slow boot
+    first_id = vm.docker.find("vllm").id
+    booted: list = []
+
+    def replace() -> None:           # on the sandbox loop, while the inspect of the first container is held
+        vm.boot_s = 1.0
+        vm.docker.remove(vm.docker.find("vllm"))
+        booted.append(asyncio.ensure_future(vm.boot_container(
+            ["Qwen/Qwen3-0.6B", "--max-model-len", "4096", "--tensor-parallel-size", "8"])))
+
+    # the tail's inspect passes; the watch's own inspect of the first container (its launch) is held
+    # until the tail and the new container's inspect have answered with the replacement
+    sandbox.call(_hold_inspect(vm, replace))
+    db = tmp_path / "history.db"
+    code = main(["--config", str(sandbox.config_path), "--db", str(db), "watch", "vllm-flex-b", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert booted and jsonlib.loads(captured.out)["model"] == "Qwen/Qwen3-0.6B"
+    new_id = vm.docker.find("vllm").id
+    marker = next(line for line in captured.err.splitlines() if line.startswith("container "))
+    store = open_history(None, db)
+    try:
+        launches = {launch.container_id: launch for launch in store.list_launches(node="vllm-flex-b")}
+    finally:
+        store.close()
+    assert set(launches) == {first_id, new_id}
+    assert launches[first_id].outcome == "replaced" and launches[first_id].failure_detail == marker
+    assert launches[first_id].model == "google/gemma-3-27b-it"             # its own facts, not the new one's
+    assert launches[new_id].outcome == "ready" and launches[new_id].model == "Qwen/Qwen3-0.6B"
+
+
+async def _hold_inspect(vm: SandboxVm, on_held) -> None:
+    vm.docker.hold_inspect(skip=1, release_after=2, on_held=on_held)
 
 
 def test_watch_refuses_an_unknown_host_key_without_a_terminal(sandbox, capsys, monkeypatch) -> None:
@@ -568,3 +718,68 @@ async def test_terminal_prompt_records_the_key_only_on_yes(make_vm, client_key, 
     async with await connect(target, accept_new_host_key=terminal_host_key_prompt(target, Tty("yes\n"), said)):
         pass
     assert known.read_text() == vm.known_hosts_line(ALIAS)
+
+
+# --- every worker of a multi-host slice --------------------------------------------------
+
+SLICE = "vllm-v5e-16"
+
+
+async def _plans_of(vms: list[SandboxVm]):
+    return [vm.docker.find("vllm").plan for vm in vms]
+
+
+def test_watch_follows_every_worker_of_a_slice_and_sums_hbm_over_workers(sandbox, capsys) -> None:
+    import json as jsonlib
+
+    from console.cli import main
+
+    vms = sandbox.workers[SLICE]
+    assert len(vms) == 4 and len({vm.ssh_port for vm in vms}) == 4
+    assert len({vm.host_public_key for vm in vms}) == 4                    # each worker its own host key
+    plans = sandbox.call(_plans_of(vms))
+    code = main(["--config", str(sandbox.config_path), "watch", SLICE, "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    summary = jsonlib.loads(captured.out)
+    assert summary["ready"] is True and summary["workers"] == 4 and summary["failure_worker"] is None
+    assert summary["kv_cache_tokens"] == plans[0].kv_cache_tokens         # worker 0's engine lines
+    assert summary["worker_lines_read"] == [len(p.lines) for p in plans]
+    assert [len(p.lines) for p in plans[1:]] == [4, 4, 4]                  # TPU info + 3 HBM lines each
+    by_stage = {item["stage"]: item for item in summary["slice_hbm"]}
+    weights, after_kv, limit = plans[0].weights_gib, plans[0].hbm_after_kv_gib, plans[0].hbm_limit_gib
+    assert by_stage["model_loaded"] == {"stage": "model_loaded", "used_gib": round(16 * weights, 2),
+                                        "limit_gib": round(16 * limit, 2), "chips": 16, "workers": 4}
+    assert by_stage["kv_cache"]["used_gib"] == round(16 * after_kv, 2)
+    assert summary["hbm_used_gib"] == [weights] * 4                        # per chip stays per chip
+    assert summary["worker_hbm_used_gib"] == [[after_kv] * 4] * 4
+    for worker, vm in enumerate(vms):
+        assert f"w{worker}| connected to node {SLICE} (127.0.0.1:{vm.ssh_port})" in captured.err
+    assert "w0| confirmed: /v1/models on port 8000 serves" in captured.err
+
+    code = main(["--config", str(sandbox.config_path), "watch", SLICE, "--worker", "0", "--json"])
+    alone = capsys.readouterr()
+    assert code == 0 and "workers" not in jsonlib.loads(alone.out) and "w1|" not in alone.err
+
+
+def test_a_failure_on_any_worker_fails_the_boot_and_names_the_worker(sandbox, capsys) -> None:
+    import json as jsonlib
+
+    from console.cli import main
+
+    vms = sandbox.workers[SLICE]
+    vms[0].boot_s = 30.0                                                  # worker 0 still booting
+    sandbox.call(_replace(vms[0], ["meta-llama/Llama-3.1-8B-Instruct", "--tensor-parallel-size", "4"]))
+    bad = sandbox.call(_replace(vms[2], ["meta-llama/Llama-3.1-8B-Instruct", "--tensor-parallel-size", "3"]))
+    assert bad.outcome == "failed" and bad.failure_kind == "config_error"
+    code = main(["--config", str(sandbox.config_path), "watch", SLICE, "--json"])
+    captured = capsys.readouterr()
+    assert code == 1, captured.err
+    summary = jsonlib.loads(captured.out)
+    assert summary["ready"] is False and summary["failure_worker"] == 2
+    assert summary["failure"] == "config_error"
+    assert summary["failure_detail"].startswith("worker 2: ValueError: Number of devices 4 must be divisible")
+    assert "w2| failed: config_error: " in captured.err
+    code = main(["--config", str(sandbox.config_path), "watch", SLICE])       # the panel says it too
+    panel = capsys.readouterr().out
+    assert code == 1 and re.search(r"Failed on\s+worker 2", panel) and re.search(r"Workers\s+4 workers", panel)

@@ -286,7 +286,9 @@ async def test_tail_and_reconnect_after_the_session_is_killed(sshd: RealSshd, cl
     tail.stop()
     await task
     assert received == [line.split(" ", 1)[1] for line in lines]
-    assert statuses[-1] == TailStatus("exited", 0, CONTAINER_ID, 3, "container vllm exited with code 3")
+    # the stand-in's inspect gives no FinishedAt: no time is made up
+    assert next(s for s in statuses if s.kind == "exited") == TailStatus(
+        "exited", 0, CONTAINER_ID, 3, "waiting: container vllm exited (code 3); polling every 0.1 s")
     assert [s.kind for s in statuses[:2]] == ["connecting", "connected"]
 
 
@@ -403,3 +405,129 @@ async def test_a_lost_connection_says_when_and_how_many_lines_were_caught_up(
     assert statuses[-1].kind == "connected"
     assert statuses[-1].message == f"resumed following container vllm: 30 lines caught up since {last_before}"
     assert received == [f"INFO line {n}" for n in range(1, 71)]
+
+
+class BlackholeProxy:
+    """A loopback TCP relay in front of sshd that can blackhole its connections: the client side
+    is reset (the tail sees the link die) while the sshd side stays open and unread, so sshd,
+    like one behind a dead NAT entry or a vanished peer, never notices and keeps the session."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._pairs: list[tuple[asyncio.StreamWriter, asyncio.StreamWriter, list[asyncio.Task[None]]]] = []
+        self.held: list[asyncio.StreamWriter] = []     # sshd sides left hanging
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _relay(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (OSError, asyncio.IncompleteReadError):
+                pass
+            dst.close()
+
+        tasks = [asyncio.create_task(pump(client_r, up_w)), asyncio.create_task(pump(up_r, client_w))]
+        self._pairs.append((client_w, up_w, tasks))
+
+    def blackhole(self) -> int:
+        """Reset every client side, keep every sshd side open and silent; returns how many."""
+        import struct
+
+        count = 0
+        for client_w, up_w, tasks in self._pairs:
+            for task in tasks:
+                task.cancel()
+            sock = client_w.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            client_w.transport.abort()                 # RST to the client, nothing to sshd
+            self.held.append(up_w)
+            count += 1
+        self._pairs = []
+        return count
+
+    async def stop(self) -> None:
+        for _, up_w, tasks in self._pairs:
+            for task in tasks:
+                task.cancel()
+            up_w.close()
+        for up_w in self.held:
+            up_w.close()
+        if self._server is not None:
+            self._server.close()
+
+
+async def test_the_old_follower_is_stopped_on_every_reconnect_even_after_a_blackholed_link(
+        sshd: RealSshd, client_key: asyncssh.SSHKey, tmp_path: Path) -> None:
+    """3 blackholed links (sshd keeps those sessions) + 5 killed sessions + quit: no follower of
+    ours left on the host, and the operator's own `docker logs -f` of the same container still runs."""
+    import dataclasses
+
+    known = tmp_path / "kh"
+    known.write_text(f"{ALIAS} {sshd.host_key.export_public_key().decode().strip()}\n")
+    proxy = BlackholeProxy(sshd.port)
+    await proxy.start()
+    target = dataclasses.replace(_target(sshd, known, client_key), port=proxy.port)
+    operator = subprocess.Popen([str(sshd.root / "bin" / "docker"), "logs", "-f", "--timestamps", CONTAINER_ID],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    received: list[str] = []
+    statuses: list[TailStatus] = []
+    tail = LogTail(lambda: connect(target), "vllm", on_lines=lambda batch: received.extend(t for _, t in batch),
+                   on_status=statuses.append, initial_backoff_s=0.05, max_backoff_s=0.2, poll_interval_s=0.1)
+
+    def ours() -> list[int]:
+        return [pid for pid in _followers(sshd) if pid != operator.pid]
+
+    async def until(predicate, what: str, timeout_s: float = 20.0) -> None:
+        for _ in range(int(timeout_s / 0.02)):
+            if predicate():
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"timed out waiting for {what}: {statuses[-2:]}, our followers {ours()}")
+
+    def connects() -> int:
+        return sum(s.kind == "connected" and s.message.startswith("following") for s in statuses)
+
+    task = asyncio.create_task(tail.run())
+    stopped = False
+    try:
+        sshd.append_log([f"{_ts(n)} INFO line {n}" for n in range(50)])
+        await until(lambda: len(received) >= 50 and len(ours()) == 1, "the first follower")
+        for round_ in range(3):
+            before, old = connects(), ours()
+            assert proxy.blackhole() == 1
+            await until(lambda b=before: connects() > b, f"reconnect after blackhole {round_}")
+            await until(lambda o=old: (now := ours()) != o and len(now) == 1, f"one follower after blackhole {round_}",
+                        timeout_s=5)
+            await asyncio.sleep(0.3)                          # an orphan would still be there
+            assert len(ours()) == 1 and tail.followers_stopped == round_ + 1, (ours(), old)
+        assert len(proxy.held) == 3                           # sshd still holds those three sessions
+        for round_ in range(5):
+            before = connects()
+            sshd.drop_connections()                           # killed sessions: the pty ends those
+            await until(lambda b=before: connects() > b, f"clean reconnect {round_}")
+            await until(lambda: len(ours()) == 1, f"one follower after clean reconnect {round_}", timeout_s=5)
+        await asyncio.sleep(0.3)
+        assert len(ours()) == 1
+        tail.stop()
+        await task
+        stopped = True
+        await until(lambda: ours() == [], "no follower of ours after quit", timeout_s=5)
+        assert operator.poll() is None and operator.pid in _followers(sshd)     # the operator's stays
+        assert received == [f"INFO line {n}" for n in range(50)]
+    finally:
+        if not stopped:
+            tail.stop()
+            await task
+        operator.terminate()
+        operator.wait(timeout=5)
+        await proxy.stop()

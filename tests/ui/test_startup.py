@@ -17,6 +17,7 @@ from console.screens.startup import StartupScreen
 from console.widgets.log_view import LogView
 from console.widgets.startup_panel import PanelInfo, StartupPanel
 from remote.container.tail import TailStatus
+from remote.startup import Phase
 from remote.vllm_log.reader import StartupReader
 from store.errors import StoreError
 from tests.ui.conftest import fleet_node, text_of
@@ -464,3 +465,84 @@ async def test_a_ready_node_without_a_container_says_what_the_view_waits_for(san
             "Start one: tpu-console swap vllm-flex-b --project inference-prod --zone us-east5-a --image "
             f"{sandbox_services.config.container.image} --set model={sandbox_services.config.container.model} "
             "(a new node can run one at once: tpu-console request ... --image IMAGE --model MODEL). ────"]
+
+
+async def test_a_slice_is_followed_on_every_worker_with_prefixed_lines_and_summed_hbm(
+        sandbox: Any, sandbox_services: Any) -> None:
+    vms = sandbox.workers["vllm-v5e-16"]
+    plans = [sandbox.call(_plan(vm)) for vm in vms]
+    node = await fleet_node(sandbox_services, "vllm-v5e-16")
+    app = StartupApp(sandbox_services, node)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        view = screen.query_one("#log", LogView)
+        total = sum(len(p.lines) for p in plans)
+        await _until(pilot, lambda: view.buffer.total >= total and screen.watcher.reader.state.ready)
+        await pilot.pause(PANEL_WAIT_S)
+        texts = [e.text for e in view.buffer.entries]
+        for worker, plan in enumerate(plans):              # every worker's own lines, prefixed
+            mine = [t.split("| ", 1)[1] for t in texts if t.startswith(f"w{worker}| ")]
+            assert mine == [line for _, line in plan.lines]
+        assert "all 4 workers" in screen.sub_title
+        sliced = panel_text(app, "slice")
+        weights, limit = plans[0].weights_gib, plans[0].hbm_limit_gib
+        assert "4 workers" in sliced
+        assert f"model loaded: {16 * weights:.2f} / {16 * limit:.2f} GiB over 16 chips (4 of 4 workers)" in sliced
+        await pilot.press("W")                               # worker 0 alone: no prefixes, no slice
+        await _until(pilot, lambda: screen.worker == 0 and screen.watcher is not None
+                     and screen.watcher.reader.state.ready and view.buffer.total == len(plans[0].lines))
+        await pilot.pause(PANEL_WAIT_S)
+        assert not any(e.text.startswith("w0| ") for e in view.buffer.entries)
+        assert "worker 0 of 4" in screen.sub_title and not screen.query_one("#panel-slice").display
+
+
+async def test_a_failure_on_another_worker_fails_the_boot_in_the_panel(sandbox: Any, sandbox_services: Any) -> None:
+    vms = sandbox.workers["vllm-v5e-16"]
+    sandbox.call(_reboot(vms[0], ["meta-llama/Llama-3.1-8B-Instruct", "--tensor-parallel-size", "4"], boot_s=30.0))
+    sandbox.call(_reboot(vms[3], ["meta-llama/Llama-3.1-8B-Instruct", "--tensor-parallel-size", "3"], boot_s=1.0))
+    node = await fleet_node(sandbox_services, "vllm-v5e-16")
+    app = StartupApp(sandbox_services, node)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        await _until(pilot, lambda: screen.panel_info().state.failure is not None)
+        state = screen.panel_info().state
+        assert state.phase is Phase.FAILED and not state.ready
+        assert state.failure.message.startswith("worker 3: ValueError: Number of devices 4 must be divisible")
+        await pilot.pause(PANEL_WAIT_S)
+        assert "On worker 3: " in panel_text(app, "banner")
+
+
+async def _restart(vm: Any, argv: list[str], boot_s: float) -> Any:
+    from sandbox.engine import plan_startup
+
+    plan = plan_startup(argv, vm.accelerator_type, boot_s=boot_s)
+    vm.docker.restart(vm.docker.find("vllm"), plan)
+    return plan
+
+
+async def test_a_restart_in_place_gets_a_marker_and_a_fresh_boot_section(sandbox: Any, sandbox_services: Any) -> None:
+    import re
+
+    from sandbox.runner import serve_args_for
+
+    vm = sandbox.vms["vllm-flex-b"]
+    node = await fleet_node(sandbox_services, "vllm-flex-b")
+    argv = serve_args_for(node.accelerator_type, node.chips) or []
+    sandbox.call(_reboot(vm, argv, boot_s=6.0))
+    app = StartupApp(sandbox_services, node)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        view = screen.query_one("#log", LogView)
+        await _until(pilot, lambda: view.buffer.total > 10)
+        container_id = screen.watcher.container_id
+        second = sandbox.call(_restart(vm, argv, boot_s=1.0))
+        await _until(pilot, lambda: screen.watcher.restarts and screen.watcher.reader.state.ready)
+        markers = [e.text for e in view.buffer.entries if "restarted" in e.text]
+        assert len(markers) == 1 and re.fullmatch(
+            r"──── container vllm restarted \(restart 1\) at \d\d:\d\d:\d\d UTC; a fresh boot follows ────",
+            markers[0]), markers
+        assert screen.watcher.container_id == container_id                       # same container
+        assert screen.watcher.reader.state.lines_read == len(second.lines)       # a fresh boot section
+        await _until(pilot, lambda: [(l.restart_count, l.outcome) for l in
+                                     sandbox_services.store.list_launches(node="vllm-flex-b")
+                                     if l.container_id == container_id] == [(1, "ready")])

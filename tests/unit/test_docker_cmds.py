@@ -201,3 +201,20 @@ def test_a_suffix_that_is_not_base64_is_ignored(suffix: str, alias: str) -> None
 def test_a_node_id_that_would_be_a_known_hosts_pattern_is_refused(node_id: str) -> None:
     with pytest.raises(SshFailure, match="not a plain id"):
         target_for(_node(node_id=node_id), _Ssh())
+
+
+def test_the_follower_names_its_pid_and_only_our_follower_matches() -> None:
+    from remote.container.follower import follower_command, follower_pid, is_our_follower
+
+    cid = "ab" * 32
+    command = follower_command(["logs", "-f", "--timestamps", cid])
+    assert command == f"echo 'tpu-console follower pid' $$; exec sudo -n docker logs -f --timestamps {cid} 2>&1"
+    assert follower_pid("tpu-console follower pid 4242") == 4242
+    assert follower_pid("tpu-console follower pid 42 43") is None and follower_pid("INFO pid 42") is None
+    ours = b"\0".join([b"sudo", b"-n", b"docker", b"logs", b"-f", b"--timestamps", b"--since",
+                       b"2025-06-01T14:05:31.123456789Z", cid.encode()]) + b"\0"
+    assert is_our_follower(ours, cid)
+    assert not is_our_follower(ours, "cd" * 32)                                  # another container
+    assert not is_our_follower(b"sudo\0-n\0docker\0logs\0" + cid.encode() + b"\0", cid)   # not following
+    assert not is_our_follower(b"python3\0-m\0http.server\0", cid)               # a recycled pid
+    assert not is_our_follower(b"", cid)

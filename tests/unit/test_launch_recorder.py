@@ -100,3 +100,50 @@ def test_container_start_time_and_repo_digest() -> None:
     assert repo_digest(DIGEST) == DIGEST
     assert repo_digest("sha256:" + "ab" * 32) is None
     assert repo_digest("vllm/vllm-tpu@sha256:abc") is None and repo_digest(None) is None
+
+
+OTHER = "beef" * 16
+
+
+def test_a_replacement_before_the_old_inspect_finished_closes_the_old_launch_and_keeps_facts_apart(
+        tmp_path: Path) -> None:
+    """The race: the replacement (B) shows up while the inspect of A (its launch) is still running.
+    B's states wait for B's launch, and A's launch is closed `replaced` when A's inspect finishes."""
+    with HistoryStore(tmp_path / "h.db") as store:
+        recorder = LaunchRecorder(store, NODE)
+        booting = _booted(ready=False)
+        recorder.record(booting, CID)                          # A's lines, A's inspect not done yet
+        recorder.record_replaced(booting, "container A replaced by B at 10:07:00", CID)
+        recorder.record(_booted(ready=True), OTHER)            # B's lines, B's inspect not done either
+        b_id = recorder.observe_container(OTHER)               # B's inspect finishes first
+        a_id = recorder.observe_container(CID)                 # then A's
+        assert a_id is not None and b_id is not None and a_id != b_id
+        a, b = store.get_launch(a_id), store.get_launch(b_id)
+        assert (a.container_id, a.outcome, a.failure_detail) == (CID, "replaced", "container A replaced by B at 10:07:00")
+        assert a.ready_at is None and a.kv_cache_tokens == 123_456
+        assert (b.container_id, b.outcome) == (OTHER, "ready")  # B's ready never went into A's launch
+        assert recorder.container_id == OTHER and recorder.launch_id == b_id
+        recorder.record(_booted(ready=True), OTHER)
+        assert store.get_launch(a_id).outcome == "replaced"
+
+
+def test_a_restart_before_the_inspect_finished_is_recorded_with_the_launch(tmp_path: Path) -> None:
+    with HistoryStore(tmp_path / "h.db") as store:
+        recorder = LaunchRecorder(store, NODE)
+        recorder.record_restart(_booted(ready=False), 2)
+        launch_id = recorder.observe_container(CID)
+        recorder.record(_booted(ready=True), CID)
+        launch = store.get_launch(launch_id)
+    assert (launch.restart_count, launch.outcome) == (2, "ready")
+
+
+def test_the_next_containers_state_never_goes_into_the_previous_launch(tmp_path: Path) -> None:
+    with HistoryStore(tmp_path / "h.db") as store:
+        recorder = LaunchRecorder(store, NODE)
+        a_id = recorder.observe_container(CID)
+        recorder.record(_booted(ready=False), CID)
+        recorder.record_replaced(_booted(ready=False), "A replaced by B", CID)
+        recorder.record(_booted(ready=True), OTHER)            # B's state before B's inspect finished
+        assert store.get_launch(a_id).outcome == "replaced"
+        b_id = recorder.observe_container(OTHER)
+        assert store.get_launch(b_id).outcome == "ready" and store.get_launch(a_id).ready_at is None
