@@ -309,13 +309,14 @@ class Sandbox:
             print(f"sandbox: the VM of {name} did not stop: {exc}", file=sys.stderr)
 
     async def _remove_vm(self, name: str) -> None:
-        vm = self.vms.pop(name, None)
-        if vm is None:
+        if self.vms.pop(name, None) is None:
             return
-        await vm.stop()
+        vms = self.workers.pop(name, [])
+        for vm in vms:                                  # every worker of the node
+            await vm.stop()
         gone = [n for n in self.nodes if n.name == name]
         self.nodes = [n for n in self.nodes if n.name != name]
-        aliases = {f"tpu.{n.node_id}-0" for n in gone}
+        aliases = {f"tpu.{n.node_id}-{worker}" for n in gone for worker in range(max(1, len(vms)))}
         if self.known_hosts_path.exists():
             kept = [line for line in self.known_hosts_path.read_text(encoding="utf-8").splitlines(keepends=True)
                     if line.split(" ", 1)[0] not in aliases]
