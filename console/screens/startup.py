@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -54,6 +55,12 @@ T = TypeVar("T")
 LOG_LINES_SHOWN = 5000
 #: Lines per tail batch: the reader reads a batch in one go, so this bounds that pause (~10 ms).
 TAIL_BATCH_LINES = 500
+#: Longest the log pane takes writing queued lines in one go (then a frame and keys come first).
+DRAIN_BUDGET_S = 0.010
+#: Shortest time between two writes to the pane (the rest of a burst waits, coalesced).
+DRAIN_INTERVAL_S = 0.1
+#: Lines written to the pane per step of a drain (the budget is checked between steps).
+DRAIN_STEP_LINES = 100
 #: Seconds between panel refreshes (the panel also ticks once a second for running durations).
 PANEL_REFRESH_S = 0.25
 #: /v1/models probes after the log says ready (one second apart) before giving up.
@@ -118,6 +125,8 @@ class StartupScreen(ConsoleScreen):
         self._ticks = 0
         self._pending: list[str] = []
         self._skipped = 0
+        self._draining = False
+        self._drained_at = 0.0
 
     # --- layout --------------------------------------------------------------------------
 
@@ -195,7 +204,7 @@ class StartupScreen(ConsoleScreen):
 
     def _waiting(self, sentence: str) -> None:
         """A state change of the node waited for: one marker line in the log."""
-        self.query_one("#log", LogView).write_lines([f"──── {sentence} ────"])
+        self._write_marker(f"──── {sentence} ────")
         self.node_wait = sentence
         self._dirty = True
 
@@ -222,7 +231,7 @@ class StartupScreen(ConsoleScreen):
         """
         if watch is not self.watcher:
             return
-        notify = not self._pending and not self._skipped
+        notify = not self._pending and not self._skipped and not self._draining
         self._pending.extend(text for _, text in batch)
         over = len(self._pending) - LOG_LINES_SHOWN
         if over > 0:
@@ -231,13 +240,44 @@ class StartupScreen(ConsoleScreen):
         if notify:
             self.post_message(self.LinesArrived(watch))
 
+    def _write_marker(self, text: str) -> None:
+        """A line of the console's own (a gap, a wait) in the log, in order with the queued lines."""
+        notify = not self._pending and not self._skipped and not self._draining
+        self._pending.append(text)
+        if notify and self.watcher is not None:
+            self.post_message(self.LinesArrived(self.watcher))
+        elif notify:
+            self._drain()
+
     @on(LinesArrived)
     def _lines(self, message: LinesArrived) -> None:
-        lines, skipped = self._pending, self._skipped
-        self._pending, self._skipped = [], 0
         if message.watcher is not self.watcher:
+            self._pending, self._skipped = [], 0
             return
-        self.query_one("#log", LogView).write_lines(lines, skipped)
+        wait = self._drained_at + DRAIN_INTERVAL_S - time.monotonic()
+        if wait > 0:
+            self._draining = True          # no new message: the timer writes what comes meanwhile
+            self.set_timer(wait, self._drain)
+        else:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Write queued lines to the pane for at most :data:`DRAIN_BUDGET_S`, at most once per
+        :data:`DRAIN_INTERVAL_S` (one pane refresh per write): during a flood the loop stays free
+        for keys and frames, and the lines beyond the pane's cap are only counted."""
+        self._drained_at = time.monotonic()
+        view = self.query_one("#log", LogView)
+        deadline = time.perf_counter() + DRAIN_BUDGET_S
+        while self._pending or self._skipped:
+            lines, skipped = self._pending[:DRAIN_STEP_LINES], self._skipped
+            del self._pending[:DRAIN_STEP_LINES]
+            self._skipped = 0
+            view.write_lines(lines, skipped)
+            if time.perf_counter() > deadline:
+                break
+        self._draining = bool(self._pending)
+        if self._draining:
+            self.set_timer(DRAIN_INTERVAL_S, self._drain)
         self._update_log_title()
         self._dirty = True
 
@@ -250,7 +290,7 @@ class StartupScreen(ConsoleScreen):
             watch, gone = message.watcher, None
             if self._container_id is not None and watch.replaced and watch.replaced[-1].new_id == status.container_id:
                 gone = watch.replaced[-1]           # the new container has its own reader and launch
-                self.query_one("#log", LogView).write_lines([f"──── {gone.marker()} ────"])
+                self._write_marker(f"──── {gone.marker()} ────")
             self._container_id = status.container_id
             self._observe(message.watcher, status.container_id, gone)
         if status.kind == "exited":
@@ -259,7 +299,7 @@ class StartupScreen(ConsoleScreen):
             self.app.notify(status.message, title="Log tail stopped", severity="error", timeout=10)
         if (status.kind == "reconnecting" and status.attempt == 1) or status.message.startswith("resumed"):
             # the gap and its end, in the log itself: "connection lost (last line ...)", "... caught up"
-            self.query_one("#log", LogView).write_lines([f"──── {status.message.split(';')[0]} ────"])
+            self._write_marker(f"──── {status.message.split(';')[0]} ────")
         self._dirty = True
 
     # --- history ------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import NamedTuple
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -132,9 +132,18 @@ class LogBuffer:
         self._prune()
 
     def skip(self, count: int) -> None:
-        """Count ``count`` lines that arrived but were never shown (a burst larger than the cap)."""
+        """Count ``count`` lines that arrived but were never shown (a burst larger than the cap).
+
+        They are newer than every line kept, so those go too (counted in :attr:`dropped`): the
+        kept lines stay one unbroken stretch of the log, the newest.
+        """
+        if count <= 0:
+            return
         self.total += count
-        self.dropped += count
+        self.dropped += count + len(self.entries)
+        self.entries.clear()
+        self.rows = []
+        self._run = 0
 
     def _add_row(self, entry: Entry) -> None:
         if not (self.folded and entry.cont):
@@ -211,6 +220,7 @@ class LogView(ScrollView, can_focus=True):
         self.follow = True
         self.search_text = ""
         self._cache: LRUCache[tuple[int, int], Strip] = LRUCache(1024)
+        self._frame_style: Style | None = None
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
@@ -287,11 +297,19 @@ class LogView(ScrollView, can_focus=True):
         """Text of every shown row (tests, copy)."""
         return [self.buffer.row_text(i)[0] for i in range(len(self.buffer.rows))]
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # the widget's style, computed once per frame (``rich_style`` walks the DOM: ~0.3 ms a row)
+        self._frame_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame_style = None
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
         width = self.size.width
-        rich_style = self.rich_style
+        rich_style = self._frame_style or self.rich_style
         if index >= len(self.buffer.rows):
             return Strip.blank(width, rich_style)
         seq, n = self.buffer.rows[index]
