@@ -33,6 +33,7 @@ from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
 from console.flows.history_query import HistoryReader
+from console.flows.launch_log import log_opener
 from console.flows.launch_recorder import LaunchRecorder
 from console.flows.node_wait import POLL_S as NODE_POLL_S
 from console.flows.node_wait import needs_wait, wait_target, wait_until_ready
@@ -40,6 +41,7 @@ from console.flows.ssh_target import resolve_target
 from console.flows.startup_watch import Replacement, StartupWatch, read_followed
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
+from console.screens.long_line import LongLineScreen
 from console.widgets.log_pane import LogPane
 from console.widgets.log_view import LogView
 from console.widgets.serving_panel import ServingPanel
@@ -85,6 +87,7 @@ class StartupScreen(ConsoleScreen):
         Binding("s", "swap", "Swap", id="swap"),
         Binding("escape", "back", "Back", id="back"),
         Binding("y", "copy_url", "Copy URL", id="copy_url"),
+        Binding("e", "whole_line", "Whole line", id="log_whole_line"),
     ]
 
     class LinesArrived(Message):
@@ -190,7 +193,9 @@ class StartupScreen(ConsoleScreen):
             accept_new_host_key=ask,
             on_lines=lambda batch: self._queue_lines(watch, batch),
             on_status=lambda status: self._post_status(watch, status),
-            tail_options={"max_batch_lines": TAIL_BATCH_LINES})
+            tail_options={"max_batch_lines": TAIL_BATCH_LINES},
+            log_for=log_opener(config.logs.folder, self.node.name, self.worker,
+                               max_mib=config.logs.max_mib, keep=config.logs.keep))
         self.watcher = watch
         try:
             await watch.connect()
@@ -528,6 +533,19 @@ class StartupScreen(ConsoleScreen):
                             severity="warning")
             return
         self.copy(f"the tunnel URL {url}", url)
+
+    def action_whole_line(self) -> None:
+        """Open the last line cut at 2,000 characters (at or above the pane's bottom row) whole,
+        with the path of the launch's full log on disk."""
+        view = self.query_one("#log", LogView)
+        bottom = int(view.scroll_offset.y) + max(0, view.size.height - 1)
+        text = view.buffer.last_cut_line(bottom)
+        if text is None:
+            self.app.notify("No line is cut in the pane (lines are cut at 2,000 characters).",
+                            title="Whole line")
+            return
+        log = self.watcher.log if self.watcher is not None else None
+        self.app.push_screen(LongLineScreen(text, log.path if log is not None else None, self.copy))
 
     def action_back(self) -> None:
         """Close the filter box if open, else go back (the tunnel closes with the screen)."""

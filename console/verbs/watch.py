@@ -91,6 +91,8 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
     except RemoteError as exc:
         print(f"tpu-console: {printable(exc)}", file=sys.stderr)
         return 2
+    from console.flows.launch_log import log_opener
+
     if args.accept_new_host_key:
         from console.flows.ssh_target import accept_new_host_key
 
@@ -102,7 +104,10 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
         code, summary = await watch_target(target, container=config.container.name,
                                            container_port=config.container.port,
                                            accept_new_host_key=accept,
-                                           progress=sys.stderr, recorder=recorder)
+                                           progress=sys.stderr, recorder=recorder,
+                                           log_for=log_opener(config.logs.folder, node.name, args.worker,
+                                                              max_mib=config.logs.max_mib,
+                                                              keep=config.logs.keep))
     finally:
         if recorder.store is not None:
             recorder.store.close()
@@ -201,13 +206,16 @@ def terminal_host_key_prompt(target: Any, stdin: TextIO | None = None,
 async def watch_target(target: Any, *, container: str, container_port: int = 8000,
                        accept_new_host_key: Callable[[str], Awaitable[bool]] | None = None,
                        progress: TextIO | None = None, probe: bool = True,
-                       recorder: Any = None) -> tuple[int, dict[str, Any] | None]:
+                       recorder: Any = None,
+                       log_for: Callable[[str], Any] | None = None) -> tuple[int, dict[str, Any] | None]:
     """Follow ``container`` on ``target`` until ready or failed.
 
     Args:
         recorder: a :class:`~console.flows.launch_recorder.LaunchRecorder`: each container the
             tail follows is observed (:func:`~console.flows.startup_watch.observe_followed`) and
             the state recorded as lines arrive and at the end; ``None`` records nothing.
+        log_for: ``container_id -> LaunchLog``: the full log of each container followed is kept
+            on disk (:func:`console.flows.launch_log.log_opener`); ``None`` keeps none.
 
     Returns:
         ``(exit code, summary_json or None)``: 0 ready, 1 failed or exited, 2 could not connect.
@@ -270,7 +278,8 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
             done.set()
 
     watch = StartupWatch(target, container=container, container_port=container_port,
-                         accept_new_host_key=accept_new_host_key, on_lines=on_lines, on_status=on_status)
+                         accept_new_host_key=accept_new_host_key, on_lines=on_lines, on_status=on_status,
+                         log_for=log_for)
     try:
         await watch.connect()
     except RemoteError as exc:
@@ -287,6 +296,10 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
         watch.reader.close()
         state = watch.reader.state
         status = last["status"]
+        if watch.log is not None:
+            say(f"full log of the launch: {watch.log.path}")
+        if watch.log_problem is not None:
+            say(f"warning: {watch.log_problem}")
         if recorder is not None:
             await asyncio.gather(*observing.values())
             if status is not None and status.kind == "exited" and not state.ready:
