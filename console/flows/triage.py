@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from remote.models import FleetSnapshot, QueuedResource
-from remote.tpu.requests import delete_command
 
 #: Queued-resource states that do nothing but may hold quota.
 INACTIVE_STATES = ("SUSPENDED", "FAILED")
@@ -41,6 +40,8 @@ class InactiveZone:
 
 def inactive_by_zone(snapshot: FleetSnapshot) -> list[InactiveZone]:
     """One :class:`InactiveZone` per zone that has SUSPENDED / FAILED queued resources, sorted."""
+    from remote.tpu.requests import delete_command  # (google-cloud-tpu: not before the first frame)
+
     zones: dict[tuple[str, str], list[QueuedResource]] = {}
     for qr in snapshot.queued_resources:
         if qr.state in INACTIVE_STATES:
