@@ -5,9 +5,11 @@ CRLF on some lines, 163 compile steps) until it is at least ``--size-mb`` MB, th
 the ``log-summary --json`` verb in this process (which is ``read_log`` plus the JSON) and
 ``grep -c -E`` with the phrases the reader looks for (``GREP_PATTERNS``) on the same file.
 Both are pinned to one CPU. Prints MB/s and lines/s (wall clock and CPU time; on a shared
-machine the CPU-time figure is the fairer one) and the ratio to grep. Target: 40 MB/s.
+machine the CPU-time figure is the fairer one) and the ratio to grep, each the best of
+``--repeat`` runs (other processes on a shared core only ever slow a run down).
+Target: 100 MB/s of CPU time.
 
-Usage: ``.venv/bin/python -m benches.bench_log_summary [--size-mb 210] [--log PATH] [--keep]``
+Usage: ``.venv/bin/python -m benches.bench_log_summary [--size-mb 210] [--repeat 3] [--log PATH] [--keep]``
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from console.cli import main as cli_main  # noqa: E402
 from remote.vllm_log.patterns import GREP_PATTERNS  # noqa: E402
 
 BOOT_LOG = ROOT.parent / "shared" / "corpus" / "vllm-logs" / "10-tpujax-v6e1-full-boot-ready.log"
-TARGET_MB_S = 40.0
+TARGET_MB_S = 100.0
 
 
 def build_log(source: Path, size_mb: float, folder: Path) -> tuple[Path, int, int]:
@@ -83,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=float, default=210.0)
     parser.add_argument("--log", type=Path, default=BOOT_LOG, help="log to repeat (default: file 10)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each; the best is shown")
     parser.add_argument("--keep", action="store_true", help="keep the built log and print its path")
     args = parser.parse_args(argv)
     if not args.log.is_file():
@@ -98,9 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         mb = size / 1e6
         print(f"log: {mb:.1f} MB, {lines:,} lines ({copies} copies of {args.log.name}), "
               f"pinned to CPU {cpu}, load average {os.getloadavg()[0]:.2f}")
-        r_wall, r_cpu, summary = time_reader(path)
-        assert summary["lines_read"] == lines and summary["restarts"] == copies - 1
-        g_wall, g_cpu, matched = time_grep(path)
+        r_wall = r_cpu = g_wall = g_cpu = float("inf")
+        for _ in range(max(1, args.repeat)):
+            wall, cpu, summary = time_reader(path)
+            assert summary["lines_read"] == lines and summary["restarts"] == copies - 1
+            r_wall, r_cpu = min(r_wall, wall), min(r_cpu, cpu)
+            wall, cpu, matched = time_grep(path)
+            g_wall, g_cpu = min(g_wall, wall), min(g_cpu, cpu)
         print(f"log-summary: wall {r_wall:6.2f} s = {mb / r_wall:6.1f} MB/s {lines / r_wall:>11,.0f}"
               f" lines/s | cpu {r_cpu:6.2f} s = {mb / r_cpu:6.1f} MB/s {lines / r_cpu:>11,.0f} lines/s")
         print(f"grep -c -E : wall {g_wall:6.2f} s = {mb / g_wall:6.1f} MB/s "

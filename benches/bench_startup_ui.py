@@ -1,17 +1,20 @@
 """Key-press latency and memory of the startup view while the log bursts at 20,000 lines/s.
 
 A sandbox VM (in a child process, so its CPU is not charged to the console) runs a container
-whose log starts with a burst of vLLM metrics lines (default 20,000 lines/s for 10 s), then a
-normal startup log. The console (the real ``TpuConsoleApp``, headless) opens the startup view
+whose log starts with a burst of vLLM metrics lines (default 20,000 lines/s for 10 s) with one
+7 MB chunk of 1,400-character lines in its middle (due at once, so docker writes them in one
+go), then a normal startup log. The console (the real ``TpuConsoleApp``, headless) opens the startup view
 of that node: real asyncssh client, ``LogTail``, ``StartupReader``, log pane and panel.
 
 During the burst a key (``f``, follow toggle) is sent every 100 ms as a terminal key event;
 the bench records when its action ran and when the screen had refreshed after it.
 
 Prints: key round trip (key event -> action, and -> screen refreshed) p50/p99/max in ms
-against the 100 ms target, lines shown vs lines written, RSS before/after/peak, CPU.
+against the 100 ms target, lines shown vs lines written, RSS before/after/peak, CPU; with
+``--json`` the last line is one JSON object: ``key_p50_ms``, ``key_p99_ms`` (key event ->
+screen refreshed), ``lines_sent``, ``lines_received``, ``rss_mib_max`` (peak RSS).
 
-Run: ``.venv/bin/python benches/bench_startup_ui.py [--rate 20000] [--seconds 10]``
+Run: ``.venv/bin/python benches/bench_startup_ui.py [--rate 20000] [--seconds 10] [--chunk-mib 7] [--json]``
 """
 
 from __future__ import annotations
@@ -34,12 +37,13 @@ SERVE_ARGV = ["Qwen/Qwen3-8B", "--max-model-len", "8192", "--tensor-parallel-siz
 KEY_EVERY_S = 0.1
 
 
-async def serve(rate: int, seconds: float, client_public_key: str) -> None:
+async def serve(rate: int, seconds: float, client_public_key: str, chunk_mib: float) -> None:
     """Child process: one VM with a bursting container, started on "go", stopped when stdin closes."""
     from sandbox.vm import SandboxVm
 
     vm = SandboxVm(node_name="bench-node", accelerator_type="v5litepod-4", authorized_client_key=client_public_key,
-                   boot_s=3.0, burst_lines_per_s=rate, burst_s=seconds)
+                   boot_s=3.0, burst_lines_per_s=rate, burst_s=seconds,
+                   burst_chunk_bytes=int(chunk_mib * 1e6))
     port = await vm.start()
     print(json.dumps({"port": port, "host_key": vm.host_public_key}), flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
@@ -62,7 +66,7 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
 
 
-async def client(rate: int, seconds: float) -> None:
+async def client(rate: int, seconds: float, chunk_mib: float = 7.0, as_json: bool = False) -> None:
     import asyncssh
     from textual import events
 
@@ -78,7 +82,7 @@ async def client(rate: int, seconds: float) -> None:
     (work / "id").write_bytes(key.export_private_key())
     os.chmod(work / "id", 0o600)
     child = subprocess.Popen([sys.executable, __file__, "--serve", "--rate", str(rate), "--seconds", str(seconds),
-                              "--key", key.export_public_key().decode().strip()],
+                              "--chunk-mib", str(chunk_mib), "--key", key.export_public_key().decode().strip()],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None and child.stdin is not None
     hello = json.loads(child.stdout.readline())
@@ -131,7 +135,7 @@ async def client(rate: int, seconds: float) -> None:
         child.stdin.flush()
         total_lines = json.loads(await asyncio.get_running_loop().run_in_executor(None, child.stdout.readline))["lines"]
         started = time.monotonic()
-        burst_lines = int(rate * seconds)
+        burst_lines = int(rate * seconds) + (int(chunk_mib * 1e6) // 1401 if chunk_mib else 0)
         rss_samples = []
         while screen.watcher.lines_received < burst_lines and time.monotonic() - started < seconds * 6:
             sent["t"] = time.perf_counter()
@@ -166,29 +170,36 @@ async def client(rate: int, seconds: float) -> None:
           f"after ready {rss_after:.1f} MiB, peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MiB")
     print(f"CPU (console process): {cpu:.1f} s for {received:,} lines = {cpu / max(received, 1) * 1e6:.0f} us/line "
           f"(SSH, tail, reader, log pane, panel, rendering)")
+    if as_json:
+        print(json.dumps({"key_p50_ms": round(pct(to_refresh, .5) * 1000, 1),
+                          "key_p99_ms": round(pct(to_refresh, .99) * 1000, 1),
+                          "lines_sent": total_lines, "lines_received": received,
+                          "rss_mib_max": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=int, default=20000, help="burst lines per second (default 20000)")
     parser.add_argument("--seconds", type=float, default=10.0, help="burst duration (default 10)")
+    parser.add_argument("--chunk-mib", type=float, default=7.0, help="MB of long lines due at once mid-burst (7)")
+    parser.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
     parser.add_argument("--profile", action="store_true", help="print where the console's CPU went (cProfile)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--key", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(serve(args.rate, args.seconds, args.key))
+        asyncio.run(serve(args.rate, args.seconds, args.key, args.chunk_mib))
     elif args.profile:
         import cProfile
         import pstats
 
         profiler = cProfile.Profile()
         profiler.enable()
-        asyncio.run(client(args.rate, args.seconds))
+        asyncio.run(client(args.rate, args.seconds, args.chunk_mib))
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     else:
-        asyncio.run(client(args.rate, args.seconds))
+        asyncio.run(client(args.rate, args.seconds, args.chunk_mib, args.json))
 
 
 if __name__ == "__main__":

@@ -146,14 +146,37 @@ class TpuConsoleApp(App[None]):
         elif command.view == "quit":
             self.exit()
         elif command.view in ("fleet", "node"):
-            while len(self.screen_stack) > 1 and self.screen is not fleet:
-                self.pop_screen()
-            if fleet is not None and command.node is not None:
-                fleet.select_node(nodes[command.node])
+            self._back_to_fleet(nodes.get(command.node or ""))
         elif fleet is not None and fleet.check_action(command.view, ()) is False:
             self.notify(f"{command.view} is refused in read-only mode.", severity="warning")
         else:
             self.open_feature(command.view, nodes.get(command.node or ""))
+
+    def _back_to_fleet(self, node: Any) -> None:
+        """Close the screens above the fleet (asking first when a swap form holds edits), then
+        select ``node`` (or keep the selection when ``None``)."""
+        from console.screens.confirm import ConfirmScreen
+        from console.screens.swap.screen import SwapScreen
+
+        fleet = self.fleet_screen
+        edited = [s for s in self.screen_stack[1:] if isinstance(s, SwapScreen) and s.has_unsaved_edits()]
+
+        def go(discard: bool | None = True) -> None:
+            if not discard:
+                return
+            while len(self.screen_stack) > 1 and self.screen is not fleet:
+                self.pop_screen()
+            if fleet is not None and node is not None:
+                fleet.select_node(node)
+
+        if not edited:
+            go()
+            return
+        names = ", ".join(printable(getattr(s.node, "name", "?")) for s in edited)
+        self.push_screen(ConfirmScreen(
+            f"Discard the swap form's edits for {names}?",
+            "Going to the fleet closes the swap form; its edits are not kept anywhere.",
+            confirm_label="Discard", cancel_label="Keep editing"), go)
 
     def open_feature(self, name: str, node: Any) -> None:
         """Push the screen of feature ``name`` for ``node`` (a key of :data:`FEATURES`)."""

@@ -32,6 +32,9 @@ Example::
     # port = 8005              # a fixed local port (a second node forwarded at once gets its stable port)
     # [forward.ports]          # per-node fixed ports
     # "vllm-a" = 8006
+    [logs]                     # the full log of each launch, under $XDG_STATE_HOME/tpu-console/logs
+    max_mib = 64               # rotate a launch's log at this size...
+    keep = 3                   # ...keeping this many older files
 
     [prices.v6e]               # $ per chip-hour by provisioning model
     on-demand = 2.70
@@ -129,6 +132,27 @@ class ForwardConfig:
     ports: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class LogsConfig:
+    """The full log of each launch, kept on disk (``[logs]``).
+
+    Attributes:
+        max_mib: size at which a launch's log file is rotated (MiB).
+        keep: rotated files kept per launch besides the current one (the oldest goes first).
+        dir: where the logs go, or ``None`` for the XDG state path
+            (``$XDG_STATE_HOME/tpu-console/logs``).
+    """
+
+    max_mib: float = 64.0
+    keep: int = 3
+    dir: Path | None = None
+
+    @property
+    def folder(self) -> Path:
+        """The logs folder (``dir`` or the XDG state path)."""
+        return self.dir if self.dir is not None else platformdirs.user_state_path(APP_NAME) / "logs"
+
+
 #: Default $ per chip-hour, by chip generation and provisioning model (public list prices,
 #: us-central; edit them in the config for your region and discounts).
 DEFAULT_PRICES: dict[str, dict[str, float]] = {
@@ -156,6 +180,7 @@ class Config:
         db_path: history database override, or ``None`` for the XDG data path.
         readonly: hide and refuse every action that changes the fleet (request, delete, probe,
             swap, rollback), as k9s ``--readonly`` does; ``readonly = true`` or ``--readonly``.
+        logs: where and how big the launches' full logs are kept.
     """
 
     path: Path | None = None
@@ -170,6 +195,7 @@ class Config:
     keys: dict[str, str] = field(default_factory=dict)
     db_path: Path | None = None
     readonly: bool = False
+    logs: LogsConfig = field(default_factory=LogsConfig)
 
     def price_per_chip_hour(self, generation: str | None, provisioning_model: str) -> float | None:
         """$ per chip-hour for a chip generation (``v6e``) and model (``spot``), or ``None``."""
@@ -276,7 +302,8 @@ def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
     chk = _Checker(file, text)
     chk.table(data, "", {
         "projects": list, "api_endpoint": str, "refresh_interval_s": float, "request_timeout_s": float,
-        "ssh": dict, "container": dict, "forward": dict, "prices": dict, "keys": dict, "db_path": str, "readonly": bool,
+        "ssh": dict, "container": dict, "forward": dict, "prices": dict, "keys": dict, "db_path": str,
+        "readonly": bool, "logs": dict,
     })
     projects = []
     for item in data.get("projects", []):
@@ -345,6 +372,13 @@ def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
         allowed = {m: float for m in ("on-demand", "spot", "flex-start", "reserved", "preemptible")}
         prices.setdefault(gen, {}).update(chk.table(table, f"prices.{gen}", allowed))
     keys = chk.table(data.get("keys", {}), "keys", {k: str for k in data.get("keys", {})})
+    lg = chk.table(data.get("logs", {}), "logs", {"max_mib": float, "keep": int, "dir": str})
+    if "max_mib" in lg and not lg["max_mib"] > 0:
+        raise chk.fail("logs", "max_mib", "must be a positive number of MiB")
+    if "keep" in lg and not 0 <= lg["keep"] <= 100:
+        raise chk.fail("logs", "keep", "must be a number of files from 0 to 100")
+    logs = LogsConfig(max_mib=float(lg.get("max_mib", 64.0)), keep=int(lg.get("keep", 3)),
+                      dir=Path(os.path.expanduser(lg["dir"])) if lg.get("dir") else None)
 
     return Config(
         path=file,
@@ -359,4 +393,5 @@ def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
         keys=dict(keys),
         db_path=Path(os.path.expanduser(data["db_path"])) if data.get("db_path") else None,
         readonly=bool(data.get("readonly", False)),
+        logs=logs,
     )

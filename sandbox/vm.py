@@ -118,6 +118,8 @@ class SandboxVm:
         sudo_password_required: every ``sudo -n`` fails with "a password is required".
         docker_missing: ``docker`` is "command not found".
         burst_lines_per_s, burst_s: put a burst of metrics lines before each container's startup log.
+        burst_chunk_bytes: in the middle of the burst, this many bytes of long lines due at the same
+            instant, so ``docker logs`` writes them at once (one big chunk for the client to read).
         plan_for: ``(serve_argv, accelerator_type, boot_s) -> plan`` (default: the engine's ``plan_startup``).
         openai_server: the node's OpenAI-compatible server, not started yet (default: a new
             ``sandbox.openai_server.SandboxOpenAIServer``); the VM starts and stops it.
@@ -134,7 +136,7 @@ class SandboxVm:
     def __init__(self, *, node_name: str, accelerator_type: str, authorized_client_key: asyncssh.SSHKey | str,
                  container_port: int = 8000, boot_s: float = 20.0, known_images: dict[str, str] | None = None,
                  sudo_password_required: bool = False, docker_missing: bool = False,
-                 burst_lines_per_s: int = 0, burst_s: float = 0.0,
+                 burst_lines_per_s: int = 0, burst_s: float = 0.0, burst_chunk_bytes: int = 0,
                  plan_for: Callable[[list[str], str, float], Any] | None = None,
                  openai_server: Any = None, worker: int = 0) -> None:
         self.node_name = node_name
@@ -146,6 +148,7 @@ class SandboxVm:
         self.docker_missing = docker_missing
         self.burst_lines_per_s = burst_lines_per_s
         self.burst_s = burst_s
+        self.burst_chunk_bytes = burst_chunk_bytes
         key = authorized_client_key
         text = key if isinstance(key, str) else key.export_public_key().decode()
         self._authorized = asyncssh.import_authorized_keys(text.strip() + "\n")
@@ -236,7 +239,9 @@ class SandboxVm:
             from sandbox.engine import worker_plan
 
             plan = worker_plan(plan, self.worker)
-        return with_burst(plan, self.burst_lines_per_s, self.burst_s) if self.burst_lines_per_s else plan
+        if not self.burst_lines_per_s:
+            return plan
+        return with_burst(plan, self.burst_lines_per_s, self.burst_s, chunk_bytes=self.burst_chunk_bytes)
 
     def _on_ready(self, box: SimContainer) -> None:
         plan = box.plan
@@ -369,13 +374,25 @@ async def _write(stream: Any, text: str) -> None:
     await stream.drain()
 
 
-def with_burst(plan: Any, lines_per_s: int, duration_s: float) -> Any:
-    """``plan`` with ``lines_per_s x duration_s`` vLLM metrics lines first (its own lines shifted)."""
+#: Characters of each line of a burst's big chunk (a long ``non-default args``-like line).
+CHUNK_LINE_CHARS = 1400
+
+
+def with_burst(plan: Any, lines_per_s: int, duration_s: float, *, chunk_bytes: int = 0) -> Any:
+    """``plan`` with ``lines_per_s x duration_s`` vLLM metrics lines first (its own lines shifted),
+    and in their middle ``chunk_bytes`` of :data:`CHUNK_LINE_CHARS`-character lines due at once."""
     count = int(lines_per_s * duration_s)
     burst = tuple((i / lines_per_s, f"(APIServer pid=1) INFO 09-30 03:50:{(i // lines_per_s) % 60:02d} "
                    f"[loggers.py:123] Engine 000: Avg prompt throughput: {i % 997}.0 tokens/s, Avg "
                    f"generation throughput: 0.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV cache "
                    f"usage: 0.0%, Prefix cache hit rate: 0.0%") for i in range(count))
+    if chunk_bytes:
+        head = "(APIServer pid=1) INFO 09-30 03:50:00 [loggers.py:124] chunk line "
+        at = duration_s / 2
+        chunk = tuple((at, f"{head}{i:06d} " + "x" * (CHUNK_LINE_CHARS - len(head) - 8))
+                      for i in range(max(1, chunk_bytes // (CHUNK_LINE_CHARS + 1))))
+        half = count // 2
+        burst = burst[:half] + chunk + burst[half:]
     shifted = tuple((offset + duration_s, line) for offset, line in plan.lines)
     changes: dict[str, Any] = {"lines": burst + shifted}
     for attr in ("ready_at_s", "exit_at_s"):

@@ -9,9 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from remote.bench.cost import lookup_price
 from remote.models import Node, QueuedResource, chips_of, utc_now
-from remote.tpu.requests import delete_command
 
 #: States in which the API deletes a queued resource only with ``force`` (it owns live nodes).
 FORCE_STATES = ("ACTIVE", "PROVISIONING")
@@ -78,6 +76,9 @@ def plan_delete(qr: QueuedResource, nodes: tuple[Node, ...], prices: dict[str, d
     """The :class:`DeletePlan` for ``qr`` (``nodes``: the fleet's nodes it owns)."""
     now = now or utc_now()
     billed = flex_billed_s(qr, nodes[0] if nodes else None, now)
+    from remote.bench.cost import lookup_price  # (remote.bench imports httpx: not before the first frame)
+    from remote.tpu.requests import delete_command  # (google-cloud-tpu: idem)
+
     price = lookup_price(prices, qr.accelerator_type, "flex-start")
     cost = None if billed is None or price is None else billed / 3600 * price * (chips_of(qr.accelerator_type) or 1)
     needs_force = qr.state in FORCE_STATES

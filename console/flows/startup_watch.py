@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from console.flows.launch_log import LaunchLog
 from console.flows.launch_recorder import LaunchRecorder
 from remote.container.tail import LogLine, LogTail, TailStatus
 from remote.errors import RemoteError
@@ -45,6 +46,8 @@ class StartupWatch:
         connect: ``(target, accept_new_host_key=...) -> connection`` (``remote.ssh.connect``).
         tail_options: extra :class:`~remote.container.tail.LogTail` keyword arguments.
         clock: current UTC time (when a replacement was noticed).
+        log_for: ``container_id -> LaunchLog`` (:mod:`console.flows.launch_log`): every line read
+            is also written to the followed container's full log on disk; ``None`` keeps none.
 
     Attributes:
         reader: the startup reader of the container followed now (``reader.state`` is its
@@ -56,6 +59,8 @@ class StartupWatch:
         status: the last :class:`TailStatus`, or ``None``.
         lines_received: lines delivered so far.
         tunnel_url: ``http://127.0.0.1:PORT`` once :meth:`open_tunnel` succeeded.
+        log: the followed container's :class:`~console.flows.launch_log.LaunchLog`, or ``None``.
+        log_problem: why the log on disk stopped being written (one sentence), or ``None``.
     """
 
     def __init__(self, target: SshTarget, *, container: str, container_port: int = 8000,
@@ -64,7 +69,8 @@ class StartupWatch:
                  on_status: Callable[[TailStatus], None] | None = None,
                  connect: Callable[..., Awaitable[Any]] | None = None,
                  tail_options: dict[str, Any] | None = None,
-                 clock: Callable[[], datetime] | None = None) -> None:
+                 clock: Callable[[], datetime] | None = None,
+                 log_for: Callable[[str], LaunchLog] | None = None) -> None:
         from remote.ssh import connect as ssh_connect
 
         self.target = target
@@ -88,6 +94,9 @@ class StartupWatch:
         self.replaced: list[Replacement] = []
         self.restarts: list[Restart] = []
         self._restart_count = 0
+        self._log_for = log_for
+        self.log: LaunchLog | None = None
+        self.log_problem: str | None = None
 
     async def connect(self) -> None:
         """Open the first, verified connection (asking about an unknown host key).
@@ -116,6 +125,13 @@ class StartupWatch:
         feed = self.reader.feed_line
         for ts, text in batch:
             feed(text, ts)
+        if self.log is not None:
+            try:
+                self.log.write([text for _, text in batch])
+            except OSError as exc:
+                self.log_problem = f"stopped writing the log to {self.log.path}: {exc.strerror or exc}"
+                self.log.close()
+                self.log = None
         self.lines_received += len(batch)
         if self._on_lines is not None:
             self._on_lines(batch)
@@ -133,6 +149,10 @@ class StartupWatch:
             self.reader.close()
             self.restarts.append(Restart(followed, status.restart_count, status.message, self.reader.state))
             self.reader = StartupReader()
+        if followed and followed != self._followed_id and self._log_for is not None:
+            if self.log is not None:
+                self.log.close()
+            self.log = self._log_for(followed)
         if followed:
             if self._followed_id is None:
                 self._restart_count = status.restart_count
@@ -213,8 +233,10 @@ class StartupWatch:
         return await probe_models(self.tunnel_url, timeout_s=timeout_s)
 
     async def close(self) -> None:
-        """Stop the tail, close the tunnel and every connection still open (idempotent)."""
+        """Stop the tail, close the tunnel, the log file and every connection still open (idempotent)."""
         self.stop()
+        if self.log is not None:
+            self.log.close()
         if self._listener is not None:
             self._listener.close()
             self._listener = None

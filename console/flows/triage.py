@@ -14,8 +14,6 @@ from dataclasses import dataclass
 
 from remote.models import FleetSnapshot, QueuedResource
 from remote.tpu.advice import TryOption, what_to_try
-from remote.tpu.probe import classify_failure
-from remote.tpu.requests import delete_command
 
 #: Queued-resource states that do nothing but may hold quota.
 INACTIVE_STATES = ("SUSPENDED", "FAILED")
@@ -46,6 +44,8 @@ class InactiveZone:
 
 def inactive_by_zone(snapshot: FleetSnapshot) -> list[InactiveZone]:
     """One :class:`InactiveZone` per zone that has SUSPENDED / FAILED queued resources, sorted."""
+    from remote.tpu.requests import delete_command  # (google-cloud-tpu: not before the first frame)
+
     zones: dict[tuple[str, str], list[QueuedResource]] = {}
     for qr in snapshot.queued_resources:
         if qr.state in INACTIVE_STATES:
@@ -64,6 +64,8 @@ def stuck_verdict(qr: QueuedResource) -> str | None:
     if qr.state == "WAITING_FOR_RESOURCES":
         return "waiting"
     if qr.state == "FAILED":
+        from remote.tpu.probe import classify_failure  # (google-cloud-tpu: not before the first frame)
+
         return classify_failure(qr.failure or "") or "refused"
     return None
 

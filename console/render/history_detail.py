@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -219,12 +220,14 @@ def section(title: str) -> Text:
     return Text(f"\n{title}", style="bold underline")
 
 
-def launch_detail(launch: Launch, benches: Sequence[BenchmarkRecord] | None) -> RenderableType:
-    """The detail panel of one launch: header, timeline, figures, container, benchmarks.
+def launch_detail(launch: Launch, benches: Sequence[BenchmarkRecord] | None,
+                  log_path: Path | None = None) -> RenderableType:
+    """The detail panel of one launch: header, timeline, figures, container, log file, benchmarks.
 
     Args:
         launch: the launch.
         benches: its benchmarks (oldest first), or ``None`` while they load.
+        log_path: the launch's full log on disk (``console.flows.launch_log``), or ``None``.
     """
     head = Text.assemble((f"Launch {launch.id} ", "bold"), styled_outcome(launch.outcome),
                          printable(f"  {launch.node} · {fmt.dash(launch.accelerator_type)} · "
@@ -241,6 +244,8 @@ def launch_detail(launch: Launch, benches: Sequence[BenchmarkRecord] | None) -> 
     secrets = masked_secrets(launch)
     if secrets:
         parts.append(plain(f"secrets masked in the history: {', '.join(secrets)}", style="dim italic"))
+    parts.append(plain(f"full log: {log_path}" if log_path is not None
+                       else "full log: none kept on disk (the startup view and watch keep one)", style="dim"))
     parts.append(section("Benchmarks"))
     if benches is None:
         parts.append(Text("loading…", style="dim"))

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from textual import events
 from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from console.services import Services
@@ -20,8 +22,17 @@ if TYPE_CHECKING:
     from console.app import TpuConsoleApp
 
 
+#: Below this many columns the footer is compact (no padding around each key), so more keys fit.
+COMPACT_FOOTER_BELOW = 120
+
+
 class ConsoleScreen(Screen[None]):
     """A full screen of tpu-console (fleet, startup watch, swap, benchmark, history)."""
+
+    def on_resize(self, event: events.Resize) -> None:
+        """A laptop-sized terminal gets the compact footer (``COMPACT_FOOTER_BELOW``)."""
+        for footer in self.query(Footer):
+            footer.compact = event.size.width < COMPACT_FOOTER_BELOW
 
     @property
     def console(self) -> TpuConsoleApp:

@@ -21,7 +21,6 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from console.render.plain import plain, printable
-from console.render.swap_preview import numbered
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -96,6 +95,8 @@ class ConfirmScreen(ModalScreen[bool]):
             # the callers compose the message's lines; the values in them are printable already
             yield Static(Text(printable(self.message, keep_newlines=True)), id="confirm-message")
             if self.commands:
+                from console.render.swap_preview import numbered  # (asyncssh: not before the first frame)
+
                 yield Static(numbered(self.commands), id="confirm-commands")
             if self.require_text:
                 yield Input(placeholder=printable(f"type {self.require_text} to go ahead"), id="confirm-typed")

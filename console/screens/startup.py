@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -37,6 +38,7 @@ from textual.worker import Worker, WorkerState
 
 from console.flows.forwards import Forward
 from console.flows.history_query import HistoryReader
+from console.flows.launch_log import log_opener
 from console.flows.launch_recorder import LaunchRecorder
 from console.flows.node_wait import POLL_S as NODE_POLL_S
 from console.flows.node_wait import needs_wait, wait_target, wait_until_ready
@@ -44,6 +46,7 @@ from console.flows.ssh_target import resolve_target
 from console.flows.startup_watch import Replacement, StartupWatch, no_container_hint, read_followed
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
+from console.screens.long_line import LongLineScreen
 from console.widgets.log_pane import LogPane
 from console.widgets.log_view import LogView
 from console.widgets.serving_panel import ServingPanel
@@ -61,6 +64,12 @@ T = TypeVar("T")
 LOG_LINES_SHOWN = 5000
 #: Lines per tail batch: the reader reads a batch in one go, so this bounds that pause (~10 ms).
 TAIL_BATCH_LINES = 500
+#: Longest the log pane takes writing queued lines in one go (then a frame and keys come first).
+DRAIN_BUDGET_S = 0.010
+#: Shortest time between two writes to the pane (the rest of a burst waits, coalesced).
+DRAIN_INTERVAL_S = 0.1
+#: Lines written to the pane per step of a drain (the budget is checked between steps).
+DRAIN_STEP_LINES = 100
 #: Seconds between panel refreshes (the panel also ticks once a second for running durations).
 PANEL_REFRESH_S = 0.25
 #: /v1/models probes after the log says ready (one second apart) before giving up.
@@ -85,6 +94,7 @@ class StartupScreen(ConsoleScreen):
         Binding("s", "swap", "Swap", id="swap"),
         Binding("escape", "back", "Back", id="back"),
         Binding("y", "copy_url", "Copy URL", id="copy_url"),
+        Binding("e", "whole_line", "Whole line", id="log_whole_line"),
     ]
 
     class LinesArrived(Message):
@@ -133,6 +143,8 @@ class StartupScreen(ConsoleScreen):
         self._ticks = 0
         self._pending: list[str] = []
         self._skipped = 0
+        self._draining = False
+        self._drained_at = 0.0
 
     # --- layout --------------------------------------------------------------------------
 
@@ -192,7 +204,7 @@ class StartupScreen(ConsoleScreen):
         except RemoteError as exc:
             self._set_problem(exc.message, title=exc.title)
             return
-        every = [self._make_watch(target, config) for target in targets]
+        every = [self._make_watch(target, config, worker) for target, worker in zip(targets, chosen, strict=True)]
         self.watcher, self.side_watchers = every[0], every[1:]
         try:
             for watch in every:
@@ -206,7 +218,7 @@ class StartupScreen(ConsoleScreen):
             for watch in every:
                 await watch.close()
 
-    def _make_watch(self, target: Any, config: Any) -> StartupWatch:
+    def _make_watch(self, target: Any, config: Any, worker: int) -> StartupWatch:
         async def ask(fingerprint: str) -> bool:
             return await self.ask(host_key_question(target, fingerprint))
 
@@ -215,7 +227,9 @@ class StartupScreen(ConsoleScreen):
             accept_new_host_key=ask,
             on_lines=lambda batch: self._queue_lines(watch, batch),
             on_status=lambda status: self._post_status(watch, status),
-            tail_options={"max_batch_lines": TAIL_BATCH_LINES})
+            tail_options={"max_batch_lines": TAIL_BATCH_LINES},
+            log_for=log_opener(config.logs.folder, self.node.name, worker,
+                               max_mib=config.logs.max_mib, keep=config.logs.keep))
         return watch
 
     def _worker_of(self, watch: StartupWatch) -> int | None:
@@ -228,7 +242,7 @@ class StartupScreen(ConsoleScreen):
 
     def _waiting(self, sentence: str) -> None:
         """A state change of the node waited for: one marker line in the log."""
-        self.query_one("#log", LogView).write_lines([f"──── {sentence} ────"])
+        self._write_marker(f"──── {sentence} ────")
         self.node_wait = sentence
         self._dirty = True
 
@@ -256,7 +270,7 @@ class StartupScreen(ConsoleScreen):
         worker = self._worker_of(watch)
         if watch is not self.watcher and worker is None:
             return
-        notify = not self._pending and not self._skipped
+        notify = not self._pending and not self._skipped and not self._draining
         if worker is None:
             self._pending.extend(text for _, text in batch)
         else:
@@ -268,13 +282,44 @@ class StartupScreen(ConsoleScreen):
         if notify:
             self.post_message(self.LinesArrived(watch))
 
+    def _write_marker(self, text: str) -> None:
+        """A line of the console's own (a gap, a wait) in the log, in order with the queued lines."""
+        notify = not self._pending and not self._skipped and not self._draining
+        self._pending.append(text)
+        if notify and self.watcher is not None:
+            self.post_message(self.LinesArrived(self.watcher))
+        elif notify:
+            self._drain()
+
     @on(LinesArrived)
     def _lines(self, message: LinesArrived) -> None:
-        lines, skipped = self._pending, self._skipped
-        self._pending, self._skipped = [], 0
         if message.watcher is not self.watcher and self._worker_of(message.watcher) is None:
+            self._pending, self._skipped = [], 0
             return
-        self.query_one("#log", LogView).write_lines(lines, skipped)
+        wait = self._drained_at + DRAIN_INTERVAL_S - time.monotonic()
+        if wait > 0:
+            self._draining = True          # no new message: the timer writes what comes meanwhile
+            self.set_timer(wait, self._drain)
+        else:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Write queued lines to the pane for at most :data:`DRAIN_BUDGET_S`, at most once per
+        :data:`DRAIN_INTERVAL_S` (one pane refresh per write): during a flood the loop stays free
+        for keys and frames, and the lines beyond the pane's cap are only counted."""
+        self._drained_at = time.monotonic()
+        view = self.query_one("#log", LogView)
+        deadline = time.perf_counter() + DRAIN_BUDGET_S
+        while self._pending or self._skipped:
+            lines, skipped = self._pending[:DRAIN_STEP_LINES], self._skipped
+            del self._pending[:DRAIN_STEP_LINES]
+            self._skipped = 0
+            view.write_lines(lines, skipped)
+            if time.perf_counter() > deadline:
+                break
+        self._draining = bool(self._pending)
+        if self._draining:
+            self.set_timer(DRAIN_INTERVAL_S, self._drain)
         self._update_log_title()
         self._dirty = True
 
@@ -293,7 +338,7 @@ class StartupScreen(ConsoleScreen):
             watch, gone = message.watcher, None
             if self._container_id is not None and watch.replaced and watch.replaced[-1].new_id == status.container_id:
                 gone = watch.replaced[-1]           # the new container has its own reader and launch
-                self.query_one("#log", LogView).write_lines([f"──── {gone.marker()} ────"])
+                self._write_marker(f"──── {gone.marker()} ────")
             self._container_id = status.container_id
             self._observe(message.watcher, status.container_id, gone)
         if status.kind == "waiting" and self._container_id is None and not self._hinted:
@@ -314,7 +359,7 @@ class StartupScreen(ConsoleScreen):
             self.app.notify(status.message, title="Log tail stopped", severity="error", timeout=10)
         if (status.kind == "reconnecting" and status.attempt == 1) or status.message.startswith("resumed"):
             # the gap and its end, in the log itself: "connection lost (last line ...)", "... caught up"
-            self.query_one("#log", LogView).write_lines([f"──── {status.message.split(';')[0]} ────"])
+            self._write_marker(f"──── {status.message.split(';')[0]} ────")
         self._dirty = True
 
     # --- history ------------------------------------------------------------------------
@@ -562,6 +607,19 @@ class StartupScreen(ConsoleScreen):
                             severity="warning")
             return
         self.copy(f"the forward's URL {forward.url}", forward.url)
+
+    def action_whole_line(self) -> None:
+        """Open the last line cut at 2,000 characters (at or above the pane's bottom row) whole,
+        with the path of the launch's full log on disk."""
+        view = self.query_one("#log", LogView)
+        bottom = int(view.scroll_offset.y) + max(0, view.size.height - 1)
+        text = view.buffer.last_cut_line(bottom)
+        if text is None:
+            self.app.notify("No line is cut in the pane (lines are cut at 2,000 characters).",
+                            title="Whole line")
+            return
+        log = self.watcher.log if self.watcher is not None else None
+        self.app.push_screen(LongLineScreen(text, log.path if log is not None else None, self.copy))
 
     def action_back(self) -> None:
         """Close the filter box if open, else go back (the node's forward stays open: ``F`` lists it)."""

@@ -114,6 +114,11 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
         print(f"tpu-console: following worker {args.worker} alone: only worker 0's log says ready, so this "
               f"watch ends on a failure, an exited container or Ctrl-C (omit --worker to follow every worker)",
               file=sys.stderr)
+    from console.flows.launch_log import log_opener
+
+    def logs_of(worker: int) -> Any:
+        return log_opener(config.logs.folder, node.name, worker, max_mib=config.logs.max_mib, keep=config.logs.keep)
+
     recorder = _recorder(config, args, node)
     try:
         code, summary = await watch_target(target, container=config.container.name,
@@ -122,7 +127,8 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
                                            progress=sys.stderr, recorder=recorder, workers=rest,
                                            waiting_hint=no_container_hint(
                                                node, config.container.name, image=config.container.image,
-                                               model=config.container.model))
+                                               model=config.container.model),
+                                           log_for=logs_of(args.worker or 0), worker_log_for=logs_of)
     finally:
         if recorder.store is not None:
             recorder.store.close()
@@ -225,6 +231,8 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
                        progress: TextIO | None = None, probe: bool = True,
                        recorder: Any = None, waiting_hint: str | None = None,
                        workers: Sequence[tuple[Any, Callable[[str], Awaitable[bool]] | None]] = (),
+                       log_for: Callable[[str], Any] | None = None,
+                       worker_log_for: Callable[[int], Callable[[str], Any]] | None = None,
                        ) -> tuple[int, dict[str, Any] | None]:
     """Follow ``container`` on ``target`` until ready or failed.
 
@@ -239,6 +247,9 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
             at once beside ``target`` (worker 0): every progress line is prefixed ``wN| ``, a
             fatal failure or an exited container on any worker fails the boot, and the summary
             is :func:`remote.vllm_log.workers.slice_summary` (HBM summed over workers).
+        log_for: ``container_id -> LaunchLog``: the full log of each container followed is kept
+            on disk (:func:`console.flows.launch_log.log_opener`); ``None`` keeps none.
+        worker_log_for: ``worker -> log_for`` for workers 1..N of a slice (each worker's own file).
 
     Returns:
         ``(exit code, summary_json or None)``: 0 ready, 1 failed or exited, 2 could not connect.
@@ -339,11 +350,13 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
         return on
 
     watch = StartupWatch(target, container=container, container_port=container_port,
-                         accept_new_host_key=accept_new_host_key, on_lines=on_lines, on_status=on_status)
+                         accept_new_host_key=accept_new_host_key, on_lines=on_lines, on_status=on_status,
+                         log_for=log_for)
     for index, (worker_target, worker_accept) in enumerate(workers, start=1):
         others.append(StartupWatch(worker_target, container=container, container_port=container_port,
                                    accept_new_host_key=worker_accept, on_lines=worker_lines(index),
-                                   on_status=worker_on_status(index)))
+                                   on_status=worker_on_status(index),
+                                   log_for=worker_log_for(index) if worker_log_for is not None else None))
     every = [watch, *others]
     for index, each in enumerate(every):
         try:
@@ -377,6 +390,11 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
         def summary() -> dict[str, Any]:
             return slice_summary([each.reader.state for each in every]) if multi else summary_json(state)
 
+        for index, each in enumerate(every):
+            if each.log is not None:
+                say(f"full log of the launch: {each.log.path}", index)
+            if each.log_problem is not None:
+                say(f"warning: {each.log_problem}", index)
         if recorder is not None:
             await asyncio.gather(*observing.values())
             if status is not None and status.kind == "exited" and not state.ready:

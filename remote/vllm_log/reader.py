@@ -14,12 +14,17 @@ KV-fit errors KF1/KF2; compile progress C1-C6 (torch_xla V0/V1, tpu-inference
 
 Hot path: each line costs one ``find`` for the envelope end and one dict lookup
 on the first four characters of its message; regexes run only on lines whose
-message head names a format (see ``_HEADS``).
+message head names a format (see ``state.HANDLERS``). Whole buffers (``feed``) go
+through a bulk path first: CRLF endings are dropped per block, and runs of lines
+the hot loop would skip anyway (array dumps, :data:`SKIP_HEAD`) are counted, not read.
+``feed_line`` is the line-by-line path; both give the same state.
 """
 
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -32,7 +37,21 @@ __all__ = ["StartupReader", "read_log", "summary_json"]
 
 HANDLERS_BYTES = {key.encode(): handler for key, handler in HANDLERS.items()}
 
-_READ_BLOCK = 1 << 20
+_READ_BLOCK = 1 << 17  # 128 KiB: a block and its lines stay in cache (faster than 1 MiB)
+
+#: The head of a line the hot loop skips on its envelope and message head alone: a standard
+#: E1/E2/E4 envelope (optional docker stamp and process prefix, level, ``MM-DD HH:MM:SS``,
+#: ``[file.py:N] ``; no ``]`` before it and at most 197 bytes long, so its ``] `` is the one
+#: the hot loop finds) and a message that starts with four spaces (vLLM's array dumps, padded
+#: continuations) or a digit. The lines of one multi-line message repeat it byte for byte
+#: (without a docker stamp), which the bulk path uses.
+SKIP_HEAD = re.compile(
+    rb"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)? )?"
+    rb"(?:\([^()\]\n\r\x1b]{1,40}? pid=\d{1,8}(?:, ip=[\d.:a-f]{1,20})?\) ?)?"
+    rb"(?:DEBUG|INFO|WARNING|ERROR) \d\d-\d\d \d\d:\d\d:\d\d \[[\w.]{1,45}\.py:\d{1,6}\] "
+    rb"(?: {4}|\d)")
+#: What a :data:`SKIP_HEAD` line of an array dump holds (found with ``bytes.find``).
+SKIP_HINT = b"]     "
 
 
 class StartupReader:
@@ -145,19 +164,10 @@ class StartupReader:
             # a held line at the cap drops the rest of itself
             data = head + (data[brk:] if self._pend_cut else data)
             self._pend, self._pend_len, self._pend_cut = [], 0, False
-        lines = data.split(b"\n")
-        tail = lines.pop()                   # b"" when the chunk ends with a newline
-        if lines:
-            if max(map(len, lines)) > pat.MAX_LINE_CHARS:
-                lines = [ln[:pat.MAX_LINE_CHARS] for ln in lines]
-            if b"\x1b" in data:
-                clean = self._clean
-                lines = [clean(ln) if b"\x1b" in ln else ln for ln in lines]
-            if b"\r" in data:                 # CRLF endings and redraws: the line as a terminal shows it
-                overlay = pat.overlay_cr_bytes
-                lines = [overlay(ln) if b"\r" in ln else ln for ln in lines]
-        self._hold(tail)
-        self._process(lines)
+        last = data.rfind(b"\n")
+        self._hold(data[last + 1:])
+        if last >= 0:
+            self._process_buffer(data[:last + 1])
 
     def _hold(self, data: bytes) -> None:
         if self._pend_cut or not data:
@@ -171,11 +181,60 @@ class StartupReader:
 
     # ---- the hot loop ---------------------------------------------------------------
     def _process(self, lines: list[bytes]) -> None:
-        """Dispatch each line on the first 4 bytes of its message; decode only those used."""
-        boot = self._boot
+        """Read complete lines (cut, ANSI-free, CRs overlaid): the line-by-line path."""
         if not lines:
             return
         first = self._first_stamp(lines)
+        self._lines(lines)
+        self._note_stamps(reversed(lines), first)
+        self._version += 1
+
+    def _process_buffer(self, buf: bytes) -> None:
+        """Read ``buf``, complete lines each ending in LF: the bulk path.
+
+        Same state as :meth:`_process` on ``buf``'s lines: runs of lines that the hot loop
+        would skip on their envelope and message head alone (:data:`SKIP_HEAD`, repeated
+        byte for byte: array dumps, padded continuations) are counted with ``startswith``
+        instead of being read one by one; the lines between runs go through :meth:`_lines`. Runs are only skipped while
+        no multi-line message is being joined (then every line is offered to it).
+        """
+        boot = self._boot
+        first = self._first_stamp(self._prepared(buf)) if self._needs_first_stamp() else None
+        end = len(buf)
+        pos = 0
+        skip_head = SKIP_HEAD.match
+        lines = self._lines
+        while pos < end:
+            hint = buf.find(SKIP_HINT, pos)
+            if hint < 0:
+                lines(self._prepared(buf[pos:end]))
+                break
+            start = buf.rfind(b"\n", pos, hint) + 1 or pos
+            if start > pos:
+                lines(self._prepared(buf[pos:start]))
+            stop = buf.find(b"\n", hint) + 1
+            m = skip_head(buf, start) if boot.accum is None else None
+            if m is not None:
+                head = buf[start:m.end()]      # every line starting with it is skipped
+                skipped = 1
+                crlf = int(buf[stop - 2] == 13)
+                while stop < end and (buf.startswith(head, stop) or skip_head(buf, stop)):
+                    stop = buf.find(b"\n", stop) + 1
+                    skipped += 1
+                    crlf += buf[stop - 2] == 13
+                # CRs only as CRLF endings (a redraw would change the line)
+                if buf.count(b"\r", start, stop) == crlf:
+                    boot.lines_read += skipped
+                    pos = stop
+                    continue
+            lines(self._prepared(buf[start:stop]))
+            pos = stop
+        self._note_stamps(self._prepared_backwards(buf), first)
+        self._version += 1
+
+    def _lines(self, lines: list[bytes]) -> None:
+        """Dispatch each line on the first 4 bytes of its message; decode only those used."""
+        boot = self._boot
         n = boot.lines_read
         heads = HANDLERS_BYTES
         acc = boot.accum is not None
@@ -219,13 +278,42 @@ class StartupReader:
                 boot.dispatch(msg.lstrip(), line, envelope=True)
             acc = boot.accum is not None
         boot.lines_read = n
-        self._note_stamps(lines, first)
-        self._version += 1
+
+    def _prepared(self, block: bytes) -> list[bytes]:
+        """The lines of ``block`` (each ending in LF) as the hot loop reads them: cut to
+        :data:`~remote.vllm_log.patterns.MAX_LINE_CHARS`, ANSI removed, CR redraws overlaid."""
+        redraw = False
+        if b"\r" in block:
+            lines = block.splitlines()      # LF and CRLF endings, in bulk...
+            redraw = len(lines) != block.count(b"\n")   # ...unless a CR is not an ending
+        if redraw or b"\r" not in block:
+            lines = block.split(b"\n")
+            lines.pop()
+        lines = _cut(lines)
+        if b"\x1b" in block:
+            clean = self._clean
+            lines = [clean(ln) if b"\x1b" in ln else ln for ln in lines]
+        if redraw:                          # the line as a terminal shows it
+            overlay = pat.overlay_cr_bytes
+            lines = [overlay(ln) if b"\r" in ln else ln for ln in lines]
+        return lines
+
+    def _prepared_backwards(self, buf: bytes) -> Iterator[bytes]:
+        """:meth:`_prepared` lines of ``buf`` (LF-ended lines), last line first, one by one."""
+        end = len(buf) - 1
+        while end >= 0:
+            start = buf.rfind(b"\n", 0, end) + 1
+            yield self._prepared(buf[start:end + 1])[0]
+            end = start - 1
+
+    def _needs_first_stamp(self) -> bool:
+        boot = self._boot
+        return len(boot.timeline) == 1 and boot.timeline[0].started_at is None
 
     def _first_stamp(self, lines: list[bytes]) -> tuple[int, datetime] | None:
         """Line number and time of the batch's first stamped line, while still needed."""
         boot = self._boot
-        if len(boot.timeline) != 1 or boot.timeline[0].started_at is not None:
+        if not self._needs_first_stamp():
             return None
         for i, raw in enumerate(lines):
             at = boot.explicit_ts or boot.stamp(raw[:240].decode("utf-8", "replace"),
@@ -234,12 +322,14 @@ class StartupReader:
                 return boot.lines_read + 1 + i, at
         return None
 
-    def _note_stamps(self, lines: list[bytes], first: tuple[int, datetime] | None) -> None:
+    def _note_stamps(self, last_first: Iterable[bytes], first: tuple[int, datetime] | None) -> None:
+        """Keep the batch's last stamped line (``last_first``: its lines, last first) and the
+        boot's start time (``first``, from :meth:`_first_stamp`)."""
         boot = self._boot
         if boot.explicit_ts is not None:
             boot.last_at = boot.explicit_ts
         else:
-            for raw in reversed(lines):
+            for raw in last_first:
                 line = raw[:240].decode("utf-8", "replace")
                 if boot.has_stamp(line):
                     boot.last_at = line
@@ -250,6 +340,13 @@ class StartupReader:
             if (mark.started_at is None and mark.phase is Phase.STARTING and mark.line_no == 1
                     and (len(boot.timeline) == 1 or boot.timeline[1].line_no >= line_no)):
                 boot.timeline[0] = PhaseMark(mark.phase, at, mark.line_no)
+
+
+def _cut(lines: list[bytes]) -> list[bytes]:
+    """``lines`` with each cut to :data:`~remote.vllm_log.patterns.MAX_LINE_CHARS` bytes."""
+    if lines and max(map(len, lines)) > pat.MAX_LINE_CHARS:
+        return [ln[:pat.MAX_LINE_CHARS] for ln in lines]
+    return lines
 
 
 def read_log(source: str | Path | IO[bytes]) -> StartupState:

@@ -462,6 +462,14 @@ def test_watch_follows_a_booting_node_to_ready_across_a_dropped_connection(sandb
         _phase_lines([line for _, line in plan.lines])
     assert "reconnecting (attempt 1)" in captured.err
     assert "confirmed: /v1/models on port 8000 serves" in captured.err
+    # the full log on disk, from the same data path: every line once, across the dropped connection
+    import os
+
+    from remote.secrets import scrub_text
+
+    log = Path(re.search(r"full log of the launch: (\S+)", captured.err)[1])
+    assert log.is_relative_to(os.environ["XDG_STATE_HOME"])
+    assert log.read_text(encoding="utf-8").split("\n")[:-1] == [scrub_text(line) for _, line in plan.lines]
 
 
 async def _cut_after(vm: SandboxVm, lines: int) -> None:

@@ -368,3 +368,22 @@ def test_plot_fits_its_width_whole() -> None:
     narrow = text(50)
     assert "…" not in narrow and "88.0" in narrow and "2,400.2" not in narrow
     assert "more concurrencies: widen the terminal" in narrow
+
+
+async def test_detail_names_the_launchs_log_file(seeded: Services) -> None:
+    from console.flows.launch_log import log_opener
+
+    launch = seeded.store.get_launch(1)
+    assert launch is not None and launch.container_id
+    async with TpuConsoleApp(seeded).run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        await _select(pilot, screen, 1)
+        text = text_of(screen.query_one("#launch-detail-body", Static), width=300)
+        assert "full log: none kept on disk" in text
+        log = log_opener(seeded.config.logs.folder, launch.node, 2, max_mib=1, keep=1)(launch.container_id)
+        log.write(["a line"])
+        log.close()
+        await _select(pilot, screen, 2)
+        await _select(pilot, screen, 1)
+        text = text_of(screen.query_one("#launch-detail-body", Static), width=300)
+        assert f"full log: {log.path}" in text

@@ -546,3 +546,50 @@ async def test_a_restart_in_place_gets_a_marker_and_a_fresh_boot_section(sandbox
         await _until(pilot, lambda: [(l.restart_count, l.outcome) for l in
                                      sandbox_services.store.list_launches(node="vllm-flex-b")
                                      if l.container_id == container_id] == [(1, "ready")])
+
+
+async def test_a_long_line_is_cut_in_the_pane_kept_whole_on_disk_and_opened_whole(
+        sandbox: Any, sandbox_services: Any) -> None:
+    """A 50,000-character line with markup shows "… +48000 chars" in the pane, is whole in the
+    launch's log on disk and in the ``e`` modal (markup literal), and ``y``/``p`` copy it and the
+    log's path with OSC 52; a long line with control bytes stays literal on disk, cleaned on screen."""
+    import dataclasses
+    import os
+
+    from console.screens.long_line import LongLineScreen
+
+    vm = sandbox.vms["vllm-flex-b"]
+    node = await fleet_node(sandbox_services, "vllm-flex-b")
+    plan = sandbox.call(_reboot(vm, ["Qwen/Qwen3-0.6B", "--max-model-len", "4096"], boot_s=3.0))
+    head, tail = "INFO 12-01 10:00:00 [core.py:1] [bold]x[/bold] ", " [/link] the end"
+    long_line = head + "y" * (50_000 - len(head) - len(tail)) + tail
+    hostile = "INFO 12-01 10:00:01 [core.py:2] \x1b[2J\x07[red]z" + "z" * 2500
+    box = vm.docker.find("vllm")
+    box.plan = dataclasses.replace(plan, lines=((0.1, hostile), (0.2, long_line)) + tuple(plan.lines))
+    box.line_ns = [box.started_ns + int(offset * 1e9) for offset, _ in box.plan.lines]
+    app = StartupApp(sandbox_services, node)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        view = screen.query_one("#log", LogView)
+        await _until(pilot, lambda: screen.watcher is not None and screen.watcher.reader.state.ready)
+        await _until(pilot, lambda: any("+48000 chars" in t for t in view.shown_lines()))
+        shown = view.shown_lines()
+        assert long_line[:2000] + "… +48000 chars" in shown
+        cleaned = hostile.replace("\x1b[2J", "").replace("\x07", "")              # ESC [2J and BEL gone
+        assert cleaned[:2000] + f"… +{len(cleaned) - 2000} chars" in shown
+        log = screen.watcher.log
+        assert log is not None and log.path.is_relative_to(Path(os.environ["XDG_STATE_HOME"]))
+        on_disk = log.path.read_text(encoding="utf-8").split("\n")
+        assert long_line in on_disk and hostile in on_disk      # whole, as the container printed them
+        assert len(on_disk) - 1 == screen.watcher.lines_received
+        copied: list[str] = []
+        app.copy_to_clipboard = copied.append  # type: ignore[method-assign]
+        await pilot.press("e")
+        await _until(pilot, lambda: isinstance(app.screen, LongLineScreen))
+        modal = app.screen
+        assert isinstance(modal, LongLineScreen) and modal.text == long_line
+        assert modal.query_one("#line-text").render().plain.replace("\n", "") == long_line   # markup literal
+        await pilot.press("y", "p")
+        assert copied == [long_line, str(log.path)]
+        await pilot.press("escape")
+        await _until(pilot, lambda: isinstance(app.screen, StartupScreen))

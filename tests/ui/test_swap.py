@@ -445,3 +445,29 @@ async def test_typing_at_100_keys_per_second_keeps_every_key(tmp_path: Path) -> 
         assert extra.value == typed
         assert screen.spec is not None, screen.problem
         assert screen.spec.flag("max-model-len") == "16384" and "--swap-space" in screen.spec.extra_args
+
+
+async def test_going_to_the_fleet_asks_before_dropping_the_forms_edits(sandbox: Sandbox) -> None:
+    """``:fleet`` over an unchanged form just goes; over edits it asks, and "Keep editing" keeps them."""
+    app = TpuConsoleApp(_services(sandbox))
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open_from_fleet(pilot)
+        assert not screen.has_unsaved_edits()
+        await _set(pilot, screen, "max-model-len", "16384")
+        assert screen.has_unsaved_edits()
+        app.set_focus(None)                                           # (in a field, ":" is typed there)
+        await pilot.press("colon", *"fleet", "enter")
+        ask = await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen, "the question")
+        assert "Discard the swap form's edits for vllm-v5e-a?" in text_of(ask.query_one("#confirm-title"))
+        await pilot.press("escape")                                   # keep editing
+        await _until(pilot, lambda: app.screen is screen, "back on the form")
+        assert _field(screen, "max-model-len").value == "16384"
+        app.set_focus(None)
+        await pilot.press("colon", *"fleet", "enter")
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question again")
+        await pilot.press("y")                                        # discard
+        await _until(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet")
+        screen = await _open_from_fleet(pilot)                        # an unchanged form: no question
+        app.set_focus(None)
+        await pilot.press("colon", *"fleet", "enter")
+        await _until(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet without a question")

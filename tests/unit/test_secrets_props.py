@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from remote.secrets import MASK, scrub_text, scrub_value
+from remote.secrets import MASK, is_secret_name, may_hold_secret, scrub_text, scrub_value
 
 SECRET_KEYS = st.sampled_from(["api_key", "hf_token", "HF_TOKEN", "password", "db_password", "OPENAI_API_KEY",
                                "secret", "aws_secret_access_key", "authorization", "credentials"])
@@ -92,3 +92,38 @@ def test_the_vllm_shape_examples() -> None:
                                 "'hf_token': ('***'), 'additional_config': {'auth': ['***']}, 'max_model_len': 4096}")
     assert scrub_value({"api_key": ["sk-xyz"], "nested": [{"password": ("a", "b")}, ["--api-key", "k"]]}) == \
         {"api_key": MASK, "nested": [{"password": MASK}, ["--api-key", MASK]]}
+
+
+NAME_WORDS = st.one_of(
+    st.sampled_from(["api", "TOKEN", "tokens", "key", "Keys", "monkey", "Secret", "passwd", "PWD", "paßword",
+                     "credential", "Credentials", "authz", "AUTH", "tokenizer", "max", "num", "hf", "x1"]),
+    st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", min_size=1, max_size=6))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(NAME_WORDS, min_size=1, max_size=4), st.lists(st.sampled_from("_-."), min_size=3, max_size=3),
+       st.sampled_from(["{n}={v}", "--{n} {v}", "--{n}={v}", "'{n}': '{v}'", "{n}: {v}"]))
+@example(["max", "TOKEN", "x1"], ["_", "_", "_"], "{n}={v}")
+@example(["db", "paßword"], ["_", "_", "_"], "--{n} {v}")
+@example(["monkey"], ["_", "_", "_"], "'{n}': '{v}'")
+def test_every_secret_name_passes_the_first_cheap_test(words: list[str], seps: list[str], form: str) -> None:
+    """The cheap test in front of the regexes lets through every name ``is_secret_name`` calls
+    secret (and a plain name's value is left alone)."""
+    name = words[0] + "".join(sep + word for sep, word in zip(seps, words[1:]))
+    assume(name[0].isalpha())          # the name patterns start at a letter (``0_TOKEN`` is no name)
+    # a token shape is masked as one, name and all
+    assume(not any(shape in name.lower() for shape in ("hf_", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_")))
+    line = "INFO 12-01 10:00:00 [x.py:1] " + form.format(n=name, v="S3CR3Tvalue")
+    if is_secret_name(name):
+        assert "S3CR3T" not in scrub_text(line), (name, scrub_text(line))
+    else:
+        assert "S3CR3T" in scrub_text(line)
+
+
+def test_metrics_lines_skip_the_scrubbing_regexes() -> None:
+    """vLLM's periodic metrics line ("tokens/s", "KV cache") holds no secret-looking word."""
+    line = ("(APIServer pid=1) INFO 09-30 03:50:01 [loggers.py:123] Engine 000: Avg prompt throughput: 12.0 "
+            "tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV cache "
+            "usage: 0.0%, Prefix cache hit rate: 0.0%")
+    assert not may_hold_secret(line)
+    assert may_hold_secret(line.replace("tokens/s", "token=x"))

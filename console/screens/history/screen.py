@@ -28,6 +28,7 @@ from console.flows.history_query import (
     parse_filter,
     query_launches,
 )
+from console.flows.launch_log import find_launch_log
 from console.render.history_detail import (
     LAUNCH_COLUMNS,
     TableCell,
@@ -226,7 +227,8 @@ class HistoryScreen(ConsoleScreen):
         if launch is None:
             body.update(Text("Select a launch to see its spec, timeline, figures and benchmarks.", style="dim"))
             return
-        body.update(launch_detail(launch, self.benches.get(launch.id)))
+        log = find_launch_log(self.services.config.logs.folder, launch.node, launch.container_id)
+        body.update(launch_detail(launch, self.benches.get(launch.id), log))
 
     def _render_plot(self) -> None:
         self.query_one("#bench-plot", BenchPlot).show(self.launches, self.benches, METRICS[self.metric_index],

@@ -331,6 +331,10 @@ class SwapScreen(ConsoleScreen):
         self.app.pop_screen()
         self.open_feature("rollback", self.node)
 
+    def has_unsaved_edits(self) -> bool:
+        """The form differs from the spec it started from (or does not read as a spec)."""
+        return self.base is not None and not self.busy and (self.spec is None or self.spec != self.base)
+
     def action_back(self) -> None:
         """Back to the previous screen (nothing runs without the confirm)."""
         if self.busy:
