@@ -567,6 +567,7 @@ async def test_a_long_line_is_cut_in_the_pane_kept_whole_on_disk_and_opened_whol
     box = vm.docker.find("vllm")
     box.plan = dataclasses.replace(plan, lines=((0.1, hostile), (0.2, long_line)) + tuple(plan.lines))
     box.line_ns = [box.started_ns + int(offset * 1e9) for offset, _ in box.plan.lines]
+    box.texts = [text for _, text in box.plan.lines]        # what docker logs prints (per run)
     app = StartupApp(sandbox_services, node)
     async with app.run_test(size=(200, 50)) as pilot:
         screen = await _open(pilot)
