@@ -21,7 +21,10 @@ by ``(8 / params_b) ** 0.7`` within [0.25, 4]); with ``c`` streams decoding, tot
 base x chips x c ** 0.8 and per stream = total / c, re-evaluated at every chunk. Prefill
 runs one prompt at a time at ``PREFILL_TOK_S_PER_CHIP`` x chips (same model scaling), so
 TTFT = queueing + prompt / prefill rate + ``TTFT_OVERHEAD_S`` + one decode step. Chunks
-carry several tokens when a stream runs faster than one chunk per ``CHUNK_INTERVAL_S`` (10 ms, so ITL stays close to TPOT as with vLLM's per-token streaming).
+carry several tokens when a stream runs faster than one chunk per ``CHUNK_INTERVAL_S`` (10 ms),
+or when the server runs late (the tokens due meanwhile join the next chunk, as vLLM's output
+collector merges outputs the API server has not sent yet). With
+``stream_options.continuous_usage_stats`` every chunk carries the running usage, as vLLM's does.
 
 Replies (tool calls, passphrase recall, filler, ``finish_reason``): see
 :mod:`sandbox.openai_replies`; the HTTP handler: :mod:`sandbox.openai_http`;
@@ -292,6 +295,13 @@ class SandboxOpenAIServer:
             if i:
                 due += n / per_stream
                 _sleep_until(due)
+                # Behind (a loaded machine): the tokens due meanwhile join this chunk instead of
+                # following in back-to-back chunks, as vLLM's output collector merges the outputs
+                # a slow API server has not sent yet; the rate holds and no gap collapses to 0.
+                behind = min(len(pieces) - i - n, int((time.monotonic() - due) * per_stream))
+                if behind > 0:
+                    n += behind
+                    due += behind / per_stream
             emit(i, i + n)
             now = time.monotonic()
             times.extend([now] * n)

@@ -63,7 +63,8 @@ def throughput_view(head: str, results: Sequence[Any], pricing: Pricing) -> Rend
     table = Table(title=plain(f"Throughput: {head}; prompt ~{first.prompt_tokens_target} tokens, "
                               f"output {first.output_tokens_target} tokens", style="table.title"), title_justify="left")
     for column in ("STREAMS", "OK", "FAILED", "SECONDS", "PROMPT\nTOK", "REQ/S", "OUT\nTOK/S", "TOTAL\nTOK/S",
-                   "TTFT ms\nmean / med / p99", "TPOT ms\nmean / med / p99", "ITL ms\nmean / med / p99", "$/Mtok"):
+                   "TTFT ms\nmean / med / p99", "TPOT ms\nmean / med / p99", "ITL ms/token\nmean / med / p99",
+                   "ITL ms/chunk\nmean / med / p99", "$/Mtok"):
         table.add_column(column, justify="right", no_wrap=True)
     for r in results:
         m = r.metrics
@@ -72,7 +73,7 @@ def throughput_view(head: str, results: Sequence[Any], pricing: Pricing) -> Rend
         _add(table, str(r.concurrency), str(m.completed), failed, f"{m.duration_s:.1f}",
                       f"{r.mean_prompt_tokens:,.0f}", f"{m.request_throughput:.2f}",
                       f"{m.output_throughput:,.1f}", f"{m.total_token_throughput:,.1f}",
-                      _ms(m.ttft), _ms(m.tpot), _ms(m.itl), "-" if cost is None else f"{cost:.3f}")
+                      _ms(m.ttft), _ms(m.tpot), _ms(m.itl), _ms(m.itl_chunk), "-" if cost is None else f"{cost:.3f}")
     lines: list[RenderableType] = [table]
     if pricing.price_per_hour_usd is None:
         lines.append(plain(f"$/Mtok: {pricing.describe()}"))

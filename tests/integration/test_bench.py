@@ -89,6 +89,21 @@ async def test_throughput_matches_what_the_server_served(server, url):
     assert progress[-1].concurrency == 2
 
 
+async def test_itl_per_token_agrees_with_tpot_while_chunks_carry_several_tokens(server, url):
+    # Qwen3-0.6B on one v6e chip: 600 tok/s for one stream, ~6 tokens per 10 ms chunk; the
+    # issue's sandbox run had TPOT 2.0 ms against a per-chunk ITL of 9.6 ms.
+    server.configure(model="Qwen/Qwen3-0.6B", served_model_name="qwen3-8b", max_model_len=MAX_MODEL_LEN,
+                     accelerator_type="v6e-1", chips=1)
+    result = await run_throughput(url, concurrency=1, prompt_tokens=64, output_tokens=64, requests=4)
+    m = result.metrics
+    assert m.completed == 4 and m.itl.samples == 4 * 63       # one gap per token after the first
+    assert m.itl.median_ms == pytest.approx(m.tpot.mean_ms, rel=0.25)
+    assert m.itl.mean_ms == pytest.approx(m.tpot.mean_ms, rel=0.05)
+    assert m.itl_chunk.median_ms > 2.5 * m.itl.median_ms      # vllm bench serve's per-chunk figure
+    data = to_json(result)
+    assert data["median_itl_chunk_ms"] == m.itl_chunk.median_ms and data["median_itl_ms"] == m.itl.median_ms
+
+
 async def test_sweep_total_tokens_per_second_rises_with_streams(url):
     results = await run_sweep(url, concurrencies=[1, 4, 16], prompt_tokens=256, output_tokens=16,
                               requests=None, duration_s=None)

@@ -50,6 +50,7 @@ class Replay:
         self.tokenize: int | None = None     # /tokenize count to answer, None: 404 like a non-vLLM server
         self.chat_posts = 0
         self.hang_up = False
+        self.last_body: dict[str, Any] = {}
 
 
 @pytest.fixture
@@ -84,6 +85,7 @@ def replay() -> Iterator[tuple[Replay, str]]:
                     self._json(200, {"count": count, "max_model_len": 2048, "tokens": []})
                 return
             state.chat_posts += 1
+            state.last_body = sent
             if state.hang_up:
                 self.close_connection = True
                 self.connection.shutdown(2)
@@ -124,6 +126,35 @@ async def test_nothing_after_done_is_parsed(replay):
     assert record.success and record.text == " ignore special"
     assert (record.token_chunks, record.prompt_tokens, record.output_tokens) == (2, 11, 2)
     assert record.usage_reported and not record.output_tokens_estimated
+
+
+def running(event: dict[str, Any], completion: int, prompt: int = 11) -> dict[str, Any]:
+    """``event`` with vLLM 0.32's running usage (``continuous_usage_stats``), as it sends it."""
+    return {**event, "usage": {"prompt_tokens": prompt, "total_tokens": prompt + completion,
+                               "completion_tokens": completion, "completion_tokens_details": None}}
+
+
+async def test_running_usage_gives_tokens_per_chunk_and_itl_per_token(replay):
+    state, url = replay
+    # what vLLM sends when its output collector merged steps: 1 token, then chunks of 3 and 4
+    state.events = [(0, running(ROLE, 0)), (0, running(content(" a"), 1)), (0.03, running(content(" b c d"), 4)),
+                    (0.04, running(content(" e f g h", "length"), 8)), (0, usage(11, 8)), (0, "[DONE]")]
+    record = await _one(url)
+    assert record.success and (record.token_chunks, record.output_tokens) == (3, 8)
+    assert record.chunk_tokens == [1, 3, 4]
+    gaps = record.itl_per_token_s()
+    assert len(gaps) == 7 and len(set(gaps[:3])) == 1 and len(set(gaps[3:])) == 1
+    assert gaps[0] == pytest.approx(record.itl_s[0] / 3) and gaps[3] == pytest.approx(record.itl_s[1] / 4)
+    assert sum(gaps) == pytest.approx(sum(record.itl_s))
+    assert record.itl_s[0] == pytest.approx(0.03, abs=0.02) and gaps[0] < 0.02
+
+
+async def test_the_request_asks_for_running_usage_and_a_stream_without_it_counts_chunks(replay):
+    state, url = replay
+    state.events = [(0, ROLE), (0, content(" a")), (0.01, content(" b c d")), (0, usage(11, 4)), (0, "[DONE]")]
+    record = await _one(url)
+    assert state.last_body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
+    assert record.chunk_tokens == [] and record.itl_per_token_s() == record.itl_s
 
 
 async def test_without_usage_tokens_are_flagged_estimated_and_the_prompt_count_kept(replay):

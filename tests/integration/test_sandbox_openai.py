@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from sandbox import openai_server
 from sandbox.openai_server import TTFT_OVERHEAD_S, SandboxOpenAIServer, count_tokens
 
 CHAT = "/v1/chat/completions"
@@ -307,3 +308,29 @@ def test_not_ready_cuts_in_flight_streams_and_records_the_abort(server: SandboxO
     assert math.isclose(len(record.token_times_s), record.completion_tokens)
     assert lines and lines[0].startswith("INFO:     127.0.0.1:") and lines[0].endswith(
         '"POST /v1/chat/completions HTTP/1.1" 200 OK')
+
+
+def test_running_usage_per_chunk_and_a_late_step_merges_the_tokens_due(server: SandboxOpenAIServer,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM's ``continuous_usage_stats``: every chunk carries the running usage. A decode step that
+    wakes 50 ms late (a loaded machine) sends the tokens due meanwhile in that one chunk, as vLLM's
+    output collector merges outputs, instead of a burst of back-to-back chunks."""
+    server.configure(model="Qwen/Qwen3-8B", served_model_name="qwen-small", max_model_len=4096,
+                     accelerator_type="v6e-1", chips=1)     # ~147 tok/s: 1 token per 6.8 ms chunk
+    sleeps = [0]
+
+    def late_once(deadline: float) -> None:
+        sleeps[0] += 1
+        time.sleep(max(0.0, deadline - time.monotonic()) + (0.05 if sleeps[0] == 4 else 0.0))
+
+    monkeypatch.setattr(openai_server, "_sleep_until", late_once)
+    request = chat("Go.", max_tokens=40, stream=True, ignore_eos=True,
+                   stream_options={"include_usage": True, "continuous_usage_stats": True})
+    with httpx.stream("POST", url(server) + CHAT, json=request) as response:
+        events = [e for e in sse(response) if isinstance(e, dict)]
+    running = [e["usage"]["completion_tokens"] for e in events if e["choices"]]
+    assert running[0] == 0 and running[-1] == 40 == events[-1]["usage"]["completion_tokens"]
+    sizes = [b - a for a, b in zip(running[1:], running[2:])]
+    # 50 ms late at ~147 tok/s: 7 more tokens due, sent in that chunk (more load only merges more)
+    assert sizes[2] >= 1 + 6 and len(running) - 1 <= 40 - 6
+    assert sum(sizes) + 1 == 40
