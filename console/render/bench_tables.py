@@ -51,9 +51,10 @@ def smoke_view(head: str, result: Any) -> RenderableType:
         _add(table, "tool call", f"{t.name}({json_args(t.arguments)}) {'right' if t.arguments_ok else 'WRONG'}")
         _add(table, "final answer", f"{t.final_answer.strip()!r} "
                                       f"{'right' if t.final_ok else f'WRONG (expected {t.expected})'}")
-    if t.error:
+    if t.error and not t.not_enabled:
         _add(table, "tool check", t.error)
-    _add(table, "tool calling", Text("PASS", style="green") if t.passed else Text("FAIL", style="red"))
+    style = "yellow" if t.not_enabled else "green" if t.passed else "red"
+    _add(table, "tool calling", Text(t.verdict, style=style))
     return table
 
 

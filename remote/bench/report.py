@@ -54,6 +54,7 @@ def to_json(result: SmokeResult | ThroughputResult | LongCtxResult) -> dict[str,
         out = dataclasses.asdict(result)
         if isinstance(result, SmokeResult):
             out["tool"]["passed"] = result.tool.passed
+            out["tool"]["verdict"] = result.tool.verdict
         else:
             out["found_all"] = result.found_all
         return out

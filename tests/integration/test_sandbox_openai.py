@@ -7,6 +7,7 @@ import json
 import math
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -86,16 +87,19 @@ def test_unknown_routes_methods_models_and_bodies_get_vllm_errors(server: Sandbo
 
 # ---------------------------------------------------------------- completions
 def test_chat_completion_usage_follows_the_documented_token_rule(server: SandboxOpenAIServer) -> None:
-    prompt = "Say something about TPUs, please."  # 33 chars -> 9 tokens, + 4 for the message
+    # Say(1) something(3) about(2) TPUs(1) ,(1) please(2) .(1) = 11, + 4 for the message; the
+    # 4-characters estimate of these 33 characters would say 9
+    prompt = "Say something about TPUs, please."
+    assert count_tokens(prompt) == 11
     body = httpx.post(url(server) + CHAT, json=chat(prompt, max_tokens=12)).json()
     assert body["object"] == "chat.completion" and body["model"] == "qwen-small"
     [choice] = body["choices"]
     assert choice["finish_reason"] == "length" and choice["message"]["role"] == "assistant"
-    assert count_tokens(choice["message"]["content"]) == 12
-    assert body["usage"] == {"prompt_tokens": 13, "completion_tokens": 12, "total_tokens": 25,
+    assert len(choice["message"]["content"]) == 12 * 4           # 12 output pieces of 4 characters
+    assert body["usage"] == {"prompt_tokens": 15, "completion_tokens": 12, "total_tokens": 27,
                              "prompt_tokens_details": None}
     stats = server.stats
-    assert (stats.requests, stats.prompt_tokens, stats.completion_tokens) == (1, 13, 12)
+    assert (stats.requests, stats.prompt_tokens, stats.completion_tokens) == (1, 15, 12)
 
 
 def test_streamed_chat_sends_role_deltas_usage_and_done(server: SandboxOpenAIServer) -> None:
@@ -107,7 +111,8 @@ def test_streamed_chat_sends_role_deltas_usage_and_done(server: SandboxOpenAISer
     chunks = [e for e in events[:-1] if isinstance(e, dict)]
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
-    assert count_tokens(text) == 40
+    # 40 output pieces of the 83-character filler cycle (its 21st piece has 3 characters)
+    assert text.startswith("Simulated tokens from the tpu-console sandbox") and len(text) == 40 * 4 - 2
     assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "length"
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 40
     assert chunks[-1]["usage"]["prompt_tokens"] == count_tokens("Stream me some tokens.") + 4
@@ -170,7 +175,41 @@ WEATHER_TOOL = {"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
 
 
+def enable_tools(srv: SandboxOpenAIServer) -> None:
+    """As ``vllm serve ... --enable-auto-tool-choice --tool-call-parser hermes``."""
+    srv.configure(model="Qwen/Qwen3-0.6B", served_model_name="qwen-small", max_model_len=4096,
+                  accelerator_type="v6e-1", chips=1, auto_tool_choice=True, tool_call_parser="hermes")
+
+
+REFUSED = json.loads((Path(__file__).parent.parent / "fixtures" / "vllm-api" / "tools-refused-0.32.json").read_text())
+
+
+@pytest.mark.parametrize(("flags", "tool_choice", "refused_as"), [
+    ({}, None, "auto"), ({}, "auto", "auto"), ({}, "required", "required"),
+    ({}, {"type": "function", "function": {"name": "get_weather"}}, "function"),
+    ({"tool_call_parser": "hermes"}, "auto", "auto"),             # the parser alone is not enough for auto
+    ({"tool_call_parser": "hermes"}, "required", None),
+    ({}, "none", None),
+])
+def test_tools_are_refused_as_the_real_vllm_refuses_them_unless_started_for_them(
+        server: SandboxOpenAIServer, flags: dict[str, Any], tool_choice: Any, refused_as: str | None) -> None:
+    server.configure(model="Qwen/Qwen3-0.6B", served_model_name="qwen-small", max_model_len=4096,
+                     accelerator_type="v6e-1", chips=1, **flags)
+    body = {**chat("What is the weather in Paris?", max_tokens=8), "tools": [WEATHER_TOOL]}
+    if tool_choice is not None:
+        body["tool_choice"] = tool_choice
+    answer = httpx.post(url(server) + CHAT, json=body)
+    if refused_as is None:
+        assert answer.status_code == REFUSED["tool_choice_none_status"] == 200
+        return
+    expected = REFUSED["by_tool_choice"][refused_as]["error"]
+    assert answer.status_code == REFUSED["status"] == 400
+    got = answer.json()
+    assert (got["message"], got["type"], got["code"]) == (expected["message"], expected["type"], expected["code"])
+
+
 def test_tool_call_then_the_number_the_tool_returned(server: SandboxOpenAIServer) -> None:
+    enable_tools(server)
     question = {"role": "user", "content": "Please add 17.5 and 25 with the tool."}
     first = httpx.post(url(server) + CHAT, json={"model": "qwen-small", "messages": [question],
                                                  "tools": [WEATHER_TOOL, ADD_TOOL]}).json()
@@ -192,6 +231,7 @@ def test_tool_call_then_the_number_the_tool_returned(server: SandboxOpenAIServer
 
 
 def test_streamed_tool_call_assembles_to_the_same_call(server: SandboxOpenAIServer) -> None:
+    enable_tools(server)
     request = {**chat("Add 2 and 3 please."), "tools": [ADD_TOOL], "stream": True}
     with httpx.stream("POST", url(server) + CHAT, json=request) as response:
         events = [e for e in sse(response) if isinstance(e, dict)]

@@ -201,7 +201,11 @@ async def test_unknown_host_key_is_asked_once_with_its_fingerprint(sandbox: Any,
                 await pilot.pause(0.1)
             text = text_of(screen.query_one("#results-body", Static))
             assert "served model" in text and "meta-llama/Llama-3.1-8B-Instruct" in text
-            assert "tool calling" in text and "PASS" in text
+            # the node's container runs without --enable-auto-tool-choice: read from its flags
+            assert "tool calling" in text and "FAIL" not in text
+            assert "not enabled (start with --enable-auto-tool-choice --tool-call-parser ...)" in text
+            served = sandbox.vms[NODE].openai_server.stats.served
+            assert served and all(r.status == 200 for r in served)       # the tool request was not sent
             # recorded under gcloud's suffixed alias (the sandbox's guest attribute ends in XXXXXX)
             assert f"{alias}-XXXXXX " in known.read_text()
             await _run_to_end(pilot, screen)                  # accepted once: no second question
