@@ -38,6 +38,15 @@ class OpenAIHTTPServer(ThreadingHTTPServer):
     request_queue_size = 256
     app: SandboxOpenAIServer
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (reset, broken pipe: ``vllm bench serve`` resets its keep-alive
+        connections when it ends) is not an error to print; anything else is, as the stdlib does."""
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
 _COMPLETIONS = ("/v1/chat/completions", "/v1/completions")
 
 

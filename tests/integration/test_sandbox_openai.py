@@ -374,3 +374,23 @@ def test_running_usage_per_chunk_and_a_late_step_merges_the_tokens_due(server: S
     # 50 ms late at ~147 tok/s: 7 more tokens due, sent in that chunk (more load only merges more)
     assert sizes[2] >= 1 + 6 and len(running) - 1 <= 40 - 6
     assert sum(sizes) + 1 == 40
+
+
+def test_a_client_that_resets_its_connection_prints_no_traceback(server: SandboxOpenAIServer,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """``vllm bench serve`` resets its keep-alive connections when it ends: not an error to print."""
+    import socket
+    import struct
+
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))   # close = RST
+    err = ""
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and "Traceback" not in err:
+        err += capsys.readouterr().err
+        time.sleep(0.02)
+    assert "Traceback" not in err and "ConnectionResetError" not in err
+    assert httpx.get(url(server) + "/health", timeout=2).status_code == 200
