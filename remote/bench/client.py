@@ -9,6 +9,7 @@ sentence a person can act on; a failed *request* is returned as a failed
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -352,6 +353,12 @@ async def stream_chat(
                     on_token(1)
             if running is not None:
                 counted = running
+            if token_chunk:
+                # Let the loop poll the other streams' sockets between chunks: a stream whose next
+                # chunks are already buffered would otherwise parse them back to back while the
+                # kernel coalesces everyone else's, and chunks read together are stamped together
+                # (at 64 streams the median ITL read 0.02 ms where vllm bench serve reads ~10 ms).
+                await asyncio.sleep(0)
     except httpx.HTTPError as exc:
         record.status_code = 0
         record.error = str(transport_error(exc, str(client.base_url)))

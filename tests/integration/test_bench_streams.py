@@ -51,6 +51,7 @@ class Replay:
         self.chat_posts = 0
         self.hang_up = False
         self.last_body: dict[str, Any] = {}
+        self.barrier: threading.Barrier | None = None   # streams wait for each other before their events
 
 
 @pytest.fixture
@@ -97,6 +98,13 @@ def replay() -> Iterator[tuple[Replay, str]]:
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
+            if state.barrier is not None:   # every event in one write, once both streams are here
+                self.wfile.flush()
+                state.barrier.wait(timeout=10)
+                lines = [f"data: {d if isinstance(d, str) else json.dumps(d)}\n\n".encode() for _, d in state.events]
+                self.wfile.write(b"".join(f"{len(x):x}\r\n".encode() + x + b"\r\n" for x in lines) + b"0\r\n\r\n")
+                self.wfile.flush()
+                return
             for delay, data in state.events:
                 time.sleep(delay)
                 line = f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n".encode()
@@ -234,3 +242,25 @@ def test_the_bench_verb_says_the_prompts_are_estimates_and_why_it_stopped(replay
     assert code == 1                                     # every request sent failed
     assert "sized by estimate (4 characters per token): the server has no /tokenize" in out
     assert "stopped after 3 requests in a row failed" in out and state.chat_posts == 3
+
+
+async def test_a_stream_with_chunks_buffered_lets_the_other_streams_be_read_between_them(replay):
+    """Two streams whose 200 chunks each arrive in one write: the parser yields to the event loop
+    after every token chunk, so the other stream is read (and stamped) between them, not after
+    all of them (at 64 streams back-to-back parsing made the median ITL 0.02 ms). Without the
+    yield one stream's 200 callbacks always come in one run."""
+    import asyncio
+
+    state, url = replay
+    chunks = 200
+    state.events = [(0, ROLE), *[(0, content(f" t{i}")) for i in range(chunks)], (0, usage(11, chunks)),
+                    (0, "[DONE]")]
+    state.barrier = threading.Barrier(2)
+    order: list[str] = []
+    async with httpx.AsyncClient(base_url=url, timeout=10) as one, httpx.AsyncClient(base_url=url, timeout=10) as two:
+        body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
+        a, b = await asyncio.gather(stream_chat(one, body, on_token=lambda n: order.append("a")),
+                                    stream_chat(two, body, on_token=lambda n: order.append("b")))
+    assert a.token_chunks == b.token_chunks == chunks and len(order) == 2 * chunks
+    longest = max(len(run) for run in "".join(order).replace("ab", "a b").replace("ba", "b a").split())
+    assert longest < chunks, "".join(order)
