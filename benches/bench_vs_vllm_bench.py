@@ -16,7 +16,10 @@ in ``vllm:prefix_cache_hits_total``: +2,048 of +2,121 tokens at 8 x 256), which 
 TTFT look 3-4x better than ours (unique prompts) in the first comparison.
 
 Printed per level: prompt tokens per request as the server counted them (usage), output
-tokens/s, mean TTFT and mean TPOT for both, and ours / vllm's. ``--json`` prints the rows
+tokens/s, mean TTFT, mean TPOT and median ITL per chunk (``vllm bench serve``'s ITL; ours per
+token beside it) for both, and ours / vllm's; then per figure the ratio of each ABBA round's
+pair (a systematic difference keeps its sign in every round, noise does not) and each client's
+spread between its rounds. ``--json`` prints the rows
 as a JSON list instead. Needs ``../shared/real-vllm/setup.sh`` (the vllm executable is
 ``$REAL_VLLM_DIR/venv/bin/vllm``, the tokenizer ``$REAL_VLLM_DIR/tiny-llama``).
 """
@@ -82,7 +85,8 @@ async def run_ours(url: str, streams: int, requests: int, prompt_tokens: int, ou
     m = r.metrics
     return {"completed": m.completed, "failed": m.failed, "total_input_tokens": m.total_input_tokens,
             "output_throughput": m.output_throughput, "mean_ttft_ms": m.ttft.mean_ms,
-            "mean_tpot_ms": m.tpot.mean_ms, "prompt_tokens_sent": r.prompt_tokens_sent,
+            "mean_tpot_ms": m.tpot.mean_ms, "median_itl_ms": m.itl_chunk.median_ms,
+            "median_itl_per_token_ms": m.itl.median_ms, "prompt_tokens_sent": r.prompt_tokens_sent,
             "prompt_tokens_exact": r.prompt_tokens_exact, "errors": [e for e, _ in r.errors]}
 
 
@@ -114,23 +118,52 @@ def compare(url: str, streams: int, prompt_tokens: int, output_tokens: int, roun
         r["total_input_tokens"] / max(1, r["completed"]) for r in ours_runs))
     row["vllm_prompt_tokens"] = float(statistics.median(
         r["total_input_tokens"] / max(1, r["completed"]) for r in theirs_runs))
-    for key in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms"):
+    for key in COMPARED:
         row[f"ours_{key}"], row[f"vllm_{key}"] = med(ours_runs, key), med(theirs_runs, key)
         row[f"ratio_{key}"] = row[f"ours_{key}"] / row[f"vllm_{key}"] if row[f"vllm_{key}"] else None
+        # per round: ours / vllm of that round's pair, and each client's spread (max / min - 1)
+        row[f"round_ratios_{key}"] = [o[key] / t[key] if t[key] else None
+                                      for o, t in zip(ours_runs, theirs_runs, strict=True)]
+        row[f"ours_spread_{key}"] = _spread([r[key] for r in ours_runs])
+        row[f"vllm_spread_{key}"] = _spread([r[key] for r in theirs_runs])
+    row["ours_median_itl_per_token_ms"] = med(ours_runs, "median_itl_per_token_ms")
     return row
+
+
+#: Figures compared per level (``vllm bench serve`` result keys; our ``median_itl_ms`` is our
+#: per-chunk ITL, which is what vLLM's is; ``ours_median_itl_per_token_ms`` is reported beside it).
+COMPARED = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms", "median_itl_ms")
+
+
+def _spread(values: list[float]) -> float | None:
+    """max / min - 1 of one client's runs (0.0 for a single run; None if a value is 0)."""
+    return max(values) / min(values) - 1 if min(values) > 0 else None
+
+
+def _ratios(values: list[float | None]) -> str:
+    return " ".join("-" if v is None else f"{v:.2f}" for v in values)
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = ["| streams | prompt tokens ours / vllm | output tok/s ours / vllm (ratio) | "
-             "mean TTFT ms ours / vllm (ratio) | mean TPOT ms ours / vllm (ratio) |",
-             "|---|---|---|---|---|"]
+             "mean TTFT ms ours / vllm (ratio) | mean TPOT ms ours / vllm (ratio) | "
+             "median ITL ms per chunk ours / vllm (ratio); ours per token |",
+             "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(
             f"| {r['streams']} | {r['ours_prompt_tokens']:.1f} / {r['vllm_prompt_tokens']:.1f} | "
             f"{r['ours_output_throughput']:.0f} / {r['vllm_output_throughput']:.0f} "
             f"({r['ratio_output_throughput']:.2f}) | {r['ours_mean_ttft_ms']:.1f} / {r['vllm_mean_ttft_ms']:.1f} "
             f"({r['ratio_mean_ttft_ms']:.2f}) | {r['ours_mean_tpot_ms']:.2f} / {r['vllm_mean_tpot_ms']:.2f} "
-            f"({r['ratio_mean_tpot_ms']:.2f}) |")
+            f"({r['ratio_mean_tpot_ms']:.2f}) | {r['ours_median_itl_ms']:.2f} / {r['vllm_median_itl_ms']:.2f} "
+            f"({r['ratio_median_itl_ms']:.2f}); {r['ours_median_itl_per_token_ms']:.2f} |")
+    lines += ["", "ours / vllm per round (ABBA pairs), and each client's spread between rounds (max / min - 1):",
+              "| streams | figure | ratio per round | spread ours | spread vllm |", "|---|---|---|---|---|"]
+    for r in rows:
+        for key in COMPARED:
+            ours, theirs = r[f"ours_spread_{key}"], r[f"vllm_spread_{key}"]
+            lines.append(f"| {r['streams']} | {key} | {_ratios(r[f'round_ratios_{key}'])} | "
+                         f"{'-' if ours is None else f'{ours:.0%}'} | {'-' if theirs is None else f'{theirs:.0%}'} |")
     return "\n".join(lines)
 
 

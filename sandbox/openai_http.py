@@ -38,6 +38,15 @@ class OpenAIHTTPServer(ThreadingHTTPServer):
     request_queue_size = 256
     app: SandboxOpenAIServer
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (reset, broken pipe: ``vllm bench serve`` resets its keep-alive
+        connections when it ends) is not an error to print; anything else is, as the stdlib does."""
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
 _COMPLETIONS = ("/v1/chat/completions", "/v1/completions")
 
 
@@ -185,12 +194,20 @@ class OpenAIHandler(BaseHTTPRequestHandler):
                 delta = {"content": text}
             return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
 
+        options = request.get("stream_options") or {}
+        running = bool(options.get("include_usage") and options.get("continuous_usage_stats"))
+
+        def so_far(tokens: int) -> dict[str, Any]:
+            """vLLM's running usage (``continuous_usage_stats``): completion tokens sent so far."""
+            return {"usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + tokens,
+                              "completion_tokens": tokens}} if running else {}
+
         def emit(start: int, end: int) -> None:
             if stream:
                 if start == 0 and chat:
                     self._chunk({**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                                      "logprobs": None, "finish_reason": None}]})
-                self._chunk({**head, "choices": [choice(start, end)]})
+                                                      "logprobs": None, "finish_reason": None}], **so_far(0)})
+                self._chunk({**head, "choices": [choice(start, end)], **so_far(end)})
             sent[0] = end
 
         times: list[float] = []

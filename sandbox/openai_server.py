@@ -21,7 +21,10 @@ by ``(8 / params_b) ** 0.7`` within [0.25, 4]); with ``c`` streams decoding, tot
 base x chips x c ** 0.8 and per stream = total / c, re-evaluated at every chunk. Prefill
 runs one prompt at a time at ``PREFILL_TOK_S_PER_CHIP`` x chips (same model scaling), so
 TTFT = queueing + prompt / prefill rate + ``TTFT_OVERHEAD_S`` + one decode step. Chunks
-carry several tokens when a stream runs faster than one chunk per ``CHUNK_INTERVAL_S`` (10 ms, so ITL stays close to TPOT as with vLLM's per-token streaming).
+carry several tokens when a stream runs faster than one chunk per ``CHUNK_INTERVAL_S`` (10 ms),
+or when the server runs late (the tokens due meanwhile join the next chunk, as vLLM's output
+collector merges outputs the API server has not sent yet). With
+``stream_options.continuous_usage_stats`` every chunk carries the running usage, as vLLM's does.
 
 Replies (tool calls, passphrase recall, filler, ``finish_reason``): see
 :mod:`sandbox.openai_replies`; the HTTP handler: :mod:`sandbox.openai_http`;
@@ -91,12 +94,16 @@ class SandboxOpenAIServer:
     # ---------------------------------------------------------------- control
     def configure(self, *, model: str, served_model_name: str | None, max_model_len: int,
                   accelerator_type: str, chips: int, kv_cache_tokens: int | None = None,
-                  gpu_memory_utilization: float = 0.9, api_key: str | None = None) -> None:
+                  gpu_memory_utilization: float = 0.9, api_key: str | None = None,
+                  auto_tool_choice: bool = False, tool_call_parser: str | None = None) -> None:
         """Set what is served: model id, max-model-len (tokens), chip generation and chip count, and
         the engine's KV cache size in tokens (default: 8 requests at max-model-len) for ``/metrics``.
 
         ``api_key`` is vLLM's ``--api-key``: every ``/v1`` route then answers 401 unless the
         request carries ``Authorization: Bearer <api_key>`` (``/health`` stays open).
+        ``auto_tool_choice`` / ``tool_call_parser`` are vLLM's ``--enable-auto-tool-choice`` /
+        ``--tool-call-parser``: without them a request with ``tools`` gets vLLM 0.32's 400 (see
+        :meth:`tools_refusal`).
 
         Raises:
             ValueError: a non-positive ``max_model_len`` or ``chips``, or an unknown chip generation.
@@ -109,6 +116,7 @@ class SandboxOpenAIServer:
         with self._lock:
             self._model, self._served_name = model, served_model_name or model
             self._api_key = api_key or None
+            self._auto_tool_choice, self._tool_call_parser = auto_tool_choice, tool_call_parser or None
             self._max_model_len = max_model_len
             self._decode_base = DECODE_TOK_S_PER_CHIP[generation] * chips * scale
             self._prefill_rate = PREFILL_TOK_S_PER_CHIP[generation] * chips * scale
@@ -229,13 +237,38 @@ class SandboxOpenAIServer:
         extra = count_tokens(json.dumps(tools)) if tools else 0
         return "\n".join(texts), sum(count_tokens(t) for t in texts) + CHAT_TOKENS_PER_MESSAGE * len(texts) + extra
 
+    def tools_refusal(self, request: dict[str, Any]) -> str | None:
+        """vLLM 0.32's 400 message for a request with ``tools`` this server was not started for, or
+        ``None``: ``tool_choice`` ``"auto"`` (the default) needs ``--enable-auto-tool-choice`` and
+        ``--tool-call-parser``, ``"required"`` or a named function needs the parser, ``"none"``
+        nothing (texts as the real server says them: tests/fixtures/vllm-api/tools-refused-0.32.json)."""
+        if not request.get("tools"):
+            return None
+        with self._lock:
+            auto, parser = self._auto_tool_choice, self._tool_call_parser
+        choice = request.get("tool_choice", "auto")
+        if choice == "none":
+            return None
+        if choice == "auto":
+            if auto and parser:
+                return None
+            return '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+        if parser:
+            return None
+        if choice == "required":
+            return 'tool_choice="required" requires --tool-call-parser to be set'
+        name = (choice.get("function") or {}).get("name") if isinstance(choice, dict) else choice
+        return f'tool_choice=function "{name}" requires --tool-call-parser to be set'
+
     def _check(self, request: dict[str, Any], prompt_tokens: int) -> int | None:
-        """Validate model and length like vLLM; return max_tokens (None when unset)."""
+        """Validate model, tools and length like vLLM; return max_tokens (None when unset)."""
         with self._lock:
             limit, names = self._max_model_len, {self._served_name, self._model}
         model = request.get("model")
         if model is not None and model not in names:
             raise OpenAIApiError(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
+        if (refusal := self.tools_refusal(request)) is not None:
+            raise OpenAIApiError(400, refusal)
         max_tokens = request.get("max_completion_tokens", request.get("max_tokens"))
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             raise OpenAIApiError(400, f"max_tokens must be at least 1, got {max_tokens}.")
@@ -292,6 +325,13 @@ class SandboxOpenAIServer:
             if i:
                 due += n / per_stream
                 _sleep_until(due)
+                # Behind (a loaded machine): the tokens due meanwhile join this chunk instead of
+                # following in back-to-back chunks, as vLLM's output collector merges the outputs
+                # a slow API server has not sent yet; the rate holds and no gap collapses to 0.
+                behind = min(len(pieces) - i - n, int((time.monotonic() - due) * per_stream))
+                if behind > 0:
+                    n += behind
+                    due += behind / per_stream
             emit(i, i + n)
             now = time.monotonic()
             times.extend([now] * n)

@@ -167,6 +167,11 @@ class SandboxVm:
         self.docker = SimDocker(plan_for=self._plan, known_images=known_images or DEFAULT_IMAGES,
                                 on_ready=self._on_ready, on_stopped=self._on_stopped)
 
+    @property
+    def openai_server(self) -> Any:
+        """The node's OpenAI-compatible server (``SandboxOpenAIServer``; its ``stats`` say what it served)."""
+        return self._openai
+
     # --- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> int:
@@ -253,7 +258,9 @@ class SandboxVm:
                                        max_model_len=getattr(plan, "max_model_len", 0),
                                        accelerator_type=self.accelerator_type, chips=getattr(plan, "chips", 1),
                                        kv_cache_tokens=getattr(plan, "kv_cache_tokens", None),
-                                       api_key=_api_key(box.command, box.env))
+                                       api_key=_api_key(box.command, box.env),
+                                       auto_tool_choice="--enable-auto-tool-choice" in box.command,
+                                       tool_call_parser=_flag_value(box.command, "--tool-call-parser"))
             except ValueError:
                 return                        # an unservable plan: the server keeps refusing
             self._openai.set_ready(True)
@@ -399,6 +406,16 @@ def with_burst(plan: Any, lines_per_s: int, duration_s: float, *, chunk_bytes: i
         if getattr(plan, attr, None) is not None:
             changes[attr] = getattr(plan, attr) + duration_s
     return dataclasses.replace(plan, **changes)
+
+
+def _flag_value(command: Sequence[str], flag: str) -> str | None:
+    """The value of ``flag V`` / ``flag=V`` in a serve command, else ``None``."""
+    for i, arg in enumerate(command):
+        if arg == flag and i + 1 < len(command):
+            return command[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
 
 
 def _api_key(command: Sequence[str], env: Sequence[str]) -> str | None:

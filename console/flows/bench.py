@@ -248,22 +248,55 @@ def container_api_key(inspect: dict[str, Any] | None) -> str | None:
     return None
 
 
-async def api_key_for(conn: Any, container: str, *, given: str | None = None, label: str = "") -> str | None:
-    """The key a benchmark sends: ``given`` (``--api-key``, else the operator's ``VLLM_API_KEY``),
-    else the running container's (:func:`container_api_key`; an unreadable container means none).
+def container_tool_calling(inspect: dict[str, Any] | None) -> bool | None:
+    """Whether a container's vLLM was started with tool calling (``--enable-auto-tool-choice``
+    and ``--tool-call-parser``, see :func:`remote.bench.smoke.tool_calling_enabled`) from its
+    ``docker inspect`` JSON; ``None`` without one."""
+    from remote.bench.smoke import tool_calling_enabled
+
+    if not inspect:
+        return None
+    config = inspect.get("Config") or {}
+    return tool_calling_enabled([str(a) for a in (config.get("Entrypoint") or []) + (config.get("Cmd") or [])])
+
+
+@dataclass(frozen=True)
+class ServerFlags:
+    """What a benchmark needs from how the node's vLLM was started.
+
+    Attributes:
+        api_key: the key to send (never recorded), or ``None``.
+        tool_calling: started with tool calling; ``None`` when unknown (no container read).
+    """
+
+    api_key: str | None = None
+    tool_calling: bool | None = None
+
+
+async def server_flags_for(conn: Any, container: str, *, given: str | None = None, label: str = "") -> ServerFlags:
+    """The key a benchmark sends (``given`` (``--api-key``), else the operator's ``VLLM_API_KEY``,
+    else the running container's, :func:`container_api_key`) and whether the container has tool
+    calling (:func:`container_tool_calling`), from one ``docker inspect`` over ``conn``; an
+    unreadable container (or ``conn`` ``None``) means no key of its own and ``tool_calling`` unknown.
     """
     import os
 
     given = given or os.environ.get("VLLM_API_KEY") or None
-    if given or conn is None:
-        return given
+    if conn is None:
+        return ServerFlags(given)
     from remote.container.docker import docker_inspect
     from remote.errors import RemoteError
 
     try:
-        return container_api_key(await docker_inspect(conn, container, label=label))
+        inspect = await docker_inspect(conn, container, label=label)
     except RemoteError:
-        return None
+        return ServerFlags(given)
+    return ServerFlags(given or container_api_key(inspect), container_tool_calling(inspect))
+
+
+async def api_key_for(conn: Any, container: str, *, given: str | None = None, label: str = "") -> str | None:
+    """The key a benchmark sends: :func:`server_flags_for`'s ``api_key``."""
+    return (await server_flags_for(conn, container, given=given, label=label)).api_key
 
 
 async def current_launch_id(store: Any, node: Node, conn: Any, container: str) -> int | None:
@@ -311,7 +344,8 @@ async def current_launch_id(store: Any, node: Node, conn: Any, container: str) -
 
 
 async def run_benchmark(base_url: str, params: BenchParams, *, on_progress: Callable[[Any], None] | None = None,
-                        on_result: Callable[[Any], None] | None = None, api_key: str | None = None) -> list[Any]:
+                        on_result: Callable[[Any], None] | None = None, api_key: str | None = None,
+                        tool_calling: bool | None = None) -> list[Any]:
     """Run ``params`` against ``base_url``; throughput levels run one after the other.
 
     Args:
@@ -320,7 +354,9 @@ async def run_benchmark(base_url: str, params: BenchParams, *, on_progress: Call
         on_progress: called with each :class:`remote.bench.BenchProgress`.
         on_result: called with each result as soon as it is complete (one per sweep level),
             so a cancelled sweep keeps its finished levels.
-        api_key: the server's ``--api-key`` (:func:`api_key_for`), sent as a Bearer token.
+        api_key: the server's ``--api-key`` (:func:`server_flags_for`), sent as a Bearer token.
+        tool_calling: the server has tool calling (:func:`server_flags_for`); ``False``: the
+            smoke test says "not enabled" instead of sending the tool check, ``None``: unknown.
 
     Returns:
         ``[SmokeResult]``, one ``ThroughputResult`` per level, or ``[LongCtxResult]``.
@@ -340,7 +376,7 @@ async def run_benchmark(base_url: str, params: BenchParams, *, on_progress: Call
             on_result(result)
 
     if params.kind == "smoke":
-        done(await run_smoke(base_url, model=params.model, api_key=api_key))
+        done(await run_smoke(base_url, model=params.model, api_key=api_key, tool_calling=tool_calling))
     elif params.kind == "throughput":
         async with client_scope(base_url, None, REQUEST_TIMEOUT_S, connections=max(params.streams),
                                 api_key=api_key) as client:

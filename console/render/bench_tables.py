@@ -30,7 +30,12 @@ def json_args(arguments: dict[str, Any] | None) -> str:
 
 
 def _ms(stats: Any) -> str:
-    return f"{stats.mean_ms:,.1f} / {stats.median_ms:,.1f} / {stats.p99_ms:,.1f}"
+    return " / ".join(_one_ms(v) for v in (stats.mean_ms, stats.median_ms, stats.p99_ms))
+
+
+def _one_ms(value_ms: float) -> str:
+    """One decimal below 100 ms, none above (run-to-run noise is far larger): keeps the row narrow."""
+    return f"{value_ms:,.1f}" if value_ms < 100 else f"{value_ms:,.0f}"
 
 
 def smoke_view(head: str, result: Any) -> RenderableType:
@@ -51,19 +56,22 @@ def smoke_view(head: str, result: Any) -> RenderableType:
         _add(table, "tool call", f"{t.name}({json_args(t.arguments)}) {'right' if t.arguments_ok else 'WRONG'}")
         _add(table, "final answer", f"{t.final_answer.strip()!r} "
                                       f"{'right' if t.final_ok else f'WRONG (expected {t.expected})'}")
-    if t.error:
+    if t.error and not t.not_enabled:
         _add(table, "tool check", t.error)
-    _add(table, "tool calling", Text("PASS", style="green") if t.passed else Text("FAIL", style="red"))
+    style = "yellow" if t.not_enabled else "green" if t.passed else "red"
+    _add(table, "tool calling", Text(t.verdict, style=style))
     return table
 
 
 def throughput_view(head: str, results: Sequence[Any], pricing: Pricing) -> RenderableType:
-    """One row per concurrency level; the price used (or why there is none) under the table."""
+    """One row per concurrency level (ITL per token, and the median per chunk as `vllm bench serve`
+    reports ITL); the price used (or why there is none) under the table."""
     first = results[0]
     table = Table(title=plain(f"Throughput: {head}; prompt ~{first.prompt_tokens_target} tokens, "
                               f"output {first.output_tokens_target} tokens", style="table.title"), title_justify="left")
     for column in ("STREAMS", "OK", "FAILED", "SECONDS", "PROMPT\nTOK", "REQ/S", "OUT\nTOK/S", "TOTAL\nTOK/S",
-                   "TTFT ms\nmean / med / p99", "TPOT ms\nmean / med / p99", "ITL ms\nmean / med / p99", "$/Mtok"):
+                   "TTFT ms\nmean / med / p99", "TPOT ms\nmean / med / p99", "ITL ms/token\nmean / med / p99",
+                   "ITL/CHUNK\nmed ms", "$/Mtok"):
         table.add_column(column, justify="right", no_wrap=True)
     for r in results:
         m = r.metrics
@@ -71,8 +79,8 @@ def throughput_view(head: str, results: Sequence[Any], pricing: Pricing) -> Rend
         failed = Text(str(m.failed), style="red" if m.failed else "")
         _add(table, str(r.concurrency), str(m.completed), failed, f"{m.duration_s:.1f}",
                       f"{r.mean_prompt_tokens:,.0f}", f"{m.request_throughput:.2f}",
-                      f"{m.output_throughput:,.1f}", f"{m.total_token_throughput:,.1f}",
-                      _ms(m.ttft), _ms(m.tpot), _ms(m.itl), "-" if cost is None else f"{cost:.3f}")
+                      f"{m.output_throughput:,.0f}", f"{m.total_token_throughput:,.0f}",
+                      _ms(m.ttft), _ms(m.tpot), _ms(m.itl), f"{m.itl_chunk.median_ms:.1f}", "-" if cost is None else f"{cost:.3f}")
     lines: list[RenderableType] = [table]
     if pricing.price_per_hour_usd is None:
         lines.append(plain(f"$/Mtok: {pricing.describe()}"))

@@ -39,7 +39,6 @@ from console.flows.bench import (
     KINDS,
     BenchParams,
     Pricing,
-    api_key_for,
     current_launch_id,
     open_tunnel,
     parse_depths,
@@ -48,6 +47,7 @@ from console.flows.bench import (
     pricing_for,
     record_result,
     run_benchmark,
+    server_flags_for,
 )
 from console.flows.ssh_target import resolve_target
 from console.render.bench_tables import result_view
@@ -247,12 +247,12 @@ class BenchScreen(ConsoleScreen):
                                    accept_new_host_key=self._ask_host_key) as tunnel:
                 store = self._store()
                 launch_id = await current_launch_id(store, self.node, tunnel.conn, config.container.name)
-                api_key = await api_key_for(tunnel.conn, config.container.name, label=target.label)
+                flags = await server_flags_for(tunnel.conn, config.container.name, label=target.label)
                 self._status(f"Running {params.kind} through {tunnel.base_url} "
                              f"(→ port {config.container.port} on the node)…")
                 await run_benchmark(tunnel.base_url, params, on_progress=self._on_progress,
                                     on_result=lambda r: self._on_result(store, launch_id, params, r),
-                                    api_key=api_key)
+                                    api_key=flags.api_key, tool_calling=flags.tool_calling)
             self._finish(Text(self._summary("Done"), style="green"))
         except asyncio.CancelledError:
             self._finish(Text(self._summary("Cancelled"), style="yellow"))

@@ -120,7 +120,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, config: Any) -> int:
-    from console.flows.bench import BenchParams, Pricing, api_key_for, open_tunnel, pricing_for
+    from console.flows.bench import (
+        BenchParams,
+        Pricing,
+        api_key_for,
+        open_tunnel,
+        pricing_for,
+        server_flags_for,
+    )
     from console.flows.node_lookup import (
         NodeLookupError,
         lookup_exit_code,
@@ -149,9 +156,10 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
             return await terminal_host_key_prompt(target)(fingerprint)
 
         async with open_tunnel(node, target, config.container.port, accept_new_host_key=ask) as tunnel:
-            key = await api_key_for(tunnel.conn, config.container.name, given=args.api_key, label=target.label)
+            flags = await server_flags_for(tunnel.conn, config.container.name, given=args.api_key,
+                                           label=target.label)
             return await _bench(args, params, tunnel.base_url, pricing, node=node, conn=tunnel.conn, config=config,
-                                api_key=key)
+                                api_key=flags.api_key, tool_calling=flags.tool_calling)
     except NodeLookupError as exc:      # unknown or ambiguous NODE: bad input; not READY or API down: unreachable
         return _fail(str(exc), lookup_exit_code(exc))
     except RemoteError as exc:
@@ -159,11 +167,12 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
 
 
 async def _bench(args: argparse.Namespace, params: Any, url: str, pricing: Any, *, node: Any = None,
-                 conn: Any = None, config: Any = None, api_key: str | None = None) -> int:
+                 conn: Any = None, config: Any = None, api_key: str | None = None,
+                 tool_calling: bool | None = None) -> int:
     from console.flows.bench import every_request_failed, run_benchmark
 
     progress = None if args.json or not sys.stderr.isatty() else _progress_line
-    results = await run_benchmark(url, params, on_progress=progress, api_key=api_key)
+    results = await run_benchmark(url, params, on_progress=progress, api_key=api_key, tool_calling=tool_calling)
     if progress is not None:
         _clear_progress()
     label = f"node {node.name} ({node.accelerator_type}, {node.provisioning_model})" if node is not None else None

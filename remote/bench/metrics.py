@@ -10,7 +10,16 @@ Pure functions over per-request records; no I/O. Definitions (vLLM 0.10-0.11
 * TPOT per request = (time of the last token chunk - TTFT) / (output tokens - 1), only for
   requests with more than one output token (vLLM 0.32 ends a request's latency at its last
   token chunk, not at the trailing usage chunk);
-* ITL = every gap between consecutive streamed token chunks, pooled over all requests;
+* ITL per token (``itl``): a token chunk of ``k`` tokens arriving ``g`` seconds after the
+  previous one contributes ``k`` gaps of ``g / k``, pooled over all requests, so its mean
+  agrees with TPOT even when the server sends several tokens per chunk; ``k`` is the increase of
+  vLLM's running ``usage.completion_tokens`` (``stream_options.continuous_usage_stats``);
+  without it every chunk counts as one token;
+* ITL per chunk (``itl_chunk``) = every gap between consecutive streamed token chunks, pooled
+  over all requests: what ``vllm bench serve`` 0.32 reports as ITL
+  (``endpoint_request_func.py`` appends ``timestamp - most_recent_timestamp`` once per chunk
+  with ``choices``; ``serve.py`` ``calculate_metrics`` pools them with ``itls +=
+  outputs[i].itl``; its TPOT is ``(latency - ttft) / (output_len - 1)``);
 * percentiles use linear interpolation between closest ranks (``numpy.percentile``'s
   default), the median is the 50th percentile.
 
@@ -36,7 +45,9 @@ class RequestRecord:
         ttft_s: seconds to the first token chunk (0.0 when none arrived).
         latency_s: seconds from sending to the end of the stream (``[DONE]`` or the body's end).
         last_token_s: seconds from sending to the last token chunk (TPOT's end).
-        itl_s: gaps in seconds between consecutive token chunks.
+        itl_s: gaps in seconds between consecutive token chunks (``vllm bench serve``'s ITL).
+        chunk_tokens: tokens in each token chunk (by the running usage), one per chunk, or
+            empty when the server did not send it.
         prompt_tokens: ``usage.prompt_tokens`` as reported by the server; without usage the
             count the prompt was sized to by ``/tokenize`` (0 if neither is known).
         output_tokens: ``usage.completion_tokens`` (or the token chunk count, see below).
@@ -57,6 +68,7 @@ class RequestRecord:
     ttft_s: float = 0.0
     latency_s: float = 0.0
     itl_s: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
     prompt_tokens: int = 0
     output_tokens: int = 0
     token_chunks: int = 0
@@ -77,6 +89,17 @@ class RequestRecord:
             return None
         end_s = self.last_token_s or self.latency_s   # records built without a last-token time
         return (end_s - self.ttft_s) / (self.output_tokens - 1)
+
+
+    def itl_per_token_s(self) -> list[float]:
+        """Gaps between consecutive tokens in seconds: each chunk's gap ``g`` before its ``k``
+        tokens as ``k`` gaps of ``g / k`` (``k`` = 1 when ``chunk_tokens`` is unknown)."""
+        if len(self.chunk_tokens) != len(self.itl_s) + 1:
+            return list(self.itl_s)
+        gaps: list[float] = []
+        for gap_s, k in zip(self.itl_s, self.chunk_tokens[1:], strict=True):
+            gaps.extend([gap_s / k] * k)
+        return gaps
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -136,7 +159,8 @@ class ServingMetrics:
         request_throughput: completed requests per second.
         output_throughput: output tokens per second.
         total_token_throughput: (prompt + output) tokens per second.
-        ttft, tpot, itl, e2el: latency statistics in milliseconds.
+        ttft, tpot, itl, e2el: latency statistics in milliseconds (``itl`` per token).
+        itl_chunk: the gaps between token chunks in milliseconds (``vllm bench serve``'s ITL).
         output_tokens_estimated: completed requests without a usage chunk, whose output
             tokens are the token chunk count.
     """
@@ -153,6 +177,7 @@ class ServingMetrics:
     tpot: LatencyStats
     itl: LatencyStats
     e2el: LatencyStats
+    itl_chunk: LatencyStats = field(default_factory=LatencyStats)
     output_tokens_estimated: int = 0
 
 
@@ -183,7 +208,8 @@ def calculate_metrics(records: Sequence[RequestRecord], duration_s: float) -> Se
         total_token_throughput=(total_in + total_out) / duration_s,
         ttft=LatencyStats.of_seconds(r.ttft_s for r in done),
         tpot=LatencyStats.of_seconds(tpots),
-        itl=LatencyStats.of_seconds(gap for r in done for gap in r.itl_s),
+        itl=LatencyStats.of_seconds(gap for r in done for gap in r.itl_per_token_s()),
+        itl_chunk=LatencyStats.of_seconds(gap for r in done for gap in r.itl_s),
         e2el=LatencyStats.of_seconds(r.latency_s for r in done),
         output_tokens_estimated=sum(1 for r in done if r.output_tokens_estimated),
     )

@@ -2,7 +2,8 @@
 
 Throughput results are flattened with ``vllm bench serve``'s key names
 (``request_throughput``, ``output_throughput``, ``mean_ttft_ms``, ``p99_tpot_ms`` ...)
-so figures can be compared with its JSON output directly.
+so figures can be compared with its JSON output directly; one exception: our ``*_itl_ms`` is
+per token, and ``vllm bench serve``'s per-chunk ``*_itl_ms`` is our ``*_itl_chunk_ms``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def to_json(result: SmokeResult | ThroughputResult | LongCtxResult) -> dict[str,
             "request_throughput": m.request_throughput, "output_throughput": m.output_throughput,
             "total_token_throughput": m.total_token_throughput,
         }
-        for name in ("ttft", "tpot", "itl", "e2el"):
+        for name in ("ttft", "tpot", "itl", "itl_chunk", "e2el"):
             out.update(_latency(name, getattr(m, name)))
         out["errors"] = [{"message": msg, "count": n} for msg, n in result.errors]
         return out
@@ -53,6 +54,7 @@ def to_json(result: SmokeResult | ThroughputResult | LongCtxResult) -> dict[str,
         out = dataclasses.asdict(result)
         if isinstance(result, SmokeResult):
             out["tool"]["passed"] = result.tool.passed
+            out["tool"]["verdict"] = result.tool.verdict
         else:
             out["found_all"] = result.found_all
         return out

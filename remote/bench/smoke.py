@@ -7,8 +7,11 @@ Two checks against ``/v1/chat/completions`` (non-streaming):
    is asked to do with a ``multiply(a, b)`` function. Scored on the call it emits
    (name and both arguments), then on the final number it reports after the tool's
    result is sent back in a ``role: "tool"`` message. vLLM only emits tool calls when
-   started with ``--enable-auto-tool-choice --tool-call-parser ...``; otherwise its
-   400 message is the check's ``error``.
+   started with ``--enable-auto-tool-choice --tool-call-parser ...``: when the caller knows
+   the server was started without them (the container's flags), the check is not sent and
+   says so (``not_enabled``); a server that answers vLLM's 400 for it (0.32: ``"auto" tool
+   choice requires --enable-auto-tool-choice and --tool-call-parser to be set``) is reported
+   the same way, with its message in ``error``, rather than as a failed check.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +57,9 @@ class ToolCheck:
         final_answer: the model's text after the tool result was sent back.
         final_ok: the expected product appears in ``final_answer`` (digit groups joined).
         expected: the product the model should report.
-        error: the server's message when a step failed (e.g. tool choice not enabled).
+        error: the server's message when a step failed.
+        not_enabled: what to start vLLM with when it has no tool calling (:data:`ENABLE_TOOLS`),
+            else ``None``.
     """
 
     called: bool = False
@@ -64,11 +70,19 @@ class ToolCheck:
     final_ok: bool = False
     expected: int = TOOL_A * TOOL_B
     error: str | None = None
+    not_enabled: str | None = None
 
     @property
     def passed(self) -> bool:
         """Both the call and the final number were right."""
         return self.arguments_ok and self.final_ok
+
+    @property
+    def verdict(self) -> str:
+        """``"PASS"``, ``"FAIL"``, or ``"not enabled (start with ...)"`` when the server has no tool calling."""
+        if self.not_enabled:
+            return f"not enabled ({self.not_enabled})"
+        return "PASS" if self.passed else "FAIL"
 
 
 @dataclass(frozen=True)
@@ -135,6 +149,25 @@ def _arguments_ok(arguments: dict[str, Any] | None) -> bool:
     return values == sorted((TOOL_A, TOOL_B))
 
 
+#: What a vLLM without tool calling must be started with (``--tool-call-parser`` takes the
+#: model family's parser, e.g. ``hermes``, ``llama3_json``, ``mistral``).
+ENABLE_TOOLS = "start with --enable-auto-tool-choice --tool-call-parser ..."
+
+#: vLLM's refusal of ``tools`` it was not started for (0.32, see
+#: tests/fixtures/vllm-api/tools-refused-0.32.json): "... requires --enable-auto-tool-choice and
+#: --tool-call-parser to be set" / "... requires --tool-call-parser to be set".
+_TOOLS_REFUSED = re.compile(r"requires (?:--enable-auto-tool-choice and )?--tool-call-parser to be set")
+
+
+def tool_calling_enabled(argv: Sequence[str]) -> bool:
+    """Whether a ``vllm serve`` argv enables "auto" tool calling: ``--enable-auto-tool-choice``
+    and ``--tool-call-parser NAME`` (or ``--tool-call-parser=NAME``) both given."""
+    words = [str(w) for w in argv]
+    parser = any(w.startswith("--tool-call-parser=") and len(w) > 19 for w in words) or any(
+        w == "--tool-call-parser" and i + 1 < len(words) for i, w in enumerate(words))
+    return "--enable-auto-tool-choice" in words and parser
+
+
 async def _tool_check(client: httpx.AsyncClient, model: str) -> ToolCheck:
     messages: list[dict[str, Any]] = [{"role": "user", "content": TOOL_QUESTION}]
     base = {"model": model, "tools": [MULTIPLY_TOOL], "tool_choice": "auto",
@@ -142,6 +175,8 @@ async def _tool_check(client: httpx.AsyncClient, model: str) -> ToolCheck:
     try:
         first = (await _chat(client, {**base, "messages": messages}))["choices"][0]["message"]
     except _Failed as exc:
+        if _TOOLS_REFUSED.search(str(exc)):
+            return ToolCheck(error=str(exc), not_enabled=ENABLE_TOOLS)
         return ToolCheck(error=str(exc))
     calls = first.get("tool_calls") or []
     if not calls:
@@ -176,6 +211,7 @@ async def run_smoke(
     timeout_s: float = 60.0,
     client: httpx.AsyncClient | None = None,
     api_key: str | None = None,
+    tool_calling: bool | None = None,
 ) -> SmokeResult:
     """One chat completion plus the tool-calling check.
 
@@ -185,6 +221,9 @@ async def run_smoke(
         timeout_s: read timeout per request in seconds.
         client: an existing ``httpx.AsyncClient``.
         api_key: vLLM's ``--api-key`` (sent as a Bearer token when ``client`` is not given).
+        tool_calling: whether the server was started with tool calling
+            (:func:`tool_calling_enabled` of its flags); ``False`` skips the check and says
+            what to start it with, ``None`` (unknown) sends it.
 
     Returns:
         The result; a failing request is reported in it (``ok``/``error``), not raised.
@@ -195,6 +234,12 @@ async def run_smoke(
     async with client_scope(base_url, client, timeout_s, api_key=api_key) as c:
         served = await resolve_model(c, model)
         url = str(c.base_url).rstrip("/")
+
+        async def tools() -> ToolCheck:
+            if tool_calling is False:
+                return ToolCheck(not_enabled=ENABLE_TOOLS)
+            return await _tool_check(c, served.name)
+
         body = {"model": served.name, "messages": [{"role": "user", "content": SMOKE_QUESTION}],
                 "max_tokens": 64, "temperature": 0.0}
         start = time.perf_counter()
@@ -202,7 +247,7 @@ async def run_smoke(
             data = await _chat(c, body)
         except _Failed as exc:
             return SmokeResult(base_url=url, model=served.name, ok=False, error=str(exc),
-                               tool=await _tool_check(c, served.name))
+                               tool=await tools())
         latency = time.perf_counter() - start
         usage = data.get("usage") or {}
         return SmokeResult(
@@ -210,5 +255,5 @@ async def run_smoke(
             answer=data["choices"][0]["message"].get("content") or "",
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
-            tool=await _tool_check(c, served.name),
+            tool=await tools(),
         )

@@ -134,7 +134,7 @@ async def test_throughput_sweep_end_to_end(sandbox: Any, sb_services: Services) 
         assert m.output_throughput > 0 and m.ttft.mean_ms > 0
         cells = _row(text, str(result.concurrency))
         assert cells[1:3] == ["4", "0"]
-        assert cells[6] == f"{m.output_throughput:,.1f}" and float(cells[6].replace(",", "")) > 0
+        assert cells[6] == f"{m.output_throughput:,.0f}" and float(cells[6].replace(",", "")) > 0
         assert cells[-1] == f"{usd_per_mtok(price, 4, m.output_throughput):.3f}"
     with HistoryStore(sb_services.db_path) as store:
         rows = store.benchmarks_for(current)
@@ -182,6 +182,7 @@ async def test_unknown_host_key_is_asked_once_with_its_fingerprint(sandbox: Any,
     alias = "tpu.4711000000000000001-0"
     known.write_text("".join(line + "\n" for line in saved.splitlines() if not line.startswith(alias + " ")))
     fingerprint = asyncssh.import_public_key(sandbox.vms[NODE].host_public_key).get_fingerprint("sha256")
+    served_before = len(sandbox.vms[NODE].openai_server.stats.served)     # the module's earlier tests
     try:
         app = TpuConsoleApp(sb_services)
         async with app.run_test(size=(200, 50)) as pilot:
@@ -201,7 +202,11 @@ async def test_unknown_host_key_is_asked_once_with_its_fingerprint(sandbox: Any,
                 await pilot.pause(0.1)
             text = text_of(screen.query_one("#results-body", Static))
             assert "served model" in text and "meta-llama/Llama-3.1-8B-Instruct" in text
-            assert "tool calling" in text and "PASS" in text
+            # the node's container runs without --enable-auto-tool-choice: read from its flags
+            assert "tool calling" in text and "FAIL" not in text
+            assert "not enabled (start with --enable-auto-tool-choice --tool-call-parser ...)" in text
+            served = sandbox.vms[NODE].openai_server.stats.served[served_before:]
+            assert served and all(r.status == 200 for r in served)       # the tool request was not sent
             # recorded under gcloud's suffixed alias (the sandbox's guest attribute ends in XXXXXX)
             assert f"{alias}-XXXXXX " in known.read_text()
             await _run_to_end(pilot, screen)                  # accepted once: no second question

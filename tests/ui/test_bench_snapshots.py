@@ -34,6 +34,7 @@ def _level(concurrency: int, out_tok_s: float, ttft_ms: float, tpot_ms: float, f
             ttft=LatencyStats(ttft_ms, ttft_ms * 0.95, ttft_ms * 1.8, completed),
             tpot=LatencyStats(tpot_ms, tpot_ms * 0.98, tpot_ms * 1.3, completed),
             itl=LatencyStats(tpot_ms, tpot_ms * 0.97, tpot_ms * 2.1, completed * 127),
+            itl_chunk=LatencyStats(tpot_ms * 2, tpot_ms * 1.9, tpot_ms * 4.0, completed * 63),
             e2el=LatencyStats(ttft_ms + 127 * tpot_ms, ttft_ms + 127 * tpot_ms, ttft_ms + 160 * tpot_ms, completed)),
         errors=(("HTTP 503: Service Unavailable", failed),) if failed else (), prompt_tokens_exact=True)
 

@@ -299,7 +299,8 @@ async def test_bench_view_shows_a_hostile_served_model_name_literally(sandbox: A
     async def boot() -> None:
         vm.docker.remove(vm.docker.find("vllm"))
         await vm.boot_container(["Qwen/Qwen3-0.6B", "--served-model-name", "[/x][link=http://e.x]L[/link]\x1b[2J",
-                                 "--api-key", "k-4711-secret"])
+                                 "--api-key", "k-4711-secret", "--enable-auto-tool-choice",
+                                 "--tool-call-parser", "hermes"])
 
     sandbox.call(boot())
     for _ in range(400):                                    # the new container's vLLM is ready
@@ -328,5 +329,5 @@ async def test_bench_view_shows_a_hostile_served_model_name_literally(sandbox: A
         flat = " ".join(results.split())
         assert "Smoke: [/x][link=http://e.x]L[/link][2J on vllm-v5e-a (v5litepod-4, on-demand)" in flat   # literal
         assert "served model │ [/x][link=http://e.x]L[/link][2J" in flat
-        assert "PASS" in flat                                # the container's --api-key was sent
+        assert "PASS" in flat          # the container's --api-key was sent, its tool flags read
         assert b"k-4711-secret" not in sandbox.db_path.read_bytes()

@@ -75,6 +75,22 @@ def test_calculate_metrics_matches_hand_computed_figures():
     assert m.e2el.mean_ms == pytest.approx(800.0)
 
 
+def test_itl_is_per_token_when_chunks_carry_several_tokens_and_per_chunk_as_vllm_bench_has_it():
+    # 1 + 4 + 4 + 1 tokens; chunks 8, 8 and 2 ms apart -> per token 2, 2, 2, 2, 2, 2, 2, 2, 2 ms
+    fast = RequestRecord(success=True, ttft_s=0.1, latency_s=0.118, last_token_s=0.118,
+                         itl_s=[0.008, 0.008, 0.002], chunk_tokens=[1, 4, 4, 1], output_tokens=10)
+    assert fast.itl_per_token_s() == pytest.approx([0.002] * 9)
+    m = calculate_metrics([fast], duration_s=1.0)
+    assert (m.itl.samples, m.itl.mean_ms, m.itl.median_ms) == pytest.approx((9, 2.0, 2.0))
+    assert m.itl.mean_ms == pytest.approx(m.tpot.mean_ms)          # 18 ms / 9 tokens either way
+    assert (m.itl_chunk.samples, m.itl_chunk.median_ms, m.itl_chunk.mean_ms) == pytest.approx((3, 8.0, 6.0))
+    # no running usage (or counts that do not line up): one chunk counts as one token
+    unknown = RequestRecord(success=True, itl_s=[0.008, 0.002], output_tokens=10)
+    assert unknown.itl_per_token_s() == [0.008, 0.002]
+    data = to_json(ThroughputResult("http://h:8000", "m", 1, 8, 10, 1, m))
+    assert (data["median_itl_ms"], data["median_itl_chunk_ms"]) == pytest.approx((2.0, 8.0))
+
+
 def test_calculate_metrics_all_failed_gives_zero_figures():
     m = calculate_metrics([_records()[2]], duration_s=1.0)
     assert (m.completed, m.failed, m.output_throughput) == (0, 1, 0.0)
