@@ -18,6 +18,8 @@ Schema after all migrations (JSON columns hold TEXT):
 - m005: both tables' ids are ``AUTOINCREMENT`` (a deleted launch's id is never reused).
 - ``model_limits`` (m006): per model, its maximum length in tokens as vLLM derives it, with
   where and when it was read (``HistoryStore.record_model_limit`` / ``model_limit``).
+- ``launches.ssh_user`` (m007): the user the console logged in to the node as (the OS Login
+  POSIX name, ``[ssh] user``, ``--user`` or the local user).
 """
 
 from __future__ import annotations
@@ -280,3 +282,10 @@ def m006_model_limits(db: Database) -> None:
         {"model": str, "max_model_len_tokens": int, "source": str, "observed_at": str},
         pk="model", not_null={"max_model_len_tokens"},
     )
+
+
+@migrations()
+def m007_launch_ssh_user(db: Database) -> None:
+    """``launches.ssh_user`` (TEXT, NULL for launches recorded before): the user the console logged
+    in to the node as when it recorded the launch (OS Login's POSIX name, e.g. ``alice_example_com``)."""
+    db.execute('ALTER TABLE "launches" ADD COLUMN "ssh_user" TEXT')

@@ -129,6 +129,8 @@ class Launch:
         replaced_launch_id: the launch this one replaced (a swap), or ``None``.
         compile_key: see :func:`compile_key`.
         notes: operator's notes.
+        ssh_user: the user the console logged in to the node as (e.g. the OS Login POSIX name
+            ``alice_example_com``), or ``None`` when not recorded.
     """
 
     id: int
@@ -162,6 +164,7 @@ class Launch:
     replaced_launch_id: int | None = None
     compile_key: str | None = None
     notes: str | None = None
+    ssh_user: str | None = None
 
     @property
     def time_to_ready_s(self) -> float | None:

@@ -35,7 +35,7 @@ from console.flows.history_query import HistoryReader
 from console.flows.launch_recorder import LaunchRecorder
 from console.flows.node_wait import POLL_S as NODE_POLL_S
 from console.flows.node_wait import needs_wait, wait_target, wait_until_ready
-from console.flows.ssh_target import resolve_target
+from console.flows.ssh_target import login_target
 from console.flows.startup_watch import Replacement, StartupWatch, read_followed
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
@@ -45,6 +45,7 @@ from console.widgets.serving_panel import ServingPanel
 from console.widgets.startup_panel import PanelInfo, StartupPanel
 from remote.container.tail import TailStatus
 from remote.errors import RemoteError
+from remote.printable import printable
 from remote.startup import Phase, StartupState
 from store.errors import StoreError
 
@@ -102,6 +103,7 @@ class StartupScreen(ConsoleScreen):
         self.poll_s = poll_s
         self.watcher: StartupWatch | None = None
         self.recorder: LaunchRecorder | None = None
+        self.ssh_user: str | None = None
         self._db: HistoryReader | None = None
         self._state_to_record: StartupState | None = None
         self._recording = False
@@ -168,10 +170,15 @@ class StartupScreen(ConsoleScreen):
                                                    on_change=self._waiting, poll_s=self.poll_s)
                 self._waiting(f"node {self.node.name} is READY")
                 self.node_wait = None
-            target = await resolve_target(self.node, config.ssh, self.worker, self.services.fleet)
+            target, login = await login_target(self.node, config, self.worker, self.services.fleet)
         except RemoteError as exc:
             self._set_problem(exc.message, title=exc.title)
             return
+        self.ssh_user = login.user
+        if self.recorder is not None:
+            self.recorder.ssh_user = login.user
+        if login.verdict.enabled or login.notes or login.source == "--user":
+            self.query_one("#log", LogView).write_lines([f"──── {printable(login.describe())} ────"])
 
         async def ask(fingerprint: str) -> bool:
             return await self.ask(host_key_question(target, fingerprint))
@@ -276,10 +283,11 @@ class StartupScreen(ConsoleScreen):
             if self.recorder is None:
                 clock = self.services.clock
                 try:
-                    self.recorder = await self._db.call(lambda store: LaunchRecorder(store, self.node, clock=clock))
+                    self.recorder = await self._db.call(lambda store: LaunchRecorder(
+                        store, self.node, clock=clock, ssh_user=self.ssh_user))
                 except StoreError as exc:     # say it once, carry on without a history
                     self.app.notify(f"History unavailable: {exc}", severity="warning", timeout=8)
-                    self.recorder = LaunchRecorder(None, self.node, clock=clock)
+                    self.recorder = LaunchRecorder(None, self.node, clock=clock, ssh_user=self.ssh_user)
         if self.recorder.store is None:
             return None
         return await self._db.call(lambda _store: write())

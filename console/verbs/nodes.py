@@ -4,6 +4,9 @@ Usage: ``tpu-console nodes [--project P]... [--json] [--api-endpoint URL]``.
 
 ``--json`` prints one object ``{"nodes": [...], "queued_resources": [...], "errors": [...]}``
 (keys: :meth:`remote.models.FleetSnapshot.to_json`; times ISO 8601 UTC, missing values null).
+Each node also says whether it needs OS Login: ``"os_login"`` (true/false), ``"os_login_source"``
+(``node metadata``, ``project metadata`` or ``default``) and ``"os_login_note"`` (why the decision
+is less sure, e.g. the project's metadata answered 403; else null): see :mod:`console.flows.ssh_login`.
 Without it: two tables (rich), one line per problem, and per zone the inactive (SUSPENDED /
 FAILED) queued resources that may hold quota with their delete commands.
 
@@ -74,9 +77,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"tpu-console: {problem}", file=sys.stderr)
         return 2
 
+    from dataclasses import replace
+
+    from console.flows.ssh_login import LoginResolver
+
     source = FleetSource(projects, api_endpoint=endpoint, timeout_s=config.request_timeout_s)
+    logins = LoginResolver(replace(config, api_endpoint=endpoint))
+    verdicts: list[Any] = []
+
+    async def listing() -> Any:
+        snapshot = await source.list_fleet()
+        verdicts.extend(await logins.verdicts(snapshot.nodes))
+        return snapshot
+
     try:
-        snapshot = asyncio.run(source.list_fleet())
+        snapshot = asyncio.run(listing())
     except CredentialsError as exc:
         snapshot = FleetSnapshot(problems=tuple(FleetProblem(p.id, None, 401, exc.message) for p in projects),
                                  fetched_at=utc_now())
@@ -85,12 +100,16 @@ def run(args: argparse.Namespace) -> int:
             return 1
     finally:
         source.close()
+        logins.close()
 
     now = utc_now()
     if args.json:
-        print(json.dumps(snapshot.to_json(now), indent=2))
+        data = snapshot.to_json(now)
+        for node_json, verdict in zip(data["nodes"], verdicts):
+            node_json.update(os_login=verdict.enabled, os_login_source=verdict.source, os_login_note=verdict.note)
+        print(json.dumps(data, indent=2))
     else:
-        _print_tables(snapshot, now, readonly=config.readonly)
+        _print_tables(snapshot, now, readonly=config.readonly, verdicts=verdicts)
     return 1 if snapshot.problems else 0
 
 
@@ -109,7 +128,7 @@ def _age(created: datetime | None, now: datetime) -> str:
     return _span((now - created).total_seconds()) if created else "-"
 
 
-def _print_tables(snapshot: Any, now: datetime, *, readonly: bool = False) -> None:
+def _print_tables(snapshot: Any, now: datetime, *, readonly: bool = False, verdicts: list[Any] | None = None) -> None:
     """Nodes and queued resources as rich tables, then one line per problem."""
     from rich.console import Console
     from rich.table import Table
@@ -119,16 +138,24 @@ def _print_tables(snapshot: Any, now: datetime, *, readonly: bool = False) -> No
     console = Console(width=None if sys.stdout.isatty() else 250, highlight=False, markup=False)
     nodes = Table(title=f"TPU nodes ({len(snapshot.nodes)})", title_justify="left")
     for column in ("PROJECT", "ZONE", "NAME", "STATE", "TYPE", "PROVISIONING", "LEFT", "EXTERNAL IP",
-                   "INTERNAL IP", "HEALTH", "RUNTIME", "QUEUED RESOURCE", "AGE"):
+                   "INTERNAL IP", "HEALTH", "RUNTIME", "QUEUED RESOURCE", "AGE", "OS LOGIN"):
         nodes.add_column(column, no_wrap=column != "HEALTH", min_width=len(column))
-    for n in snapshot.nodes:
+    verdicts = verdicts or []
+    notes: dict[str, str] = {}
+    for i, n in enumerate(snapshot.nodes):
+        verdict = verdicts[i] if i < len(verdicts) else None
+        login = "-" if verdict is None else ("yes" if verdict.enabled else "no")
+        if verdict is not None and verdict.note:
+            notes.setdefault(n.project, verdict.note)
         health = n.health or "-"
         if n.symptoms:
             health += " (" + ", ".join(n.symptoms) + ")"
         nodes.add_row(*row(n.project, n.zone, n.name, n.state, n.accelerator_type, n.provisioning_model,
                            _span(n.time_left_s(now)), n.external_ip or "-", n.internal_ip or "-", health,
-                           n.runtime_version or "-", n.queued_resource or "-", _age(n.create_time, now)))
+                           n.runtime_version or "-", n.queued_resource or "-", _age(n.create_time, now), login))
     console.print(nodes)
+    for project, note in notes.items():
+        console.print(printable(f"os login: {project}: {note}"), markup=False)
     qrs = Table(title=f"Queued resources ({len(snapshot.queued_resources)})", title_justify="left")
     for column in ("PROJECT", "ZONE", "NAME", "STATE", "PROVISIONING", "TYPE", "MAX RUN", "LEFT", "AGE", "FAILURE"):
         qrs.add_column(column, no_wrap=column != "FAILURE", min_width=len(column),

@@ -1,12 +1,15 @@
 """``tpu-console watch NODE``: follow a vLLM startup over SSH until it is ready or fails.
 
-Usage: ``tpu-console watch NODE [--project P] [--zone Z] [--worker N] [--accept-new-host-key]
-[--poll-s S] [--json]``.
+Usage: ``tpu-console watch NODE [--project P] [--zone Z] [--worker N] [--user NAME]
+[--accept-new-host-key] [--poll-s S] [--json]``.
 
 Finds the node through the TPU API (``NODE`` may also be the node name of a queued resource's
 node spec, before the node exists); a node that is not READY yet (CREATING, or its queued
 resource WAITING_FOR_RESOURCES / PROVISIONING) is waited for by polling the API, one line per
-state change (:mod:`console.flows.node_wait`). It then connects like ``gcloud compute tpus tpu-vm ssh`` (an
+state change (:mod:`console.flows.node_wait`). The user is ``--user``, else ``[ssh] user``, else
+on an OS Login node (``enable-oslogin``) the OS Login POSIX name (the public key imported into the
+profile when missing), else the local user (:mod:`console.flows.ssh_login`; said on stderr and
+recorded with the launch). It then connects like ``gcloud compute tpus tpu-vm ssh`` (an
 unknown host key is asked about on a terminal, refused otherwise; ``--accept-new-host-key``
 records it without asking, OpenSSH's accept-new; a changed key is always refused), follows
 ``docker logs -f --timestamps`` of the configured container (reconnecting and resuming after a
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
@@ -49,6 +53,8 @@ def add_parser(subparsers: Any) -> None:
     add_node_arguments(parser)
     parser.add_argument("--worker", type=int, default=0, metavar="N", help="worker of a multi-host slice (default 0)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON (log-summary --json keys)")
+    parser.add_argument("--user", metavar="NAME", default=None,
+                        help="log in as NAME (overrides [ssh] user and the OS Login POSIX name)")
     parser.add_argument("--accept-new-host-key", action="store_true",
                         help="record an unknown host key without asking (OpenSSH's accept-new); "
                              "a changed key is still refused")
@@ -65,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
     if args.worker < 0:
         print("tpu-console: --worker must be 0 or more", file=sys.stderr)
         return 2
+    if args.user is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}", args.user):
+        print(f"tpu-console: --user {printable(args.user)!r} is not a user name (letters, digits, _ . -; "
+              f"at most 32)", file=sys.stderr)
+        return 2
     if not args.poll_s > 0:
         print("tpu-console: --poll-s must be more than 0", file=sys.stderr)
         return 2
@@ -73,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _run(args: argparse.Namespace, config: Any) -> int:
     from console.flows.node_wait import NodeWontBeReady
+    from console.flows.ssh_login import resolver_for
     from console.flows.ssh_target import choose_target
     from remote.errors import RemoteError
 
@@ -87,10 +98,12 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
         return 2
     node, host_key_suffix, config = found
     try:
-        target = choose_target(node, config.ssh, args.worker, host_key_suffix)
+        login = await resolver_for(config).login(node, user=args.user)
+        target = choose_target(node, config.ssh, args.worker, host_key_suffix, login=login)
     except RemoteError as exc:
         print(f"tpu-console: {printable(exc)}", file=sys.stderr)
         return 2
+    print(printable(login.describe()), file=sys.stderr)
     if args.accept_new_host_key:
         from console.flows.ssh_target import accept_new_host_key
 
@@ -98,6 +111,7 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
     else:
         accept = terminal_host_key_prompt(target)
     recorder = _recorder(config, args, node)
+    recorder.ssh_user = login.user
     try:
         code, summary = await watch_target(target, container=config.container.name,
                                            container_port=config.container.port,

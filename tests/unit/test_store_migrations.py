@@ -35,7 +35,7 @@ BENCH_COLUMNS_V1 = [
 ]
 EXPECTED_COLUMNS = {
     "launches": LAUNCH_COLUMNS_V1 + [("writer_host", "TEXT"), ("writer_pid", "INTEGER"),
-                                     ("writer_pid_start", "TEXT")],
+                                     ("writer_pid_start", "TEXT"), ("ssh_user", "TEXT")],   # m007
     "benchmarks": BENCH_COLUMNS_V1 + [("concurrency", "INTEGER"), ("output_tokens_per_s", "REAL"),
                                       ("ttft_median_ms", "REAL"), ("tpot_median_ms", "REAL")],
 }
