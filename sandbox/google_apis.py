@@ -69,6 +69,8 @@ class SandboxGoogleApis:
     Attributes:
         requests: ``(method, path with query)`` of every request, in order.
         imported: ``{email: [OpenSSH key lines]}``, what importSshPublicKey stored.
+        usernames: ``{email: POSIX name}`` set by an administrator (Directory API custom
+            usernames); others get :func:`posix_name`.
     """
 
     def __init__(self, project_metadata: dict[str, dict[str, str]], accounts: tuple[str, ...] = (),
@@ -78,6 +80,7 @@ class SandboxGoogleApis:
         self.denied_projects = set(denied_projects)
         self.requests: list[tuple[str, str]] = []
         self.imported: dict[str, list[str]] = {email: [] for email in accounts}
+        self.usernames: dict[str, str] = {}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -117,7 +120,7 @@ class SandboxGoogleApis:
         account whose POSIX name it is, none for any other name."""
         with self._lock:
             for email in self.accounts:
-                if posix_name(email) == username:
+                if self.usernames.get(email, posix_name(email)) == username:
                     return list(self.imported.get(email, []))
         return []
 
@@ -174,7 +177,7 @@ class SandboxGoogleApis:
         }
 
     def _profile(self, email: str, project: str) -> JsonDict:
-        user = posix_name(email)
+        user = self.usernames.get(email, posix_name(email))
         uid = str(1_000_000_000 + int(hashlib.sha256(email.encode()).hexdigest()[:6], 16))
         with self._lock:
             keys = list(self.imported.get(email, []))

@@ -21,6 +21,7 @@ process. A config whose TPU ``api_endpoint`` is ``http://`` (a loopback stand-in
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,10 @@ from remote.oslogin import (
     posix_username,
     profile_has_key,
 )
+
+#: What a login name may be (POSIX portable names, as useradd takes them; OS Login's are letters,
+#: digits and ``_``): ``--user`` and a profile's POSIX name are checked against it.
+USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
 
 #: Seconds a project's metadata (or the failure to read it) is reused before asking again.
 PROJECT_METADATA_TTL_S = 300.0
@@ -177,6 +182,9 @@ class LoginResolver:
         if not name:
             raise OsLoginError(f"Node {node.name} uses OS Login ({verdict.source}), but the OS Login profile of "
                                f"{account} has no POSIX account for project {node.project}.")
+        if not USER_NAME.fullmatch(name):               # it comes from the network: a name, nothing else
+            raise OsLoginError(f"The OS Login profile of {account} gives the POSIX name {name!r}, which is not "
+                               f"a user name; set [ssh] user or --user.")
         self._users[(account, node.project)] = name
         return name, imported
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
@@ -71,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
     if args.worker < 0:
         print("tpu-console: --worker must be 0 or more", file=sys.stderr)
         return 2
-    if args.user is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}", args.user):
+    from console.flows.ssh_login import USER_NAME
+
+    if args.user is not None and not USER_NAME.fullmatch(args.user):
         print(f"tpu-console: --user {printable(args.user)!r} is not a user name (letters, digits, _ . -; "
               f"at most 32)", file=sys.stderr)
         return 2

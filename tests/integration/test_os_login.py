@@ -18,7 +18,7 @@ from console.config import load_config
 from console.flows.node_lookup import fleet_source_for
 from console.flows.ssh_login import LoginResolver
 from console.flows.ssh_target import choose_target
-from remote.oslogin import key_material
+from remote.oslogin import OsLoginError, key_material
 from remote.ssh import SshAuthRefused, connect, run_command
 from sandbox.runner import Sandbox
 
@@ -181,3 +181,22 @@ def test_watch_logs_in_as_the_posix_user_and_records_it_with_the_launch(tmp_path
         with sqlite3.connect(box.db_path) as db:
             rows = db.execute("SELECT node, ssh_user, outcome FROM launches").fetchall()
         assert rows == [(OS_LOGIN_NODE, POSIX_NAME, "ready")]
+
+
+async def test_a_posix_name_that_is_not_a_user_name_is_refused_before_ssh(box) -> None:
+    box.google_apis.usernames["alice@example.com"] = "alice -oProxyCommand=x\n"
+    config = load_config(box.config_path)
+    with pytest.raises(OsLoginError, match="gives the POSIX name .* which is not a user name"):
+        await LoginResolver(config).login(await _node(config, OS_LOGIN_NODE))
+    assert box.vms[OS_LOGIN_NODE].auth_users == []
+
+
+async def test_an_os_login_api_refusal_names_the_role(box) -> None:
+    box.google_apis.accounts.discard("alice@example.com")          # the API answers 404 for the account
+    config = load_config(box.config_path)
+    with pytest.raises(OsLoginError) as refused:
+        await LoginResolver(config).login(await _node(config, OS_LOGIN_NODE))
+    message = refused.value.message
+    assert message.startswith("Node research-v5e-1 uses OS Login (project metadata), but reading the OS Login "
+                              "profile of alice@example.com failed (HTTP 404): User alice@example.com not found.")
+    assert "roles/compute.osLogin on project research-sandbox" in message
