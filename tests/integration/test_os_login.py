@@ -200,3 +200,13 @@ async def test_an_os_login_api_refusal_names_the_role(box) -> None:
     assert message.startswith("Node research-v5e-1 uses OS Login (project metadata), but reading the OS Login "
                               "profile of alice@example.com failed (HTTP 404): User alice@example.com not found.")
     assert "roles/compute.osLogin on project research-sandbox" in message
+
+
+def test_a_swap_on_the_os_login_node_records_the_posix_user(tmp_path: Path, capsys) -> None:
+    with Sandbox(tmp_path / "sandbox", boot_s=0.5, fast_boot_s=0.5) as box:
+        code = main(["--config", str(box.config_path), "swap", OS_LOGIN_NODE, "--set", "max-model-len=8192", "--yes"])
+        assert code == 0, capsys.readouterr().err
+        with sqlite3.connect(box.db_path) as db:
+            rows = db.execute("SELECT origin, ssh_user FROM launches WHERE origin = 'console'").fetchall()
+        assert rows == [("console", POSIX_NAME)]
+        assert set(box.vms[OS_LOGIN_NODE].auth_users) == {POSIX_NAME}
