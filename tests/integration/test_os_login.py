@@ -210,3 +210,15 @@ def test_a_swap_on_the_os_login_node_records_the_posix_user(tmp_path: Path, caps
             rows = db.execute("SELECT origin, ssh_user FROM launches WHERE origin = 'console'").fetchall()
         assert rows == [("console", POSIX_NAME)]
         assert set(box.vms[OS_LOGIN_NODE].auth_users) == {POSIX_NAME}
+
+
+async def test_an_os_login_user_without_sudo_is_told_about_os_admin_login(box) -> None:
+    from remote.ssh import SudoPasswordRequired
+
+    box.vms[OS_LOGIN_NODE].sudo_password_required = True           # roles/compute.osLogin without osAdminLogin
+    config = load_config(box.config_path)
+    node = await _node(config, OS_LOGIN_NODE)
+    target = choose_target(node, config.ssh, login=await LoginResolver(config).login(node))
+    async with await connect(target) as conn:
+        with pytest.raises(SudoPasswordRequired, match="roles/compute.osAdminLogin"):
+            await run_command(conn, ["docker", "ps"], sudo=True)
