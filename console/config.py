@@ -16,13 +16,19 @@ Example::
     zones = []                 # empty: all zones (locations/-)
 
     [ssh]
-    user = "alice"             # default: the local user name, like gcloud
+    user = "alice"             # overrides everything (OS Login too); default: the OS Login
+                               # POSIX name on OS Login nodes, else the local user name, like gcloud
     private_key = "~/.ssh/google_compute_engine"
     known_hosts = "~/.ssh/google_compute_known_hosts"
     proxy_command = ""         # e.g. an IAP tunnel command; %h and %p are replaced
     # [ssh.hosts]              # per-node "host:port" overrides (bastions, the sandbox)
     # "vllm-a" = "127.0.0.1:2222"
     # "vllm-v5e-16/1" = "127.0.0.1:2223"   # one worker of a multi-host slice ("NODE/W")
+
+    [os_login]
+    # account = "alice@example.com"   # default: the ADC identity's email, else gcloud's core/account
+    # api_endpoint = ""               # OS Login API override (the sandbox)
+    # compute_api_endpoint = ""       # Compute API override (project metadata; the sandbox)
 
     [container]
     name = "vllm"
@@ -86,6 +92,7 @@ class SshConfig:
         connect_timeout_s: seconds before a connect attempt gives up.
         hosts: per-node ``"host:port"`` overrides, keyed by node name (worker 0, or every
             worker when none has its own) or ``NODE/W`` (worker W of a multi-host slice).
+        user_configured: ``user`` was set in the config file (then it overrides OS Login).
     """
 
     user: str = field(default_factory=getpass.getuser)
@@ -95,6 +102,23 @@ class SshConfig:
     port: int = 22
     connect_timeout_s: float = 15.0
     hosts: dict[str, str] = field(default_factory=dict)
+    user_configured: bool = False
+
+
+@dataclass(frozen=True)
+class OsLoginConfig:
+    """OS Login (nodes or projects with ``enable-oslogin=TRUE``): whose profile, and where the APIs are.
+
+    Attributes:
+        account: the Google account's email, or ``None`` for the ADC identity's (else gcloud's
+            ``core/account``).
+        api_endpoint: OS Login API override (``http://`` loopback: anonymous credentials), or ``None``.
+        compute_api_endpoint: Compute API override (project metadata), or ``None``.
+    """
+
+    account: str | None = None
+    api_endpoint: str | None = None
+    compute_api_endpoint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -173,6 +197,7 @@ class Config:
         refresh_interval_s: seconds between fleet refreshes.
         request_timeout_s: timeout for each TPU API call.
         ssh: SSH settings.
+        os_login: OS Login settings.
         container: serving container settings.
         forward: local ports of the forwards to vLLM.
         prices: $ per chip-hour, ``prices[generation][provisioning_model]``.
@@ -189,6 +214,7 @@ class Config:
     refresh_interval_s: float = 10.0
     request_timeout_s: float = 20.0
     ssh: SshConfig = field(default_factory=SshConfig)
+    os_login: OsLoginConfig = field(default_factory=OsLoginConfig)
     container: ContainerConfig = field(default_factory=ContainerConfig)
     forward: ForwardConfig = field(default_factory=ForwardConfig)
     prices: dict[str, dict[str, float]] = field(default_factory=lambda: {k: dict(v) for k, v in DEFAULT_PRICES.items()})
@@ -302,8 +328,8 @@ def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
     chk = _Checker(file, text)
     chk.table(data, "", {
         "projects": list, "api_endpoint": str, "refresh_interval_s": float, "request_timeout_s": float,
-        "ssh": dict, "container": dict, "forward": dict, "prices": dict, "keys": dict, "db_path": str,
-        "readonly": bool, "logs": dict,
+        "ssh": dict, "os_login": dict, "container": dict, "forward": dict, "prices": dict, "keys": dict,
+        "db_path": str, "readonly": bool, "logs": dict,
     })
     projects = []
     for item in data.get("projects", []):
@@ -340,7 +366,15 @@ def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
         port=s.get("port", 22),
         connect_timeout_s=float(s.get("connect_timeout_s", 15.0)),
         hosts=dict(hosts),
+        user_configured=bool(s.get("user")),
     )
+    o = chk.table(data.get("os_login", {}), "os_login", {
+        "account": str, "api_endpoint": str, "compute_api_endpoint": str,
+    })
+    if o.get("account") and "@" not in o["account"]:
+        raise chk.fail("os_login", "account", f"{o['account']!r} is not an email address (alice@example.com)")
+    os_login = OsLoginConfig(account=o.get("account") or None, api_endpoint=o.get("api_endpoint") or None,
+                             compute_api_endpoint=o.get("compute_api_endpoint") or None)
 
     c = chk.table(data.get("container", {}), "container", {
         "name": str, "port": int, "image": str, "model": str, "args": list, "env": dict,
@@ -387,6 +421,7 @@ def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
         refresh_interval_s=float(data.get("refresh_interval_s", 10.0)),
         request_timeout_s=float(data.get("request_timeout_s", 20.0)),
         ssh=ssh,
+        os_login=os_login,
         container=container,
         forward=forward,
         prices=prices,

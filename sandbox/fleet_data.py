@@ -31,6 +31,8 @@ class SandboxProject:
         denied: every call for this project answers 403 PERMISSION_DENIED.
         unreachable_zones: zones a ``locations/-`` list reports in ``unreachable``
             (their resources are left out; a per-zone list answers 503).
+        metadata: the project's Compute ``commonInstanceMetadata`` as ``{key: value}``
+            (``enable-oslogin``), served by :mod:`sandbox.google_apis`.
     """
 
     id: str
@@ -39,6 +41,7 @@ class SandboxProject:
     queued_resources: dict[str, JsonDict] = field(default_factory=dict)
     denied: bool = False
     unreachable_zones: frozenset[str] = frozenset()
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 class SandboxWorld:
@@ -213,7 +216,8 @@ def default_world(now: datetime) -> SandboxWorld:
 
     Returns:
         A world with ``inference-prod`` (9 nodes: pages at the server's default page size),
-        ``research-sandbox`` (``europe-west4-a`` unreachable) and ``denied-project`` (403).
+        ``research-sandbox`` (``europe-west4-a`` unreachable; project metadata
+        ``enable-oslogin=TRUE``: its nodes accept OS Login users only) and ``denied-project`` (403).
     """
     world = SandboxWorld()
     h = timedelta(hours=1)
@@ -274,6 +278,7 @@ def default_world(now: datetime) -> SandboxWorld:
 
     r = "research-sandbox"
     world.add_project(r, ("us-central1-a", "us-east5-a", "europe-west4-a"), unreachable_zones=("europe-west4-a",))
+    world.projects[r].metadata["enable-oslogin"] = "TRUE"    # its nodes take OS Login users only
     world.add_node(r, node_json(r, "us-central1-a", "research-v5e-1", node_id="5822000000000000001",
                             accelerator="v5litepod-1", topology="1x1", state="READY", created=now - 4 * h,
                             runtime=v5e_rt, ip_base=(40, 111)))

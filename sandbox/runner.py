@@ -57,6 +57,22 @@ def serve_args_for(accelerator_type: str, chips: int) -> list[str] | None:
 
 
 SLOW_BOOT_NODE = "vllm-flex-b"
+#: The Google account the sandbox's config names (``[os_login] account``); its OS Login POSIX
+#: name, ``alice_example_com``, is the only user the OS Login nodes let in.
+SANDBOX_ACCOUNT = "alice@example.com"
+
+
+def needs_os_login(node: dict[str, Any], project_metadata: dict[str, str]) -> bool:
+    """The guest side of OS Login: ``enable-oslogin`` of the node's metadata, else the project's,
+    ``TRUE`` in any case (the rule the console's :mod:`remote.oslogin` follows as a client)."""
+    def flag(metadata: dict[str, Any]) -> bool | None:
+        for key, value in metadata.items():
+            if str(key).lower() == "enable-oslogin":
+                return str(value).strip().upper() == "TRUE"
+        return None
+
+    node_flag = flag(node.get("metadata") or {})
+    return node_flag if node_flag is not None else bool(flag(project_metadata))
 
 
 def default_state_dir() -> Path:
@@ -87,12 +103,14 @@ def _toml_str(value: str) -> str:
 @dataclass(frozen=True)
 class VmNode:
     """A node the sandbox runs an SSH server for: its short name, numeric id (gcloud's host-key
-    alias ``tpu.<id>-<worker>``), accelerator type (``v6e-8``) and worker count."""
+    alias ``tpu.<id>-<worker>``), accelerator type (``v6e-8``), worker count and whether it takes
+    OS Login users only."""
 
     name: str
     node_id: str
     accelerator_type: str
     workers: int = 1
+    os_login: bool = False
 
 
 class Sandbox:
@@ -110,7 +128,9 @@ class Sandbox:
 
     Attributes (after :meth:`start`):
         config_path, db_path, api_endpoint, vms (node name -> worker 0's SandboxVm),
-        workers (node name -> every worker's SandboxVm, worker 0 first), nodes (VmNode list).
+        workers (node name -> every worker's SandboxVm, worker 0 first), nodes (VmNode list),
+        google_apis (the Compute + OS Login stand-in, :mod:`sandbox.google_apis`) and its endpoint
+        google_apis_endpoint.
     """
 
     def __init__(self, state_dir: Path | None = None, *, boot_s: float = 25.0, fast_boot_s: float = 2.0,
@@ -130,6 +150,8 @@ class Sandbox:
         self.key_path = self.state_dir / "id_ed25519"
         self.known_hosts_path = self.state_dir / "known_hosts"
         self.api_endpoint = ""
+        self.google_apis: Any = None
+        self.google_apis_endpoint = ""
         self.vms: dict[str, Any] = {}
         self.workers: dict[str, list[Any]] = {}
         self.nodes: list[VmNode] = []
@@ -145,6 +167,7 @@ class Sandbox:
     def start(self) -> None:
         """Start every stand-in and write :attr:`config_path`. Blocks until ready."""
         from sandbox.fleet_data import default_world
+        from sandbox.google_apis import SandboxGoogleApis
         from sandbox.tpu_server import SandboxTpuApi
 
         self._take_state_dir()
@@ -152,6 +175,10 @@ class Sandbox:
         self.projects = list(self.world.projects)
         self.tpu_api = SandboxTpuApi(self.world, latency_s=self.latency_s, time_scale=self.time_scale)
         self.api_endpoint = self.tpu_api.start()
+        self.google_apis = SandboxGoogleApis(
+            {pid: project.metadata for pid, project in self.world.projects.items()}, (SANDBOX_ACCOUNT,),
+            denied_projects=tuple(pid for pid, project in self.world.projects.items() if project.denied))
+        self.google_apis_endpoint = self.google_apis.start()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="sandbox", daemon=True)
         self._thread.start()
@@ -201,6 +228,9 @@ class Sandbox:
         if self.tpu_api is not None:
             self.tpu_api.stop()
             self.tpu_api = None
+        if self.google_apis is not None:
+            self.google_apis.stop()
+            self.google_apis = None
         if self._lock_file is not None:
             self._lock_file.close()
             self._lock_file = None
@@ -228,7 +258,8 @@ class Sandbox:
                 if item.get("state") != "READY" or workers < 1:
                     continue
                 found.append(VmNode(name=item["name"].rsplit("/", 1)[-1], node_id=str(item.get("id", "")),
-                                    accelerator_type=item.get("acceleratorType", ""), workers=workers))
+                                    accelerator_type=item.get("acceleratorType", ""), workers=workers,
+                                    os_login=needs_os_login(item, project.metadata)))
         return found
 
     async def _start_vms(self) -> None:
@@ -250,7 +281,8 @@ class Sandbox:
             for worker in range(node.workers):
                 vm = SandboxVm(node_name=node.name, accelerator_type=node.accelerator_type,
                                authorized_client_key=client_key.export_public_key().decode(),
-                               boot_s=self.boot_s if slow else self.fast_boot_s, worker=worker)
+                               boot_s=self.boot_s if slow else self.fast_boot_s, worker=worker,
+                               login_keys=self.google_apis.authorized_keys if node.os_login else None)
                 vm.ssh_port = await vm.start()
                 self.workers[node.name].append(vm)
                 known_lines.append(vm.known_hosts_line(f"tpu.{node.node_id}-{worker}"))
@@ -269,8 +301,10 @@ class Sandbox:
         """
         if self._loop is None or len(node.get("networkEndpoints") or []) != 1:
             return
+        project_metadata = self.world.projects[project].metadata if project in self.world.projects else {}
         vm_node = VmNode(name=node["name"].rsplit("/", 1)[-1], node_id=str(node.get("id", "")),
-                         accelerator_type=node.get("acceleratorType", ""))
+                         accelerator_type=node.get("acceleratorType", ""),
+                         os_login=needs_os_login(node, project_metadata))
         started = asyncio.run_coroutine_threadsafe(self._add_vm(vm_node), self._loop)
         try:
             started.result(timeout=30)
@@ -283,7 +317,8 @@ class Sandbox:
         if node.name in self.vms:
             return
         vm = SandboxVm(node_name=node.name, accelerator_type=node.accelerator_type,
-                       authorized_client_key=self._client_public_key, boot_s=self.fast_boot_s)
+                       authorized_client_key=self._client_public_key, boot_s=self.fast_boot_s,
+                       login_keys=self.google_apis.authorized_keys if node.os_login else None)
         vm.ssh_port = await vm.start()
         self.vms[node.name] = vm
         self.workers[node.name] = [vm]
@@ -341,8 +376,15 @@ class Sandbox:
         for project in self.projects:
             lines += ["[[projects]]", f"id = {_toml_str(project)}", ""]
         lines += [
+            "# OS Login nodes (research-sandbox's project metadata says enable-oslogin=TRUE) let in only",
+            f"# {SANDBOX_ACCOUNT}'s POSIX name, with the key imported into its OS Login profile.",
+            "[os_login]",
+            f"account = {_toml_str(SANDBOX_ACCOUNT)}",
+            f"api_endpoint = {_toml_str(self.google_apis_endpoint)}",
+            f"compute_api_endpoint = {_toml_str(self.google_apis_endpoint)}",
+            "",
             "[ssh]",
-            'user = "operator"',
+            "# no user: the OS Login POSIX name on OS Login nodes, else the local user name (like gcloud)",
             f"private_key = {_toml_str(str(self.key_path))}",
             f"known_hosts = {_toml_str(str(self.known_hosts_path))}",
             "connect_timeout_s = 5",
@@ -368,9 +410,11 @@ class Sandbox:
 
     def describe(self) -> str:
         """Human-readable lines: config path and every endpoint."""
-        out = [f"config:   {self.config_path}", f"history:  {self.db_path}", f"TPU API:  {self.api_endpoint}"]
+        out = [f"config:   {self.config_path}", f"history:  {self.db_path}", f"TPU API:  {self.api_endpoint}",
+               f"Compute + OS Login APIs: {self.google_apis_endpoint} (account {SANDBOX_ACCOUNT})"]
         for name, vms in sorted(self.workers.items()):
             for worker, vm in enumerate(vms):
                 who = f"node {name}" if len(vms) == 1 else f"node {name} worker {worker}"
-                out.append(f"{who}: ssh 127.0.0.1:{vm.ssh_port}  vLLM (inside the VM) 127.0.0.1:{vm.openai_port}")
+                login = "  OS Login only" if vm.login_keys is not None else ""
+                out.append(f"{who}: ssh 127.0.0.1:{vm.ssh_port}  vLLM (inside the VM) 127.0.0.1:{vm.openai_port}{login}")
         return "\n".join(out)

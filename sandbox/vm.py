@@ -93,7 +93,12 @@ class _Server(asyncssh.SSHServer):
 
     def begin_auth(self, username: str) -> bool:
         assert self.conn is not None
-        self.conn.set_authorized_keys(self.vm._authorized)
+        if self.vm.login_keys is None:
+            self.conn.set_authorized_keys(self.vm._authorized)
+        else:                                 # OS Login: only this user's imported keys, only its POSIX name
+            keys = self.vm.login_keys(username)
+            self.conn.set_authorized_keys(asyncssh.import_authorized_keys("".join(f"{k}\n" for k in keys)))
+        self.vm.auth_users.append(username)
         return True
 
     def connection_requested(self, dest_host: str, dest_port: int, orig_host: str, orig_port: int) -> Any:
@@ -125,11 +130,15 @@ class SandboxVm:
             ``sandbox.openai_server.SandboxOpenAIServer``); the VM starts and stops it.
         worker: this VM's worker index in a multi-host slice; a worker above 0 runs the
             container with its own worker log (``sandbox.engine.worker_plan``) and serves nothing.
+        login_keys: an OS Login node: ``user name -> OpenSSH key lines`` it may log in with
+            (:meth:`sandbox.google_apis.SandboxGoogleApis.authorized_keys`); ``authorized_client_key``
+            then counts for nothing. ``None``: any user name with ``authorized_client_key``.
 
     Attributes:
         host_public_key: the host key in OpenSSH form (``ssh-ed25519 AAAA...``).
         ssh_port / openai_port: ports after :meth:`start`.
         commands: every command line received, in order.
+        auth_users: every user name a client tried to log in as, in order.
         docker: the simulated daemon (containers, images).
     """
 
@@ -138,7 +147,8 @@ class SandboxVm:
                  sudo_password_required: bool = False, docker_missing: bool = False,
                  burst_lines_per_s: int = 0, burst_s: float = 0.0, burst_chunk_bytes: int = 0,
                  plan_for: Callable[[list[str], str, float], Any] | None = None,
-                 openai_server: Any = None, worker: int = 0) -> None:
+                 openai_server: Any = None, worker: int = 0,
+                 login_keys: Callable[[str], list[str]] | None = None) -> None:
         self.node_name = node_name
         self.worker = worker
         self.accelerator_type = accelerator_type
@@ -154,6 +164,8 @@ class SandboxVm:
         self._authorized = asyncssh.import_authorized_keys(text.strip() + "\n")
         self._host_key = asyncssh.generate_private_key("ssh-ed25519")
         self.host_public_key = self._host_key.export_public_key().decode().strip()
+        self.login_keys = login_keys
+        self.auth_users: list[str] = []
         self._plan_for = plan_for
         self._openai = openai_server
         self._serving_id: str | None = None

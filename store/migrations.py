@@ -19,6 +19,8 @@ Schema after all migrations (JSON columns hold TEXT):
 - ``model_limits`` (m006): per model, its maximum length in tokens as vLLM derives it, with
   where and when it was read (``HistoryStore.record_model_limit`` / ``model_limit``).
 - ``launches.restart_count`` (m007): docker's ``RestartCount`` after a restart in place.
+- ``launches.ssh_user`` (m008): the user the console logged in to the node as (the OS Login
+  POSIX name, ``[ssh] user``, ``--user`` or the local user).
 """
 
 from __future__ import annotations
@@ -288,3 +290,10 @@ def m007_launch_restart_count(db: Database) -> None:
     """``launches.restart_count`` (INTEGER): docker's ``RestartCount`` of a container that restarted
     in place; the launch keeps one row per container, describing its newest boot."""
     db.table("launches").add_column("restart_count", int)
+
+
+@migrations()
+def m008_launch_ssh_user(db: Database) -> None:
+    """``launches.ssh_user`` (TEXT, NULL for launches recorded before): the user the console logged
+    in to the node as when it recorded the launch (OS Login's POSIX name, e.g. ``alice_example_com``)."""
+    db.execute('ALTER TABLE "launches" ADD COLUMN "ssh_user" TEXT')

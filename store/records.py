@@ -133,6 +133,8 @@ class Launch:
         notes: operator's notes.
         restart_count: docker's ``RestartCount`` when the container restarted in place (its
             row then describes the newest boot), else ``None``.
+        ssh_user: the user the console logged in to the node as (e.g. the OS Login POSIX name
+            ``alice_example_com``), or ``None`` when not recorded.
     """
 
     id: int
@@ -167,6 +169,7 @@ class Launch:
     compile_key: str | None = None
     notes: str | None = None
     restart_count: int | None = None
+    ssh_user: str | None = None
 
     @property
     def time_to_ready_s(self) -> float | None:

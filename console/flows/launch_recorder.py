@@ -57,14 +57,17 @@ class LaunchRecorder:
         store: the history store, or ``None`` (then nothing is recorded).
         node: the node (``name``, ``project``, ``zone``, ``accelerator_type``, ``provisioning_model``).
         clock: current UTC time, used when the log gives no time for ready/failed.
+        ssh_user: the user the connection logged in as, recorded with each launch (``None``: not known).
 
     Attributes:
         launch_id: the launch being written, once a container is known.
         error: a sentence when the store refused a write (recording then stops), else ``None``.
     """
 
-    def __init__(self, store: Any, node: Any, *, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(self, store: Any, node: Any, *, clock: Callable[[], datetime] = utc_now,
+                 ssh_user: str | None = None) -> None:
         self.store = store
+        self.ssh_user = ssh_user
         self.node = node
         self.clock = clock
         self.launch_id: int | None = None
@@ -127,12 +130,14 @@ class LaunchRecorder:
                     claim: dict[str, Any] = {"outcome": "running"}
                     if not found.image_digest and spec is not None and spec.repo_digest:
                         claim["image_digest"] = spec.repo_digest
+                    if not found.ssh_user and self.ssh_user:
+                        claim["ssh_user"] = self.ssh_user
                     store.update_launch(found.id, **claim)
                 return int(found.id)
             fields: dict[str, Any] = dict(
                 node=self.node.name, project=self.node.project, zone=self.node.zone,
                 accelerator_type=self.node.accelerator_type, provisioning_model=self.node.provisioning_model,
-                origin="observed", container_id=container_id)
+                origin="observed", container_id=container_id, ssh_user=self.ssh_user)
             if requested_at is not None:
                 fields["requested_at"] = requested_at
             if spec is not None:

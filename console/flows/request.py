@@ -180,12 +180,13 @@ async def launch_container(config: Any, node: Node, changes: Mapping[str, str | 
         ValueError: a change the container spec refuses (nothing ran).
         RemoteError: SSH or docker failed before the plan ran.
     """
+    from console.flows.ssh_target import resolve_target
     from console.flows.swap import read_running
     from console.flows.swap_run import SwapRunner
     from remote.container.swap import plan_swap
-    from remote.ssh import connect, target_for
+    from remote.ssh import connect
 
-    target = target_for(node, config.ssh)
+    target = await resolve_target(node, config)
     async with await connect(target) as conn:
         current = await read_running(conn, config.container, label=target.label)
         spec = current.spec.with_changes(dict(changes), image=image)

@@ -219,7 +219,7 @@ def sampler_for(node: Any, config: Any, fleet: Any, *, forward_url: Callable[[],
     from console.flows.ssh_target import resolve_target
 
     async def target() -> Any:
-        return await resolve_target(node, config.ssh, 0, fleet)
+        return await resolve_target(node, config, 0, fleet)
 
     return ServingSampler(node, target, container=config.container.name, container_port=config.container.port,
                           forward_url=forward_url, watched=watched, clock=clock)

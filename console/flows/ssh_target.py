@@ -20,11 +20,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from console.flows.ssh_login import SshLogin, resolver_for
 from remote.errors import RemoteError
 from remote.ssh import SshTarget, has_known_host, target_for
 
 
-def choose_target(node: Any, ssh: Any, worker: int = 0, host_key_suffix: str | None = None) -> SshTarget:
+def choose_target(node: Any, ssh: Any, worker: int = 0, host_key_suffix: str | None = None, *,
+                  login: SshLogin | None = None) -> SshTarget:
     """The :class:`SshTarget` for ``worker`` of ``node``, with gcloud's host-key alias.
 
     Args:
@@ -32,13 +34,15 @@ def choose_target(node: Any, ssh: Any, worker: int = 0, host_key_suffix: str | N
         ssh: the config's ``[ssh]`` section (see :func:`remote.ssh.target_for`).
         worker: worker index.
         host_key_suffix: the worker's ``ssh-ed25519`` guest attribute, or ``None``.
+        login: the user to log in as (:mod:`console.flows.ssh_login`), or ``None`` for ``ssh.user``.
 
     Raises:
         SshFailure: the worker does not exist, has no usable address, or the node id is unusable.
     """
-    target = target_for(node, ssh, worker=worker, host_key_suffix=host_key_suffix)
+    who: dict[str, Any] = {"user": login.user, "os_login": login.verdict.enabled} if login else {}
+    target = target_for(node, ssh, worker=worker, host_key_suffix=host_key_suffix, **who)
     if host_key_suffix and not has_known_host(target.known_hosts, target.known_hosts_name):
-        plain = target_for(node, ssh, worker=worker)
+        plain = target_for(node, ssh, worker=worker, **who)
         if has_known_host(plain.known_hosts, plain.known_hosts_name):
             return plain
     return target
@@ -59,13 +63,34 @@ async def host_key_suffix(fleet: Any, node: Any, worker: int = 0) -> str | None:
     return value if isinstance(value, str) else None
 
 
-async def resolve_target(node: Any, ssh: Any, worker: int = 0, fleet: Any = None) -> SshTarget:
-    """:func:`choose_target` with the suffix read through ``fleet`` (:func:`host_key_suffix`).
+async def login_target(node: Any, config: Any, worker: int = 0, fleet: Any = None, *,
+                       user: str | None = None) -> tuple[SshTarget, SshLogin]:
+    """``(target, login)``: the user worked out (:func:`console.flows.ssh_login.resolver_for`:
+    ``--user``, ``[ssh] user``, OS Login, local user) and :func:`choose_target` with the host-key
+    suffix read through ``fleet`` (:func:`host_key_suffix`).
+
+    Args:
+        node: a :class:`remote.models.Node`.
+        config: the console's config (``ssh``, ``os_login``).
+        worker: worker index.
+        fleet: the fleet source (guest attributes), or ``None``.
+        user: ``--user``, or ``None``.
 
     Raises:
-        SshFailure: as :func:`choose_target`.
+        SshFailure: as :func:`choose_target`. OsLoginError: an OS Login node whose user cannot be
+            worked out (see :meth:`console.flows.ssh_login.LoginResolver.login`).
     """
-    return choose_target(node, ssh, worker, await host_key_suffix(fleet, node, worker))
+    login = await resolver_for(config).login(node, user=user)
+    return choose_target(node, config.ssh, worker, await host_key_suffix(fleet, node, worker), login=login), login
+
+
+async def resolve_target(node: Any, config: Any, worker: int = 0, fleet: Any = None) -> SshTarget:
+    """The target of :func:`login_target` (for callers that show only the target).
+
+    Raises:
+        SshFailure, OsLoginError: as :func:`login_target`.
+    """
+    return (await login_target(node, config, worker, fleet))[0]
 
 
 async def ready_node_target(config: Any, spec: str) -> tuple[Any, SshTarget]:
@@ -81,7 +106,7 @@ async def ready_node_target(config: Any, spec: str) -> tuple[Any, SshTarget]:
 
     with fleet_source_for(config) as source:
         node = await find_node(source, spec, require_ready=True)
-        return node, await resolve_target(node, config.ssh, 0, source)
+        return node, await resolve_target(node, config, 0, source)
 
 
 def accept_new_host_key(target: SshTarget, on_record: Callable[[str], None] | None = None,

@@ -174,7 +174,7 @@ def _launch_fields(node: Node, spec: ContainerSpec) -> dict[str, Any]:
 
 def record_start(store: Any, node: Node, spec: ContainerSpec, replaced_container_id: str | None, *,
                  replaced_spec: ContainerSpec | None = None,
-                 replaced_requested_at: datetime | None = None) -> int | None:
+                 replaced_requested_at: datetime | None = None, ssh_user: str | None = None) -> int | None:
     """Record a launch as the ``docker run`` step starts; returns its id (``None`` without a store).
 
     The launch of the replaced container (found by its id) becomes ``replaced_launch_id`` and,
@@ -182,7 +182,8 @@ def record_start(store: Any, node: Node, spec: ContainerSpec, replaced_container
     replaced container and ``replaced_spec`` is given, it is recorded first as an ``observed``
     launch (outcome ``replaced``, requested at ``replaced_requested_at``, the container's
     start from ``docker inspect``), so a console restarted later can still roll back to it. Digests are kept only
-    as ``repo@sha256:...``. Secrets are masked (``to_dict``).
+    as ``repo@sha256:...``. Secrets are masked (``to_dict``). ``ssh_user`` is the user the console logged in
+    as (recorded with the new launch).
     """
     if store is None:
         return None
@@ -197,7 +198,8 @@ def record_start(store: Any, node: Node, spec: ContainerSpec, replaced_container
                                           outcome="replaced", container_id=replaced_container_id,
                                           image_digest=replaced_spec.repo_digest,
                                           requested_at=replaced_requested_at or utc_now())
-    return store.start_launch(**_launch_fields(node, spec), origin="console", replaced_launch_id=replaced)
+    return store.start_launch(**_launch_fields(node, spec), origin="console", replaced_launch_id=replaced,
+                              ssh_user=ssh_user)
 
 
 def record_outcome(store: Any, launch_id: int | None, *, ok: bool, container_id: str | None = None,

@@ -91,6 +91,12 @@ class SwapRunner:
         self._on_step = on_step
         self._on_history_error = on_history_error
 
+    def _ssh_user(self) -> str | None:
+        """The user the connection logged in as (asyncssh's ``username`` extra info), or ``None``."""
+        getter = getattr(self.conn, "get_extra_info", None)
+        user = getter("username") if getter is not None else None
+        return user if isinstance(user, str) and user else None
+
     def _history(self, write: Callable[[Any], Any]) -> Any:
         """``write(store)``; ``None`` without a store or when the history fails (reported once)."""
         if self._open_store is None:
@@ -118,7 +124,7 @@ class SwapRunner:
             if res is None and step.kind == "run":
                 launch["id"] = self._history(lambda s: swap_flow.record_start(
                     s, self.node, plan.new, self.running_id, replaced_spec=plan.old,
-                    replaced_requested_at=self.running_started_at))
+                    replaced_requested_at=self.running_started_at, ssh_user=self._ssh_user()))
             if self._on_step is not None:
                 self._on_step(step, res, states)
 

@@ -233,7 +233,8 @@ def launch_detail(launch: Launch, benches: Sequence[BenchmarkRecord] | None,
                          printable(f"  {launch.node} · {fmt.dash(launch.accelerator_type)} · "
                                    f"{fmt.dash(launch.model)} · {launch.origin}"))
     where = plain(f"{fmt.dash(launch.project)}/{fmt.dash(launch.zone)} · {fmt.dash(launch.provisioning_model)}"
-                  + (f" · replaced launch {launch.replaced_launch_id}" if launch.replaced_launch_id else ""),
+                  + (f" · replaced launch {launch.replaced_launch_id}" if launch.replaced_launch_id else "")
+                  + (f" · logged in as {launch.ssh_user}" if launch.ssh_user else ""),
                   style="dim")
     parts: list[RenderableType] = [head, where]
     if launch.failure_kind or launch.failure_detail:

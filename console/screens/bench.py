@@ -242,7 +242,7 @@ class BenchScreen(ConsoleScreen):
         config = services.config
         try:
             self._status(f"Connecting to {self.node.name} over SSH…")
-            target = await resolve_target(self.node, config.ssh, 0, services.fleet)
+            target = await resolve_target(self.node, config, 0, services.fleet)
             async with open_tunnel(self.node, target, config.container.port,
                                    accept_new_host_key=self._ask_host_key) as tunnel:
                 store = self._store()

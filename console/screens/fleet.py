@@ -675,7 +675,7 @@ class FleetScreen(ConsoleScreen):
 
         config = self.services.config
         try:
-            target = await resolve_target(node, config.ssh, 0, self.services.fleet)
+            target = await resolve_target(node, config, 0, self.services.fleet)
 
             async def ask(fingerprint: str) -> bool:
                 return await self.ask(host_key_question(target, fingerprint))

@@ -42,7 +42,7 @@ from console.flows.launch_log import log_opener
 from console.flows.launch_recorder import LaunchRecorder
 from console.flows.node_wait import POLL_S as NODE_POLL_S
 from console.flows.node_wait import needs_wait, wait_target, wait_until_ready
-from console.flows.ssh_target import resolve_target
+from console.flows.ssh_target import login_target
 from console.flows.startup_watch import Replacement, StartupWatch, no_container_hint, read_followed
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
@@ -53,6 +53,7 @@ from console.widgets.serving_panel import ServingPanel
 from console.widgets.startup_panel import PanelInfo, StartupPanel
 from remote.container.tail import TailStatus
 from remote.errors import RemoteError
+from remote.printable import printable
 from remote.startup import Phase, StartupState
 from remote.vllm_log.workers import failing_worker
 from remote.vllm_log.workers import slice_hbm as slice_hbm_of
@@ -123,6 +124,7 @@ class StartupScreen(ConsoleScreen):
         self.poll_s = poll_s
         self.watcher: StartupWatch | None = None
         self.recorder: LaunchRecorder | None = None
+        self.ssh_user: str | None = None
         self._db: HistoryReader | None = None
         self._state_to_record: tuple[StartupState, str | None] | None = None
         self._recording = False
@@ -200,10 +202,17 @@ class StartupScreen(ConsoleScreen):
                 self._waiting(f"node {self.node.name} is READY")
                 self.node_wait = None
             chosen = list(range(self._workers_count())) if self.worker is None else [self.worker]
-            targets = [await resolve_target(self.node, config.ssh, w, self.services.fleet) for w in chosen]
+            pairs = [await login_target(self.node, config, w, self.services.fleet) for w in chosen]
         except RemoteError as exc:
             self._set_problem(exc.message, title=exc.title)
             return
+        targets = [target for target, _ in pairs]
+        login = pairs[0][1]
+        self.ssh_user = login.user
+        if self.recorder is not None:
+            self.recorder.ssh_user = login.user
+        if login.verdict.enabled or login.notes or login.source == "--user":
+            self._write_marker(f"──── {printable(login.describe())} ────")
         every = [self._make_watch(target, config, worker) for target, worker in zip(targets, chosen, strict=True)]
         self.watcher, self.side_watchers = every[0], every[1:]
         try:
@@ -376,10 +385,11 @@ class StartupScreen(ConsoleScreen):
             if self.recorder is None:
                 clock = self.services.clock
                 try:
-                    self.recorder = await self._db.call(lambda store: LaunchRecorder(store, self.node, clock=clock))
+                    self.recorder = await self._db.call(lambda store: LaunchRecorder(
+                        store, self.node, clock=clock, ssh_user=self.ssh_user))
                 except StoreError as exc:     # say it once, carry on without a history
                     self.app.notify(f"History unavailable: {exc}", severity="warning", timeout=8)
-                    self.recorder = LaunchRecorder(None, self.node, clock=clock)
+                    self.recorder = LaunchRecorder(None, self.node, clock=clock, ssh_user=self.ssh_user)
         if self.recorder.store is None:
             return None
         return await self._db.call(lambda _store: write())

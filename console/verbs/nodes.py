@@ -9,6 +9,9 @@ inspect``, vLLM's ``/metrics``: :mod:`console.flows.serving`, as the fleet's ser
 adds ``serving`` to each node (:meth:`~console.flows.serving.ServingSample.to_json`: ``serving``,
 ``model``, ``running``, ``waiting``, ``queue``, ``reason``...; ``tokens_per_s`` is null: one
 sample has no rate; null for a node that is not READY), or SERVING / QUEUE / MODEL columns.
+Each node also says whether it needs OS Login: ``"os_login"`` (true/false), ``"os_login_source"``
+(``node metadata``, ``project metadata`` or ``default``) and ``"os_login_note"`` (why the decision
+is less sure, e.g. the project's metadata answered 403; else null): see :mod:`console.flows.ssh_login`.
 Without it: two tables (rich), one line per problem, and per zone the inactive (SUSPENDED /
 FAILED) queued resources that may hold quota with their delete commands.
 
@@ -81,10 +84,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"tpu-console: {problem}", file=sys.stderr)
         return 2
 
+    from dataclasses import replace
+
+    from console.flows.ssh_login import LoginResolver
+
     source = FleetSource(projects, api_endpoint=endpoint, timeout_s=config.request_timeout_s)
     samples: dict[tuple[str, str, str], Any] = {}
+    logins = LoginResolver(replace(config, api_endpoint=endpoint))
+    verdicts: list[Any] = []
+
+    async def listing() -> Any:
+        snapshot = await _list(source, config, samples if args.serving else None)
+        verdicts.extend(await logins.verdicts(snapshot.nodes))
+        return snapshot
+
     try:
-        snapshot = asyncio.run(_list(source, config, samples if args.serving else None))
+        snapshot = asyncio.run(listing())
     except CredentialsError as exc:
         snapshot = FleetSnapshot(problems=tuple(FleetProblem(p.id, None, 401, exc.message) for p in projects),
                                  fetched_at=utc_now())
@@ -93,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
             return 1
     finally:
         source.close()
+        logins.close()
 
     now = utc_now()
     if args.json:
@@ -101,9 +117,12 @@ def run(args: argparse.Namespace) -> int:
             for node, item in zip(snapshot.nodes, data["nodes"], strict=True):
                 sample = samples.get(node.key)
                 item["serving"] = sample.to_json() if sample is not None else None
+        for node_json, verdict in zip(data["nodes"], verdicts):
+            node_json.update(os_login=verdict.enabled, os_login_source=verdict.source, os_login_note=verdict.note)
         print(json.dumps(data, indent=2))
     else:
-        _print_tables(snapshot, now, readonly=config.readonly, samples=samples if args.serving else None)
+        _print_tables(snapshot, now, readonly=config.readonly, samples=samples if args.serving else None,
+                      verdicts=verdicts)
     return 1 if snapshot.problems else 0
 
 
@@ -135,9 +154,10 @@ def _age(created: datetime | None, now: datetime) -> str:
 
 
 def _print_tables(snapshot: Any, now: datetime, *, readonly: bool = False,
-                  samples: dict[tuple[str, str, str], Any] | None = None) -> None:
-    """Nodes and queued resources as rich tables (with SERVING / QUEUE / MODEL given ``samples``),
-    then one line per problem."""
+                  samples: dict[tuple[str, str, str], Any] | None = None,
+                  verdicts: list[Any] | None = None) -> None:
+    """Nodes and queued resources as rich tables (with SERVING / QUEUE / MODEL given ``samples``,
+    OS LOGIN from ``verdicts``), then one line per problem."""
     from rich.console import Console
     from rich.table import Table
 
@@ -148,9 +168,15 @@ def _print_tables(snapshot: Any, now: datetime, *, readonly: bool = False,
     nodes = Table(title=f"TPU nodes ({len(snapshot.nodes)})", title_justify="left")
     serving_columns = ("SERVING", "QUEUE", "MODEL") if samples is not None else ()
     for column in ("PROJECT", "ZONE", "NAME", "STATE", "TYPE", "PROVISIONING", "LEFT", *serving_columns,
-                   "EXTERNAL IP", "INTERNAL IP", "HEALTH", "RUNTIME", "QUEUED RESOURCE", "AGE"):
+                   "EXTERNAL IP", "INTERNAL IP", "HEALTH", "RUNTIME", "QUEUED RESOURCE", "AGE", "OS LOGIN"):
         nodes.add_column(column, no_wrap=column != "HEALTH", min_width=len(column))
-    for n in snapshot.nodes:
+    verdicts = verdicts or []
+    notes: dict[str, str] = {}
+    for i, n in enumerate(snapshot.nodes):
+        verdict = verdicts[i] if i < len(verdicts) else None
+        login = "-" if verdict is None else ("yes" if verdict.enabled else "no")
+        if verdict is not None and verdict.note:
+            notes.setdefault(n.project, verdict.note)
         health = n.health or "-"
         if n.symptoms:
             health += " (" + ", ".join(n.symptoms) + ")"
@@ -160,8 +186,10 @@ def _print_tables(snapshot: Any, now: datetime, *, readonly: bool = False,
             served = (serving, queue, model)
         nodes.add_row(*row(n.project, n.zone, n.name, n.state, n.accelerator_type, n.provisioning_model,
                            _span(n.time_left_s(now)), *served, n.external_ip or "-", n.internal_ip or "-", health,
-                           n.runtime_version or "-", n.queued_resource or "-", _age(n.create_time, now)))
+                           n.runtime_version or "-", n.queued_resource or "-", _age(n.create_time, now), login))
     console.print(nodes)
+    for project, note in notes.items():
+        console.print(printable(f"os login: {project}: {note}"), markup=False)
     qrs = Table(title=f"Queued resources ({len(snapshot.queued_resources)})", title_justify="left")
     for column in ("PROJECT", "ZONE", "NAME", "STATE", "PROVISIONING", "TYPE", "MAX RUN", "LEFT", "AGE", "FAILURE"):
         qrs.add_column(column, no_wrap=column != "FAILURE", min_width=len(column),

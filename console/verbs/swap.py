@@ -194,7 +194,7 @@ class SwapCommand:
             with node_lookup.fleet_source_for(self.config, project=self.args.project, zone=self.args.zone) as source:
                 node = await node_lookup.find_node(source, self.args.node, project=self.args.project,
                                                    zone=self.args.zone)
-                target = await resolve_target(node, self.config.ssh, 0, source)
+                target = await resolve_target(node, self.config, 0, source)
         except node_lookup.NodeLookupError as exc:     # bad input, or the API did not answer (lookup_exit_code)
             self.say(f"tpu-console: {exc}", err=True)
             return node_lookup.lookup_exit_code(exc)

@@ -1,7 +1,7 @@
 """``tpu-console watch NODE``: follow a vLLM startup over SSH until it is ready or fails.
 
-Usage: ``tpu-console watch NODE [--project P] [--zone Z] [--worker N] [--accept-new-host-key]
-[--poll-s S] [--json]``.
+Usage: ``tpu-console watch NODE [--project P] [--zone Z] [--worker N] [--user NAME]
+[--accept-new-host-key] [--poll-s S] [--json]``.
 
 A multi-host slice (e.g. v5litepod-16, 4 workers) is followed on every worker at once (each
 progress line prefixed ``w0| ``..``w3| ``; the summary sums HBM over workers and says how many
@@ -11,7 +11,10 @@ follows worker N alone.
 Finds the node through the TPU API (``NODE`` may also be the node name of a queued resource's
 node spec, before the node exists); a node that is not READY yet (CREATING, or its queued
 resource WAITING_FOR_RESOURCES / PROVISIONING) is waited for by polling the API, one line per
-state change (:mod:`console.flows.node_wait`). It then connects like ``gcloud compute tpus tpu-vm ssh`` (an
+state change (:mod:`console.flows.node_wait`). The user is ``--user``, else ``[ssh] user``, else
+on an OS Login node (``enable-oslogin``) the OS Login POSIX name (the public key imported into the
+profile when missing), else the local user (:mod:`console.flows.ssh_login`; said on stderr and
+recorded with the launch). It then connects like ``gcloud compute tpus tpu-vm ssh`` (an
 unknown host key is asked about on a terminal, refused otherwise; ``--accept-new-host-key``
 records it without asking, OpenSSH's accept-new; a changed key is always refused), follows
 ``docker logs -f --timestamps`` of the configured container (reconnecting and resuming after a
@@ -57,6 +60,8 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--worker", type=int, default=None, metavar="N",
                         help="follow only worker N of a multi-host slice (default: every worker at once)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON (log-summary --json keys)")
+    parser.add_argument("--user", metavar="NAME", default=None,
+                        help="log in as NAME (overrides [ssh] user and the OS Login POSIX name)")
     parser.add_argument("--accept-new-host-key", action="store_true",
                         help="record an unknown host key without asking (OpenSSH's accept-new); "
                              "a changed key is still refused")
@@ -73,6 +78,12 @@ def run(args: argparse.Namespace) -> int:
     if args.worker is not None and args.worker < 0:
         print("tpu-console: --worker must be 0 or more", file=sys.stderr)
         return 2
+    from console.flows.ssh_login import USER_NAME
+
+    if args.user is not None and not USER_NAME.fullmatch(args.user):
+        print(f"tpu-console: --user {printable(args.user)!r} is not a user name (letters, digits, _ . -; "
+              f"at most 32)", file=sys.stderr)
+        return 2
     if not args.poll_s > 0:
         print("tpu-console: --poll-s must be more than 0", file=sys.stderr)
         return 2
@@ -81,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _run(args: argparse.Namespace, config: Any) -> int:
     from console.flows.node_wait import NodeWontBeReady
+    from console.flows.ssh_login import resolver_for
     from console.flows.ssh_target import choose_target
     from console.flows.startup_watch import no_container_hint
     from remote.errors import RemoteError
@@ -97,8 +109,9 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
     node, suffixes, config = found
     pairs = []
     try:
+        login = await resolver_for(config).login(node, user=args.user)
         for worker, suffix in sorted(suffixes.items()):
-            target = choose_target(node, config.ssh, worker, suffix)
+            target = choose_target(node, config.ssh, worker, suffix, login=login)
             if args.accept_new_host_key:
                 from console.flows.ssh_target import accept_new_host_key
 
@@ -109,6 +122,7 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
     except RemoteError as exc:
         print(f"tpu-console: {printable(exc)}", file=sys.stderr)
         return 2
+    print(printable(login.describe()), file=sys.stderr)
     (target, accept), rest = pairs[0], pairs[1:]
     if args.worker:
         print(f"tpu-console: following worker {args.worker} alone: only worker 0's log says ready, so this "
@@ -120,6 +134,7 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
         return log_opener(config.logs.folder, node.name, worker, max_mib=config.logs.max_mib, keep=config.logs.keep)
 
     recorder = _recorder(config, args, node)
+    recorder.ssh_user = login.user
     try:
         code, summary = await watch_target(target, container=config.container.name,
                                            container_port=config.container.port,

@@ -22,6 +22,8 @@ from remote.ssh.connect import (
                                  connect,
                                  has_known_host,
                                  host_key_alias,
+                                 os_login_refusal,
+                                 public_key_line,
                                  target_for,
 )
 from remote.ssh.errors import (
@@ -37,6 +39,6 @@ from remote.ssh.errors import (
 __all__ = [
     "CommandResult", "HostKeyChanged", "HostKeyUnknown", "SshAuthRefused", "SshFailure", "SshTarget",
     "SshTimeout", "SshUnreachable", "SudoPasswordRequired", "append_known_host", "command_line", "connect",
-    "forward_port", "has_known_host", "host_key_alias", "probe_models", "run_command", "sudo_failure",
-    "target_for",
+    "forward_port", "has_known_host", "host_key_alias", "os_login_refusal", "probe_models", "public_key_line",
+    "run_command", "sudo_failure", "target_for",
 ]

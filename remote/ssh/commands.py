@@ -52,7 +52,8 @@ def sudo_failure(result: CommandResult, label: str = "the node") -> SudoPassword
         return SudoPasswordRequired(
             f"sudo on {label} needs a password for this user (`{result.command}` said "
             f"\"{result.stderr.strip().splitlines()[-1]}\"); allow passwordless sudo for docker "
-            f"(the default on TPU VMs) or add the user to the docker group.")
+            f"(the default on TPU VMs) or add the user to the docker group. On an OS Login node, sudo "
+            f"comes with roles/compute.osAdminLogin (roles/compute.osLogin alone gives none).")
     return None
 
 

@@ -57,6 +57,8 @@ class SshTarget:
         connect_timeout_s: seconds before a connect attempt gives up.
         client_keys: in-memory private keys (tests, sandbox); used instead of ``private_key``.
         node_name: node name for messages, or ``None``.
+        os_login: the node accepts only OS Login users (``enable-oslogin``): a refused key is
+            explained with OS Login's roles, not the ``ssh-keys`` metadata.
     """
 
     host: str
@@ -69,6 +71,7 @@ class SshTarget:
     connect_timeout_s: float = 15.0
     client_keys: tuple[Any, ...] = field(default=(), compare=False)
     node_name: str | None = None
+    os_login: bool = False
 
     @property
     def known_hosts_name(self) -> str:
@@ -127,7 +130,8 @@ def is_host_address(host: str) -> bool:
     return 0 < len(host) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in labels)
 
 
-def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | None = None) -> SshTarget:
+def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | None = None, *,
+               user: str | None = None, os_login: bool = False) -> SshTarget:
     """Build the :class:`SshTarget` for ``worker`` of ``node``.
 
     Args:
@@ -137,6 +141,8 @@ def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | Non
             ``connect_timeout_s``, ``hosts``).
         worker: worker index (0 for single-host nodes).
         host_key_suffix: see :func:`host_key_alias`.
+        user: the remote user name (the OS Login POSIX name, ``--user``), or ``None`` for ``ssh.user``.
+        os_login: see :attr:`SshTarget.os_login`.
 
     Raises:
         SshFailure: the worker does not exist, has no address yet, or the API's address or
@@ -170,12 +176,12 @@ def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | Non
     proxy = (getattr(ssh, "proxy_command", "") or "").strip() or None
     private_key = getattr(ssh, "private_key", None)
     return SshTarget(
-        host=host, port=port, user=ssh.user,
+        host=host, port=port, user=user or ssh.user,
         private_key=Path(private_key).expanduser() if private_key else None,
         known_hosts=Path(ssh.known_hosts).expanduser(),
         host_key_alias=host_key_alias(node.node_id, worker, host_key_suffix),
         proxy_command=proxy, connect_timeout_s=float(getattr(ssh, "connect_timeout_s", 15.0)),
-        node_name=node.name,
+        node_name=node.name, os_login=os_login,
     )
 
 
@@ -396,12 +402,47 @@ async def connect(
 
 
 
+def os_login_refusal(target: SshTarget, key: str) -> str:
+    """Why an OS Login node refused ``key`` for ``target.user``, and what to grant (one paragraph)."""
+    return (f"{target.label} uses OS Login and refused the SSH key {key} for user '{target.user}'. "
+            f"Your Google account needs roles/compute.osLogin on the node's project (roles/compute."
+            f"osAdminLogin for sudo, which docker needs), the key must be in your OS Login profile "
+            f"(the console imports it; `gcloud compute os-login ssh-keys add --key-file KEY.pub` does too), "
+            f"and the user must be your OS Login POSIX name (e.g. alice_example_com; an [ssh] user or "
+            f"--user overrides it). The node's ssh-keys metadata does not count under OS Login.")
+
+
+def public_key_line(private_key: Path) -> str:
+    """The OpenSSH public key line (``ssh-ed25519 AAAA... comment``) of a private key file: the
+    ``.pub`` beside it when there is one (gcloud writes it), else derived from the key.
+
+    Raises:
+        SshFailure: no such file, or not a usable (unencrypted) private key.
+    """
+    pub = Path(f"{private_key}.pub")
+    try:
+        text = pub.read_text(encoding="utf-8").strip()
+        if text:
+            return text
+    except (OSError, UnicodeDecodeError):
+        pass
+    try:
+        return asyncssh.read_private_key(str(private_key)).export_public_key().decode().strip()
+    except FileNotFoundError:
+        raise SshFailure(f"No private key at {private_key}: run `gcloud compute tpus tpu-vm ssh` once "
+                         f"or point [ssh] private_key at your key.", title="No SSH key") from None
+    except (OSError, asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
+        raise SshFailure(f"Cannot read the public half of {private_key}: {exc}.", title="Unusable SSH key") from None
+
+
 async def _translate(target: SshTarget, opening: Awaitable[Any]) -> Any:
     """Await ``opening``, turning library exceptions into one-sentence :class:`SshFailure` s."""
     try:
         return await opening
     except asyncssh.PermissionDenied:
         key = target.private_key or "the in-memory key"
+        if target.os_login:
+            raise SshAuthRefused(os_login_refusal(target, str(key))) from None
         raise SshAuthRefused(
             f"{target.label} refused the SSH key {key} for user '{target.user}': the key is not "
             f"authorized there; add its .pub to the node's ssh-keys metadata (running `gcloud compute "

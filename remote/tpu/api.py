@@ -211,7 +211,7 @@ class FleetSource:
             if creds is None and endpoint and endpoint.startswith("http://"):
                 creds = AnonymousCredentials()
             if creds is None:
-                creds = _default_credentials()
+                creds = default_credentials()
             options = {"api_endpoint": endpoint} if endpoint else None
             client = tpu_v2.TpuClient(transport="rest", credentials=creds, client_options=options)
             base = base_url(endpoint)
@@ -519,7 +519,7 @@ def _dedupe(problems: list[FleetProblem]) -> list[FleetProblem]:
     return out
 
 
-def _default_credentials() -> Any:
+def default_credentials() -> Any:
     """Application Default Credentials, refreshed once (so concurrent calls don't all refresh).
 
     Raises:

@@ -228,7 +228,7 @@ async def test_no_credentials_is_a_credentials_error(monkeypatch, tmp_path) -> N
 
 NODE_KEYS = {"project", "zone", "name", "state", "accelerator_type", "provisioning_model", "external_ip",
              "internal_ip", "termination_time", "time_left_s", "health", "runtime_version", "queued_resource",
-             "create_time"}
+             "create_time", "os_login", "os_login_source", "os_login_note"}
 QR_KEYS = {"project", "zone", "name", "state", "state_initiator", "provisioning_model", "accelerator_type",
            "max_run_duration_s", "termination_time", "create_time", "failure"}
 

@@ -268,7 +268,7 @@ async def test_two_opens_at_once_share_one_forward_and_a_close_while_opening_is_
 
     config = sandbox_services.config
     node = await fleet_node(sandbox_services, "vllm-v5e-a")
-    target = await resolve_target(node, config.ssh, 0, sandbox_services.fleet)
+    target = await resolve_target(node, config, 0, sandbox_services.fleet)
     registry = ForwardRegistry()
     try:
         first, second = await asyncio.gather(
