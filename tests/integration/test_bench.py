@@ -353,6 +353,6 @@ def test_nodes_serving_samples_each_ready_node_once(fleet, capsys):
     assert (serving["serving"], serving["model"], serving["queue"]) == \
         ("ready", plan.served_model_name or plan.model, 0)
     assert by_name["vllm-spot-gone"]["serving"] is None                      # PREEMPTED: not sampled
-    assert by_name["vllm-v5e-16"]["serving"]["serving"] == "unreachable"     # multi-host: no VM here
+    assert by_name["vllm-v5e-16"]["serving"]["serving"] == "ready"           # multi-host: worker 0 serves
     main(["--config", str(fleet.config_path), "nodes", "--json"])
     assert all("serving" not in n for n in json.loads(capsys.readouterr().out)["nodes"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -18,8 +17,6 @@ from console.cli import main
 from sandbox.openai_server import SandboxOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
-REAL_VLLM_DIR = Path(os.environ.get("REAL_VLLM_DIR", Path.home() / ".cache" / "real-vllm"))
-SERVE = ROOT.parent / "shared" / "real-vllm" / "serve.sh"
 
 
 @pytest.fixture
@@ -73,40 +70,29 @@ def test_metrics_of_an_idle_server_and_of_nothing_listening(server: SandboxOpenA
     assert "tpu-console: " in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not (REAL_VLLM_DIR / "venv" / "bin" / "vllm").exists(),
-                    reason=f"the real vLLM is not set up at {REAL_VLLM_DIR} (run ../shared/real-vllm/setup.sh)")
-@pytest.mark.skipif(not SERVE.exists(), reason=f"{SERVE} is absent (the shared folder is not beside the project)")
-def test_metrics_read_the_real_vllm_server_as_curl_sees_it() -> None:
+def test_metrics_read_the_real_vllm_server_as_curl_sees_it(real_vllm_url: str) -> None:
     """The real vLLM 0.32 (CPU): the KV cache size and the running count during a load match its own
     /metrics text (read here with plain string handling, not our parser)."""
-    port = 8000 + os.getpid() % 500 + 50
-    started = subprocess.run([str(SERVE), str(port)], capture_output=True, text=True, timeout=900)
-    if started.returncode != 0:
-        pytest.skip(f"the real vLLM did not start: {started.stderr[-300:]}")
-    pid = int(started.stdout.strip())
-    url = f"http://127.0.0.1:{port}"
-    try:
-        threads = []
-        for _ in range(3):
-            def one() -> None:
-                with httpx.Client(timeout=120, trust_env=False) as client:
-                    client.post(url + "/v1/completions", json={"model": "tiny", "prompt": "hello " * 50,
-                                                               "max_tokens": 1500, "ignore_eos": True})
-            threads.append(threading.Thread(target=one))
-            threads[-1].start()
-        time.sleep(1.0)
-        out = subprocess.run([sys.executable, "-m", "console.cli", "metrics", "--url", url, "--interval", "1",
-                              "--json"], capture_output=True, text=True, timeout=60, cwd=ROOT)
-        raw = httpx.get(url + "/metrics", timeout=10).text
-        for thread in threads:
-            thread.join()
-        assert out.returncode == 0, out.stderr
-        figures = json.loads(out.stdout)
-        info = next(line for line in raw.splitlines() if line.startswith("vllm:cache_config_info{"))
-        labels = dict(part.split("=", 1) for part in info[info.index("{") + 1:info.index("}")].split(","))
-        blocks, size = int(labels["num_gpu_blocks"].strip('"')), int(labels["block_size"].strip('"'))
-        assert figures["kv_cache_size_tokens"] == blocks * size
-        assert figures["running"] == 3
-        assert figures["generation_tokens_per_s"] > 0
-    finally:
-        os.kill(pid, 15)
+    url = real_vllm_url
+    threads = []
+    for _ in range(3):
+        def one() -> None:
+            with httpx.Client(timeout=120, trust_env=False) as client:
+                client.post(url + "/v1/completions", json={"model": "tiny", "prompt": "hello " * 50,
+                                                           "max_tokens": 1500, "ignore_eos": True})
+        threads.append(threading.Thread(target=one))
+        threads[-1].start()
+    time.sleep(1.0)
+    out = subprocess.run([sys.executable, "-m", "console.cli", "metrics", "--url", url, "--interval", "1",
+                          "--json"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    raw = httpx.get(url + "/metrics", timeout=10).text
+    for thread in threads:
+        thread.join()
+    assert out.returncode == 0, out.stderr
+    figures = json.loads(out.stdout)
+    info = next(line for line in raw.splitlines() if line.startswith("vllm:cache_config_info{"))
+    labels = dict(part.split("=", 1) for part in info[info.index("{") + 1:info.index("}")].split(","))
+    blocks, size = int(labels["num_gpu_blocks"].strip('"')), int(labels["block_size"].strip('"'))
+    assert figures["kv_cache_size_tokens"] == blocks * size
+    assert figures["running"] == 3
+    assert figures["generation_tokens_per_s"] > 0
