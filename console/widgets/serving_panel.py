@@ -8,6 +8,7 @@ size it shows the startup log's, with a note when the two disagree.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -82,11 +83,19 @@ class ServingPanel(Vertical):
         if figures.waiting is not None:
             self.queue.append(figures.waiting)
         self.query_one("#serving-figures", Static).update(figures_text(figures, log_kv_tokens))
-        self.query_one("#serving-tok-s", Sparkline).data = list(self.tokens_per_s)
-        self.query_one("#serving-queue", Sparkline).data = list(self.queue)
+        self.query_one("#serving-tok-s", Sparkline).data = sparkline_data(self.tokens_per_s)
+        self.query_one("#serving-queue", Sparkline).data = sparkline_data(self.queue)
 
     def show_problem(self, sentence: str) -> None:
         """``/metrics`` could not be read: say so under the last figures."""
         self.display = True
         self.problem = sentence
         self.query_one("#serving-figures", Static).update(Text(sentence, style="yellow"))
+
+
+def sparkline_data(values: Iterable[float]) -> list[float]:
+    """``values`` as a sparkline shows them: rounded to the panel's one decimal and anchored at
+    zero (Textual scales a sparkline between its data's min and max, so 0.00 and 0.03 tok/s
+    would draw as empty and full bars while the figure says "0.0 tok/s")."""
+    rounded = [round(float(v), 1) for v in values]
+    return [0.0, *rounded] if rounded else []
