@@ -25,9 +25,11 @@ import hashlib
 import json
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from sandbox.loopback_http import LoopbackHttp
 
 JsonDict = dict[str, Any]
 
@@ -82,14 +84,12 @@ class SandboxGoogleApis:
         self.imported: dict[str, list[str]] = {email: [] for email in accounts}
         self.usernames: dict[str, str] = {}
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._http = LoopbackHttp("sandbox-google-apis")
 
     @property
     def endpoint(self) -> str:
         """``http://127.0.0.1:PORT`` (after :meth:`start`)."""
-        assert self._server is not None, "server not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self._http.endpoint
 
     def start(self) -> str:
         """Start serving; returns the endpoint."""
@@ -98,22 +98,11 @@ class SandboxGoogleApis:
         class Handler(_Handler):
             sandbox = apis
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="sandbox-google-apis", daemon=True)
-        self._thread.start()
-        return self.endpoint
+        return self._http.start(Handler)
 
     def stop(self) -> None:
         """Stop serving (idempotent)."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self._http.stop()
 
     def authorized_keys(self, username: str) -> list[str]:
         """The key lines ``username`` may log in with on an OS Login node: the imported keys of the

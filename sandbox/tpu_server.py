@@ -34,12 +34,13 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from sandbox.capacity import accelerator_types_json, answer_request
 from sandbox.fleet_data import JsonDict, SandboxWorld
+from sandbox.loopback_http import LoopbackHttp
 from sandbox.queued_lifecycle import QueuedResourceLifecycle, duration_s
 
 _LIST = re.compile(r"^/(v2|v2alpha1)/projects/([^/]+)/locations/([^/]+)/(nodes|queuedResources|acceleratorTypes)$")
@@ -111,14 +112,12 @@ class SandboxTpuApi:
         self.page_size = page_size
         self.requests: list[tuple[str, str]] = []
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._http = LoopbackHttp("sandbox-tpu-api")
 
     @property
     def endpoint(self) -> str:
         """``http://127.0.0.1:PORT`` (only valid after :meth:`start`)."""
-        assert self._server is not None, "server not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self._http.endpoint
 
     def start(self) -> str:
         """Start serving; returns the endpoint ``http://127.0.0.1:PORT``."""
@@ -127,22 +126,11 @@ class SandboxTpuApi:
         class Handler(_Handler):
             sandbox = api
 
-        self._server = _Server(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="sandbox-tpu-api", daemon=True)
-        self._thread.start()
-        return self.endpoint
+        return self._http.start(Handler)
 
     def stop(self) -> None:
         """Stop serving and free the port (idempotent)."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self._http.stop()
 
     def record(self, method: str, path: str) -> None:
         """Append one request to :attr:`requests` (thread-safe)."""
@@ -348,11 +336,6 @@ def _tier_of(qr: JsonDict) -> str:
     else:
         tier = "on-demand"
     return tier
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256   # listen backlog: the stdlib's 5 drops SYNs when 30+ clients connect at once
 
 
 class _Handler(BaseHTTPRequestHandler):
