@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -56,3 +57,30 @@ async def fleet_node(services: Services, name: str) -> Any:
     """The node ``name`` as the console sees it: listed by the real client through ``services.fleet``."""
     snapshot = await services.fleet.list_fleet()
     return next(n for n in snapshot.nodes if n.name == name)
+
+
+@contextmanager
+def running_sandbox(state_dir: Path, *, boot_s: float, fast_boot_s: float) -> Iterator[Any]:
+    """The whole sandbox (TPU API, SSH VMs, simulated vLLM, OpenAI servers) in ``state_dir``,
+    stopped on exit; ``boot_s`` for the slow nodes, ``fast_boot_s`` for the others."""
+    from sandbox.runner import Sandbox
+
+    box = Sandbox(state_dir, boot_s=boot_s, fast_boot_s=fast_boot_s)
+    box.start()
+    try:
+        yield box
+    finally:
+        box.stop()
+
+
+@contextmanager
+def services_on(box: Any, db_path: Path) -> Iterator[Services]:
+    """The console's services on ``box``'s config, with the history at ``db_path``, closed on exit."""
+    from console.config import load_config
+    from console.services import build_services
+
+    services = build_services(load_config(box.config_path), db_path=db_path, sandbox=box)
+    try:
+        yield services
+    finally:
+        services.close()

@@ -13,28 +13,20 @@ from console.app import TpuConsoleApp
 from console.flows.forwards import STABLE_PORTS, ForwardRegistry, stable_port
 from console.screens.fleet import FleetScreen
 from console.screens.forwards import ForwardsScreen
-from tests.ui.conftest import fleet_node, text_of
+from tests.ui.conftest import fleet_node, running_sandbox, services_on, text_of
 from tests.ui.test_startup import StartupApp
 
 
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Any:
-    from sandbox.runner import Sandbox
-
-    box = Sandbox(tmp_path / "sandbox", boot_s=1.0, fast_boot_s=0.3)
-    box.start()
-    yield box
-    box.stop()
+    with running_sandbox(tmp_path / "sandbox", boot_s=1.0, fast_boot_s=0.3) as box:
+        yield box
 
 
 @pytest.fixture
 def sandbox_services(sandbox: Any, tmp_path: Path) -> Any:
-    from console.config import load_config
-    from console.services import build_services
-
-    services = build_services(load_config(sandbox.config_path), db_path=tmp_path / "history.db", sandbox=sandbox)
-    yield services
-    services.close()
+    with services_on(sandbox, tmp_path / "history.db") as services:
+        yield services
 
 
 async def until(pilot: Any, predicate: Any, what: str, timeout_s: float = 30.0) -> None:

@@ -17,7 +17,7 @@ from console.widgets.log_pane import LogPane
 from console.widgets.startup_panel import PanelInfo, StartupPanel
 from remote.vllm_log.reader import StartupReader
 from tests.hostile import HOSTILE, HOSTILE_NAME, SHOWN, SHOWN_NAME, assert_clean, hostile_world
-from tests.ui.conftest import FROZEN_NOW, text_of
+from tests.ui.conftest import FROZEN_NOW, running_sandbox, text_of
 
 
 @pytest.fixture
@@ -177,13 +177,9 @@ async def test_the_log_view_keeps_a_line_a_line() -> None:
 
 
 @pytest.fixture
-def sandbox(tmp_path: Path):
-    from sandbox.runner import Sandbox
-
-    box = Sandbox(tmp_path / "sandbox", boot_s=0.5, fast_boot_s=0.3)
-    box.start()
-    yield box
-    box.stop()
+def sandbox(tmp_path: Path) -> Any:
+    with running_sandbox(tmp_path / "sandbox", boot_s=0.5, fast_boot_s=0.3) as box:
+        yield box
 
 
 #: What the swap form accepts to edit (it refuses NUL, and a newline in an env line, with a reason).

@@ -20,7 +20,7 @@ from remote.container.tail import TailStatus
 from remote.startup import Phase
 from remote.vllm_log.reader import StartupReader
 from store.errors import StoreError
-from tests.ui.conftest import fleet_node, text_of
+from tests.ui.conftest import fleet_node, running_sandbox, services_on, text_of
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm-logs"
 READY = "10-tpujax-v6e1-full-boot-ready"
@@ -182,22 +182,14 @@ async def test_log_pane_colours_folds_filters_and_caps() -> None:
 
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Any:
-    from sandbox.runner import Sandbox
-
-    box = Sandbox(tmp_path / "sandbox", boot_s=4.0, fast_boot_s=1.0)
-    box.start()
-    yield box
-    box.stop()
+    with running_sandbox(tmp_path / "sandbox", boot_s=4.0, fast_boot_s=1.0) as box:
+        yield box
 
 
 @pytest.fixture
 def sandbox_services(sandbox: Any, tmp_path: Path) -> Any:
-    from console.config import load_config
-    from console.services import build_services
-
-    services = build_services(load_config(sandbox.config_path), db_path=tmp_path / "history.db", sandbox=sandbox)
-    yield services
-    services.close()
+    with services_on(sandbox, tmp_path / "history.db") as services:
+        yield services
 
 
 

@@ -12,7 +12,7 @@ import pytest
 from console.app import TpuConsoleApp
 from console.screens.startup import StartupScreen
 from console.widgets.log_view import LogView
-from tests.ui.conftest import fleet_node
+from tests.ui.conftest import fleet_node, running_sandbox
 
 NODE = "research-v5e-1"
 
@@ -33,12 +33,8 @@ class OneNodeApp(TpuConsoleApp):
 
 @pytest.fixture
 def box(tmp_path: Path) -> Any:
-    from sandbox.runner import Sandbox
-
-    sandbox = Sandbox(tmp_path / "sandbox", boot_s=1.0, fast_boot_s=1.0)
-    sandbox.start()
-    yield sandbox
-    sandbox.stop()
+    with running_sandbox(tmp_path / "sandbox", boot_s=1.0, fast_boot_s=1.0) as box:
+        yield box
 
 
 async def _until(pilot: Any, predicate: Any, timeout_s: float = 60.0) -> None:
