@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 DOCKER_RECORD_BYTES = 16 * 1024
 
 _TIMESTAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d) ")
-_LONG_LINE = re.compile(rb"(?m)^[^\n]{%d,}" % (DOCKER_RECORD_BYTES + 1))  # tried at line starts only
+_WINDOW = DOCKER_RECORD_BYTES // 2
 
 
 def rejoin_records(line: bytes) -> bytes:
@@ -63,7 +63,7 @@ def rejoined_blocks(blocks: Iterable[bytes], *, max_line_bytes: int = 1 << 22) -
 
     Yields:
         bytes; only lines over :data:`DOCKER_RECORD_BYTES` are touched, the rest is passed on
-        unchanged (a regex scan per block finds the long lines).
+        unchanged.
     """
     carry = b""
     for block in blocks:
@@ -82,15 +82,24 @@ def rejoined_blocks(blocks: Iterable[bytes], *, max_line_bytes: int = 1 << 22) -
 
 
 def _rejoin_lines(data: bytes) -> bytes:
-    """``data`` (whole lines) with :func:`rejoin_records` applied to each line over one record."""
-    if len(data) <= DOCKER_RECORD_BYTES:
-        return data
+    """``data`` (whole lines) with :func:`rejoin_records` applied to each line over one record.
+
+    A line over :data:`DOCKER_RECORD_BYTES` holds a whole aligned window of half that size
+    without an LF, so one ``bytes.find`` per 8 KiB window finds every candidate (16 per 128 KiB
+    block): ordinary logs cost next to nothing.
+    """
     out: list[bytes] = []
-    pos = 0
-    for long_line in _LONG_LINE.finditer(data):
-        out.append(data[pos:long_line.start()])
-        out.append(rejoin_records(long_line.group()))
-        pos = long_line.end()
+    pos = checked = 0          # data[:pos] is in out; lines before ``checked`` were looked at
+    for k in range(0, len(data), _WINDOW):
+        if k < checked or data.find(b"\n", k, k + _WINDOW) >= 0:
+            continue
+        start = data.rfind(b"\n", 0, k) + 1
+        end = data.find(b"\n", k)
+        end = len(data) if end < 0 else end
+        checked = end
+        if end - start > DOCKER_RECORD_BYTES:
+            out += [data[pos:start], rejoin_records(data[start:end])]
+            pos = end
     if not out:
         return data
     out.append(data[pos:])
