@@ -2,7 +2,7 @@
 
 Builds a temporary log by repeating the corpus' full boot log (file 10: 1,075 lines,
 CRLF on some lines, 163 compile steps) until it is at least ``--size-mb`` MB, then times
-the ``log-summary --json`` verb in this process (which is ``read_log`` plus the JSON) and
+the ``log-summary --json`` verb in this process (``read_capture``: the record rejoin, then the reader, plus the JSON) and
 ``grep -c -E`` with the phrases the reader looks for (``GREP_PATTERNS``) on the same file.
 Both are pinned to one CPU. Prints MB/s and lines/s (wall clock and CPU time; on a shared
 machine the CPU-time figure is the fairer one) and the ratio to grep, each the best of

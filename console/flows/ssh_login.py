@@ -130,12 +130,15 @@ class LoginResolver:
 
     # --- the user -------------------------------------------------------------------------
 
-    async def login(self, node: Any, *, user: str | None = None) -> SshLogin:
+    async def login(self, node: Any, *, user: str | None = None, import_key: bool = True) -> SshLogin:
         """The :class:`SshLogin` for ``node``.
 
         Args:
             node: a :class:`remote.models.Node` (``raw["metadata"]`` is its metadata).
             user: ``--user`` from the command line, or ``None``.
+            import_key: import the console's public key into the OS Login profile when it is
+                missing (a connection follows); ``False`` only reads (the fleet's detail pane:
+                its notes then say the key would be imported at the first connection).
 
         Raises:
             OsLoginError: the node needs OS Login and its user cannot be worked out (no account
@@ -157,12 +160,17 @@ class LoginResolver:
                 f"Node {node.name} uses OS Login ({verdict.source}), and the console cannot tell your Google "
                 f"account: set [os_login] account = \"you@example.com\" in the config (or run `gcloud auth "
                 f"login`), or set [ssh] user to your OS Login POSIX name.")
-        name, imported = await self._posix_user(node, verdict, account)
-        if imported:
+        name, imported = await self._posix_user(node, verdict, account, import_key=import_key)
+        if imported and import_key:
             notes = (*notes, f"imported the SSH public key into the OS Login profile of {account}")
+        elif imported:
+            notes = (*notes, f"the console's SSH public key is not in the OS Login profile of {account} yet: "
+                             "it is imported at the first connection")
         return SshLogin(name, f"OS Login profile of {account}", verdict, notes)
 
-    async def _posix_user(self, node: Any, verdict: OsLoginVerdict, account: str) -> tuple[str, bool]:
+    async def _posix_user(self, node: Any, verdict: OsLoginVerdict, account: str, *,
+                          import_key: bool = True) -> tuple[str, bool]:
+        """(POSIX name, whether the key was missing: imported, or with ``import_key=False`` not yet)."""
         cached = self._users.get((account, node.project))
         if cached is not None:
             return cached, False
@@ -171,7 +179,8 @@ class LoginResolver:
             profile = await self.api.login_profile(account, node.project)
             imported = False
             if not profile_has_key(profile, public_key):
-                profile = await self.api.import_public_key(account, public_key, node.project)
+                if import_key:
+                    profile = await self.api.import_public_key(account, public_key, node.project)
                 imported = True
         except OsLoginError as exc:
             raise OsLoginError(
@@ -185,7 +194,8 @@ class LoginResolver:
         if not USER_NAME.fullmatch(name):               # it comes from the network: a name, nothing else
             raise OsLoginError(f"The OS Login profile of {account} gives the POSIX name {name!r}, which is not "
                                f"a user name; set [ssh] user or --user.")
-        self._users[(account, node.project)] = name
+        if import_key or not imported:     # a name whose key is not imported yet is not cached
+            self._users[(account, node.project)] = name
         return name, imported
 
     def close(self) -> None:

@@ -127,6 +127,10 @@ class FleetScreen(ConsoleScreen):
         #: project -> zone -> accelerator types it offers (listed once, for a stuck request's advice).
         self.offered_types: dict[str, dict[str, tuple[str, ...]]] = {}
         self._offered_loading: set[str] = set()
+        #: node row key -> (OS Login, SSH user) rows of the detail pane, worked out once per node
+        #: in the background (:meth:`LoginResolver.login` with ``import_key=False``).
+        self.logins: dict[str, tuple[str, str]] = {}
+        self._logins_loading: set[str] = set()
         #: node row key -> its last serving sample (READY nodes being sampled)
         self.serving: dict[str, ServingSample] = {}
         self._samplers: dict[str, tuple[Any, asyncio.Task[None]]] = {}
@@ -480,6 +484,8 @@ class FleetScreen(ConsoleScreen):
             extra.add_row(*row("symptoms", ", ".join(item.symptoms) or "-"))
             for w in item.workers:
                 extra.add_row(*row(f"worker {w.worker}", f"{fmt.dash(w.external_ip)} / {fmt.dash(w.internal_ip)}"))
+            for name, value in self._login_rows(item):
+                extra.add_row(*row(name, value))
             for name, value in serving_rows(self.serving.get(node_row_key(item))):
                 extra.add_row(*row(name, value))
         else:
@@ -490,6 +496,42 @@ class FleetScreen(ConsoleScreen):
         if isinstance(item, QueuedResource) and stuck_verdict(item) is not None:
             parts.append(self._advice_text(item))
         body.update(Group(*parts, Text("j: raw JSON", style="dim")))
+
+    def _login_rows(self, node: Node) -> list[tuple[str, str]]:
+        """``OS Login`` and ``SSH user`` rows: cached, else "working out…" while a worker asks
+        (the table never waits for the OS Login or Compute API)."""
+        key = node_row_key(node)
+        known = self.logins.get(key)
+        if known is not None:
+            return [("OS Login", known[0]), ("SSH user", known[1])]
+        if key not in self._logins_loading:
+            self._logins_loading.add(key)
+            self._resolve_login(node)
+        return [("OS Login", "working out…"), ("SSH user", "working out…")]
+
+    @work(group="login", exit_on_error=False)
+    async def _resolve_login(self, node: Node) -> None:
+        """Which user the console would log in as on ``node`` (read only: no key is imported here)."""
+        from console.flows.ssh_login import resolver_for
+
+        key = node_row_key(node)
+        resolver = resolver_for(self.services.config)
+        try:
+            login = await resolver.login(node, import_key=False)
+        except RemoteError as exc:
+            try:
+                verdict = (await resolver.verdict(node)).describe()
+            except RemoteError:
+                verdict = "-"
+            self.logins[key] = (verdict.removeprefix("OS Login "), f"cannot tell: {exc}")
+        else:
+            os_login = ("needed" if login.verdict.enabled else "not needed") + login.verdict.describe().removeprefix(
+                "OS Login on" if login.verdict.enabled else "OS Login off")
+            user = "; ".join([f"{login.user} ({login.source})", *(n for n in login.notes if n != login.verdict.note)])
+            self.logins[key] = (os_login, user)
+        self._logins_loading.discard(key)     # an unexpected error leaves it loading: asked once, not per tick
+        if self._selected_key == key:
+            self._render_detail()
 
     def _advice_text(self, qr: QueuedResource) -> Text:
         """The stuck request's "what to try" lines (the zones' types are listed once per project)."""

@@ -55,7 +55,7 @@ from remote.container.tail import TailStatus
 from remote.errors import RemoteError
 from remote.printable import printable
 from remote.startup import Phase, StartupState
-from remote.vllm_log.workers import failing_worker
+from remote.vllm_log.workers import failing_worker, ready_from_worker_0
 from remote.vllm_log.workers import slice_hbm as slice_hbm_of
 from store.errors import StoreError
 
@@ -121,6 +121,8 @@ class StartupScreen(ConsoleScreen):
         self.worker: int | None = worker if worker is not None or self._workers_count() > 1 else 0
         #: Workers 1..N of a slice followed beside :attr:`watcher` (worker 0), in worker order.
         self.side_watchers: list[StartupWatch] = []
+        #: Worker 0, followed quietly while worker N > 0 is watched alone: only its log says ready.
+        self.ready_watcher: StartupWatch | None = None
         self.poll_s = poll_s
         self.watcher: StartupWatch | None = None
         self.recorder: LaunchRecorder | None = None
@@ -172,6 +174,7 @@ class StartupScreen(ConsoleScreen):
         self.workers.cancel_group(self, "startup-tunnel")
         self.watcher = None
         self.side_watchers = []
+        self.ready_watcher = None
         self.problem = None
         self.node_wait = None
         self.tunnel_note = None
@@ -203,6 +206,7 @@ class StartupScreen(ConsoleScreen):
                 self.node_wait = None
             chosen = list(range(self._workers_count())) if self.worker is None else [self.worker]
             pairs = [await login_target(self.node, config, w, self.services.fleet) for w in chosen]
+            quiet_pair = await login_target(self.node, config, 0, self.services.fleet) if self.worker else None
         except RemoteError as exc:
             self._set_problem(exc.message, title=exc.title)
             return
@@ -215,6 +219,9 @@ class StartupScreen(ConsoleScreen):
             self._write_marker(f"──── {printable(login.describe())} ────")
         every = [self._make_watch(target, config, worker) for target, worker in zip(targets, chosen, strict=True)]
         self.watcher, self.side_watchers = every[0], every[1:]
+        if quiet_pair is not None:
+            self.ready_watcher = self._make_quiet_watch(quiet_pair[0], config)
+            every.append(self.ready_watcher)
         try:
             for watch in every:
                 try:
@@ -240,6 +247,18 @@ class StartupScreen(ConsoleScreen):
             log_for=log_opener(config.logs.folder, self.node.name, worker,
                                max_mib=config.logs.max_mib, keep=config.logs.keep))
         return watch
+
+    def _make_quiet_watch(self, target: Any, config: Any) -> StartupWatch:
+        """Worker 0 of a slice, followed for its readiness only (no lines shown, no launch, no file)."""
+        async def ask(fingerprint: str) -> bool:
+            return await self.ask(host_key_question(target, fingerprint))
+
+        def lines(_batch: list[Any]) -> None:
+            self._dirty = True
+
+        return StartupWatch(target, container=config.container.name, container_port=config.container.port,
+                            accept_new_host_key=ask, on_lines=lines, on_status=lambda _status: None,
+                            tail_options={"max_batch_lines": TAIL_BATCH_LINES})
 
     def _worker_of(self, watch: StartupWatch) -> int | None:
         """The worker number ``watch`` follows in the all-workers view, else ``None`` (no prefix)."""
@@ -501,7 +520,7 @@ class StartupScreen(ConsoleScreen):
         window = MetricsWindow()
         panel = self.query_one("#panel-serving", ServingPanel)
         async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:
-            while watch is self.watcher and forward.state != "closed":
+            while (watch is self.watcher or watch is self.ready_watcher) and forward.state != "closed":
                 if forward.state == "open":
                     try:
                         window.add(await fetch_metrics(client, forward.url))
@@ -526,6 +545,8 @@ class StartupScreen(ConsoleScreen):
             states = [state, *(side.reader.state for side in self.side_watchers)]
             slice_hbm = tuple(slice_hbm_of(states))
             state = _failed_on_any_worker(states)
+        if watch is not None and self.ready_watcher is not None:
+            state = ready_from_worker_0(state, self.ready_watcher.reader.state)
         return PanelInfo(
             state=state, workers=1 + len(self.side_watchers), slice_hbm=slice_hbm,
             now=self.services.clock(), status=watch.status if watch is not None else None,
@@ -555,7 +576,7 @@ class StartupScreen(ConsoleScreen):
             self._record(info.state, watch.reader_container_id)
         if info.state.ready and not self._tunnel_started:
             self._tunnel_started = True
-            self._tunnel(watch)
+            self._tunnel(self.ready_watcher if self.ready_watcher is not None else watch)
 
     def _update_log_title(self) -> None:
         self.query_one(LogPane).update_title()

@@ -1,7 +1,9 @@
 """``tpu-console log-summary FILE [--json]``: what a saved vLLM startup log says.
 
 Reads the file (``-`` = standard input) with the same reader the startup view
-uses and prints a panel, or with ``--json`` one object whose keys match the
+uses, after rejoining docker's 16 KiB records on bytes as the live tail does
+(``remote.container.docker_records``: a capture of ``docker logs --timestamps``
+reads as vLLM printed it), and prints a panel, or with ``--json`` one object whose keys match the
 corpus sidecars (see ``remote.vllm_log.reader.summary_json``).
 
 Exit codes: 0 the file was read (whatever the log says); 2 it could not be read.
@@ -29,10 +31,10 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Read ``args.file`` and print the summary; returns the exit code (0 or 2)."""
-    from remote.vllm_log.reader import read_log, summary_json
+    from remote.vllm_log.reader import summary_json
 
     try:
-        state = read_log(args.file)
+        state = read_capture(args.file)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         print(printable(f"tpu-console: log-summary: cannot read {args.file}: {reason}"), file=sys.stderr)
@@ -48,6 +50,29 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_summary_panel(f"log-summary {args.file}", summary)
     return 0
+
+
+def read_capture(path: str) -> Any:
+    """The :class:`~remote.startup.StartupState` of a saved log (``-`` = standard input).
+
+    The bytes go through :func:`~remote.container.docker_records.rejoined_blocks` (docker's
+    record borders removed, docker/cli#4941) before the reader, in 128 KiB blocks.
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
+    import contextlib
+
+    from remote.container.docker_records import rejoined_blocks
+    from remote.vllm_log.reader import StartupReader
+
+    reader = StartupReader()
+    with contextlib.ExitStack() as stack:
+        stream = sys.stdin.buffer if path == "-" else stack.enter_context(open(path, "rb"))
+        for block in rejoined_blocks(iter(lambda: stream.read(1 << 17), b"")):
+            reader.feed(block)
+    reader.close()
+    return reader.state
 
 
 def _recognised(state: Any) -> bool:

@@ -6,7 +6,8 @@ Usage: ``tpu-console watch NODE [--project P] [--zone Z] [--worker N] [--user NA
 A multi-host slice (e.g. v5litepod-16, 4 workers) is followed on every worker at once (each
 progress line prefixed ``w0| ``..``w3| ``; the summary sums HBM over workers and says how many
 there are; a failure on any worker fails the boot and names the worker); ``--worker N``
-follows worker N alone.
+follows worker N alone (for N > 0, worker 0's log is followed quietly too: only worker 0 says
+ready, so the watch ends at ready when worker 0 does and probes /v1/models there).
 
 Finds the node through the TPU API (``NODE`` may also be the node name of a queued resource's
 node spec, before the node exists); a node that is not READY yet (CREATING, or its queued
@@ -107,7 +108,7 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
         print(f"tpu-console: {printable(found)}", file=sys.stderr)
         return 2
     node, suffixes, config = found
-    pairs = []
+    pairs: dict[int, tuple[Any, Any]] = {}
     try:
         login = await resolver_for(config).login(node, user=args.user)
         for worker, suffix in sorted(suffixes.items()):
@@ -118,16 +119,19 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
                 accept = accept_new_host_key(target, lambda sentence: print(printable(sentence), file=sys.stderr))
             else:
                 accept = terminal_host_key_prompt(target)
-            pairs.append((target, accept))
+            pairs[worker] = (target, accept)
     except RemoteError as exc:
         print(f"tpu-console: {printable(exc)}", file=sys.stderr)
         return 2
     print(printable(login.describe()), file=sys.stderr)
-    (target, accept), rest = pairs[0], pairs[1:]
+    ready_from = None
     if args.worker:
-        print(f"tpu-console: following worker {args.worker} alone: only worker 0's log says ready, so this "
-              f"watch ends on a failure, an exited container or Ctrl-C (omit --worker to follow every worker)",
-              file=sys.stderr)
+        (target, accept), rest = pairs[args.worker], []
+        ready_from = pairs[0]
+        print(f"tpu-console: following worker {args.worker} alone; only worker 0's log says ready, so worker 0 "
+              f"is followed quietly for that (omit --worker to follow every worker)", file=sys.stderr)
+    else:
+        (target, accept), rest = pairs[min(pairs)], [pairs[w] for w in sorted(pairs)[1:]]
     from console.flows.launch_log import log_opener
 
     def logs_of(worker: int) -> Any:
@@ -143,7 +147,8 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
                                            waiting_hint=no_container_hint(
                                                node, config.container.name, image=config.container.image,
                                                model=config.container.model),
-                                           log_for=logs_of(args.worker or 0), worker_log_for=logs_of)
+                                           log_for=logs_of(args.worker or 0), worker_log_for=logs_of,
+                                           ready_from=ready_from)
     finally:
         if recorder.store is not None:
             recorder.store.close()
@@ -178,7 +183,8 @@ async def find_node(config: Any, name: str, *, project: str | None, zone: str | 
                     progress: TextIO | None = None) -> tuple[Any, dict[int, str | None], Any] | str:
     """Find ``name`` in the fleet and wait until it is READY: ``(node, {worker: its ssh-ed25519
     guest attribute or None}, config)``, or why not (a sentence). ``worker`` ``None`` means every
-    worker of the node (one for a single-host node), else that worker alone.
+    worker of the node (one for a single-host node), else that worker alone (and worker 0 beside
+    a worker N > 0: its log says when the server is ready).
 
     The lookup is :func:`console.flows.node_lookup.find_node_or_request` (``name`` may be ``NAME``,
     ``ZONE/NAME`` or ``PROJECT/ZONE/NAME``, or the node name of a queued resource's node spec). A
@@ -211,7 +217,8 @@ async def find_node(config: Any, name: str, *, project: str | None, zone: str | 
                 changed(f"node {node.name} is READY")
                 if config.path is not None:
                     config = load_config(config.path)
-            chosen = [worker] if worker is not None else list(range(max(1, len(node.workers))))
+            chosen = ([0, worker] if worker else [worker]) if worker is not None \
+                else list(range(max(1, len(node.workers))))
             suffixes = {w: await host_key_suffix(source, node, w) for w in chosen}
     except NodeWontBeReady:
         raise
@@ -248,6 +255,7 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
                        workers: Sequence[tuple[Any, Callable[[str], Awaitable[bool]] | None]] = (),
                        log_for: Callable[[str], Any] | None = None,
                        worker_log_for: Callable[[int], Callable[[str], Any]] | None = None,
+                       ready_from: tuple[Any, Callable[[str], Awaitable[bool]] | None] | None = None,
                        ) -> tuple[int, dict[str, Any] | None]:
     """Follow ``container`` on ``target`` until ready or failed.
 
@@ -265,6 +273,11 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
         log_for: ``container_id -> LaunchLog``: the full log of each container followed is kept
             on disk (:func:`console.flows.launch_log.log_opener`); ``None`` keeps none.
         worker_log_for: ``worker -> log_for`` for workers 1..N of a slice (each worker's own file).
+        ready_from: ``(worker 0's target, host-key callback)`` when ``target`` is worker N > 0 of
+            a slice followed alone: worker 0 is followed quietly (nothing printed, recorded or kept
+            on disk but ``worker 0 says ready`` and a fatal failure), the watch ends at ready when
+            worker 0's log says so (after ``target``'s own KV-cache line, at most
+            :data:`WORKER_GRACE_S`) and /v1/models is probed on worker 0.
 
     Returns:
         ``(exit code, summary_json or None)``: 0 ready, 1 failed or exited, 2 could not connect.
@@ -273,7 +286,7 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
     from remote.container.tail import TailStatus
     from remote.errors import RemoteError
     from remote.vllm_log.reader import summary_json
-    from remote.vllm_log.workers import slice_summary
+    from remote.vllm_log.workers import ready_from_worker_0, slice_summary
 
     out = progress or sys.stderr
     multi = bool(workers)
@@ -356,8 +369,17 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
         return on
 
     def worker_on_status(worker: int) -> Callable[[TailStatus], None]:
+        said: set[int] = set()
+
         def on(status: TailStatus) -> None:
             worker_status[worker] = status
+            other = others[worker - 1]
+            restart = other.restarts[-1] if other.restarts else None
+            if restart is not None and restart.restart_count == status.restart_count \
+                    and restart.restart_count not in said:
+                said.add(restart.restart_count)         # a fresh boot on this worker: its own reader
+                say(restart.marker(), worker)
+                worker_failed.discard(worker)
             if status.kind in ("reconnecting", "waiting", "exited", "error") or status.message.startswith("resumed"):
                 say(status.message, worker)
             if status.kind in ("exited", "error"):
@@ -367,31 +389,55 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
     watch = StartupWatch(target, container=container, container_port=container_port,
                          accept_new_host_key=accept_new_host_key, on_lines=on_lines, on_status=on_status,
                          log_for=log_for)
+    quiet: StartupWatch | None = None
+    if ready_from is not None:
+        def quiet_lines(batch: list[tuple[Any, str]]) -> None:
+            state = quiet.reader.state if quiet is not None else None
+            if state is None or last.get("quiet_said"):
+                return
+            if state.ready:
+                last["quiet_said"] = True
+                say("worker 0 says ready (the server runs on worker 0)", None)
+                done.set()
+            elif state.failure is not None and state.failure.fatal:
+                last["quiet_said"] = True
+                say(f"worker 0 failed: {state.failure.kind.value}: {scrub_text(state.failure.message)}", None)
+                asyncio.get_running_loop().call_later(FAILURE_GRACE_S, done.set)
+
+        quiet = StartupWatch(ready_from[0], container=container, container_port=container_port,
+                             accept_new_host_key=ready_from[1], on_lines=quiet_lines, on_status=lambda _: None)
     for index, (worker_target, worker_accept) in enumerate(workers, start=1):
         others.append(StartupWatch(worker_target, container=container, container_port=container_port,
                                    accept_new_host_key=worker_accept, on_lines=worker_lines(index),
                                    on_status=worker_on_status(index),
                                    log_for=worker_log_for(index) if worker_log_for is not None else None))
     every = [watch, *others]
-    for index, each in enumerate(every):
+    for index, each in enumerate([*every, quiet] if quiet is not None else every):
         try:
             await each.connect()
         except RemoteError as exc:
-            say(f"tpu-console: {exc}", index)
-            for opened in every:
+            say(f"tpu-console: {exc}", index if each is not quiet else None)
+            for opened in every if quiet is None else [*every, quiet]:
                 await opened.close()
             return 2, None
-        say(f"connected to {each.target.label}; following container {container}", index)
+        if each is quiet:
+            say(f"connected to {each.target.label} (worker 0) for its readiness only", None)
+        else:
+            say(f"connected to {each.target.label}; following container {container}", index)
     if multi:
         say(f"following {len(every)} workers of {target.node_name or target.label}", None)
     try:
         task = asyncio.create_task(watch.follow())
         followers = [asyncio.create_task(other.follow()) for other in others]
+        if quiet is not None:
+            followers.append(asyncio.create_task(quiet.follow()))
         waiter = asyncio.create_task(done.wait())
         await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
         if others and watch.reader.state.ready:
             await _workers_caught_up(others)
-        for each in every:
+        if quiet is not None and quiet.reader.state.ready:
+            await _workers_caught_up([watch])
+        for each in every if quiet is None else [*every, quiet]:
             each.stop()
         waiter.cancel()
         await asyncio.gather(task, *followers, return_exceptions=True)
@@ -399,6 +445,10 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
             each.reader.close()
         state = watch.reader.state
         status = last["status"]
+        slice_ready = False
+        if quiet is not None:
+            state = ready_from_worker_0(state, quiet.reader.state)
+            slice_ready = state.ready and not watch.reader.state.ready
         failed_worker = min(worker_failed) if worker_failed else None
         exited_worker = next((w for w, st in sorted(worker_status.items()) if st.kind == "exited"), None)
 
@@ -418,12 +468,16 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
                 recorder.record(state, watch.reader_container_id)
         if state.ready and failed_worker is None and exited_worker is None:
             if probe:
-                await _probe(watch, container_port, say)
-            return 0, summary()
+                await _probe(quiet if slice_ready and quiet is not None else watch, container_port, say)
+            result = summary()
+            if slice_ready:
+                result["ready_on_worker"] = 0        # this worker's log never says it: worker 0's did
+            return 0, result
     finally:
-        for each in every:
+        for each in every if quiet is None else [*every, quiet]:
             await each.close()
-    if (state.failure is not None and state.failure.fatal) or failed_worker is not None:
+    quiet_failed = quiet is not None and quiet.reader.state.failure is not None and quiet.reader.state.failure.fatal
+    if (state.failure is not None and state.failure.fatal) or failed_worker is not None or quiet_failed:
         return 1, summary()
     if status is not None and status.kind == "exited":
         say(f"container {container} exited with code {status.exit_code} before the log said it was ready")

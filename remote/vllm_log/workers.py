@@ -10,11 +10,12 @@ Per-chip figures stay per chip (each worker's own snapshots); the slice totals s
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from remote.startup import StartupState, summary_json
+from remote.startup import Phase, PhaseMark, StartupState, summary_json
 
 #: The HBM stages summed over workers, in boot order.
 SLICE_STAGES = ("worker_init", "model_loaded", "kv_cache")
@@ -105,3 +106,20 @@ def slice_summary(states: Sequence[StartupState]) -> dict[str, Any]:
 
 def _latest(state: StartupState) -> Any:
     return state.hbm_snapshots[-1] if state.hbm_snapshots else None
+
+
+def ready_from_worker_0(state: StartupState, worker_0: StartupState) -> StartupState:
+    """Worker N's ``state`` (N > 0) as ready once worker 0's log said ready.
+
+    Only worker 0 prints uvicorn's ``Application startup complete.``; a worker N followed alone
+    therefore never reads ready itself. Returns ``state`` unchanged while worker 0 is not ready,
+    when either worker failed fatally, or when ``state`` is ready already; else a copy with
+    ``ready`` set, phase READY and a READY mark at worker 0's ready time (``line_no`` = the
+    lines worker N had read by then).
+    """
+    if state.ready or not worker_0.ready or state.phase is Phase.FAILED \
+            or (worker_0.failure is not None and worker_0.failure.fatal):
+        return state
+    mark = next((m for m in reversed(worker_0.timeline) if m.phase is Phase.READY), None)
+    timeline = state.timeline + ((PhaseMark(Phase.READY, mark.started_at, state.lines_read),) if mark else ())
+    return dataclasses.replace(state, ready=True, phase=Phase.READY, timeline=timeline)

@@ -212,6 +212,20 @@ def test_a_swap_on_the_os_login_node_records_the_posix_user(tmp_path: Path, caps
         assert set(box.vms[OS_LOGIN_NODE].auth_users) == {POSIX_NAME}
 
 
+def test_a_rollback_on_the_os_login_node_records_the_posix_user_as_swap_does(tmp_path: Path, capsys) -> None:
+    with Sandbox(tmp_path / "sandbox", boot_s=0.5, fast_boot_s=0.5) as box:
+        config = ["--config", str(box.config_path)]
+        assert main([*config, "swap", OS_LOGIN_NODE, "--set", "max-model-len=8192", "--yes"]) == 0, \
+            capsys.readouterr().err
+        code = main([*config, "rollback", OS_LOGIN_NODE, "--yes"])
+        assert code == 0, capsys.readouterr().err
+        with sqlite3.connect(box.db_path) as db:
+            rows = db.execute("SELECT origin, ssh_user, max_model_len FROM launches WHERE origin = 'console' "
+                              "ORDER BY id").fetchall()
+        assert [(origin, user) for origin, user, _ in rows] == [("console", POSIX_NAME)] * 2
+        assert rows[0][2] == 8192 and rows[1][2] != 8192                    # the second is the rollback
+
+
 async def test_an_os_login_user_without_sudo_is_told_about_os_admin_login(box) -> None:
     from remote.ssh import SudoPasswordRequired
 

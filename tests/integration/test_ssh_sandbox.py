@@ -770,6 +770,53 @@ def test_watch_follows_every_worker_of_a_slice_and_sums_hbm_over_workers(sandbox
     assert code == 0 and "workers" not in jsonlib.loads(alone.out) and "w1|" not in alone.err
 
 
+def test_watch_of_one_worker_past_0_ends_at_ready_from_worker_0(sandbox, capsys) -> None:
+    """Only worker 0's log says ready: ``--worker 2`` follows worker 0 quietly and ends at its ready."""
+    import json as jsonlib
+
+    from console.cli import main
+
+    vms = sandbox.workers[SLICE]
+    plans = sandbox.call(_plans_of(vms))
+    code = main(["--config", str(sandbox.config_path), "watch", SLICE, "--worker", "2", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    summary = jsonlib.loads(captured.out)
+    assert summary["ready_on_worker"] == 0 and summary["ready"] is True and summary["phase"] == "ready"
+    assert summary["lines_read"] == len(plans[2].lines)                      # worker 2's log, not worker 0's
+    assert summary["hbm_after_kv_used_gib"] == [plans[0].hbm_after_kv_gib] * 4          # as every worker prints
+    assert f"connected to node {SLICE} (127.0.0.1:{vms[2].ssh_port}); following" in captured.err
+    assert f"127.0.0.1:{vms[0].ssh_port}) (worker 0) for its readiness only" in captured.err
+    assert "worker 0 says ready" in captured.err and "confirmed: /v1/models on port 8000 serves" in captured.err
+    assert "phase: ready" not in captured.err                                # worker 0's lines stay quiet
+
+
+def test_a_restart_in_place_on_worker_1_gets_its_marker_and_a_fresh_boot_section(sandbox, capsys) -> None:
+    import json as jsonlib
+
+    from console.cli import main
+
+    vms = sandbox.workers[SLICE]
+    vms[0].boot_s = 6.0                                                   # worker 0 still booting meanwhile
+    sandbox.call(_replace(vms[0], ["meta-llama/Llama-3.1-8B-Instruct", "--tensor-parallel-size", "4"]))
+    box = vms[1].docker.find("vllm")
+    worker_lines = [line for _, line in box.plan.lines]
+
+    def restart() -> None:                 # on the sandbox loop, after worker 1's 2nd followed line
+        vms[1].docker.restart(box, box.plan)
+
+    sandbox.call(_cut_after_with(vms[1], 2, restart))
+    code = main(["--config", str(sandbox.config_path), "watch", SLICE, "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    markers = re.findall(r"^w(\d)\| container vllm restarted \(restart 1\) at \d\d:\d\d:\d\d UTC; a fresh boot follows$",
+                         captured.err, re.M)
+    assert markers == ["1"], captured.err
+    summary = jsonlib.loads(captured.out)
+    assert summary["ready"] is True and summary["workers"] == 4
+    assert summary["worker_lines_read"][1] == len(worker_lines)             # the new run's lines alone
+
+
 def test_a_failure_on_any_worker_fails_the_boot_and_names_the_worker(sandbox, capsys) -> None:
     import json as jsonlib
 

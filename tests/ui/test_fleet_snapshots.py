@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 from console.app import TpuConsoleApp
@@ -45,6 +46,8 @@ class FixedSampler:
 
 def fleet_app(services: Services) -> TpuConsoleApp:
     services.serving_sampler = FixedSampler
+    # the detail pane's SSH user row: the local user name would differ per machine
+    services.config = dataclasses.replace(services.config, ssh=dataclasses.replace(services.config.ssh, user="operator"))
     return TpuConsoleApp(services)
 
 

@@ -488,6 +488,27 @@ async def test_a_slice_is_followed_on_every_worker_with_prefixed_lines_and_summe
         assert "worker 0 of 4" in screen.sub_title and not screen.query_one("#panel-slice").display
 
 
+async def test_one_worker_past_0_alone_ends_ready_from_worker_0s_log(sandbox: Any, sandbox_services: Any) -> None:
+    """Worker 2 alone: its lines only, and READY (with the forward and /v1/models) when worker 0's log says so."""
+    vms = sandbox.workers["vllm-v5e-16"]
+    plans = [sandbox.call(_plan(vm)) for vm in vms]
+    node = await fleet_node(sandbox_services, "vllm-v5e-16")
+    app = StartupApp(sandbox_services, node, worker=2)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        await _until(pilot, lambda: screen.served_models is not None)
+        await pilot.pause(PANEL_WAIT_S)
+        view = screen.query_one("#log", LogView)
+        assert [e.text for e in view.buffer.entries if not e.text.startswith("────")] \
+            == [line for _, line in plans[2].lines]                          # worker 2's lines, not worker 0's
+        assert not screen.watcher.reader.state.ready                        # its own log never says it
+        assert screen.ready_watcher is not None and screen.ready_watcher.reader.state.ready
+        assert screen.ready_watcher.target.port == vms[0].ssh_port and screen.watcher.target.port == vms[2].ssh_port
+        assert screen.panel_info().state.phase is Phase.READY
+        assert "✔ READY" in panel_text(app, "banner") and "worker 2 of 4" in screen.sub_title
+        assert screen.served_models == (plans[0].served_model_name or plans[0].model,)
+
+
 async def test_a_failure_on_another_worker_fails_the_boot_in_the_panel(sandbox: Any, sandbox_services: Any) -> None:
     vms = sandbox.workers["vllm-v5e-16"]
     sandbox.call(_reboot(vms[0], ["meta-llama/Llama-3.1-8B-Instruct", "--tensor-parallel-size", "4"], boot_s=30.0))

@@ -41,3 +41,26 @@ def test_short_lines_and_foreign_text_stay_as_they_are() -> None:
     # a long line with a timestamp-like text that is not at a border keeps it
     text = b"a" * 100 + TS[3] + b"b" * (2 * DOCKER_RECORD_BYTES)
     assert rejoin_records(TS[0] + text) == TS[0] + text
+
+
+def test_a_capture_in_any_chunking_is_each_line_rejoined() -> None:
+    """``rejoined_blocks`` = ``rejoin_records`` per line, whatever the block borders and line lengths."""
+    import random
+
+    from remote.container.docker_records import rejoined_blocks
+
+    rnd = random.Random(7)
+    lines = []
+    for i in range(60):
+        size = rnd.choice((0, 10, 300, DOCKER_RECORD_BYTES - 31, DOCKER_RECORD_BYTES + 1, 40_000, 70_000))
+        printed, _ = _as_docker_prints(b"x" * size, cut_in_char=size > DOCKER_RECORD_BYTES)
+        lines.append(printed if i % 7 else b"no stamp " + b"y" * size)      # some lines without a stamp
+    capture = b"\n".join(lines) + b"\n" + lines[1]                          # the last without an LF
+    expected = b"\n".join(rejoin_records(line) for line in capture.split(b"\n"))
+    for seed in range(4):
+        pieces, pos = [], 0
+        while pos < len(capture):
+            n = rnd.randint(1, rnd.choice((5, 4096, 20_000, 1 << 17)))
+            pieces.append(capture[pos:pos + n])
+            pos += n
+        assert b"".join(rejoined_blocks(pieces)) == expected, f"seed {seed}"
