@@ -28,9 +28,7 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from remote.printable import printable
-from remote.secrets import scrub_text
-from remote.vllm_log.patterns import ANSI, overlay_cr
+from console.render.plain import log_line_text
 
 #: The envelope before a vLLM message: optional process prefix, then ``LEVEL MM-DD HH:MM:SS
 #: [file:line]`` (vLLM V0/V1, tpu-inference) or uvicorn's ``LEVEL:   ``.
@@ -107,14 +105,15 @@ class LogBuffer:
         """The entry numbered ``seq`` (must still be kept)."""
         return self.entries[seq - self.entries[0].seq]
 
-    def append(self, lines: list[str]) -> None:
-        """Add lines (each without its newline) and update :attr:`rows`."""
+    def append(self, lines: list[str], *, masked: bool = False) -> None:
+        """Add lines (each without its newline) and update :attr:`rows`.
+
+        ``masked``: the lines went through :func:`console.render.plain.log_line_text` already
+        (e.g. on the startup watch's line thread), so they are not cleaned and masked again here.
+        """
         needle = self.filter_text.lower()
         for raw in lines:
-            # whole escape sequences (a log's colours) go, the same way the reader drops them; the
-            # one sanitizer removes every other control byte
-            text = raw if raw.isprintable() else printable(ANSI.sub("", raw.expandtabs()))
-            text = scrub_text(text)          # vLLM logs its api_key with its arguments: not on screen
+            text = raw if masked else log_line_text(raw)
             if len(text) > MAX_SHOWN_CHARS:
                 self.cut_lines.append((self.total, text))
                 text = f"{text[:MAX_SHOWN_CHARS]}… +{len(text) - MAX_SHOWN_CHARS} chars"
@@ -247,18 +246,30 @@ class LogView(ScrollView, can_focus=True):
 
     # --- input -------------------------------------------------------------------------
 
-    def write_lines(self, lines: list[str], skipped: int = 0) -> None:
+    def write_lines(self, lines: list[str], skipped: int = 0, *, masked: bool = False) -> None:
         """Append lines (after ``skipped`` older ones that are only counted); scrolls to the end when following.
 
         A line with CR redraws (tqdm, ``docker run -t``) shows its last state, as a terminal would.
+        ``masked``: they went through :func:`~console.render.plain.log_line_text` already.
         """
         if skipped:
             self.buffer.skip(skipped)
-        self.buffer.append([overlay_cr(line) if "\r" in line else line for line in lines])
+        self.buffer.append(lines, masked=masked)
         self._resize()
 
     def _resize(self) -> None:
-        self.virtual_size = Size(self.buffer.max_width, len(self.buffer.rows))
+        size = Size(self.buffer.max_width, len(self.buffer.rows))
+        if size == self.virtual_size:
+            pass
+        elif self.styles.overflow_x == "scroll" and self.styles.overflow_y == "scroll" and self.container_size:
+            # Textual's ``virtual_size`` reactive re-lays out the whole screen on every change
+            # (~40-90 ms with the panel beside it, per pane write during a flood); with both
+            # scrollbars always shown the pane's layout cannot change, so only the scrollbars
+            # and the scroll limits are updated (what a layout would do for this widget).
+            self.set_reactive(LogView.virtual_size, size)
+            self._scroll_update(size)
+        else:
+            self.virtual_size = size
         if self.follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
         self.refresh()
