@@ -237,7 +237,7 @@ class LogView(ScrollView, can_focus=True):
         self.buffer = LogBuffer(max_lines)
         self.follow = True
         self.search_text = ""
-        self._cache: LRUCache[tuple[int, int], Strip] = LRUCache(1024)
+        self._cache: LRUCache[tuple[int, int, int], Strip] = LRUCache(1024)
         self._frame_style: Style | None = None
 
     def notify_style_update(self) -> None:
@@ -343,16 +343,20 @@ class LogView(ScrollView, can_focus=True):
         if index >= len(self.buffer.rows):
             return Strip.blank(width, rich_style)
         seq, n = self.buffer.rows[index]
-        key = (seq, n)
+        # only the characters up to the window's right edge are rendered (a 2,000-character line
+        # costs ~0.5 ms whole); every character is at least one cell, so the window is full
+        limit = scroll_x + width
+        key = (seq, n, limit)
         strip = self._cache.get(key)
         if strip is None:
-            strip = self._render_row(index, rich_style)
+            strip = self._render_row(index, rich_style, limit)
             self._cache[key] = strip
         return strip.crop_extend(scroll_x, scroll_x + width, rich_style).apply_offsets(scroll_x, index)
 
-    def _render_row(self, index: int, base: Style) -> Strip:
+    def _render_row(self, index: int, base: Style, limit: int) -> Strip:
         text, level, fold = self.buffer.row_text(index)
-        line = Text(text, no_wrap=True, end="")
+        # a match that crosses the right edge is still found (and its visible part highlighted)
+        line = Text(text[:limit + len(self.search_text) + len(self.buffer.filter_text)], no_wrap=True, end="")
         line.stylize(base)
         if fold:
             line.stylize(self.get_component_rich_style("log-view--fold"))
