@@ -24,6 +24,8 @@ reader's snapshot published after each batch.
 from __future__ import annotations
 
 import shlex
+import sys
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,6 +39,25 @@ from remote.errors import RemoteError
 from remote.secrets import scrub_text
 from remote.ssh import SshTarget
 from remote.vllm_log.reader import StartupReader
+
+#: The interpreter's thread switch interval while a watch follows (CPython's default is 5 ms): the
+#: tail's line thread holds the GIL for at most this long before the UI loop gets it back.
+SWITCH_INTERVAL_S = 0.001
+_switch_lock = threading.Lock()
+_switch_users: list[float] = []       # the interval before the first watch, one entry per follow running
+
+
+def _fast_switch(enter: bool) -> None:
+    """Lower the switch interval while any watch follows; restore it after the last one."""
+    with _switch_lock:
+        if enter:
+            _switch_users.append(sys.getswitchinterval())
+            sys.setswitchinterval(min(SWITCH_INTERVAL_S, _switch_users[0]))
+        else:
+            first = _switch_users[0]
+            _switch_users.pop()
+            if not _switch_users:
+                sys.setswitchinterval(first)
 
 
 class StartupWatch:
@@ -131,9 +152,11 @@ class StartupWatch:
         self._tail = LogTail(reconnect, self.container, on_lines=self._lines, on_status=self._status,
                              prepare_lines=self._read_lines, prepare_status=self._read_status,
                              **self._tail_options)
+        _fast_switch(True)
         try:
             await self._tail.run()
         finally:
+            _fast_switch(False)
             self.state = self.reader.state
 
     @property

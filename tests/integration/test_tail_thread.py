@@ -141,3 +141,24 @@ async def test_a_slow_line_thread_stops_the_channel_reading_and_loses_nothing(vm
     assert received == [line for _, line in plan.lines]
     # one SSH packet (asyncssh's default max packet: 32 KiB) may land after the high mark
     assert max(queued) > 0 and max(queued) <= high + (64 << 10), max(queued)
+
+
+async def test_the_switch_interval_is_short_while_a_watch_follows_and_restored_after(vm_target) -> None:
+    import sys
+
+    from console.flows.startup_watch import SWITCH_INTERVAL_S
+
+    vm, target = vm_target
+    await vm.boot_container(READY_ARGV)
+    before = sys.getswitchinterval()
+    seen: list[float] = []
+    watch = StartupWatch(target, container="vllm", on_lines=lambda batch: seen.append(sys.getswitchinterval()),
+                         tail_options={"poll_interval_s": 0.1})
+    await watch.connect()
+    task = asyncio.create_task(watch.follow())
+    await _until(lambda: len(seen) >= 3)
+    watch.stop()
+    await task
+    await watch.close()
+    assert before > SWITCH_INTERVAL_S and set(seen) == {SWITCH_INTERVAL_S}
+    assert sys.getswitchinterval() == before
