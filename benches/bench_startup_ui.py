@@ -10,7 +10,9 @@ During the burst a key (``f``, follow toggle) is sent every 100 ms as a terminal
 the bench records when its action ran and when the screen had refreshed after it.
 
 Prints: key round trip (key event -> action, and -> screen refreshed) p50/p99/max in ms
-against the 100 ms target, lines shown vs lines written, RSS before/after/peak, CPU; with
+against the 100 ms target, the event loop's longest stalls (a 10 ms heartbeat's overshoot),
+lines shown vs lines written, RSS before/after/peak, CPU of the loop's thread and of the tail's
+line thread (the reader, masking and splitting run there); with
 ``--json`` the last line is one JSON object: ``key_p50_ms``, ``key_p99_ms`` (key event ->
 screen refreshed), ``lines_sent``, ``lines_received``, ``rss_mib_max`` (peak RSS).
 
@@ -29,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -59,6 +62,31 @@ def rss_mib() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def thread_cpu_s(native_id: int | None) -> float:
+    """CPU seconds (user + system) of one thread of this process, from /proc (0 when gone)."""
+    if native_id is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/self/task/{native_id}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def heartbeat(stalls: list[float], period_s: float = 0.01) -> None:
+    """Record how late each 10 ms sleep wakes up: the loop's stalls."""
+    loop = asyncio.get_running_loop()
+    while True:
+        start = loop.time()
+        await asyncio.sleep(period_s)
+        stalls.append(loop.time() - start - period_s)
+
+
+def state_of(watch: Any) -> Any:
+    """The watch's published snapshot (``watch.state``; ``watch.reader.state`` before issue 18's thread)."""
+    return getattr(watch, "state", None) or watch.reader.state  # type: ignore[attr-defined]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -137,20 +165,27 @@ async def client(rate: int, seconds: float, chunk_mib: float = 7.0, as_json: boo
         started = time.monotonic()
         burst_lines = int(rate * seconds) + (int(chunk_mib * 1e6) // 1401 if chunk_mib else 0)
         rss_samples = []
+        stalls: list[float] = []
+        beat = asyncio.create_task(heartbeat(stalls))
+        loop_cpu_before = time.thread_time()
         while screen.watcher.lines_received < burst_lines and time.monotonic() - started < seconds * 6:
             sent["t"] = time.perf_counter()
             app.post_message(events.Key("f", None))
             await asyncio.sleep(KEY_EVERY_S)
             rss_samples.append(rss_mib())
         burst_wall = time.monotonic() - started
-        while not screen.watcher.reader.state.ready and time.monotonic() - started < seconds * 6 + 30:
+        beat.cancel()
+        loop_cpu = time.thread_time() - loop_cpu_before
+        line_thread = getattr(screen.watcher, "tail_thread", None)      # None before issue 18's thread
+        line_cpu = thread_cpu_s(line_thread.native_id if line_thread is not None else None)
+        while not state_of(screen.watcher).ready and time.monotonic() - started < seconds * 6 + 30:
             await asyncio.sleep(0.1)
         await asyncio.sleep(0.5)
         cpu = time.process_time() - cpu_before
         rss_after = rss_mib()
         view = screen.query_one("#log", LogView)
         received = screen.watcher.lines_received
-        ready = screen.watcher.reader.state.ready
+        ready = state_of(screen.watcher).ready
         shown_total = view.buffer.total
         kept = len(view.buffer.entries)
     child.stdin.close()
@@ -166,6 +201,9 @@ async def client(rate: int, seconds: float, chunk_mib: float = 7.0, as_json: boo
           f"{pct(to_action, .99) * 1000:.1f} ms, max {max(to_action or [0]) * 1000:.1f} ms")
     print(f"  key event -> screen refreshed: p50 {pct(to_refresh, .5) * 1000:.1f} ms, p99 "
           f"{pct(to_refresh, .99) * 1000:.1f} ms, max {max(to_refresh or [0]) * 1000:.1f} ms (target < 100 ms)")
+    print(f"event loop stalls during the burst (10 ms heartbeat, {len(stalls)} beats): p50 "
+          f"{pct(stalls, .5) * 1000:.1f} ms, p99 {pct(stalls, .99) * 1000:.1f} ms, max {max(stalls or [0]) * 1000:.1f} ms")
+    print(f"CPU during the burst: loop thread {loop_cpu:.1f} s, tail line thread {line_cpu:.1f} s")
     print(f"RSS: before the burst {rss_before:.1f} MiB, during max {max(rss_samples or [0]):.1f} MiB, "
           f"after ready {rss_after:.1f} MiB, peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MiB")
     print(f"CPU (console process): {cpu:.1f} s for {received:,} lines = {cpu / max(received, 1) * 1e6:.0f} us/line "

@@ -73,13 +73,19 @@ class LaunchLog:
         #: Bytes written so far (all files).
         self.bytes_written = 0
 
-    def write(self, lines: list[str]) -> None:
-        """Append ``lines`` (each without its newline), then flush."""
+    def write(self, lines: list[str], *, masked: bool = False) -> None:
+        """Append ``lines`` (each without its newline), then flush.
+
+        Args:
+            lines: the lines.
+            masked: the caller already masked secrets (:func:`remote.secrets.scrub_text`), so
+                they are not scrubbed twice.
+        """
         if not lines:
             return
         file = self._open()
         for line in lines:
-            data = scrub_text(line).encode("utf-8", "replace") + b"\n"
+            data = (line if masked else scrub_text(line)).encode("utf-8", "replace") + b"\n"
             if self._size and self._size + len(data) > self.max_bytes:
                 file = self._rotate()
             file.write(data)

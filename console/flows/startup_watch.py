@@ -15,11 +15,17 @@ One boot, one state: when the container restarts in place (same id, ``RestartCou
 new boot gets a fresh reader too, both callers write the restart marker
 (:meth:`Restart.marker`) and the launch keeps its row with the restart count
 (``LaunchRecorder.record_restart``).
+Off the UI loop: the tail's line thread (:class:`~remote.container.tail.LogTail`) runs the
+reader, masks secrets once (the pane and the log on disk get the masked text) and writes the
+log on disk; the loop gets each batch (already read) and :attr:`StartupWatch.state`, the
+reader's snapshot published after each batch.
 """
 
 from __future__ import annotations
 
 import shlex
+import sys
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,10 +33,31 @@ from typing import Any
 
 from console.flows.launch_log import LaunchLog
 from console.flows.launch_recorder import LaunchRecorder
+from console.render.plain import log_line_text
 from remote.container.tail import LogLine, LogTail, TailStatus
 from remote.errors import RemoteError
+from remote.secrets import scrub_text
 from remote.ssh import SshTarget
 from remote.vllm_log.reader import StartupReader
+
+#: The interpreter's thread switch interval while a watch follows (CPython's default is 5 ms): the
+#: tail's line thread holds the GIL for at most this long before the UI loop gets it back.
+SWITCH_INTERVAL_S = 0.001
+_switch_lock = threading.Lock()
+_switch_users: list[float] = []       # the interval before the first watch, one entry per follow running
+
+
+def _fast_switch(enter: bool) -> None:
+    """Lower the switch interval while any watch follows; restore it after the last one."""
+    with _switch_lock:
+        if enter:
+            _switch_users.append(sys.getswitchinterval())
+            sys.setswitchinterval(min(SWITCH_INTERVAL_S, _switch_users[0]))
+        else:
+            first = _switch_users[0]
+            _switch_users.pop()
+            if not _switch_users:
+                sys.setswitchinterval(first)
 
 
 class StartupWatch:
@@ -41,8 +68,9 @@ class StartupWatch:
         container: container name (``config.container.name``).
         container_port: vLLM's port on the node (the tunnel's remote end).
         accept_new_host_key: asked with the fingerprint of an unknown host key (first connect).
-        on_lines: called with each batch after the reader has read it.
-        on_status: called when the tail's status changes.
+        on_lines: called on the loop with each batch after the reader has read it (texts with
+            secrets masked).
+        on_status: called on the loop when the tail's status changes.
         connect: ``(target, accept_new_host_key=...) -> connection`` (``remote.ssh.connect``).
         tail_options: extra :class:`~remote.container.tail.LogTail` keyword arguments.
         clock: current UTC time (when a replacement was noticed).
@@ -50,9 +78,12 @@ class StartupWatch:
             is also written to the followed container's full log on disk; ``None`` keeps none.
 
     Attributes:
-        reader: the startup reader of the container followed now (``reader.state`` is its
-            :class:`StartupState`); a container that replaces the followed one (another id:
-            a swap, or ``rm -f`` + ``run`` outside the console) gets a fresh reader.
+        reader: the startup reader of the container followed now; a container that replaces
+            the followed one (another id: a swap, or ``rm -f`` + ``run`` outside the console)
+            gets a fresh reader. While :meth:`follow` runs it belongs to the tail's line thread:
+            read :attr:`state` on the loop.
+        state: the reader's :class:`StartupState` snapshot as of the last batch or status
+            handed to the loop (a frozen value: safe to read from any thread).
         replaced: the :class:`Replacement` s seen, oldest first (``on_status`` is called after
             the reader was swapped, so a callback sees the new one).
         restarts: the :class:`Restart` s seen (restarts in place), oldest first; likewise.
@@ -77,6 +108,7 @@ class StartupWatch:
         self.container = container
         self.container_port = container_port
         self.reader = StartupReader()
+        self.state = self.reader.state
         self.status: TailStatus | None = None
         self.lines_received = 0
         self.tunnel_url: str | None = None
@@ -118,25 +150,54 @@ class StartupWatch:
             return await self._connect(self.target)
 
         self._tail = LogTail(reconnect, self.container, on_lines=self._lines, on_status=self._status,
+                             prepare_lines=self._read_lines, prepare_status=self._read_status,
                              **self._tail_options)
-        await self._tail.run()
+        _fast_switch(True)
+        try:
+            await self._tail.run()
+        finally:
+            _fast_switch(False)
+            self.state = self.reader.state
 
-    def _lines(self, batch: list[LogLine]) -> None:
+    @property
+    def tail_thread(self) -> Any:
+        """The tail's line thread while :meth:`follow` runs, else ``None``."""
+        return self._tail.thread if self._tail is not None else None
+
+    def _read_lines(self, batch: list[LogLine]) -> None:
+        """Line thread: the reader reads the batch, each line is masked once for the log on disk
+        and, as the pane shows it (:func:`~console.render.plain.log_line_text`), put back in
+        ``batch``; the log is written, the snapshot published."""
         feed = self.reader.feed_line
-        for ts, text in batch:
+        masked_lines = []
+        for index, (ts, text) in enumerate(batch):
             feed(text, ts)
+            masked = scrub_text(text)
+            masked_lines.append(masked)
+            shown = masked if masked.isprintable() else log_line_text(text)   # printable: the same text
+            if shown is not text:
+                batch[index] = (ts, shown)
         if self.log is not None:
             try:
-                self.log.write([text for _, text in batch])
+                self.log.write(masked_lines, masked=True)
             except OSError as exc:
                 self.log_problem = f"stopped writing the log to {self.log.path}: {exc.strerror or exc}"
                 self.log.close()
                 self.log = None
+        self.state = self.reader.state
+
+    def _lines(self, batch: list[LogLine]) -> None:
         self.lines_received += len(batch)
         if self._on_lines is not None:
             self._on_lines(batch)
 
     def _status(self, status: TailStatus) -> None:
+        self.status = status
+        if self._on_status is not None:
+            self._on_status(status)
+
+    def _read_status(self, status: TailStatus) -> None:
+        """Line thread: a replacement or a restart gets a fresh reader (in order with the lines)."""
         followed = status.container_id
         if followed and self._followed_id is not None and followed != self._followed_id:
             # one container, one state: the new container starts from a fresh reader
@@ -158,9 +219,7 @@ class StartupWatch:
                 self._restart_count = status.restart_count
             self._restart_count = max(self._restart_count, status.restart_count)
             self._followed_id = followed
-        self.status = status
-        if self._on_status is not None:
-            self._on_status(status)
+        self.state = self.reader.state
 
     @property
     def reader_container_id(self) -> str | None:

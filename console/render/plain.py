@@ -13,8 +13,25 @@ from typing import Any
 from rich.text import Text
 
 from remote.printable import printable
+from remote.secrets import scrub_text
+from remote.vllm_log.patterns import ANSI, overlay_cr
 
-__all__ = ["plain", "printable"]
+__all__ = ["log_line_text", "plain", "printable"]
+
+
+def log_line_text(raw: str) -> str:
+    """One log line as the log pane shows it (a ``str``, no Rich).
+
+    CR redraws (tqdm, ``docker run -t``) give the line's last state as a terminal shows it,
+    whole escape sequences (a log's colours) go the way the reader drops them, tabs are
+    expanded, the one sanitizer removes every other control byte, and secrets are masked
+    (:func:`remote.secrets.scrub_text`: vLLM logs its ``api_key`` with its arguments).
+    Printable text costs one ``isprintable`` check plus the masking's cheap test.
+    """
+    if "\r" in raw:
+        raw = overlay_cr(raw)
+    text = raw if raw.isprintable() else printable(ANSI.sub("", raw.expandtabs()))
+    return scrub_text(text)
 
 
 def plain(value: object, style: str = "") -> Text:

@@ -44,6 +44,7 @@ from console.flows.node_wait import POLL_S as NODE_POLL_S
 from console.flows.node_wait import needs_wait, wait_target, wait_until_ready
 from console.flows.ssh_target import login_target
 from console.flows.startup_watch import Replacement, StartupWatch, no_container_hint, read_followed
+from console.render.plain import log_line_text
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
 from console.screens.long_line import LongLineScreen
@@ -63,7 +64,7 @@ T = TypeVar("T")
 
 #: Lines the log pane keeps (older lines are counted, not shown).
 LOG_LINES_SHOWN = 5000
-#: Lines per tail batch: the reader reads a batch in one go, so this bounds that pause (~10 ms).
+#: Lines per tail batch (the reader reads them on the tail's line thread; the loop gets the batch).
 TAIL_BATCH_LINES = 500
 #: Longest the log pane takes writing queued lines in one go (then a frame and keys come first).
 DRAIN_BUDGET_S = 0.010
@@ -313,7 +314,7 @@ class StartupScreen(ConsoleScreen):
     def _write_marker(self, text: str) -> None:
         """A line of the console's own (a gap, a wait) in the log, in order with the queued lines."""
         notify = not self._pending and not self._skipped and not self._draining
-        self._pending.append(text)
+        self._pending.append(log_line_text(text))  # the pane's lines are cleaned and masked when queued
         if notify and self.watcher is not None:
             self.post_message(self.LinesArrived(self.watcher))
         elif notify:
@@ -342,7 +343,7 @@ class StartupScreen(ConsoleScreen):
             lines, skipped = self._pending[:DRAIN_STEP_LINES], self._skipped
             del self._pending[:DRAIN_STEP_LINES]
             self._skipped = 0
-            view.write_lines(lines, skipped)
+            view.write_lines(lines, skipped, masked=True)   # cleaned and masked on the watch's line thread
             if time.perf_counter() > deadline:
                 break
         self._draining = bool(self._pending)
@@ -382,7 +383,7 @@ class StartupScreen(ConsoleScreen):
             self._write_restart(restart.old_state, restart.restart_count)
             self._tunnel_started = False
         if status.kind == "exited":
-            self._write_exit(message.watcher.reader.state, status.exit_code)
+            self._write_exit(message.watcher.state, status.exit_code)
         if status.kind == "error":
             self.app.notify(status.message, title="Log tail stopped", severity="error", timeout=10)
         if (status.kind == "reconnecting" and status.attempt == 1) or status.message.startswith("resumed"):
@@ -524,7 +525,7 @@ class StartupScreen(ConsoleScreen):
                 if forward.state == "open":
                     try:
                         window.add(await fetch_metrics(client, forward.url))
-                        panel.show(window.figures(), watch.reader.state.kv_cache_tokens)
+                        panel.show(window.figures(), watch.state.kv_cache_tokens)
                     except RemoteError as exc:
                         panel.show_problem(f"/metrics not read: {exc}")
                 await asyncio.sleep(METRICS_INTERVAL_S)
@@ -539,10 +540,10 @@ class StartupScreen(ConsoleScreen):
         forward_note = None
         if forward is not None and forward.state != "open":
             forward_note = f"forward {forward.url}: {forward.describe()}"
-        state = watch.reader.state if watch is not None else PanelInfo().state
+        state = watch.state if watch is not None else PanelInfo().state
         slice_hbm: tuple[Any, ...] = ()
         if watch is not None and self.side_watchers:
-            states = [state, *(side.reader.state for side in self.side_watchers)]
+            states = [state, *(side.state for side in self.side_watchers)]
             slice_hbm = tuple(slice_hbm_of(states))
             state = _failed_on_any_worker(states)
         if watch is not None and self.ready_watcher is not None:
@@ -561,7 +562,7 @@ class StartupScreen(ConsoleScreen):
         if seen != self._forward_seen:        # the forward dropped, re-opened or was closed elsewhere
             self._forward_seen, self._dirty = seen, True
         if not self._dirty:
-            state = self.watcher.reader.state if self.watcher is not None else None
+            state = self.watcher.state if self.watcher is not None else None
             running = state is not None and bool(state.timeline) and state.phase not in (Phase.READY, Phase.FAILED)
             if not running or self._ticks % int(1 / PANEL_REFRESH_S):
                 return                      # once a second while a phase runs (its duration grows)

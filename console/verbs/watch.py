@@ -300,7 +300,7 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
     last: dict[str, Any] = {"phase": None, "kv": None, "steps": 0, "status": None, "failed_at": None}
 
     def on_lines(batch: list[tuple[Any, str]]) -> None:
-        state = watch.reader.state
+        state = watch.state
         if recorder is not None:
             recorder.record(state, watch.reader_container_id)
         if state.phase != last["phase"]:
@@ -325,7 +325,7 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
         found = await observe_followed(watch, recorder, container_id)
         if found.problem is not None:
             say(f"warning: {found.problem}")
-        recorder.record(watch.reader.state, watch.reader_container_id)
+        recorder.record(watch.state, watch.reader_container_id)
 
     restarts_said: set[int] = set()
 
@@ -361,7 +361,7 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
 
     def worker_lines(worker: int) -> Callable[[list[tuple[Any, str]]], None]:
         def on(batch: list[tuple[Any, str]]) -> None:
-            state = others[worker - 1].reader.state
+            state = others[worker - 1].state
             if state.failure is not None and state.failure.fatal and worker not in worker_failed:
                 worker_failed.add(worker)
                 say(f"failed: {state.failure.kind.value}: {scrub_text(state.failure.message)}", worker)
@@ -433,7 +433,7 @@ async def watch_target(target: Any, *, container: str, container_port: int = 800
             followers.append(asyncio.create_task(quiet.follow()))
         waiter = asyncio.create_task(done.wait())
         await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
-        if others and watch.reader.state.ready:
+        if others and watch.state.ready:
             await _workers_caught_up(others)
         if quiet is not None and quiet.reader.state.ready:
             await _workers_caught_up([watch])
@@ -495,8 +495,8 @@ async def _workers_caught_up(others: Sequence[Any], deadline_s: float = WORKER_G
     loop = asyncio.get_running_loop()
     end = loop.time() + deadline_s
     while loop.time() < end:
-        if all(other.reader.state.last_snapshot("kv_cache") is not None
-               or (other.reader.state.failure is not None and other.reader.state.failure.fatal) for other in others):
+        if all(other.state.last_snapshot("kv_cache") is not None
+               or (other.state.failure is not None and other.state.failure.fatal) for other in others):
             return
         await asyncio.sleep(0.05)
 

@@ -28,9 +28,7 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from remote.printable import printable
-from remote.secrets import scrub_text
-from remote.vllm_log.patterns import ANSI, overlay_cr
+from console.render.plain import log_line_text
 
 #: The envelope before a vLLM message: optional process prefix, then ``LEVEL MM-DD HH:MM:SS
 #: [file:line]`` (vLLM V0/V1, tpu-inference) or uvicorn's ``LEVEL:   ``.
@@ -107,14 +105,15 @@ class LogBuffer:
         """The entry numbered ``seq`` (must still be kept)."""
         return self.entries[seq - self.entries[0].seq]
 
-    def append(self, lines: list[str]) -> None:
-        """Add lines (each without its newline) and update :attr:`rows`."""
+    def append(self, lines: list[str], *, masked: bool = False) -> None:
+        """Add lines (each without its newline) and update :attr:`rows`.
+
+        ``masked``: the lines went through :func:`console.render.plain.log_line_text` already
+        (e.g. on the startup watch's line thread), so they are not cleaned and masked again here.
+        """
         needle = self.filter_text.lower()
         for raw in lines:
-            # whole escape sequences (a log's colours) go, the same way the reader drops them; the
-            # one sanitizer removes every other control byte
-            text = raw if raw.isprintable() else printable(ANSI.sub("", raw.expandtabs()))
-            text = scrub_text(text)          # vLLM logs its api_key with its arguments: not on screen
+            text = raw if masked else log_line_text(raw)
             if len(text) > MAX_SHOWN_CHARS:
                 self.cut_lines.append((self.total, text))
                 text = f"{text[:MAX_SHOWN_CHARS]}… +{len(text) - MAX_SHOWN_CHARS} chars"
@@ -238,7 +237,7 @@ class LogView(ScrollView, can_focus=True):
         self.buffer = LogBuffer(max_lines)
         self.follow = True
         self.search_text = ""
-        self._cache: LRUCache[tuple[int, int], Strip] = LRUCache(1024)
+        self._cache: LRUCache[tuple[int, int, int], Strip] = LRUCache(1024)
         self._frame_style: Style | None = None
 
     def notify_style_update(self) -> None:
@@ -247,18 +246,30 @@ class LogView(ScrollView, can_focus=True):
 
     # --- input -------------------------------------------------------------------------
 
-    def write_lines(self, lines: list[str], skipped: int = 0) -> None:
+    def write_lines(self, lines: list[str], skipped: int = 0, *, masked: bool = False) -> None:
         """Append lines (after ``skipped`` older ones that are only counted); scrolls to the end when following.
 
         A line with CR redraws (tqdm, ``docker run -t``) shows its last state, as a terminal would.
+        ``masked``: they went through :func:`~console.render.plain.log_line_text` already.
         """
         if skipped:
             self.buffer.skip(skipped)
-        self.buffer.append([overlay_cr(line) if "\r" in line else line for line in lines])
+        self.buffer.append(lines, masked=masked)
         self._resize()
 
     def _resize(self) -> None:
-        self.virtual_size = Size(self.buffer.max_width, len(self.buffer.rows))
+        size = Size(self.buffer.max_width, len(self.buffer.rows))
+        if size == self.virtual_size:
+            pass
+        elif self.styles.overflow_x == "scroll" and self.styles.overflow_y == "scroll" and self.container_size:
+            # Textual's ``virtual_size`` reactive re-lays out the whole screen on every change
+            # (~40-90 ms with the panel beside it, per pane write during a flood); with both
+            # scrollbars always shown the pane's layout cannot change, so only the scrollbars
+            # and the scroll limits are updated (what a layout would do for this widget).
+            self.set_reactive(LogView.virtual_size, size)
+            self._scroll_update(size)
+        else:
+            self.virtual_size = size
         if self.follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
         self.refresh()
@@ -332,16 +343,20 @@ class LogView(ScrollView, can_focus=True):
         if index >= len(self.buffer.rows):
             return Strip.blank(width, rich_style)
         seq, n = self.buffer.rows[index]
-        key = (seq, n)
+        # only the characters up to the window's right edge are rendered (a 2,000-character line
+        # costs ~0.5 ms whole); every character is at least one cell, so the window is full
+        limit = scroll_x + width
+        key = (seq, n, limit)
         strip = self._cache.get(key)
         if strip is None:
-            strip = self._render_row(index, rich_style)
+            strip = self._render_row(index, rich_style, limit)
             self._cache[key] = strip
         return strip.crop_extend(scroll_x, scroll_x + width, rich_style).apply_offsets(scroll_x, index)
 
-    def _render_row(self, index: int, base: Style) -> Strip:
+    def _render_row(self, index: int, base: Style, limit: int) -> Strip:
         text, level, fold = self.buffer.row_text(index)
-        line = Text(text, no_wrap=True, end="")
+        # a match that crosses the right edge is still found (and its visible part highlighted)
+        line = Text(text[:limit + len(self.search_text) + len(self.buffer.filter_text)], no_wrap=True, end="")
         line.stylize(base)
         if fold:
             line.stylize(self.get_component_rich_style("log-view--fold"))

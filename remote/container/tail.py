@@ -21,17 +21,27 @@
   exited (code 1) at 14:05:31 UTC; polling every 4 s``, and followed again if it restarts.
 - **Status.** ``connecting``, ``connected``, ``reconnecting`` (attempt n), ``waiting`` (no such
   container), ``exited`` (exit code; still polled), ``error`` (cannot continue: host key, auth, sudo, docker).
+- **Off the event loop.** The SSH session (asyncssh, on the loop) only hands each packet's raw
+  bytes to one line thread (a queue): the thread splits lines (a 7 MB chunk too), rejoins
+  docker's 16 KiB records, strips docker's timestamps, runs ``prepare_lines`` (e.g. the
+  startup reader, secret scrubbing, the log on disk) and ``prepare_status``, then hands each
+  batch and status to the loop (``on_lines`` / ``on_status``), in log order: a status is put in
+  the same queue, so it never overtakes the lines received before it. The thread stops with
+  :meth:`LogTail.run`.
 - **Batching.** Lines reach ``on_lines`` in batches every ``batch_interval_s`` (or sooner when
   ``max_batch_lines`` are pending), so a UI is called ~10-20 times a second, not per line.
-  Memory is bounded: at most ``max_batch_lines`` pending lines plus one SSH packet (lines are
-  handled as packets arrive, so a slow consumer slows the sender through the SSH window and TCP).
+  Memory is bounded: at most :data:`QUEUED_BYTES_HIGH` bytes wait for the thread (then the
+  channel stops reading, so the SSH window and TCP slow the sender) and at most
+  :data:`BATCHES_IN_FLIGHT` batches wait for the loop (then the thread waits).
 """
 
 from __future__ import annotations
 
 import asyncio
 import calendar
+import queue
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -53,6 +63,15 @@ _TS = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\
 _DOCKER_ERROR = re.compile(r"^(Error response from daemon: |Error: No such )")
 _MAX_LINE_CHARS = 1 << 20
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: Bytes received and not yet split by the line thread above which the channel stops reading.
+QUEUED_BYTES_HIGH = 8 << 20
+#: ... and below which it reads again.
+QUEUED_BYTES_LOW = 1 << 20
+#: Batches handed to the loop and not yet delivered above which the line thread waits.
+BATCHES_IN_FLIGHT = 4
+#: A docker timestamp (``2025-06-01T14:05:31.123456789Z``, or with a ``+HH:MM`` zone) is at
+#: most this long: the space after it is looked for in this many characters only.
+_STAMP_MAX_CHARS = 36
 
 
 @dataclass(frozen=True)
@@ -113,7 +132,7 @@ class _Position:
 
     def accept(self, line: str) -> LogLine | None:
         """The line to deliver, or ``None`` when it duplicates one delivered before a resume."""
-        cut = line.find(" ")
+        cut = line.find(" ", 0, _STAMP_MAX_CHARS)
         raw, text = (line[:cut], line[cut + 1:]) if cut > 0 else (line, "")
         stamp = self._stamp(raw)
         if stamp is None:
@@ -153,14 +172,20 @@ class _Position:
 
 
 class _LogSession(asyncssh.SSHClientSession):
-    """Splits the command's output into lines and hands each to ``on_line`` as packets arrive."""
+    """Hands each packet's bytes to the line thread (``lines``), which splits them and calls ``on_line``.
 
-    def __init__(self, on_line: Callable[[str], None]) -> None:
+    The session runs on the event loop and does no per-line work: :meth:`data_received` queues
+    the bytes and stops the channel reading while more than :data:`QUEUED_BYTES_HIGH` wait.
+    """
+
+    def __init__(self, lines: _LineThread, on_line: Callable[[str], None]) -> None:
+        self._lines = lines
         self._on_line = on_line
         self._partial = b""
         #: An exception to re-raise after the channel closes (connection lost, or a callback bug).
         self.failure: BaseException | None = None
         self._channel: Any = None
+        self._paused = False
 
     def connection_made(self, chan: Any) -> None:
         self._channel = chan
@@ -168,29 +193,174 @@ class _LogSession(asyncssh.SSHClientSession):
     def data_received(self, data: bytes, datatype: Any) -> None:
         if self.failure is not None:
             return
-        try:
-            # Split and rejoin docker's 16 KiB records on bytes, then decode whole lines: a
-            # record border may cut a multi-byte character, which a per-packet decode would garble.
-            lines = (self._partial + data).split(b"\n")
-            self._partial = lines.pop()
-            if len(self._partial) > _MAX_LINE_CHARS:
-                lines.append(self._partial)
-                self._partial = b""
-            for line in lines:
-                self._on_line(rejoin_records(line).decode("utf-8", "replace"))
-        except Exception as exc:  # noqa: BLE001 - surfaced by _follow after the channel closes
+        if self._lines.put_data(self, data) > QUEUED_BYTES_HIGH and not self._paused:
+            self._paused = True
+            self._channel.pause_reading()
+
+    def resume(self) -> None:
+        """The thread caught up (loop side): read again."""
+        if self._paused:
+            self._paused = False
+            if self.failure is None:
+                self._channel.resume_reading()
+
+    def fail(self, exc: BaseException) -> None:
+        """A callback failed (loop side): remember it and close the channel."""
+        if self.failure is None:
             self.failure = exc
-            self._channel.close()
+        self._channel.close()
+
+    def split(self, data: bytes) -> None:
+        """Thread side: split and rejoin docker's 16 KiB records on bytes, then decode whole lines
+        (a record border may cut a multi-byte character, which a per-packet decode would garble)."""
+        lines = (self._partial + data).split(b"\n") if self._partial else data.split(b"\n")
+        self._partial = lines.pop()
+        if len(self._partial) > _MAX_LINE_CHARS:
+            lines.append(self._partial)
+            self._partial = b""
+        on_line = self._on_line
+        for line in lines:
+            on_line(rejoin_records(line).decode("utf-8", "replace"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         if exc is not None and self.failure is None:
             self.failure = exc
 
     def finish(self) -> None:
-        """Hand over a last line without a newline."""
+        """Thread side: hand over a last line without a newline."""
         rest, self._partial = self._partial, b""
         if rest and self.failure is None:
             self._on_line(rejoin_records(rest).decode("utf-8", "replace"))
+
+
+class _LineThread:
+    """The tail's one line thread: a FIFO of packets, ends of follows, flushes and statuses.
+
+    Loop side: :meth:`put_data`, :meth:`drained` (an awaitable: every item put before is
+    handled), :meth:`flush`, :meth:`status`, :meth:`stop`. Thread side: the tail's ``_accept``
+    (through :meth:`_LogSession.split`), ``prepare_lines`` / ``prepare_status``; results reach
+    the loop through ``call_soon_threadsafe`` in the order they were made.
+    """
+
+    def __init__(self, tail: LogTail, loop: asyncio.AbstractEventLoop) -> None:
+        self._tail = tail
+        self._loop = loop
+        self._items: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._queued_bytes = 0
+        self._in_flight = threading.BoundedSemaphore(BATCHES_IN_FLIGHT)
+        self._session: _LogSession | None = None
+        self.stopped: asyncio.Future[None] = loop.create_future()
+        self.thread = threading.Thread(target=self._run, name=f"log-tail-{tail.container}", daemon=True)
+        self.thread.start()
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes queued and not yet split."""
+        with self._lock:
+            return self._queued_bytes
+
+    # --- loop side ---
+    def put_data(self, session: _LogSession, data: bytes) -> int:
+        """Queue a packet; returns the bytes now waiting."""
+        with self._lock:
+            self._queued_bytes += len(data)
+            queued = self._queued_bytes
+        self._items.put(("data", session, data))
+        return queued
+
+    def drained(self, session: _LogSession | None = None) -> asyncio.Future[None]:
+        """A future done once every item queued before is handled (``session``'s last line too)."""
+        done: asyncio.Future[None] = self._loop.create_future()
+        self._items.put(("mark", session, done))
+        return done
+
+    def flush(self) -> None:
+        self._items.put(("flush",))
+
+    def put_lines(self, items: list[LogLine]) -> None:
+        """Deliver these lines after everything queued before."""
+        self._items.put(("lines", items))
+
+    def status(self, status: TailStatus) -> None:
+        self._items.put(("status", status))
+
+    def stop(self) -> None:
+        self._items.put(("stop",))
+
+    # --- thread side ---
+    def _run(self) -> None:
+        try:
+            while True:
+                item = self._items.get()
+                if item[0] == "stop":
+                    self._tail._flush_thread()
+                    return
+                try:
+                    self._handle(item)
+                except Exception as exc:  # noqa: BLE001 - a hook's bug: the tail's run() raises it
+                    self._call(self._tail._fail, exc)
+        except Exception as exc:  # noqa: BLE001 - likewise (the last flush)
+            self._call(self._tail._fail, exc)
+        finally:
+            self._call(_set_done, self.stopped)
+
+    def _handle(self, item: tuple[Any, ...]) -> None:
+        """One item of the queue (thread side)."""
+        tail = self._tail
+        kind = item[0]
+        if kind == "data":
+            _, session, data = item
+            self._session = session
+            if session.failure is None:
+                try:
+                    session.split(data)
+                except Exception as exc:  # noqa: BLE001 - surfaced by _follow after the channel closes
+                    session.failure = session.failure or exc
+                    self._call(session.fail, exc)
+            with self._lock:
+                self._queued_bytes -= len(data)
+                low = self._queued_bytes < QUEUED_BYTES_LOW
+            if low and session._paused:
+                self._call(session.resume)
+        elif kind == "mark":
+            _, session, done = item
+            if session is not None:
+                try:
+                    session.finish()
+                except Exception as exc:  # noqa: BLE001 - surfaced by _follow
+                    session.failure = session.failure or exc
+            self._call(_set_done, done)
+        elif kind == "flush":
+            tail._flush_thread()
+        elif kind == "lines":
+            for line in item[1]:
+                tail._deliver(line)
+        elif kind == "status":
+            tail._status_thread(item[1])
+
+    def hand_over(self, callback: Callable[..., None], *args: Any) -> None:
+        """Thread side: run ``callback(*args)`` on the loop, after everything handed over before
+        (waits while :data:`BATCHES_IN_FLIGHT` hand-overs have not run yet)."""
+        self._in_flight.acquire()
+        if not self._call(self._run_handed_over, callback, *args):
+            self._in_flight.release()            # no loop to run it: never wait for one
+
+    def _run_handed_over(self, callback: Callable[..., None], *args: Any) -> None:
+        self._in_flight.release()
+        callback(*args)
+
+    def _call(self, callback: Callable[..., None], *args: Any) -> bool:
+        try:
+            self._loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:        # the loop is closed: nobody is waiting any more
+            return False
+        return True
+
+
+def _set_done(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _int(value: Any) -> int:
@@ -257,8 +427,12 @@ class LogTail:
         connect: opens a new verified connection (e.g. ``lambda: remote.ssh.connect(target)``);
             the tail closes each connection it gets.
         container: container name (``vllm``).
-        on_lines: called with each batch of ``(timestamp, text)`` lines, in log order.
-        on_status: called when the status changes.
+        on_lines: called on the loop with each batch of ``(timestamp, text)`` lines, in log order.
+        on_status: called on the loop when the status changes (after the lines received before it).
+        prepare_lines: called on the line thread with each batch before ``on_lines`` (it may
+            replace items in the list, e.g. with secrets masked); the heavy per-line work goes here.
+        prepare_status: called on the line thread with each status before ``on_status``, in
+            order with ``prepare_lines``.
         max_backoff_s: longest wait between reconnect attempts.
         initial_backoff_s: first wait; doubles per failed attempt.
         batch_interval_s: longest time a line waits before ``on_lines``.
@@ -276,6 +450,8 @@ class LogTail:
         *,
         on_lines: Callable[[list[LogLine]], None],
         on_status: Callable[[TailStatus], None],
+        prepare_lines: Callable[[list[LogLine]], None] | None = None,
+        prepare_status: Callable[[TailStatus], None] | None = None,
         max_backoff_s: float = 30.0,
         initial_backoff_s: float = 1.0,
         batch_interval_s: float = 0.075,
@@ -288,6 +464,9 @@ class LogTail:
         self.container = container
         self._on_lines = on_lines
         self._on_status = on_status
+        self._prepare_lines = prepare_lines
+        self._prepare_status = prepare_status
+        self._lines: _LineThread | None = None
         self._max_backoff_s = max_backoff_s
         self._initial_backoff_s = initial_backoff_s
         self._batch_interval_s = batch_interval_s
@@ -313,6 +492,8 @@ class LogTail:
         self._exit_poll_s = poll_interval_s               # next wait while the container stays exited
         #: Earlier followers this tail found still running after a reconnect and stopped.
         self.followers_stopped = 0
+        self._session_now: _LogSession | None = None     # the session followed now (loop side)
+        self._failure: BaseException | None = None        # a callback's bug, raised by run()
 
     @property
     def status(self) -> TailStatus | None:
@@ -334,17 +515,35 @@ class LogTail:
         """Follow until :meth:`stop`, cancellation, or an error that retrying cannot fix."""
         if self._stopping:
             return
+        lines = self._lines = _LineThread(self, asyncio.get_running_loop())
         self._main = asyncio.ensure_future(self._follow_forever())
         flusher = asyncio.ensure_future(self._flush_periodically())
         try:
             await self._main
         except asyncio.CancelledError:
             current = asyncio.current_task()
-            if not self._stopping or (current is not None and current.cancelling()):
+            if self._failure is None and (not self._stopping or (current is not None and current.cancelling())):
                 raise
         finally:
             flusher.cancel()
-            self._flush()
+            lines.stop()                       # the pending lines are still delivered, then it ends
+            try:
+                await asyncio.shield(lines.stopped)
+            finally:
+                lines.thread.join(timeout=5.0)
+                self._lines = None
+        if self._failure is not None:
+            raise self._failure
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The line thread while :meth:`run` runs, else ``None``."""
+        return self._lines.thread if self._lines is not None else None
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes received over SSH and not yet split by the line thread (0 when none runs)."""
+        return self._lines.queued_bytes if self._lines is not None else 0
 
     # --- internals ----------------------------------------------------------------------
 
@@ -352,8 +551,12 @@ class LogTail:
         status = TailStatus(kind, attempt, self._container_id, exit_code, message, self._restart_count)
         if status != self._status:
             self._status = status
-            self._flush()
-            self._on_status(status)
+            if self._lines is not None:
+                self._lines.status(status)       # after the lines queued before it
+            else:
+                self._status_thread(status)
+
+    # thread side (or the loop when no thread runs) ---
 
     def _deliver(self, item: LogLine) -> None:
         if item[0] is not None:
@@ -362,18 +565,57 @@ class LogTail:
             self._catch_up.line(item[0])
         self._pending.append(item)
         if len(self._pending) >= self._max_batch_lines:
-            self._flush()
+            self._flush_thread()
 
-    def _flush(self) -> None:
-        if self._pending:
-            batch, self._pending = self._pending, []
-            self.lines_delivered += len(batch)
+    def _flush_thread(self) -> None:
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        if self._prepare_lines is not None:
+            self._prepare_lines(batch)
+        self._hand_over(self._deliver_lines, batch)
+
+    def _status_thread(self, status: TailStatus) -> None:
+        self._flush_thread()
+        if self._prepare_status is not None:
+            self._prepare_status(status)
+        self._hand_over(self._deliver_status, status)
+
+    def _hand_over(self, callback: Callable[..., None], *args: Any) -> None:
+        if self._lines is not None and threading.current_thread() is self._lines.thread:
+            self._lines.hand_over(callback, *args)
+        else:
+            callback(*args)
+
+    # loop side ---
+
+    def _deliver_lines(self, batch: list[LogLine]) -> None:
+        self.lines_delivered += len(batch)
+        try:
             self._on_lines(batch)
+        except Exception as exc:  # noqa: BLE001 - run() raises it
+            self._fail(exc)
+
+    def _deliver_status(self, status: TailStatus) -> None:
+        try:
+            self._on_status(status)
+        except Exception as exc:  # noqa: BLE001 - run() raises it
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        """A callback or hook failed (a bug): the follow ends and :meth:`run` raises ``exc``."""
+        if self._failure is None:
+            self._failure = exc
+        if self._session_now is not None:
+            self._session_now.fail(exc)
+        elif self._main is not None:
+            self._main.cancel()
 
     async def _flush_periodically(self) -> None:
         while True:
             await asyncio.sleep(self._batch_interval_s)
-            self._flush()
+            if self._lines is not None:
+                self._lines.flush()
             catch_up = self._catch_up
             if catch_up is not None and catch_up.done(quiet_s=4 * self._batch_interval_s):
                 self._catch_up = None
@@ -463,17 +705,22 @@ class LogTail:
     async def _follow(self, conn: asyncssh.SSHClientConnection, container_id: str) -> int:
         """Stream ``docker logs -f`` until it ends; returns its exit status.
 
-        Lines are handled inside the SSH session's ``data_received`` (not through a stream
-        reader): asyncssh 2.24 re-opens the channel window while a paused stream still holds
-        data, so a reader slower than the node would buffer without limit. Handling each
-        packet as it arrives bounds memory by construction and lets TCP slow the sender.
+        The SSH session's ``data_received`` (not a stream reader: asyncssh 2.24 re-opens the
+        channel window while a paused stream still holds data, so a reader slower than the
+        node would buffer without limit) queues each packet for the line thread and pauses the
+        channel while more than :data:`QUEUED_BYTES_HIGH` wait, so memory stays bounded and the
+        SSH window and TCP slow the sender. Before returning it waits until the thread has split
+        every packet of this follow (the last line included).
         """
         position = self._position
         position.begin_resume()
         args = logs_follow_args(container_id, since=position.last_raw)
         command = follower_command(args, sudo=self._sudo)
         errors: list[str] = []
-        session = _LogSession(lambda line: self._accept(position, line, errors, container_id))
+        lines = self._lines
+        assert lines is not None, "run() starts the line thread"
+        session = _LogSession(lines, lambda line: self._accept(position, line, errors, container_id))
+        self._session_now = session
         # A pseudo-terminal ties the follower's life to the channel: when the channel or the
         # connection goes, sshd hangs up the tty and the kernel sends SIGHUP, so no
         # ``docker logs -f`` is left running on the node (without one it lives until its next
@@ -486,7 +733,8 @@ class LogTail:
             await channel.wait_closed()
         finally:
             channel.close()
-        session.finish()
+            await lines.drained(session)     # every packet split, the last line read
+            self._session_now = None
         self._follower = None if session.failure is None else self._follower
         if session.failure is not None:
             raise session.failure
@@ -494,9 +742,8 @@ class LogTail:
         status = -1 if status is None else status
         if status != 0 and errors:
             self._report("waiting", f"docker logs: {errors[-1]}")
-        else:
-            for line in errors:
-                self._deliver((None, line))
+        elif errors:
+            lines.put_lines([(None, line) for line in errors])
         return status
 
     def _accept(self, position: _Position, line: str, errors: list[str], container_id: str) -> None:
