@@ -16,8 +16,11 @@ Hot path: each line costs one ``find`` for the envelope end and one dict lookup
 on the first four characters of its message; regexes run only on lines whose
 message head names a format (see ``state.HANDLERS``). Whole buffers (``feed``) go
 through a bulk path first: CRLF endings are dropped per block, and runs of lines
-the hot loop would skip anyway (array dumps, :data:`SKIP_HEAD`) are counted, not read.
-``feed_line`` is the line-by-line path; both give the same state.
+the hot loop would skip anyway (array dumps, :data:`SKIP_HEAD`) are counted, not read,
+and compile-step lines (``Precompile``, ``Compilation of ... finished in``, ``AOT lower
+skipped``: a third of a TPU boot log) are read on their bytes while the boot compiles, with
+no decode and no handler call. ``feed_line`` is the line-by-line path (every line through
+its handler); both give the same state.
 """
 
 from __future__ import annotations
@@ -32,6 +35,11 @@ from typing import IO, Any
 from remote.startup import Failure, Phase, PhaseMark, StartupState, summary_json
 from remote.vllm_log import patterns as pat
 from remote.vllm_log.state import HANDLERS, BootState
+
+_COMPILING = Phase.COMPILING
+_ON_PRECOMPILE = HANDLERS["Prec"]
+_ON_COMPILE = HANDLERS["Comp"]
+_ON_AOT = HANDLERS["AOT "]
 
 __all__ = ["StartupReader", "read_log", "summary_json"]
 
@@ -207,11 +215,11 @@ class StartupReader:
         while pos < end:
             hint = buf.find(SKIP_HINT, pos)
             if hint < 0:
-                lines(self._prepared(buf[pos:end]))
+                lines(self._prepared(buf[pos:end]), True)
                 break
             start = buf.rfind(b"\n", pos, hint) + 1 or pos
             if start > pos:
-                lines(self._prepared(buf[pos:start]))
+                lines(self._prepared(buf[pos:start]), True)
             stop = buf.find(b"\n", hint) + 1
             m = skip_head(buf, start) if boot.accum is None else None
             if m is not None:
@@ -227,23 +235,30 @@ class StartupReader:
                     boot.lines_read += skipped
                     pos = stop
                     continue
-            lines(self._prepared(buf[start:stop]))
+            lines(self._prepared(buf[start:stop]), True)
             pos = stop
         self._note_stamps(self._prepared_backwards(buf), first)
         self._version += 1
 
-    def _lines(self, lines: list[bytes]) -> None:
-        """Dispatch each line on the first 4 bytes of its message; decode only those used."""
+    def _lines(self, lines: list[bytes], fold: bool = False) -> None:
+        """Dispatch each line on the first 4 bytes of its message; decode only those used.
+
+        With ``fold`` (the bulk path), compile-step lines of an ASCII line are read on their
+        bytes while the boot is compiling (``progress`` COMPILING and its start time known, so
+        no line's time is needed): the twin of ``BootState.on_precompile`` / ``on_compile`` /
+        ``on_aot`` for the C4 shapes; any other shape goes to the handler."""
         boot = self._boot
         n = boot.lines_read
         heads = HANDLERS_BYTES
         acc = boot.accum is not None
+        steady = fold and boot.progress is _COMPILING and boot.c_started_at is not None
         for raw in lines:
             n += 1
             if acc:
                 boot.lines_read = n
                 taken = boot.take_accum(raw.decode("utf-8", "replace"))
                 acc = boot.accum is not None
+                steady = fold and boot.progress is _COMPILING and boot.c_started_at is not None
                 if taken:
                     continue
             p = raw.find(b"] ", 0, 200)
@@ -257,10 +272,39 @@ class StartupReader:
                 boot.lines_read = n
                 boot.bare_line(raw.decode("utf-8", "replace"))
                 acc = boot.accum is not None
+                steady = fold and boot.progress is _COMPILING and boot.c_started_at is not None
                 continue
             p += 2
             head = raw[p:p + 4]
             h = heads.get(head)
+            if steady and (h is _ON_PRECOMPILE or h is _ON_COMPILE or h is _ON_AOT) \
+                    and raw.isascii():
+                if h is _ON_PRECOMPILE:         # "Precompile <name> --> <shape>"
+                    i = raw.find(b" --> ", p)
+                    if i > p:
+                        boot.xla_group = False
+                        boot.c_started += 1
+                        boot.c_name = raw[p + 11:i].decode("ascii")
+                        boot.c_shape = raw[i + 5:i + 205].decode("ascii")
+                    continue
+                if h is _ON_AOT:
+                    if raw.startswith(b"AOT lower skipped", p):
+                        boot.c_deferred += 1
+                        boot.c_name = boot.c_shape = None
+                    continue
+                if raw.startswith(b"Compilation of ", p):   # "... finished in 0.69 [secs]."
+                    i = raw.rfind(b" finished in ", p) + 13
+                    j = raw.find(b" ", i)
+                    if i > 12 and j > 0 and not raw.startswith(b"in ", i):
+                        try:
+                            secs = float(raw[i:j])
+                        except ValueError:
+                            continue            # the handler ignores the line too
+                        boot.c_finished += 1
+                        boot.c_last = secs
+                        boot.c_total += secs
+                        boot.c_name = boot.c_shape = None
+                        continue
             if h is None:
                 c = head[:1]
                 if c == b" ":
@@ -277,6 +321,7 @@ class StartupReader:
             else:
                 boot.dispatch(msg.lstrip(), line, envelope=True)
             acc = boot.accum is not None
+            steady = fold and boot.progress is _COMPILING and boot.c_started_at is not None
         boot.lines_read = n
 
     def _prepared(self, block: bytes) -> list[bytes]:
