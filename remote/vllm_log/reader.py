@@ -252,9 +252,15 @@ class StartupReader:
         heads = HANDLERS_BYTES
         acc = boot.accum is not None
         steady = fold and boot.progress is _COMPILING and boot.c_started_at is not None
+        # compile steps read but not yet written to ``boot`` (written before any handler runs)
+        dirty, started, finished, deferred, total, last = False, 0, 0, 0, 0.0, 0.0
+        in_flight: tuple[bytes, int, int] | None = None
         for raw in lines:
             n += 1
             if acc:
+                if dirty:
+                    boot.fold_compile_steps(started, finished, total, last, deferred, in_flight)
+                    dirty, started, finished, deferred, in_flight = False, 0, 0, 0, None
                 boot.lines_read = n
                 taken = boot.take_accum(raw.decode("utf-8", "replace"))
                 acc = boot.accum is not None
@@ -269,6 +275,9 @@ class StartupReader:
             else:
                 p = -1
             if p < 0:
+                if dirty:
+                    boot.fold_compile_steps(started, finished, total, last, deferred, in_flight)
+                    dirty, started, finished, deferred, in_flight = False, 0, 0, 0, None
                 boot.lines_read = n
                 boot.bare_line(raw.decode("utf-8", "replace"))
                 acc = boot.accum is not None
@@ -282,15 +291,17 @@ class StartupReader:
                 if h is _ON_PRECOMPILE:         # "Precompile <name> --> <shape>"
                     i = raw.find(b" --> ", p)
                     if i > p:
-                        boot.xla_group = False
-                        boot.c_started += 1
-                        boot.c_name = raw[p + 11:i].decode("ascii")
-                        boot.c_shape = raw[i + 5:i + 205].decode("ascii")
+                        if not dirty:
+                            dirty, total = True, boot.c_total
+                        started += 1
+                        in_flight = (raw, p, i)
                     continue
                 if h is _ON_AOT:
                     if raw.startswith(b"AOT lower skipped", p):
-                        boot.c_deferred += 1
-                        boot.c_name = boot.c_shape = None
+                        if not dirty:
+                            dirty, total = True, boot.c_total
+                        deferred += 1
+                        in_flight = None
                     continue
                 if raw.startswith(b"Compilation of ", p):   # "... finished in 0.69 [secs]."
                     i = raw.rfind(b" finished in ", p) + 13
@@ -300,10 +311,12 @@ class StartupReader:
                             secs = float(raw[i:j])
                         except ValueError:
                             continue            # the handler ignores the line too
-                        boot.c_finished += 1
-                        boot.c_last = secs
-                        boot.c_total += secs
-                        boot.c_name = boot.c_shape = None
+                        if not dirty:
+                            dirty, total = True, boot.c_total
+                        finished += 1
+                        last = secs
+                        total += secs
+                        in_flight = None
                         continue
             if h is None:
                 c = head[:1]
@@ -313,6 +326,9 @@ class StartupReader:
                 elif c.isdigit() or not c or not (b"rror" in raw or b"xception" in raw or c == b"\xe2"
                                                   or boot.in_tb):
                     continue
+            if dirty:
+                boot.fold_compile_steps(started, finished, total, last, deferred, in_flight)
+                dirty, started, finished, deferred, in_flight = False, 0, 0, 0, None
             boot.lines_read = n
             line = raw.decode("utf-8", "replace")
             msg = line[p:] if len(line) == len(raw) else line[line.find("] ", 0, 200) + 2:]
@@ -322,6 +338,8 @@ class StartupReader:
                 boot.dispatch(msg.lstrip(), line, envelope=True)
             acc = boot.accum is not None
             steady = fold and boot.progress is _COMPILING and boot.c_started_at is not None
+        if dirty:
+            boot.fold_compile_steps(started, finished, total, last, deferred, in_flight)
         boot.lines_read = n
 
     def _prepared(self, block: bytes) -> list[bytes]:
