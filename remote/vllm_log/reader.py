@@ -37,6 +37,8 @@ from remote.vllm_log import patterns as pat
 from remote.vllm_log.state import HANDLERS, BootState
 
 _COMPILING = Phase.COMPILING
+_QUIET_MAX_BYTES = 512   # bare lines remembered as quiet: at most 1,024 of at most 512 bytes
+_QUIET_MAX_LINES = 1024
 _ON_PRECOMPILE = HANDLERS["Prec"]
 _ON_COMPILE = HANDLERS["Comp"]
 _ON_AOT = HANDLERS["AOT "]
@@ -82,6 +84,8 @@ class StartupReader:
         self._version = 0
         self._snapshot: StartupState | None = None
         self._snapshot_version = -1
+        #: bare lines seen to do nothing (``BootState.bare_line_is_quiet``), skipped when repeated
+        self._quiet: set[bytes] = set()
 
     # ---- input --------------------------------------------------------------------
     def feed(self, data: str | bytes | bytearray | memoryview) -> None:
@@ -250,6 +254,7 @@ class StartupReader:
         boot = self._boot
         n = boot.lines_read
         heads = HANDLERS_BYTES
+        quiet = self._quiet
         acc = boot.accum is not None
         steady = fold and boot.progress is _COMPILING and boot.c_started_at is not None
         # compile steps read but not yet written to ``boot`` (written before any handler runs)
@@ -275,11 +280,20 @@ class StartupReader:
             else:
                 p = -1
             if p < 0:
+                if fold and raw in quiet and not boot.in_tb:
+                    continue
                 if dirty:
                     boot.fold_compile_steps(started, finished, total, last, deferred, in_flight)
                     dirty, started, finished, deferred, in_flight = False, 0, 0, 0, None
                 boot.lines_read = n
-                boot.bare_line(raw.decode("utf-8", "replace"))
+                line = raw.decode("utf-8", "replace")
+                if fold and len(raw) <= _QUIET_MAX_BYTES and not boot.in_tb \
+                        and boot.bare_line_is_quiet(line):
+                    if len(quiet) >= _QUIET_MAX_LINES:
+                        quiet.clear()
+                    quiet.add(raw)
+                    continue
+                boot.bare_line(line)
                 acc = boot.accum is not None
                 steady = fold and boot.progress is _COMPILING and boot.c_started_at is not None
                 continue

@@ -198,6 +198,29 @@ class BootState:
         msg = pat.strip_proc_prefix(text).strip()
         self.dispatch(msg, line, envelope=False)
 
+    def bare_line_is_quiet(self, line: str) -> bool:
+        """:meth:`bare_line` would do nothing with ``line`` whatever the state, as long as no
+        traceback is open (``in_tb``) and no multi-line message is being joined: its message has
+        no handler and nothing :meth:`dispatch` reacts to. Lets the reader skip repeated lines
+        (warnings, tqdm bars, ``[Gloo]`` lines) without reading them again."""
+        text = line
+        envelope = False
+        if text[:1] in "12":
+            m = pat.DOCKER_TS.match(text)
+            if m:
+                text = text[m.end():]
+                end = pat.envelope_end(text)
+                if end >= 0:
+                    text, envelope = text[end:].lstrip(), True
+        msg = text if envelope else pat.strip_proc_prefix(text).strip()
+        if HANDLERS.get(msg[:4]) is not None:
+            return False
+        c = msg[:1]
+        if c in pat.DIGITS:
+            return True
+        return not ("rror" in msg or "xception" in msg or c in pat.BANNER_GLYPHS
+                    or (not envelope and ("Exited (" in msg or "vllm serve" in msg)))
+
     def dispatch(self, msg: str, line: str, envelope: bool) -> None:
         """Slow-path twin of the hot loop for one message."""
         h = HANDLERS.get(msg[:4])

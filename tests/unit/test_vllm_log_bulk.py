@@ -188,3 +188,21 @@ def test_a_folded_run_has_the_values_of_its_lines() -> None:
     assert comp.last_step_seconds == secs[-1] and comp.step_seconds_total == round(total, 6)
     assert comp.in_flight == "worker0 sample --> {'num_reqs': 99, 'x': 1}"
     assert reader.state.lines_read == 2 + 120 + 1
+
+
+def test_a_repeated_quiet_bare_line_is_read_again_inside_a_traceback() -> None:
+    """Bare lines that did nothing are skipped when repeated, but not once a traceback is open:
+    there a type not ending in Error is a root cause."""
+    quiet = b"(EngineCore pid=372) OutOfResources: out of resource: shared memory, Required: 1\n"
+    data = (_BOOT + quiet * 5 + _steps(3)
+            + b"(EngineCore pid=372) Traceback (most recent call last):\n"
+            + b'(EngineCore pid=372)   File "/x/triton.py", line 3, in run\n' + quiet
+            + b"(EngineCore pid=372) [Gloo] Rank 0 is connected to 0 peer ranks.\n" * 3)
+    expected = _by_lines(data)
+    assert expected.failure is not None and "OutOfResources" in expected.failure.evidence_line
+    whole = StartupReader(year=2025)
+    whole.feed(data)
+    whole.close()
+    assert whole.state == expected
+    for seed in range(4):
+        assert _in_random_chunks(data, seed) == expected, f"seed {seed}"
