@@ -229,13 +229,12 @@ class StartupReader:
             if m is not None:
                 head = buf[start:m.end()]      # every line starting with it is skipped
                 skipped = 1
-                crlf = int(buf[stop - 2] == 13)
-                while stop < end and (buf.startswith(head, stop) or skip_head(buf, stop)):
-                    stop = buf.find(b"\n", stop) + 1
+                find, starts = buf.find, buf.startswith
+                while stop < end and (starts(head, stop) or skip_head(buf, stop)):
+                    stop = find(b"\n", stop) + 1
                     skipped += 1
-                    crlf += buf[stop - 2] == 13
                 # CRs only as CRLF endings (a redraw would change the line)
-                if buf.count(b"\r", start, stop) == crlf:
+                if buf.count(b"\r", start, stop) == buf.count(b"\r\n", start, stop):
                     boot.lines_read += skipped
                     pos = stop
                     continue
