@@ -19,8 +19,9 @@ through a bulk path first: CRLF endings are dropped per block, and runs of lines
 the hot loop would skip anyway (array dumps, :data:`SKIP_HEAD`) are counted, not read,
 and compile-step lines (``Precompile``, ``Compilation of ... finished in``, ``AOT lower
 skipped``: a third of a TPU boot log) are read on their bytes while the boot compiles, with
-no decode and no handler call. ``feed_line`` is the line-by-line path (every line through
-its handler); both give the same state.
+no decode and no handler call; a repeated bare line already seen to do nothing is skipped
+outside a traceback. ``feed_line`` is the line-by-line path (every line through its
+handler); both give the same state.
 """
 
 from __future__ import annotations
