@@ -115,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
               f"({matched:,} matching lines, {len(GREP_PATTERNS)} patterns)")
         print(f"ratio grep/log-summary: {r_wall / g_wall:.1f}x (wall), "
               f"{r_cpu / max(g_cpu, 1e-9):.1f}x (cpu)")
+        print(f"load average after the runs: {os.getloadavg()[0]:.2f} "
+              f"({os.cpu_count()} cores; other processes only slow a run down)")
         verdict = "meets" if mb / r_cpu >= TARGET_MB_S else "misses"
         print(f"target {TARGET_MB_S:.0f} MB/s on one core: {verdict} it (cpu-time figure); "
               f"result: ready={summary['ready']}, compile_steps_finished="

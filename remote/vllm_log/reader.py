@@ -16,8 +16,12 @@ Hot path: each line costs one ``find`` for the envelope end and one dict lookup
 on the first four characters of its message; regexes run only on lines whose
 message head names a format (see ``state.HANDLERS``). Whole buffers (``feed``) go
 through a bulk path first: CRLF endings are dropped per block, and runs of lines
-the hot loop would skip anyway (array dumps, :data:`SKIP_HEAD`) are counted, not read.
-``feed_line`` is the line-by-line path; both give the same state.
+the hot loop would skip anyway (array dumps, :data:`SKIP_HEAD`) are counted, not read,
+and compile-step lines (``Precompile``, ``Compilation of ... finished in``, ``AOT lower
+skipped``: a third of a TPU boot log) are read on their bytes while the boot compiles, with
+no decode and no handler call; a repeated bare line already seen to do nothing is skipped
+outside a traceback. ``feed_line`` is the line-by-line path (every line through its
+handler); both give the same state.
 """
 
 from __future__ import annotations
@@ -32,6 +36,13 @@ from typing import IO, Any
 from remote.startup import Failure, Phase, PhaseMark, StartupState, summary_json
 from remote.vllm_log import patterns as pat
 from remote.vllm_log.state import HANDLERS, BootState
+
+_COMPILING = Phase.COMPILING
+_QUIET_MAX_BYTES = 512   # bare lines remembered as quiet: at most 1,024 of at most 512 bytes
+_QUIET_MAX_LINES = 1024
+_ON_PRECOMPILE = HANDLERS["Prec"]
+_ON_COMPILE = HANDLERS["Comp"]
+_ON_AOT = HANDLERS["AOT "]
 
 __all__ = ["StartupReader", "read_log", "summary_json"]
 
@@ -74,6 +85,8 @@ class StartupReader:
         self._version = 0
         self._snapshot: StartupState | None = None
         self._snapshot_version = -1
+        #: bare lines seen to do nothing (``BootState.bare_line_is_quiet``), skipped when repeated
+        self._quiet: set[bytes] = set()
 
     # ---- input --------------------------------------------------------------------
     def feed(self, data: str | bytes | bytearray | memoryview) -> None:
@@ -207,43 +220,56 @@ class StartupReader:
         while pos < end:
             hint = buf.find(SKIP_HINT, pos)
             if hint < 0:
-                lines(self._prepared(buf[pos:end]))
+                lines(self._prepared(buf[pos:end]), True)
                 break
             start = buf.rfind(b"\n", pos, hint) + 1 or pos
             if start > pos:
-                lines(self._prepared(buf[pos:start]))
+                lines(self._prepared(buf[pos:start]), True)
             stop = buf.find(b"\n", hint) + 1
             m = skip_head(buf, start) if boot.accum is None else None
             if m is not None:
                 head = buf[start:m.end()]      # every line starting with it is skipped
                 skipped = 1
-                crlf = int(buf[stop - 2] == 13)
-                while stop < end and (buf.startswith(head, stop) or skip_head(buf, stop)):
-                    stop = buf.find(b"\n", stop) + 1
+                find, starts = buf.find, buf.startswith
+                while stop < end and (starts(head, stop) or skip_head(buf, stop)):
+                    stop = find(b"\n", stop) + 1
                     skipped += 1
-                    crlf += buf[stop - 2] == 13
                 # CRs only as CRLF endings (a redraw would change the line)
-                if buf.count(b"\r", start, stop) == crlf:
+                if buf.count(b"\r", start, stop) == buf.count(b"\r\n", start, stop):
                     boot.lines_read += skipped
                     pos = stop
                     continue
-            lines(self._prepared(buf[start:stop]))
+            lines(self._prepared(buf[start:stop]), True)
             pos = stop
         self._note_stamps(self._prepared_backwards(buf), first)
         self._version += 1
 
-    def _lines(self, lines: list[bytes]) -> None:
-        """Dispatch each line on the first 4 bytes of its message; decode only those used."""
+    def _lines(self, lines: list[bytes], fold: bool = False) -> None:
+        """Dispatch each line on the first 4 bytes of its message; decode only those used.
+
+        With ``fold`` (the bulk path), compile-step lines of an ASCII line are read on their
+        bytes while the boot is compiling (``progress`` COMPILING and its start time known, so
+        no line's time is needed): the twin of ``BootState.on_precompile`` / ``on_compile`` /
+        ``on_aot`` for the C4 shapes; any other shape goes to the handler."""
         boot = self._boot
         n = boot.lines_read
         heads = HANDLERS_BYTES
+        quiet = self._quiet
         acc = boot.accum is not None
+        steady = fold and boot.progress is _COMPILING and boot.c_started_at is not None
+        # compile steps read but not yet written to ``boot`` (written before any handler runs)
+        dirty, started, finished, deferred, total, last = False, 0, 0, 0, 0.0, 0.0
+        in_flight: tuple[bytes, int, int] | None = None
         for raw in lines:
             n += 1
             if acc:
+                if dirty:
+                    boot.fold_compile_steps(started, finished, total, last, deferred, in_flight)
+                    dirty, started, finished, deferred, in_flight = False, 0, 0, 0, None
                 boot.lines_read = n
                 taken = boot.take_accum(raw.decode("utf-8", "replace"))
                 acc = boot.accum is not None
+                steady = fold and boot.progress is _COMPILING and boot.c_started_at is not None
                 if taken:
                     continue
             p = raw.find(b"] ", 0, 200)
@@ -254,13 +280,58 @@ class StartupReader:
             else:
                 p = -1
             if p < 0:
+                if fold and raw in quiet and not boot.in_tb:
+                    continue
+                if dirty:
+                    boot.fold_compile_steps(started, finished, total, last, deferred, in_flight)
+                    dirty, started, finished, deferred, in_flight = False, 0, 0, 0, None
                 boot.lines_read = n
-                boot.bare_line(raw.decode("utf-8", "replace"))
+                line = raw.decode("utf-8", "replace")
+                if fold and len(raw) <= _QUIET_MAX_BYTES and not boot.in_tb \
+                        and boot.bare_line_is_quiet(line):
+                    if len(quiet) >= _QUIET_MAX_LINES:
+                        quiet.clear()
+                    quiet.add(raw)
+                    continue
+                boot.bare_line(line)
                 acc = boot.accum is not None
+                steady = fold and boot.progress is _COMPILING and boot.c_started_at is not None
                 continue
             p += 2
             head = raw[p:p + 4]
             h = heads.get(head)
+            if steady and (h is _ON_PRECOMPILE or h is _ON_COMPILE or h is _ON_AOT) \
+                    and raw.isascii():
+                if h is _ON_PRECOMPILE:         # "Precompile <name> --> <shape>"
+                    i = raw.find(b" --> ", p)
+                    if i > p:
+                        if not dirty:
+                            dirty, total = True, boot.c_total
+                        started += 1
+                        in_flight = (raw, p, i)
+                    continue
+                if h is _ON_AOT:
+                    if raw.startswith(b"AOT lower skipped", p):
+                        if not dirty:
+                            dirty, total = True, boot.c_total
+                        deferred += 1
+                        in_flight = None
+                    continue
+                if raw.startswith(b"Compilation of ", p):   # "... finished in 0.69 [secs]."
+                    i = raw.rfind(b" finished in ", p) + 13
+                    j = raw.find(b" ", i)
+                    if i > 12 and j > 0 and not raw.startswith(b"in ", i):
+                        try:
+                            secs = float(raw[i:j])
+                        except ValueError:
+                            continue            # the handler ignores the line too
+                        if not dirty:
+                            dirty, total = True, boot.c_total
+                        finished += 1
+                        last = secs
+                        total += secs
+                        in_flight = None
+                        continue
             if h is None:
                 c = head[:1]
                 if c == b" ":
@@ -269,6 +340,9 @@ class StartupReader:
                 elif c.isdigit() or not c or not (b"rror" in raw or b"xception" in raw or c == b"\xe2"
                                                   or boot.in_tb):
                     continue
+            if dirty:
+                boot.fold_compile_steps(started, finished, total, last, deferred, in_flight)
+                dirty, started, finished, deferred, in_flight = False, 0, 0, 0, None
             boot.lines_read = n
             line = raw.decode("utf-8", "replace")
             msg = line[p:] if len(line) == len(raw) else line[line.find("] ", 0, 200) + 2:]
@@ -277,6 +351,9 @@ class StartupReader:
             else:
                 boot.dispatch(msg.lstrip(), line, envelope=True)
             acc = boot.accum is not None
+            steady = fold and boot.progress is _COMPILING and boot.c_started_at is not None
+        if dirty:
+            boot.fold_compile_steps(started, finished, total, last, deferred, in_flight)
         boot.lines_read = n
 
     def _prepared(self, block: bytes) -> list[bytes]:

@@ -198,6 +198,29 @@ class BootState:
         msg = pat.strip_proc_prefix(text).strip()
         self.dispatch(msg, line, envelope=False)
 
+    def bare_line_is_quiet(self, line: str) -> bool:
+        """:meth:`bare_line` would do nothing with ``line`` whatever the state, as long as no
+        traceback is open (``in_tb``) and no multi-line message is being joined: its message has
+        no handler and nothing :meth:`dispatch` reacts to. Lets the reader skip repeated lines
+        (warnings, tqdm bars, ``[Gloo]`` lines) without reading them again."""
+        text = line
+        envelope = False
+        if text[:1] in "12":
+            m = pat.DOCKER_TS.match(text)
+            if m:
+                text = text[m.end():]
+                end = pat.envelope_end(text)
+                if end >= 0:
+                    text, envelope = text[end:].lstrip(), True
+        msg = text if envelope else pat.strip_proc_prefix(text).strip()
+        if HANDLERS.get(msg[:4]) is not None:
+            return False
+        c = msg[:1]
+        if c in pat.DIGITS:
+            return True
+        return not ("rror" in msg or "xception" in msg or c in pat.BANNER_GLYPHS
+                    or (not envelope and ("Exited (" in msg or "vllm serve" in msg)))
+
     def dispatch(self, msg: str, line: str, envelope: bool) -> None:
         """Slow-path twin of the hot loop for one message."""
         h = HANDLERS.get(msg[:4])
@@ -405,6 +428,37 @@ class BootState:
             self.enter(Phase.COMPILING, line)
         if self.c_started_at is None:
             self.c_started_at = self.at(line)
+
+    def fold_compile_steps(self, started: int, finished: int, step_seconds_total: float,
+                           last_step_seconds: float, deferred: int,
+                           in_flight: tuple[bytes, int, int] | None) -> None:
+        """Write compile-step lines read in bulk by the reader (its bytes twin of
+        :meth:`on_precompile`, :meth:`on_compile`, :meth:`on_aot` for the C4 shapes, vLLM 0.26+
+        tpu-inference ``compilation_manager.py``), as those handlers would have one by one.
+
+        Args:
+            started: ``Precompile <name> --> <shape>`` lines.
+            finished: ``Compilation of ... finished in N [secs]`` lines.
+            step_seconds_total: ``c_total`` after them (summed in log order by the reader).
+            last_step_seconds: N of the last finished one, s (used only if ``finished``).
+            deferred: ``AOT lower skipped`` lines.
+            in_flight: ``(line, message start, index of " --> ")`` of an ASCII ``Precompile``
+                line if it was the last of them (its step is in flight), else ``None``.
+        """
+        if started:
+            self.xla_group = False
+            self.c_started += started
+        if finished:
+            self.c_finished += finished
+            self.c_last = last_step_seconds
+        self.c_total = step_seconds_total
+        self.c_deferred += deferred
+        if in_flight is None:
+            self.c_name = self.c_shape = None
+        else:
+            raw, p, i = in_flight
+            self.c_name = raw[p + 11:i].decode("ascii")
+            self.c_shape = raw[i + 5:i + 205].decode("ascii")
 
     def on_precompile(self, msg: str, line: str) -> None:
         i = msg.find(" --> ")

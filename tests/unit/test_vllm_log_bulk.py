@@ -105,3 +105,104 @@ def test_a_run_ends_at_the_first_line_the_hot_loop_would_read() -> None:
     state = _in_random_chunks(data, 1)
     assert state == _by_lines(data)
     assert (state.compile.steps_started, state.lines_read) == (1, 30)
+
+
+# ---- compile-step lines (read on their bytes by the bulk path while the boot compiles) ---------
+_ENV = b"(EngineCore pid=372) INFO 08-10 22:28:%02d [compilation_manager.py:%d] "
+
+
+def _pre(i: int, shape: bytes = b"") -> bytes:
+    return _ENV % (i % 60, 137) + b"Precompile worker0 sample --> {'num_reqs': %d%s}\n" % (i, shape)
+
+
+def _done(i: int, secs: bytes) -> bytes:
+    return (_ENV % (i % 60, 188) + b"Compilation of worker0 sample --> {'num_reqs': %d} finished in "
+            % i + secs + b" [secs].\n")
+
+
+def _aot(i: int) -> bytes:
+    return _ENV % (i % 60, 160) + b"AOT lower skipped for worker0 backbone (not a jit); will compile.\n"
+
+
+_BOOT = (b"INFO 08-10 22:25:53 [__init__.py:76] vLLM API server version 0.11.0\n"
+         + _ENV % (30, 949) + b"Compiling sampling with different input shapes.\n")
+
+
+def _steps(count: int) -> bytes:
+    return b"".join(_pre(i) + _done(i, b"%d.%02d" % (i % 3, i % 97)) + _aot(i) for i in range(count))
+
+
+#: Each case: a compile phase with one edge the fold must read as the hot loop does.
+COMPILE_CASES = {
+    "plain": _BOOT + _steps(40),
+    "ends-in-flight": _BOOT + _steps(40) + _pre(99, b", 'x': 1"),
+    "crlf": _crlf(_BOOT + _steps(40)),
+    "keyword-in-shape": _BOOT + _steps(10)
+    + _pre(50, b", 'k': '] Compilation of x finished in 9.5 [secs]'") + _done(50, b"1.25") + _steps(10),
+    "two-finish-times": _BOOT + _steps(10) + _done(60, b"2.5 [secs] finished in 3.75") + _steps(10),
+    "odd-time": _BOOT + _steps(10) + _done(61, b"1.2.3") + _done(62, b"in 7.5") + _steps(10),
+    "redraw": _BOOT + _steps(10) + _pre(70)[:-1] + b"\r" + _done(70, b"4.5") + _steps(10),
+    "ansi": _BOOT + _steps(10) + _done(71, b"\x1b[1m4.5\x1b[0m") + _steps(10),
+    "array-dump-between": _BOOT + _steps(10)
+    + b"".join(_ENV % (1, 137) + b"       1, 1, 1,\n" for _ in range(30)) + _steps(10),
+    "failure-inside": _BOOT + _steps(10) + _pre(80)
+    + b"ERROR 08-10 22:29:26 [core.py:708] Traceback (most recent call last):\n"
+    + b"ERROR 08-10 22:29:26 [core.py:708] jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: "
+    + b"Error allocating device buffer: Attempting to allocate 128.00M. That was not possible. "
+    + b"There are 69.02M free.\n" + _steps(5),
+    "pydantic-inside": _BOOT + _steps(5)
+    + b"ERROR 08-10 22:29:26 [core.py:708] pydantic_core._pydantic_core.ValidationError: "
+    + b"1 validation error for ModelConfig\n" + _steps(5),
+    "invalid-utf8": _BOOT + _steps(5) + _pre(90, b", 'n': '\xff\xfe'") + _steps(5)
+    + _pre(91, b", 'n': '\xe2\x82'"),
+    "before-the-phase": _steps(5) + _BOOT + _steps(5),
+    "restart": _BOOT + _steps(20) + _BOOT + _steps(3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COMPILE_CASES))
+def test_compile_runs_read_as_line_by_line(case: str) -> None:
+    data = COMPILE_CASES[case]
+    expected = _by_lines(data)
+    assert expected.compile.steps_started > 0
+    whole = StartupReader(year=2025)
+    whole.feed(data)
+    whole.close()
+    assert whole.state == expected
+    for seed in range(8):          # chunk borders inside step lines, runs cut anywhere
+        assert _in_random_chunks(data, seed) == expected, f"seed {seed}"
+
+
+def test_a_folded_run_has_the_values_of_its_lines() -> None:
+    """The values themselves (not only both paths agreeing): 40 steps of 3 lines, summed in order."""
+    data = _BOOT + _steps(40) + _pre(99, b", 'x': 1")
+    reader = StartupReader(year=2025)
+    reader.feed(data)
+    reader.close()
+    comp = reader.state.compile
+    secs = [float(b"%d.%02d" % (i % 3, i % 97)) for i in range(40)]
+    total = 0.0
+    for s in secs:
+        total += s
+    assert (comp.steps_started, comp.steps_finished, comp.deferred_steps) == (41, 40, 40)
+    assert comp.last_step_seconds == secs[-1] and comp.step_seconds_total == round(total, 6)
+    assert comp.in_flight == "worker0 sample --> {'num_reqs': 99, 'x': 1}"
+    assert reader.state.lines_read == 2 + 120 + 1
+
+
+def test_a_repeated_quiet_bare_line_is_read_again_inside_a_traceback() -> None:
+    """Bare lines that did nothing are skipped when repeated, but not once a traceback is open:
+    there a type not ending in Error is a root cause."""
+    quiet = b"(EngineCore pid=372) OutOfResources: out of resource: shared memory, Required: 1\n"
+    data = (_BOOT + quiet * 5 + _steps(3)
+            + b"(EngineCore pid=372) Traceback (most recent call last):\n"
+            + b'(EngineCore pid=372)   File "/x/triton.py", line 3, in run\n' + quiet
+            + b"(EngineCore pid=372) [Gloo] Rank 0 is connected to 0 peer ranks.\n" * 3)
+    expected = _by_lines(data)
+    assert expected.failure is not None and "OutOfResources" in expected.failure.evidence_line
+    whole = StartupReader(year=2025)
+    whole.feed(data)
+    whole.close()
+    assert whole.state == expected
+    for seed in range(4):
+        assert _in_random_chunks(data, seed) == expected, f"seed {seed}"
