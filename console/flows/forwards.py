@@ -16,10 +16,12 @@ import asyncio
 import socket
 import zlib
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remote.errors import RemoteError
-from remote.ssh import SshTarget
+
+if TYPE_CHECKING:
+    from remote.ssh import SshTarget  # (asyncssh costs ~0.2 s to import: not before the first frame)
 
 #: The local ports a node's stable port is derived from (the article's 8005 first).
 STABLE_PORTS = range(8005, 8105)
