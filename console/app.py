@@ -163,8 +163,8 @@ class TpuConsoleApp(App[None]):
             self.call_after_refresh(self._after_first_frame)
 
     def _after_first_frame(self) -> None:
-        # One more refresh before the start: its imports hold the GIL, and the fleet table's rows are
-        # drawn in the frame after the first (seen: the cached rows came ~0.5 s late otherwise).
+        # One more refresh before the start, whose imports hold the GIL: the fleet table's rows may be
+        # drawn in the frame after the first. (Not measured apart: the bench is too noisy on this machine.)
         self.call_after_refresh(self._begin_start)
 
     def _begin_start(self) -> None:
