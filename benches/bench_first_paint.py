@@ -1,13 +1,23 @@
 """First paint of ``tpu-console --demo``: process start -> the first frame showing the fleet table.
 
 Runs the real command on a pseudo-terminal (160x45, its own ``$XDG_STATE_HOME`` and data dir)
-and reads what it draws until a fleet node's name appears in a frame; then quits it with ``q``.
-The time is taken from just before the process is spawned, so it includes the interpreter's
-start, every import, the sandbox's start and the first TPU API list. Repeats ``--runs`` times
-and prints each run, the median and the best; ``--json`` ends with one JSON line
-(``first_paint_ms_median``, ``first_paint_ms_best``, ``runs``). Target: 500 ms.
+and reads what it draws; then quits it with ``q``. Times are taken from just before the process
+is spawned, so they include the interpreter's start and every import. Each round is two runs in
+one fresh state dir:
 
-Usage: ``.venv/bin/python benches/bench_first_paint.py [--runs 5] [--json]``
+* cold (no fleet cache yet): ``first frame`` = the fleet screen saying "loading fleet…";
+* warm (the cache the cold run wrote): ``first frame`` = the cached fleet's nodes on screen;
+
+and for both, ``live`` = the first frame after the sandbox started and the first TPU API list
+landed (the title says "refreshed"). Repeats ``--runs`` rounds and prints each run, the medians
+and the bests; ``--json`` ends with one JSON line (``first_paint_ms_median`` (warm and cold
+together), ``cold_first_ms_median``, ``warm_first_ms_median``, ``live_ms_median``,
+``first_paint_ms_best``, ``runs``). Target: 500 ms for the first frame.
+
+``--config PATH`` runs ``tpu-console --config PATH`` instead (e.g. the config of a sandbox started
+with ``tpu-console sandbox --state-dir DIR``): the same figures for a console with a config.
+
+Usage: ``.venv/bin/python benches/bench_first_paint.py [--runs 5] [--json] [--config PATH]``
 """
 
 from __future__ import annotations
@@ -29,22 +39,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMAND = [str(ROOT / ".venv" / "bin" / "tpu-console"), "--demo"]
+#: What the fleet screen draws with no cache (its title and the nodes' label).
+LOADING = b"loading fleet"
 #: A node of the demo fleet: once its name is drawn, the fleet table is on screen.
-MARKER = b"vllm-flex-b"
+NODE = b"vllm-flex-b"
+#: The title once a live refresh landed.
+LIVE = b"refreshed "
 TARGET_MS = 500.0
 
 
-def one_run(timeout_s: float = 30.0) -> float:
-    """Milliseconds from spawn to the first output holding :data:`MARKER`."""
-    state = tempfile.mkdtemp(prefix="bench_first_paint_")
+def one_run(command: list[str], state: str, first_marker: bytes, timeout_s: float = 60.0) -> tuple[float, float]:
+    """Milliseconds from spawn to the first output holding ``first_marker``, and to :data:`LIVE`."""
     env = {**os.environ, "XDG_STATE_HOME": f"{state}/state", "XDG_DATA_HOME": f"{state}/data",
            "XDG_CONFIG_HOME": f"{state}/config", "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "45"}
     started = time.perf_counter()
     pid, fd = pty.fork()
     if pid == 0:  # the child: the console on the pseudo-terminal
-        os.execve(COMMAND[0], COMMAND, env)
+        os.execve(command[0], command, env)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 45, 160, 0, 0))
     seen = b""
+    first_ms: float | None = None
     try:
         while time.perf_counter() - started < timeout_s:
             ready, _, _ = select.select([fd], [], [], 0.5)
@@ -56,10 +70,13 @@ def one_run(timeout_s: float = 30.0) -> float:
                 break
             if not chunk:
                 break
-            seen = (seen + chunk)[-4096:]
-            if MARKER in seen:
-                return (time.perf_counter() - started) * 1000
-        raise SystemExit(f"no fleet table within {timeout_s:.0f} s; last output: {seen[-300:]!r}")
+            seen = (seen + chunk)[-8192:]
+            now_ms = (time.perf_counter() - started) * 1000
+            if first_ms is None and first_marker in seen:
+                first_ms = now_ms
+            if first_ms is not None and LIVE in seen:
+                return first_ms, now_ms
+        raise SystemExit(f"no {first_marker!r} / live fleet within {timeout_s:.0f} s; last output: {seen[-300:]!r}")
     finally:
         try:
             os.write(fd, b"q")
@@ -82,18 +99,35 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
+    parser.add_argument("--config", metavar="PATH", help="run `tpu-console --config PATH` instead of --demo")
     args = parser.parse_args(argv)
-    times = []
+    command = [COMMAND[0], "--config", args.config] if args.config else COMMAND
+    what = f"--config {args.config}" if args.config else "--demo"
+    cold, warm, live = [], [], []
     for i in range(args.runs):
-        times.append(one_run())
-        print(f"run {i + 1}: first fleet frame after {times[-1]:.0f} ms")
-    median, best = statistics.median(times), min(times)
+        state = tempfile.mkdtemp(prefix="bench_first_paint_")
+        first, ready = one_run(command, state, LOADING)
+        cold.append(first)
+        live.append(ready)
+        print(f"round {i + 1} cold: loading frame after {first:.0f} ms, live fleet after {ready:.0f} ms")
+        if not (Path(state) / "state" / "tpu-console" / "fleet-cache.json").exists():
+            raise SystemExit("the cold run wrote no fleet cache")
+        first, ready = one_run(command, state, NODE)
+        warm.append(first)
+        live.append(ready)
+        print(f"round {i + 1} warm: cached fleet after {first:.0f} ms, live fleet after {ready:.0f} ms")
+    both = cold + warm
     load = os.getloadavg()[0]
-    print(f"first paint of --demo: median {median:.0f} ms, best {best:.0f} ms over {len(times)} runs "
-          f"(target {TARGET_MS:.0f} ms; load average {load:.2f} on {os.cpu_count()} cores, shared)")
+    print(f"first paint of {what}: median {statistics.median(both):.0f} ms (cold {statistics.median(cold):.0f}, "
+          f"warm {statistics.median(warm):.0f}), best {min(both):.0f} ms; live fleet median "
+          f"{statistics.median(live):.0f} ms; over {args.runs} rounds (target {TARGET_MS:.0f} ms; "
+          f"load average {load:.2f} on {os.cpu_count()} cores, shared)")
     if args.json:
-        print(json.dumps({"first_paint_ms_median": round(median), "first_paint_ms_best": round(best),
-                          "runs": len(times)}))
+        print(json.dumps({"first_paint_ms_median": round(statistics.median(both)),
+                          "cold_first_ms_median": round(statistics.median(cold)),
+                          "warm_first_ms_median": round(statistics.median(warm)),
+                          "live_ms_median": round(statistics.median(live)),
+                          "first_paint_ms_best": round(min(both)), "runs": args.runs}))
     return 0
 
 

@@ -8,7 +8,8 @@ swap, benchmark, history) are opened by name through :meth:`TpuConsoleApp.open_f
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 
 from textual.app import App, SystemCommand
@@ -16,11 +17,17 @@ from textual.binding import Binding
 from textual.content import Content
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
+from textual.worker import Worker, WorkerState
 
+from console.flows.fleet_cache import FleetCache
 from console.screens.fleet import FleetScreen
 from console.screens.help import HelpScreen
 from console.services import Services
+from remote.models import utc_now
 from remote.printable import printable
+
+#: What a key that needs the services says while they are being built (the sandbox, the TPU client).
+STARTING_MESSAGE = "starting… (the console's services are being built; try again in a moment)"
 
 #: feature name -> (module, screen class). Each screen takes ``(node)``.
 FEATURES: dict[str, tuple[str, str]] = {
@@ -59,6 +66,8 @@ def binding_ids() -> set[str]:
 
 def unknown_key_ids(keys: dict[str, str]) -> list[str]:
     """The ids in a ``[keys]`` table that no binding has, sorted."""
+    if not keys:
+        return []     # (binding_ids imports every view: not worth it for an empty table)
     known = binding_ids()
     return sorted(k for k in keys if k not in known)
 
@@ -76,18 +85,107 @@ class TpuConsoleApp(App[None]):
         Binding("q", "quit", "Quit", id="quit"),
     ]
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services | None = None, *, start: Callable[[], Services] | None = None,
+                 fleet_cache: FleetCache | None = None, readonly: bool = False, sandbox: bool = False,
+                 keys: dict[str, str] | None = None) -> None:
+        """Either ``services`` (built already: tests, snapshots) or ``start``, a callable that builds
+        them (starting the sandbox for ``--demo``); it runs on a thread after the first frame, so the
+        fleet is on screen (from ``fleet_cache``, or "loading fleet…") before it returns.
+
+        Args:
+            services: the collaborators, or ``None`` with ``start``.
+            start: builds the services (blocking; on a worker thread); what it raises goes to
+                :meth:`report_unexpected`.
+            fleet_cache: the last fleet on disk (default: ``services.fleet_cache``).
+            readonly, sandbox, keys: what the first frame shows before the services exist
+                (read-only mode, the sandbox title, the ``[keys]`` table); the services' config wins after.
+        """
         super().__init__()
-        self.services = services
+        if services is None and start is None:
+            raise ValueError("TpuConsoleApp needs services or a start callable")
+        self._services: Services | None = None
+        self._start = start
+        self._readonly = readonly
+        self.fleet_cache = fleet_cache if fleet_cache is not None or services is None else services.fleet_cache
+        if keys:
+            self.set_keymap(keys)
+        #: the title without the forwards (:meth:`show_forwards` appends them)
+        self.base_title = "tpu-console — sandbox" if sandbox else self.TITLE
+        self.title = self.base_title
+        if services is not None:
+            self._take_services(services)
+
+    @property
+    def ready(self) -> bool:
+        """Whether the services are built (until then keys that need them say "starting…")."""
+        return self._services is not None
+
+    @property
+    def services(self) -> Services:
+        """The app's collaborators.
+
+        Raises:
+            RuntimeError: they are not built yet (check :attr:`ready`; :meth:`need_services` says so).
+        """
+        if self._services is None:
+            raise RuntimeError("the console's services are not built yet")
+        return self._services
+
+    @property
+    def readonly(self) -> bool:
+        """Read-only mode: the config's once the services exist, else what the app was started with."""
+        return self._services.config.readonly if self._services is not None else self._readonly
+
+    def clock(self) -> datetime:
+        """The services' clock (tests freeze it), or the UTC time before they exist."""
+        return self._services.clock() if self._services is not None else utc_now()
+
+    def need_services(self, what: str = "") -> bool:
+        """``True`` when the services are built; else a "starting…" toast and ``False``."""
+        if self._services is not None:
+            return True
+        self.notify(STARTING_MESSAGE, title=what or "Starting", severity="warning", timeout=3)
+        return False
+
+    def _take_services(self, services: Services) -> None:
+        self._services = services
+        if self.fleet_cache is None:
+            self.fleet_cache = services.fleet_cache
         if services.config.keys:
             self.set_keymap(services.config.keys)
-        #: the title without the forwards (:meth:`show_forwards` appends them)
         self.base_title = "tpu-console — sandbox" if services.sandbox is not None else self.TITLE
         self.title = self.base_title
         services.forwards.subscribe(self.show_forwards)
 
     def on_mount(self) -> None:
         self.push_screen(FleetScreen())
+        if self._services is None:
+            self.call_after_refresh(self._after_first_frame)
+
+    def _after_first_frame(self) -> None:
+        # One more refresh before the start, whose imports hold the GIL: the fleet table's rows may be
+        # drawn in the frame after the first. (Not measured apart: the bench is too noisy on this machine.)
+        self.call_after_refresh(self._begin_start)
+
+    def _begin_start(self) -> None:
+        self.run_worker(self._build_services, name="starting the console", group="start", thread=True,
+                        exit_on_error=False)
+
+    def _build_services(self) -> None:
+        assert self._start is not None
+        services = self._start()
+        self.call_from_thread(self._services_built, services)
+
+    def _services_built(self, services: Services) -> None:
+        self._take_services(services)
+        fleet = self.fleet_screen
+        if fleet is not None:
+            fleet.services_ready()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The services' start failed (the sandbox did not start, a bug): shown, not a crash."""
+        if event.worker.group == "start" and event.state is WorkerState.ERROR and event.worker.error is not None:
+            self.report_unexpected("starting the console", event.worker.error)
 
     def show_forwards(self) -> None:
         """Put the forwards in the header: ``⇄ vllm-flex-b localhost:8005`` (``+N`` more; the first's
@@ -103,7 +201,7 @@ class TpuConsoleApp(App[None]):
 
     def action_forwards(self) -> None:
         """Open the forwards view (every forward the console holds: close, copy URL)."""
-        if type(self.screen).__name__ == "ForwardsScreen":
+        if type(self.screen).__name__ == "ForwardsScreen" or not self.need_services("Forwards"):
             return
         self.open_feature("forwards", getattr(self.screen, "node", None))
 
@@ -180,6 +278,8 @@ class TpuConsoleApp(App[None]):
 
     def open_feature(self, name: str, node: Any) -> None:
         """Push the screen of feature ``name`` for ``node`` (a key of :data:`FEATURES`)."""
+        if not self.need_services(name.capitalize()):
+            return
         module_name, class_name = FEATURES[name]
         module = importlib.import_module(module_name)
         screen = getattr(module, class_name)(node)
@@ -236,4 +336,5 @@ class TpuConsoleApp(App[None]):
         self.push_screen(ErrorScreen(f"{what} failed: {type(error).__name__}: {error}", text))
 
     def on_unmount(self) -> None:
-        self.services.close()
+        if self._services is not None:
+            self._services.close()

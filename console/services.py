@@ -18,6 +18,7 @@ from console.flows.history_store import history_path
 from remote.models import FleetSnapshot, utc_now
 
 if TYPE_CHECKING:
+    from console.flows.fleet_cache import FleetCache
     from console.flows.serving import ServingSampler
     from remote.container.spec import ContainerSpec
     from remote.models import Node
@@ -50,6 +51,8 @@ class Services:
         watching: node key -> the startup state its startup view last read (kept when the view is left).
         serving_sampler: ``node -> ServingSampler`` for the fleet's serving columns
             (:func:`serving_sampler_for` in production), or ``None``: not sampled (the columns say ``-``).
+        fleet_cache: where the fleet screen keeps the last fleet it listed (shown at the next start
+            before the first refresh), or ``None``: not kept.
     """
 
     config: Config
@@ -61,6 +64,7 @@ class Services:
     forwards: ForwardRegistry = field(default_factory=ForwardRegistry)
     watching: dict[tuple[str, str, str], StartupState] = field(default_factory=dict)
     serving_sampler: Callable[[Node], ServingSampler] | None = None
+    fleet_cache: FleetCache | None = None
     _store: HistoryStore | None = field(default=None, repr=False)
     _queued: QueuedResourceService | None = field(default=None, repr=False)
     _config_mtime_ns: int | None = field(default=None, repr=False)
@@ -143,13 +147,16 @@ class Services:
             close()
 
 
-def build_services(config: Config, *, db_path: Path | None = None, sandbox: Sandbox | None = None) -> Services:
-    """Build the production collaborators from ``config``.
+def build_services(config: Config, *, db_path: Path | None = None, sandbox: Sandbox | None = None,
+                   fleet_cache: FleetCache | None = None) -> Services:
+    """Build the production collaborators from ``config`` (imports the TPU client: ~0.5-1 s the
+    first time, so the console calls this on a thread after its first frame).
 
     Args:
         config: loaded configuration.
         db_path: ``--db`` override; else ``config.db_path``; else the XDG data path.
         sandbox: the running sandbox, kept alive with the services.
+        fleet_cache: where the last fleet is kept (:func:`console.flows.fleet_cache.cache_for`), or ``None``.
     """
     from remote.tpu.api import FleetSource
 
@@ -159,6 +166,7 @@ def build_services(config: Config, *, db_path: Path | None = None, sandbox: Sand
         fleet=fleet,
         db_path=history_path(config, db_path),
         sandbox=sandbox,
+        fleet_cache=fleet_cache,
     )
     services.serving_sampler = lambda node: serving_sampler_for(services, node)
     return services

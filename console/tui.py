@@ -1,34 +1,102 @@
-"""Start the Textual console: load the config (or start the sandbox), build services, run."""
+"""Start the Textual console: check the config, open the app, build the services behind its first frame.
+
+The app is on screen first (the last fleet from the cache, or "loading fleet…"); the sandbox
+(``--demo``) and the services (the TPU client's imports) are built on a worker thread after the
+first frame (:class:`ServicesStarter`), and the fleet's first refresh starts when they exist.
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import sys
+import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from console.config import ConfigError, load_config
+from console.config import Config, ConfigError, load_config
+
+if TYPE_CHECKING:
+    from console.flows.fleet_cache import FleetCache
+    from console.services import Services
+    from sandbox.runner import Sandbox
+
+#: Seconds :meth:`ServicesStarter.stop` waits for a start in progress before stopping the sandbox.
+START_WAIT_S = 60.0
+
+
+class ServicesStarter:
+    """Builds the console's services (after starting the sandbox for ``--demo``), once, on the thread
+    that calls it; :meth:`stop` stops the sandbox it started (waiting for a start in progress).
+
+    Args:
+        args: the parsed command line (``demo``, ``readonly``, ``db``).
+        config: the loaded config, or ``None`` for ``--demo`` (the sandbox writes its own).
+        fleet_cache: handed to the services (where the fleet screen keeps the last fleet).
+    """
+
+    def __init__(self, args: argparse.Namespace, config: Config | None, fleet_cache: FleetCache) -> None:
+        self.args = args
+        self.config = config
+        self.fleet_cache = fleet_cache
+        self.sandbox: Sandbox | None = None
+        self._done = threading.Event()
+        self._stopped = False
+        self._lock = threading.Lock()
+
+    def __call__(self) -> Services:
+        """Start the sandbox (``--demo``), load its config, build the services.
+
+        Raises:
+            ConfigError: the sandbox's config does not load (a bug in the sandbox).
+            OSError: the sandbox could not bind its loopback ports.
+        """
+        from console.services import build_services
+
+        try:
+            config = self.config
+            if self.args.demo:
+                from sandbox.runner import Sandbox
+
+                with self._lock:
+                    if self._stopped:
+                        raise RuntimeError("the console closed before the sandbox started")
+                    self.sandbox = Sandbox()
+                self.sandbox.start()
+                config = _with_flags(load_config(str(self.sandbox.config_path)), self.args)
+            assert config is not None
+            db_path = Path(self.args.db) if self.args.db else (
+                self.sandbox.db_path if self.sandbox is not None else None)
+            return build_services(config, db_path=db_path, sandbox=self.sandbox, fleet_cache=self.fleet_cache)
+        finally:
+            self._done.set()
+
+    def stop(self) -> None:
+        """Stop the sandbox once its start (if one began) is over; nothing to do without ``--demo``."""
+        with self._lock:
+            self._stopped = True
+            started = self.sandbox is not None
+        if started:
+            self._done.wait(START_WAIT_S)
+            assert self.sandbox is not None
+            self.sandbox.stop()
+
+
+def _with_flags(config: Config, args: argparse.Namespace) -> Config:
+    return dataclasses.replace(config, readonly=True) if getattr(args, "readonly", False) else config
 
 
 def run_tui(args: argparse.Namespace) -> int:
     """Open the console. Returns the exit code (2 on a bad config, nothing to list)."""
-    sandbox = None
-    config_path = args.config
-    if args.demo:
-        from sandbox.runner import Sandbox
+    from console.flows.fleet_cache import cache_for
 
-        print("Starting the sandbox (loopback TPU API, SSH nodes, vLLM)…", file=sys.stderr)
-        sandbox = Sandbox()
-        sandbox.start()
-        config_path = str(sandbox.config_path)
-    try:
+    config: Config | None = None
+    if not args.demo:
         try:
-            config = load_config(config_path)
+            config = _with_flags(load_config(args.config), args)
         except ConfigError as exc:
             print(f"tpu-console: config error: {exc}", file=sys.stderr)
             return 2
-        if getattr(args, "readonly", False):
-            config = dataclasses.replace(config, readonly=True)
         if not config.projects:
             from console.config import default_config_path
 
@@ -36,20 +104,25 @@ def run_tui(args: argparse.Namespace) -> int:
                   "Add a [[projects]] table with an id, or try the sandbox: tpu-console --demo",
                   file=sys.stderr)
             return 2
-        from console.app import TpuConsoleApp, unknown_key_ids
-        from console.services import build_services
+        if config.keys:
+            from console.app import unknown_key_ids
 
-        unknown = unknown_key_ids(config.keys)
-        if unknown:
-            print(f"tpu-console: config error: {config.path}: [keys] names no binding id "
-                  f"{', '.join(repr(k) for k in unknown)} (press ? in the console to see every id)",
-                  file=sys.stderr)
-            return 2
+            unknown = unknown_key_ids(config.keys)
+            if unknown:
+                print(f"tpu-console: config error: {config.path}: [keys] names no binding id "
+                      f"{', '.join(repr(k) for k in unknown)} (press ? in the console to see every id)",
+                      file=sys.stderr)
+                return 2
+    else:
+        print("Starting the sandbox (loopback TPU API, SSH nodes, vLLM)…", file=sys.stderr)
+    from console.app import TpuConsoleApp
 
-        db_path = Path(args.db) if args.db else (sandbox.db_path if sandbox is not None else None)
-        services = build_services(config, db_path=db_path, sandbox=sandbox)
-        TpuConsoleApp(services).run()
+    cache = cache_for(config.path if config is not None else None, demo=args.demo)
+    starter = ServicesStarter(args, config, cache)
+    try:
+        TpuConsoleApp(start=starter, fleet_cache=cache, readonly=bool(getattr(args, "readonly", False))
+                      or bool(config and config.readonly), sandbox=args.demo,
+                      keys=config.keys if config is not None else None).run()
         return 0
     finally:
-        if sandbox is not None:
-            sandbox.stop()
+        starter.stop()

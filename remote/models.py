@@ -13,6 +13,8 @@ from typing import Any
 
 #: Provisioning models as shown to operators.
 PROVISIONING_MODELS = ("on-demand", "spot", "preemptible", "reserved", "flex-start")
+#: Provisioning models a queued-resource request can ask for (``request --provisioning-model``).
+REQUEST_MODELS = ("flex-start", "spot", "on-demand", "reserved")
 
 
 def iso_utc(value: datetime | None) -> str | None:

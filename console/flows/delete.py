@@ -77,7 +77,7 @@ def plan_delete(qr: QueuedResource, nodes: tuple[Node, ...], prices: dict[str, d
     now = now or utc_now()
     billed = flex_billed_s(qr, nodes[0] if nodes else None, now)
     from remote.bench.cost import lookup_price  # (remote.bench imports httpx: not before the first frame)
-    from remote.tpu.requests import delete_command  # (google-cloud-tpu: idem)
+    from remote.tpu.advice import delete_command
 
     price = lookup_price(prices, qr.accelerator_type, "flex-start")
     cost = None if billed is None or price is None else billed / 3600 * price * (chips_of(qr.accelerator_type) or 1)

@@ -15,11 +15,10 @@ from typing import Any
 
 from remote.bench.cost import lookup_price
 from remote.models import Node, QueuedResource, chips_of, utc_now
-from remote.tpu.probe import classify_failure
+from remote.tpu.advice import classify_failure, delete_command
 from remote.tpu.requests import (
     QueuedResourceRequest,
     default_runtime_version,
-    delete_command,
     format_duration,
     parse_duration_s,
 )

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from remote.models import FleetSnapshot, QueuedResource
-from remote.tpu.advice import TryOption, what_to_try
+from remote.tpu.advice import TryOption, classify_failure, delete_command, what_to_try
 
 #: Queued-resource states that do nothing but may hold quota.
 INACTIVE_STATES = ("SUSPENDED", "FAILED")
@@ -44,8 +44,6 @@ class InactiveZone:
 
 def inactive_by_zone(snapshot: FleetSnapshot) -> list[InactiveZone]:
     """One :class:`InactiveZone` per zone that has SUSPENDED / FAILED queued resources, sorted."""
-    from remote.tpu.requests import delete_command  # (google-cloud-tpu: not before the first frame)
-
     zones: dict[tuple[str, str], list[QueuedResource]] = {}
     for qr in snapshot.queued_resources:
         if qr.state in INACTIVE_STATES:
@@ -64,8 +62,6 @@ def stuck_verdict(qr: QueuedResource) -> str | None:
     if qr.state == "WAITING_FOR_RESOURCES":
         return "waiting"
     if qr.state == "FAILED":
-        from remote.tpu.probe import classify_failure  # (google-cloud-tpu: not before the first frame)
-
         return classify_failure(qr.failure or "") or "refused"
     return None
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from rich.console import Group
@@ -66,6 +67,11 @@ DETAIL_MIN_WIDTH = 120
 SERVING_REDRAW_S = 0.2
 #: Cells the detail pane takes (its CSS width, border included).
 DETAIL_WIDTH = 44
+
+
+def clock_time(value: datetime) -> str:
+    """``13:05:31Z``: the time of day (UTC) the cached fleet was saved."""
+    return value.strftime("%H:%M:%SZ")
 
 
 def node_row_key(node: Node) -> str:
@@ -135,6 +141,9 @@ class FleetScreen(ConsoleScreen):
         self.serving: dict[str, ServingSample] = {}
         self._samplers: dict[str, tuple[Any, asyncio.Task[None]]] = {}
         self._serving_dirty = False
+        #: when the fleet shown was saved, while it comes from the cache (``None``: live, or nothing yet)
+        self.cached_at: datetime | None = None
+        self._refresh_timer: Any = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -153,18 +162,30 @@ class FleetScreen(ConsoleScreen):
     def on_mount(self) -> None:
         self._apply_detail()
         self.query_one("#filter", Input).display = False
-        self.sub_title = "loading…"
-        self.action_refresh_fleet()
-        services = self.services
-        self.set_interval(services.config.refresh_interval_s, self.action_refresh_fleet)
+        cache = self.console.fleet_cache
+        cached = cache.load() if cache is not None else None
+        if cached is not None:
+            self.show_snapshot(cached.snapshot, cached_at=cached.saved_at)
+        else:
+            self.sub_title = "loading fleet…"
+            self.query_one("#nodes-title", Label).update("Nodes · loading fleet…")
         self.set_interval(1.0, self._tick)
         self.query_one("#nodes", DataTable).focus()
+        if self.console.ready:
+            self.services_ready()
+
+    def services_ready(self) -> None:
+        """The app's services exist: list the fleet now and every ``refresh_interval_s`` (once)."""
+        if self._refresh_timer is not None:
+            return
+        self._refresh_timer = self.set_interval(self.services.config.refresh_interval_s, self.action_refresh_fleet)
+        self.action_refresh_fleet()
 
     # --- refresh -----------------------------------------------------------------------
 
     def action_refresh_fleet(self) -> None:
         """Start one refresh unless one is already in flight (polls never overlap)."""
-        if self._refreshing:
+        if self._refreshing or not self.console.need_services("Refresh"):
             return
         self._refreshing = True
         self._load()
@@ -179,7 +200,8 @@ class FleetScreen(ConsoleScreen):
             if message != self._last_error:  # one toast per new problem, not one per refresh
                 self.app.notify(message, title="Fleet refresh failed", severity="error", timeout=10)
             self._last_error = message
-            self.sub_title = "refresh failed"
+            self.sub_title = "refresh failed" + (f" · showing the cache of {clock_time(self.cached_at)}"
+                                                 if self.cached_at is not None else "")
             problems = self.query_one("#problems", Static)
             problems.update(Text.assemble(("⚠ ", "bold red"), ("refresh failed: ", "bold"), printable(message)))
             problems.display = True
@@ -189,17 +211,33 @@ class FleetScreen(ConsoleScreen):
         self._last_error = None
         self.services.reload_ssh_hosts()     # a node made READY since (e.g. requested here) may have a host entry now
         self.show_snapshot(snapshot)
+        self._save_cache(snapshot)
 
-    def show_snapshot(self, snapshot: FleetSnapshot) -> None:
-        """Render ``snapshot`` into the tables, keeping the selection."""
+    def _save_cache(self, snapshot: FleetSnapshot) -> None:
+        """Keep the fleet for the next start's first frame (a failure to write is logged, not shown)."""
+        cache = self.console.fleet_cache
+        if cache is None:
+            return
+        try:
+            cache.save(snapshot, self._now())
+        except OSError as exc:
+            self.log.warning(f"fleet cache not written: {cache.path}: {exc}")
+
+    def show_snapshot(self, snapshot: FleetSnapshot, *, cached_at: datetime | None = None) -> None:
+        """Render ``snapshot`` into the tables, keeping the selection. ``cached_at``: the fleet comes
+        from the cache saved then (the title says "cached HH:MM:SS" until a live refresh lands)."""
         self.snapshot = snapshot
+        self.cached_at = cached_at
         self._by_key = {node_row_key(n): n for n in snapshot.nodes}
         self._by_key.update({qr_row_key(q): q for q in snapshot.queued_resources})
         projects = sorted({n.project for n in snapshot.nodes} | {p.project for p in snapshot.problems}
                           | {q.project for q in snapshot.queued_resources})
         self.sub_title = (f"{len(snapshot.nodes)} nodes · {len(snapshot.queued_resources)} queued resources"
-                          f" · {len(projects)} projects · refreshed {fmt.when(self._now())}")
-        self._sync_samplers(snapshot)
+                          f" · {len(projects)} projects · "
+                          + (f"cached {clock_time(cached_at)}" if cached_at is not None
+                             else f"refreshed {fmt.when(self._now())}"))
+        if cached_at is None:
+            self._sync_samplers(snapshot)
         self._render_problems()
         self._render_tables()
 
@@ -207,6 +245,8 @@ class FleetScreen(ConsoleScreen):
 
     def _sync_samplers(self, snapshot: FleetSnapshot) -> None:
         """One sampling task per READY node; a node gone or no longer READY loses its task and sample."""
+        if not self.console.ready:
+            return
         make = self.services.serving_sampler
         if make is None:
             return
@@ -260,7 +300,7 @@ class FleetScreen(ConsoleScreen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Read-only mode hides (and refuses) every action that changes the fleet."""
-        return not (action in MUTATING_ACTIONS and self.services.config.readonly)
+        return not (action in MUTATING_ACTIONS and self.console.readonly)
 
     def _render_problems(self) -> None:
         widget = self.query_one("#problems", Static)
@@ -276,7 +316,7 @@ class FleetScreen(ConsoleScreen):
             lines.append("⚠ ", style="bold red")
             lines.append(printable(where), style="bold")
             lines.append(printable(f" ({code}): {p.message}"))
-        readonly = self.services.config.readonly
+        readonly = self.console.readonly
         for zone in inactive:
             if lines:
                 lines.append("\n")
@@ -290,8 +330,8 @@ class FleetScreen(ConsoleScreen):
                 lines.append(printable(command))
         widget.update(lines)
 
-    def _now(self):
-        return self.services.clock()
+    def _now(self) -> datetime:
+        return self.console.clock()
 
     def _node_cells(self, n: Node) -> list[Any]:
         now = self._now()
@@ -541,7 +581,7 @@ class FleetScreen(ConsoleScreen):
         out = Text("\nWhat to try", style="bold yellow")
         if offered is None:
             out.append("  (listing the zones' accelerator types…)", style="dim")
-        readonly = self.services.config.readonly
+        readonly = self.console.readonly
         if readonly:
             out.append("  (read-only: the commands are hidden)", style="dim")
         for option in advice_for(qr, offered or {}):
@@ -554,6 +594,8 @@ class FleetScreen(ConsoleScreen):
         return out
 
     def _load_offered(self, project: str) -> None:
+        if not self.console.ready:
+            return      # asked again at the next render once the services exist
         fleet = self.services.fleet
         if project in self._offered_loading or not hasattr(fleet, "offered_types"):
             return
@@ -668,6 +710,16 @@ class FleetScreen(ConsoleScreen):
 
     # --- actions on the selected node ------------------------------------------------------
 
+    def _live(self, what: str) -> bool:
+        """Whether an action that changes the fleet may run: the fleet shown is live (not the cache)."""
+        if not self.console.need_services(what):
+            return False
+        if self.cached_at is not None:
+            self.app.notify(f"The fleet shown is the cache of {clock_time(self.cached_at)}; {what.lower()} waits "
+                            "for the live refresh.", title=what, severity="warning")
+            return False
+        return True
+
     def _need_node(self, verb: str) -> Node | None:
         node = self.selected_node
         if node is None:
@@ -681,12 +733,12 @@ class FleetScreen(ConsoleScreen):
 
     def action_swap(self) -> None:
         """Open the hot-swap form of the selected node."""
-        if (node := self._need_node("swap its container")) is not None:
+        if self._live("Swap") and (node := self._need_node("swap its container")) is not None:
             self.open_feature("swap", node)
 
     def action_rollback(self) -> None:
         """Open the rollback preview of the selected node (re-runs the container a swap replaced)."""
-        if (node := self._need_node("roll back its container")) is not None:
+        if self._live("Roll back") and (node := self._need_node("roll back its container")) is not None:
             self.open_feature("rollback", node)
 
     def action_bench(self) -> None:
@@ -697,6 +749,8 @@ class FleetScreen(ConsoleScreen):
     def action_forward(self) -> None:
         """Forward ``localhost:PORT`` to the selected READY node's vLLM, in the app's forwards (it stays
         open when this view is left; the node's port: :meth:`~console.flows.forwards.ForwardRegistry.port_for`)."""
+        if not self.console.need_services("Forward"):
+            return
         node = self._need_node("forward to its vLLM")
         if node is None:
             return
@@ -739,6 +793,8 @@ class FleetScreen(ConsoleScreen):
 
     def action_request(self) -> None:
         """Open the request form (prefilled with the selected row's project and zone)."""
+        if not self._live("Request"):
+            return
         self.open_feature("request", self.selected)
 
     def selected_queued_resource(self) -> QueuedResource | None:
@@ -753,6 +809,8 @@ class FleetScreen(ConsoleScreen):
 
     def action_delete_qr(self) -> None:
         """Delete the selected queued resource after the operator types its name (never an ACTIVE one)."""
+        if not self._live("Delete"):
+            return
         qr = self.selected_queued_resource()
         if qr is None:
             self.app.notify("Select a queued resource to delete.", severity="warning")

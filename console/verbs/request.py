@@ -30,7 +30,7 @@ from console.verbs.common import say
 def add_parser(subparsers: Any) -> None:
     """Register the ``request`` verb."""
     from console.verbs.common import add_location_arguments
-    from remote.tpu.requests import REQUEST_MODELS
+    from remote.models import REQUEST_MODELS
 
     parser = subparsers.add_parser(
         "request", help="request TPU capacity (create a queued resource): preview, confirm, create",

@@ -131,3 +131,24 @@ def what_to_try(verdict: str, *, project: str, zone: str, accelerator_type: str,
                              "or ask for quota in this zone (IAM & Admin > Quotas)",
                              f"https://console.cloud.google.com/iam-admin/quotas?project={project}"))
     return out
+
+
+#: Words of an API error text that say the zone has no capacity (lower case).
+_STOCKOUT_WORDS = ("no more capacity", "stockout", "resource_exhausted: capacity", "not enough resources available")
+_QUOTA_WORDS = ("quota",)
+
+
+def classify_failure(message: str) -> str | None:
+    """``"stockout"`` or ``"quota"`` from an API error text, or ``None`` when it is neither."""
+    text = message.lower()
+    if any(w in text for w in _QUOTA_WORDS):
+        return "quota"
+    if any(w in text for w in _STOCKOUT_WORDS):
+        return "stockout"
+    return None
+
+
+def delete_command(project: str, zone: str, name: str, *, force: bool = False) -> str:
+    """The exact ``tpu-console delete`` line for one queued resource (quoted with ``shlex.join``)."""
+    return shlex.join(["tpu-console", "delete", name, f"--project={project}", f"--zone={zone}",
+                       *(["--force"] if force else [])])

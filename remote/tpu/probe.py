@@ -21,23 +21,10 @@ from typing import Any
 
 from remote.errors import TpuApiError
 from remote.models import QueuedResource, chip_generation, chips_of
-from remote.tpu.requests import QueuedResourceRequest, QueuedResourceService, delete_command
+from remote.tpu.advice import classify_failure, delete_command
+from remote.tpu.requests import QueuedResourceRequest, QueuedResourceService
 
 VERDICTS = ("stockout", "quota", "available", "refused")
-_STOCKOUT_WORDS = ("no more capacity", "stockout", "resource_exhausted: capacity", "not enough resources available")
-_QUOTA_WORDS = ("quota",)
-
-
-def classify_failure(message: str) -> str | None:
-    """``"stockout"`` or ``"quota"`` from an API error text, or ``None`` when it is neither."""
-    text = message.lower()
-    if any(w in text for w in _QUOTA_WORDS):
-        return "quota"
-    if any(w in text for w in _STOCKOUT_WORDS):
-        return "stockout"
-    return None
-
-
 @dataclass(frozen=True)
 class ProbeResult:
     """What one probe found.

@@ -28,12 +28,10 @@ from google.cloud import tpu_v2
 from google.longrunning import operations_pb2
 
 from remote.errors import TpuApiError
-from remote.models import QueuedResource, chip_generation
+from remote.models import REQUEST_MODELS, QueuedResource, chip_generation
 from remote.tpu.api import FleetSource, base_url
 from remote.tpu.parse import JsonDict
 
-#: Provisioning models a request can ask for (``--provisioning-model``).
-REQUEST_MODELS = ("flex-start", "spot", "on-demand", "reserved")
 #: Flex-start run durations the API accepts, seconds: 10 minutes to 7 days.
 FLEX_RUN_RANGE_S = (600.0, 7 * 86400.0)
 #: Runtime version used when none is given, by chip generation.
@@ -204,12 +202,6 @@ class QueuedResourceRequest:
 def default_runtime_version(accelerator_type: str) -> str | None:
     """The usual TPU VM runtime for an accelerator type (``v6e-8`` -> ``v2-alpha-tpuv6e``), or ``None``."""
     return DEFAULT_RUNTIME.get(chip_generation(accelerator_type) or "")
-
-
-def delete_command(project: str, zone: str, name: str, *, force: bool = False) -> str:
-    """The exact ``tpu-console delete`` line for one queued resource (quoted with ``shlex.join``)."""
-    return shlex.join(["tpu-console", "delete", name, f"--project={project}", f"--zone={zone}",
-                       *(["--force"] if force else [])])
 
 
 class QueuedResourceService:

@@ -17,8 +17,9 @@ from google.cloud import tpu_v2
 from console.config import ProjectConfig
 from remote.errors import TpuApiError
 from remote.models import utc_now
+from remote.tpu.advice import classify_failure
 from remote.tpu.api import FleetSource
-from remote.tpu.probe import classify_failure, probe
+from remote.tpu.probe import probe
 from remote.tpu.requests import QueuedResourceRequest, QueuedResourceService, parse_duration_s
 from sandbox.capacity import FLEX_WAIT_S
 from sandbox.fleet_data import default_world

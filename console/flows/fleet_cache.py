@@ -1,0 +1,183 @@
+"""The last fleet on disk, so the console's first frame has a fleet before the first TPU API list.
+
+One JSON file (``$XDG_STATE_HOME/tpu-console/fleet-cache.json`` by default), rewritten after
+each successful refresh and read once at start. It holds the fields the fleet tables show for
+every node, queued resource and problem (the shapes of :mod:`remote.models`), the time it was
+saved and the ``source`` it came from (``"demo"`` or the config file), so the sandbox's fleet is
+never shown as a real one. The nodes' and requests' raw REST JSON is not kept (node metadata
+may carry startup scripts with tokens); free-text fields go through
+:func:`remote.secrets.scrub_text`. A file that is missing, unreadable, not JSON, of another
+version or of another source is ignored (``None``): the console says "loading fleet…" instead.
+
+File shape (version 1)::
+
+    {"version": 1, "source": "demo", "saved_at": "2026-12-01T13:00:00+00:00",
+     "nodes": [{...Node fields, times as ISO 8601, workers as lists...}],
+     "queued_resources": [{...}], "problems": [{...}]}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from remote.models import FleetProblem, FleetSnapshot, Node, QueuedResource, WorkerEndpoint, utc_now
+from remote.secrets import scrub_text
+
+VERSION = 1
+#: The file's name under the XDG state folder of tpu-console.
+FILE_NAME = "fleet-cache.json"
+_TIME_FIELDS = ("termination_time", "create_time")
+_TEXT_FIELDS = ("health_description", "failure")
+_IDENTITY = ("project", "zone", "name", "state", "provisioning_model")
+
+
+def default_cache_path() -> Path:
+    """``$XDG_STATE_HOME/tpu-console/fleet-cache.json`` (platformdirs' user state path)."""
+    import platformdirs
+
+    return platformdirs.user_state_path("tpu-console") / FILE_NAME
+
+
+@dataclass(frozen=True)
+class CachedFleet:
+    """A fleet read back from the cache.
+
+    Attributes:
+        snapshot: the nodes, queued resources and problems as last listed (no ``raw`` JSON).
+        saved_at: when it was written (UTC).
+    """
+
+    snapshot: FleetSnapshot
+    saved_at: datetime
+
+
+def _item_json(item: Node | QueuedResource) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(item):
+        if f.name == "raw":
+            continue
+        value = getattr(item, f.name)
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        elif f.name in _TEXT_FIELDS and isinstance(value, str):
+            value = scrub_text(value)
+        elif f.name == "workers":
+            value = [[w.worker, w.internal_ip, w.external_ip] for w in value]
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[f.name] = value
+    return out
+
+
+def _time(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError("time is not a string")
+    return datetime.fromisoformat(value)
+
+
+def _check_text(item: Node | QueuedResource) -> None:
+    """Every field that is text in the model is text (or ``None``) in what was read back."""
+    for f in dataclasses.fields(item):
+        value = getattr(item, f.name)
+        if f.name in ("raw", "workers", "symptoms", "node_ids", "max_run_duration_s") or isinstance(value, datetime):
+            continue
+        if not (isinstance(value, str) or (value is None and f.name not in _IDENTITY)):
+            raise TypeError(f"{f.name} is not text")
+    if isinstance(item, Node) and not isinstance(item.accelerator_type, str):
+        raise TypeError("accelerator_type is not text")
+    for w in getattr(item, "workers", ()):
+        if not all(v is None or isinstance(v, str) for v in (w.internal_ip, w.external_ip)):
+            raise TypeError("worker address is not text")
+
+
+def _node(data: dict[str, Any]) -> Node:
+    fields = {k: v for k, v in data.items() if k in {f.name for f in dataclasses.fields(Node)} and k != "raw"}
+    for name in _TIME_FIELDS:
+        fields[name] = _time(fields.get(name))
+    fields["symptoms"] = tuple(str(s) for s in fields.get("symptoms") or ())
+    fields["workers"] = tuple(WorkerEndpoint(int(w), i, e) for w, i, e in fields.get("workers") or ())
+    node = Node(**fields)
+    _check_text(node)
+    return node
+
+
+def _queued(data: dict[str, Any]) -> QueuedResource:
+    names = {f.name for f in dataclasses.fields(QueuedResource)} - {"raw"}
+    fields = {k: v for k, v in data.items() if k in names}
+    for name in _TIME_FIELDS:
+        fields[name] = _time(fields.get(name))
+    fields["node_ids"] = tuple(str(s) for s in fields.get("node_ids") or ())
+    if fields.get("max_run_duration_s") is not None:
+        fields["max_run_duration_s"] = float(fields["max_run_duration_s"])
+    qr = QueuedResource(**fields)
+    _check_text(qr)
+    return qr
+
+
+@dataclass(frozen=True)
+class FleetCache:
+    """Where the last fleet is kept, and whose fleet it is.
+
+    Attributes:
+        path: the JSON file (:func:`default_cache_path` in production).
+        source: whose fleet: ``"demo"`` for the sandbox, else the config file's path.
+    """
+
+    path: Path
+    source: str
+
+    def save(self, snapshot: FleetSnapshot, now: datetime | None = None) -> None:
+        """Write ``snapshot`` (atomically: a temporary file renamed over the old one).
+
+        Raises:
+            OSError: the folder or file cannot be written.
+        """
+        data = {
+            "version": VERSION, "source": self.source, "saved_at": (now or utc_now()).isoformat(),
+            "nodes": [_item_json(n) for n in snapshot.nodes],
+            "queued_resources": [_item_json(q) for q in snapshot.queued_resources],
+            "problems": [p.to_json() for p in snapshot.problems],
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(prefix=".fleet-cache.", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(data, out)
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def load(self) -> CachedFleet | None:
+        """The cached fleet, or ``None`` when there is none usable (missing, unreadable, corrupt,
+        another version or another ``source``). Never raises."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict) or data.get("version") != VERSION or data.get("source") != self.source:
+                return None
+            saved_at = _time(data["saved_at"])
+            if saved_at is None:
+                return None
+            nodes = tuple(_node(n) for n in data["nodes"])
+            qrs = tuple(_queued(q) for q in data["queued_resources"])
+            problems = tuple(FleetProblem(str(p["project"]), p.get("zone"), int(p.get("code") or 0),
+                                          str(p.get("message") or "")) for p in data["problems"])
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return CachedFleet(FleetSnapshot(nodes, qrs, problems, fetched_at=saved_at), saved_at)
+
+
+def cache_for(config_path: Path | None, *, demo: bool, path: Path | None = None) -> FleetCache:
+    """The production cache: ``path`` (default :func:`default_cache_path`) for the sandbox's fleet
+    (``demo``) or the fleet of the config file at ``config_path`` (``None``: the default config)."""
+    source = "demo" if demo else str(config_path.resolve() if config_path is not None else "default config")
+    return FleetCache(path or default_cache_path(), source)
