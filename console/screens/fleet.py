@@ -544,6 +544,8 @@ class FleetScreen(ConsoleScreen):
         known = self.logins.get(key)
         if known is not None:
             return [("OS Login", known[0]), ("SSH user", known[1])]
+        if not self.console.ready:           # a cached fleet before the services exist: asked after the refresh
+            return [("OS Login", "starting…"), ("SSH user", "starting…")]
         if key not in self._logins_loading:
             self._logins_loading.add(key)
             self._resolve_login(node)
