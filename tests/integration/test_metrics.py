@@ -74,20 +74,28 @@ def test_metrics_read_the_real_vllm_server_as_curl_sees_it(real_vllm_url: str) -
     """The real vLLM 0.32 (CPU): the KV cache size and the running count during a load match its own
     /metrics text (read here with plain string handling, not our parser)."""
     url = real_vllm_url
-    threads = []
-    for _ in range(3):
-        def one() -> None:
-            with httpx.Client(timeout=120, trust_env=False) as client:
-                client.post(url + "/v1/completions", json={"model": "tiny", "prompt": "hello " * 50,
-                                                           "max_tokens": 1500, "ignore_eos": True})
-        threads.append(threading.Thread(target=one))
-        threads[-1].start()
-    time.sleep(1.0)
-    out = subprocess.run([sys.executable, "-m", "console.cli", "metrics", "--url", url, "--interval", "1",
-                          "--json"], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    raw = httpx.get(url + "/metrics", timeout=10).text
+    stop = threading.Event()
+
+    def one() -> None:          # streams until told to stop: closing it aborts the request in vLLM
+        with httpx.Client(timeout=120, trust_env=False) as client, client.stream(
+                "POST", url + "/v1/completions", json={"model": "tiny", "prompt": "hello " * 50, "max_tokens": 1500,
+                                                       "ignore_eos": True, "stream": True}) as response:
+            for _ in response.iter_lines():
+                if stop.is_set():
+                    break
+
+    threads = [threading.Thread(target=one) for _ in range(3)]
     for thread in threads:
-        thread.join()
+        thread.start()
+    time.sleep(1.0)
+    try:
+        out = subprocess.run([sys.executable, "-m", "console.cli", "metrics", "--url", url, "--interval", "1",
+                              "--json"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+        raw = httpx.get(url + "/metrics", timeout=10).text
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
     assert out.returncode == 0, out.stderr
     figures = json.loads(out.stdout)
     info = next(line for line in raw.splitlines() if line.startswith("vllm:cache_config_info{"))
