@@ -185,34 +185,15 @@ class BootState:
     # ---- line entry points --------------------------------------------------------
     def bare_line(self, line: str) -> None:
         """A line without an E1/E2 envelope: docker stamp, process prefix, uvicorn, pastes."""
-        text = line
-        if text[:1] in "12":
-            m = pat.DOCKER_TS.match(text)
-            if m:
-                text = text[m.end():]
-                end = pat.envelope_end(text)
-                if end >= 0:
-                    msg = text[end:].lstrip()
-                    self.dispatch(msg, line, envelope=True)
-                    return
-        msg = pat.strip_proc_prefix(text).strip()
-        self.dispatch(msg, line, envelope=False)
+        msg, envelope = _bare_message(line)
+        self.dispatch(msg, line, envelope=envelope)
 
     def bare_line_is_quiet(self, line: str) -> bool:
         """:meth:`bare_line` would do nothing with ``line`` whatever the state, as long as no
         traceback is open (``in_tb``) and no multi-line message is being joined: its message has
         no handler and nothing :meth:`dispatch` reacts to. Lets the reader skip repeated lines
         (warnings, tqdm bars, ``[Gloo]`` lines) without reading them again."""
-        text = line
-        envelope = False
-        if text[:1] in "12":
-            m = pat.DOCKER_TS.match(text)
-            if m:
-                text = text[m.end():]
-                end = pat.envelope_end(text)
-                if end >= 0:
-                    text, envelope = text[end:].lstrip(), True
-        msg = text if envelope else pat.strip_proc_prefix(text).strip()
+        msg, envelope = _bare_message(line)
         if HANDLERS.get(msg[:4]) is not None:
             return False
         c = msg[:1]
@@ -768,3 +749,17 @@ HANDLERS = {
     "Engi": BootState.on_engine, "Trac": BootState.on_traceback, "File": BootState.on_frame,
     "The ": BootState.on_plain_failure, "This": BootState.on_plain_failure,
 }
+
+
+def _bare_message(line: str) -> tuple[str, bool]:
+    """``(message, has_envelope)`` of a line without an E1/E2 envelope at its start: docker's
+    timestamp removed (then an envelope may follow it), else the process prefix stripped."""
+    text = line
+    if text[:1] in "12":
+        m = pat.DOCKER_TS.match(text)
+        if m:
+            text = text[m.end():]
+            end = pat.envelope_end(text)
+            if end >= 0:
+                return text[end:].lstrip(), True
+    return pat.strip_proc_prefix(text).strip(), False
