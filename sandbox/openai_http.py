@@ -131,12 +131,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
             return
         arrival, stream = time.monotonic(), False
         try:
-            try:
-                request = json.loads(body or b"null")
-            except ValueError:
-                raise OpenAIApiError(400, "The request body is not valid JSON.") from None
-            if not isinstance(request, dict):
-                raise OpenAIApiError(400, "The request body must be a JSON object.")
+            request = json_object(body)
             stream = bool(request.get("stream"))
             prompt_text, prompt_tokens = app._prompt(path, request)
             max_tokens = app._check(request, prompt_tokens)
@@ -154,12 +149,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         ``{"count", "max_model_len", "tokens", "token_strs"}``, counted as the completions count."""
         app = self.server.app
         try:
-            try:
-                request = json.loads(body or b"null")
-            except ValueError:
-                raise OpenAIApiError(400, "The request body is not valid JSON.") from None
-            if not isinstance(request, dict):
-                raise OpenAIApiError(400, "The request body must be a JSON object.")
+            request = json_object(body)
             path = "/v1/chat/completions" if "messages" in request else "/v1/completions"
             _, count = app._prompt(path, request)
         except OpenAIApiError as error:
@@ -253,3 +243,18 @@ class OpenAIHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             if not recorded:
                 record("abort")
+
+
+def json_object(body: bytes) -> dict[str, Any]:
+    """A request body as the JSON object vLLM's endpoints take.
+
+    Raises:
+        OpenAIApiError: 400, the body is not JSON or not an object.
+    """
+    try:
+        request = json.loads(body or b"null")
+    except ValueError:
+        raise OpenAIApiError(400, "The request body is not valid JSON.") from None
+    if not isinstance(request, dict):
+        raise OpenAIApiError(400, "The request body must be a JSON object.")
+    return request
