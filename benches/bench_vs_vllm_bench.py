@@ -15,6 +15,15 @@ same prompts again and the server's prefix cache serves ~97% of the prompt token
 in ``vllm:prefix_cache_hits_total``: +2,048 of +2,121 tokens at 8 x 256), which made its
 TTFT look 3-4x better than ours (unique prompts) in the first comparison.
 
+The server must not cache prefixes (``--start`` passes ``--no-enable-prefix-caching``): vllm bench
+serve's random prompts are runs of consecutive token ids, and over the tiny model's 4,096-token
+vocabulary they share prefixes: 42% of their prompt tokens were prefix-cache hits at 16 x 160
+(``vllm:prefix_cache_hits_total``; ours 0%), which put their mean TTFT 25-35% below ours for the
+same prefill. Each run's hit rate is read from ``/metrics`` and printed (with a warning above 1%).
+By default ours asks for as many prompt tokens as the server counted for vllm bench serve's first
+run (``vllm:prompt_tokens_total``: its ``--random-input-len`` plus the chat template, 256 + 9), so
+both put the same prefill on the server (``--no-match-prompt``: ours asks for ``--prompt-tokens``).
+
 Printed per level: prompt tokens per request as the server counted them (usage), output
 tokens/s, mean TTFT, mean TPOT and median ITL per chunk (``vllm bench serve``'s ITL; ours per
 token beside it) for both, and ours / vllm's; then per figure the ratio of each ABBA round's
@@ -41,6 +50,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import httpx  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
 from remote.bench import run_throughput  # noqa: E402
 
 REAL_VLLM_DIR = Path(os.environ.get("REAL_VLLM_DIR", Path.home() / ".cache" / "real-vllm"))
@@ -48,8 +60,39 @@ SERVE = ROOT.parent / "shared" / "real-vllm" / "serve.sh"
 
 
 def requests_for(streams: int) -> int:
-    """Requests per level for both clients: 8, or 2 per stream."""
-    return max(8, 2 * streams)
+    """Requests per level for both clients: 8 per stream, at least 32 (runs of 3-15 s: with 8-32
+    requests per run, 1-3 s, one client's rounds spread by 10-50% on this machine)."""
+    return max(32, 8 * streams)
+
+
+#: The server's counters read around every run (vLLM 0.32 /metrics names).
+COUNTERS = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:prompt_tokens_total")
+
+
+def read_counters(url: str) -> dict[str, float]:
+    """The :data:`COUNTERS` from the server's ``/metrics`` (summed over labels; absent: 0.0), parsed
+    with prometheus_client's text parser."""
+    text = httpx.get(url + "/metrics", timeout=10).text
+    found = dict.fromkeys(COUNTERS, 0.0)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in found:
+                found[sample.name] += sample.value
+    return found
+
+
+def server_side(url: str, run: Any, *args: Any) -> dict[str, Any]:
+    """``run(*args)`` (either client) with the server's view of it added: ``server_prompt_tokens``
+    (per completed request, by ``vllm:prompt_tokens_total``) and ``prefix_cache_hit_rate`` (hits /
+    queries of the prefix cache during the run; 0.0 when the cache is off)."""
+    before = read_counters(url)
+    result: dict[str, Any] = run(*args)
+    after = read_counters(url)
+    delta = {k: after[k] - before[k] for k in COUNTERS}
+    queries = delta["vllm:prefix_cache_queries_total"]
+    result["prefix_cache_hit_rate"] = delta["vllm:prefix_cache_hits_total"] / queries if queries else 0.0
+    result["server_prompt_tokens"] = delta["vllm:prompt_tokens_total"] / max(1, result["completed"])
+    return result
 
 
 def run_vllm_bench(url: str, streams: int, requests: int, prompt_tokens: int, output_tokens: int,
@@ -90,25 +133,38 @@ async def run_ours(url: str, streams: int, requests: int, prompt_tokens: int, ou
             "prompt_tokens_exact": r.prompt_tokens_exact, "errors": [e for e, _ in r.errors]}
 
 
-def compare(url: str, streams: int, prompt_tokens: int, output_tokens: int, rounds: int = 1) -> dict[str, Any]:
+def compare(url: str, streams: int, prompt_tokens: int, output_tokens: int, rounds: int = 1,
+            match_prompt: bool = True, requests: int | None = None) -> dict[str, Any]:
     """One level, both clients, ``rounds`` times in ABBA order (vllm, ours, ours, vllm, ...) so a
     drifting machine load does not favour one; a row of median figures (``ours_*``, ``vllm_*``,
-    ``ratio_*`` = ours / vllm of the medians)."""
-    requests = requests_for(streams)
+    ``ratio_*`` = ours / vllm of the medians).
+
+    ``match_prompt``: ours asks for as many prompt tokens as the server counted for ``vllm bench
+    serve``'s first run (its ``--random-input-len`` tokens plus the chat template, e.g. 256 + 9),
+    so both put the same prefill on the server; else ours asks for ``prompt_tokens`` (template
+    included). ``requests`` per run: default :func:`requests_for`."""
+    requests = requests or requests_for(streams)
     ours_runs: list[dict[str, Any]] = []
     theirs_runs: list[dict[str, Any]] = []
+    ours_ask = prompt_tokens
     for i in range(rounds):
         steps = ["vllm", "ours"] if i % 2 == 0 else ["ours", "vllm"]
         for step in steps:
             if step == "vllm":
-                theirs_runs.append(run_vllm_bench(url, streams, requests, prompt_tokens, output_tokens))
+                theirs_runs.append(server_side(url, run_vllm_bench, url, streams, requests, prompt_tokens,
+                                               output_tokens))
+                if match_prompt and len(theirs_runs) == 1:
+                    ours_ask = round(theirs_runs[0]["server_prompt_tokens"]) or prompt_tokens
             else:
-                ours_runs.append(asyncio.run(run_ours(url, streams, requests, prompt_tokens, output_tokens)))
+                ours_runs.append(server_side(url, lambda *a: asyncio.run(run_ours(*a)), url, streams, requests,
+                                             ours_ask, output_tokens))
 
     def med(runs: list[dict[str, Any]], key: str) -> float:
         return float(statistics.median(r[key] for r in runs))
 
-    row: dict[str, Any] = {"streams": streams, "requests": requests, "rounds": rounds,
+    row: dict[str, Any] = {"streams": streams, "requests": requests, "rounds": rounds, "ours_prompt_ask": ours_ask,
+                           "ours_prefix_cache_hit_rate": max(r["prefix_cache_hit_rate"] for r in ours_runs),
+                           "vllm_prefix_cache_hit_rate": max(r["prefix_cache_hit_rate"] for r in theirs_runs),
                            "ours_completed": min(r["completed"] for r in ours_runs),
                            "vllm_completed": min(r["completed"] for r in theirs_runs),
                            "ours_prompt_tokens_sent": med(ours_runs, "prompt_tokens_sent"),
@@ -116,8 +172,7 @@ def compare(url: str, streams: int, prompt_tokens: int, output_tokens: int, roun
                            "ours_errors": sorted({e for r in ours_runs for e in r["errors"]})}
     row["ours_prompt_tokens"] = float(statistics.median(
         r["total_input_tokens"] / max(1, r["completed"]) for r in ours_runs))
-    row["vllm_prompt_tokens"] = float(statistics.median(
-        r["total_input_tokens"] / max(1, r["completed"]) for r in theirs_runs))
+    row["vllm_prompt_tokens"] = med(theirs_runs, "server_prompt_tokens")
     for key in COMPARED:
         row[f"ours_{key}"], row[f"vllm_{key}"] = med(ours_runs, key), med(theirs_runs, key)
         row[f"ratio_{key}"] = row[f"ours_{key}"] / row[f"vllm_{key}"] if row[f"vllm_{key}"] else None
@@ -157,6 +212,15 @@ def _table(rows: list[dict[str, Any]]) -> str:
             f"({r['ratio_mean_ttft_ms']:.2f}) | {r['ours_mean_tpot_ms']:.2f} / {r['vllm_mean_tpot_ms']:.2f} "
             f"({r['ratio_mean_tpot_ms']:.2f}) | {r['ours_median_itl_ms']:.2f} / {r['vllm_median_itl_ms']:.2f} "
             f"({r['ratio_median_itl_ms']:.2f}); {r['ours_median_itl_per_token_ms']:.2f} |")
+    lines.append("")
+    for r in rows:
+        hits = (r["ours_prefix_cache_hit_rate"], r["vllm_prefix_cache_hit_rate"])
+        lines.append(f"{r['streams']} streams: {r['requests']} requests per run, {r['rounds']} runs each; ours asked "
+                     f"for {r['ours_prompt_ask']} prompt tokens; prefix cache hits ours / vllm "
+                     f"{hits[0]:.0%} / {hits[1]:.0%}" + (
+                         " (the server's prefix cache served part of the prompts: TTFT compares cached with "
+                         "uncached prefill; start it with --no-enable-prefix-caching, as --start does)"
+                         if max(hits) > 0.01 else ""))
     lines += ["", "ours / vllm per round (ABBA pairs), and each client's spread between rounds (max / min - 1):",
               "| streams | figure | ratio per round | spread ours | spread vllm |", "|---|---|---|---|---|"]
     for r in rows:
@@ -176,6 +240,10 @@ def main() -> int:
     parser.add_argument("--prompt-tokens", type=int, default=256)
     parser.add_argument("--output-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2, help="runs of each client per level (ABBA order; medians)")
+    parser.add_argument("--requests", type=int, default=None,
+                        help="requests per run (default: 8 per stream, at least 32)")
+    parser.add_argument("--no-match-prompt", action="store_true",
+                        help="ours asks for --prompt-tokens (template included) instead of vllm's count")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
     if not (REAL_VLLM_DIR / "venv" / "bin" / "vllm").exists():
@@ -189,15 +257,19 @@ def main() -> int:
     pid = None
     url = args.url
     if args.start is not None:
-        started = subprocess.run([str(SERVE), str(args.start)], capture_output=True, text=True, timeout=900)
+        # no prefix cache: vllm bench serve's random prompts over the tiny model's 4,096-token vocabulary
+        # share prefixes (42% of their prompt tokens were cache hits at 16 x 160; ours 0%)
+        started = subprocess.run([str(SERVE), str(args.start), "--no-enable-prefix-caching"],
+                                 capture_output=True, text=True, timeout=900)
         if started.returncode != 0:
             print(f"the real vLLM did not start: {started.stderr[-500:]}", file=sys.stderr)
             return 1
         pid, url = int(started.stdout.strip()), f"http://127.0.0.1:{args.start}"
     try:
         asyncio.run(run_ours(url, 1, 1, args.prompt_tokens, 4))      # warm the server up, untimed
-        rows = [compare(url, s, args.prompt_tokens, args.output_tokens, max(1, args.rounds)) for s in levels]
-    except RuntimeError as exc:
+        rows = [compare(url, s, args.prompt_tokens, args.output_tokens, max(1, args.rounds),
+                        match_prompt=not args.no_match_prompt, requests=args.requests) for s in levels]
+    except (RuntimeError, httpx.HTTPError) as exc:
         print(str(exc), file=sys.stderr)
         return 1
     finally:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from remote.bench.client import client_scope, resolve_model, stream_chat
+from remote.bench.client import client_scope, make_stream_client, resolve_model, stream_chat
 from remote.bench.metrics import RequestRecord, ServingMetrics, calculate_metrics
 from remote.bench.progress import ProgressCallback, ProgressTracker
 from remote.bench.prompts import PromptFactory, filler_words
@@ -120,15 +120,12 @@ async def _run_level(client: httpx.AsyncClient, model: str, *, concurrency: int,
                      on_progress: ProgressCallback | None
                      ) -> tuple[list[RequestRecord], float, bool, list[int], str | None]:
     """Run one level. Each worker (stream) has its own single-connection client (same base URL,
-    timeout and headers as ``client``): httpx's pool checks every pooled connection on each
-    request, which at 32-64 connections costs the event loop more than the streams themselves
-    and inflated TTFT several-fold in the sandbox comparison."""
+    timeout and headers as ``client``; :func:`~remote.bench.client.make_stream_client`, aiohttp's
+    transport): httpx's pool checks every pooled connection on each request, which at 32-64
+    connections costs the event loop more than the streams themselves and inflated TTFT
+    several-fold in the sandbox comparison."""
     workers = concurrency if requests is None else min(concurrency, requests)
-    base_url, timeout = str(client.base_url), client.timeout
-    clients = [httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=client.headers,
-                                 verify=not base_url.startswith("http://"),
-                                 limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
-               for _ in range(workers)]
+    clients = [make_stream_client(str(client.base_url), client.timeout, client.headers) for _ in range(workers)]
     try:
         await asyncio.gather(*(_warm_up(c) for c in clients))
         timed = await _timed(clients, model, concurrency=concurrency, prompt_tokens=prompt_tokens,

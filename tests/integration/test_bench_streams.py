@@ -244,23 +244,46 @@ def test_the_bench_verb_says_the_prompts_are_estimates_and_why_it_stopped(replay
     assert "stopped after 3 requests in a row failed" in out and state.chat_posts == 3
 
 
-async def test_a_stream_with_chunks_buffered_lets_the_other_streams_be_read_between_them(replay):
-    """Two streams whose 200 chunks each arrive in one write: the parser yields to the event loop
-    after every token chunk, so the other stream is read (and stamped) between them, not after
-    all of them (at 64 streams back-to-back parsing made the median ITL 0.02 ms). Without the
-    yield one stream's 200 callbacks always come in one run."""
+async def test_two_stream_clients_stamp_each_chunk_when_it_arrives(replay):
+    """The benchmark's per-stream clients (aiohttp's transport): chunks the server sends 20 ms
+    apart on two streams at once are timed 20 ms apart on both, not together at the end."""
     import asyncio
 
+    from remote.bench.client import make_stream_client
+
     state, url = replay
-    chunks = 200
-    state.events = [(0, ROLE), *[(0, content(f" t{i}")) for i in range(chunks)], (0, usage(11, chunks)),
-                    (0, "[DONE]")]
-    state.barrier = threading.Barrier(2)
-    order: list[str] = []
-    async with httpx.AsyncClient(base_url=url, timeout=10) as one, httpx.AsyncClient(base_url=url, timeout=10) as two:
-        body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
-        a, b = await asyncio.gather(stream_chat(one, body, on_token=lambda n: order.append("a")),
-                                    stream_chat(two, body, on_token=lambda n: order.append("b")))
-    assert a.token_chunks == b.token_chunks == chunks and len(order) == 2 * chunks
-    longest = max(len(run) for run in "".join(order).replace("ab", "a b").replace("ba", "b a").split())
-    assert longest < chunks, "".join(order)
+    state.events = [(0, ROLE), *[(0.02, content(f" t{i}")) for i in range(8)], (0, usage(11, 8)), (0, "[DONE]")]
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
+    timeout = httpx.Timeout(10.0)
+    async with make_stream_client(url, timeout) as one, make_stream_client(url, timeout) as two:
+        a, b = await asyncio.gather(stream_chat(one, body), stream_chat(two, body))
+    for record in (a, b):
+        assert record.success and record.token_chunks == 8 and record.output_tokens == 8
+        assert len(record.itl_s) == 7 and min(record.itl_s) > 0.012, record.itl_s
+        assert record.ttft_s is not None and record.ttft_s > 0.015
+
+
+async def test_a_stream_client_says_a_refused_connection_was_refused():
+    """aiohttp's connection errors reach the reader as httpx's, so the message is the same."""
+    import socket
+
+    from remote.bench.client import make_stream_client
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    async with make_stream_client(f"http://127.0.0.1:{port}", httpx.Timeout(5.0)) as client:
+        record = await stream_chat(client, {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]})
+    assert not record.success and record.status_code == 0
+    assert "the connection was refused" in record.error, record.error
+
+
+async def test_a_stream_client_says_a_server_that_hung_up_hung_up(replay):
+    from remote.bench.client import make_stream_client
+
+    state, url = replay
+    state.hang_up = True
+    async with make_stream_client(url, httpx.Timeout(5.0)) as client:
+        record = await stream_chat(client, {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]})
+    assert not record.success and record.status_code == 0
+    assert "it hung up without answering" in record.error, record.error
