@@ -183,9 +183,25 @@ class TpuConsoleApp(App[None]):
             fleet.services_ready()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """The services' start failed (the sandbox did not start, a bug): shown, not a crash."""
-        if event.worker.group == "start" and event.state is WorkerState.ERROR and event.worker.error is not None:
-            self.report_unexpected("starting the console", event.worker.error)
+        """The services' start failed: a known cause (the history database, the sandbox's config or
+        ports, a remote failure) is one sentence with what to do; anything else is a bug (its
+        traceback). Shown, not a crash."""
+        error = event.worker.error
+        if event.worker.group != "start" or event.state is not WorkerState.ERROR or error is None:
+            return
+        from console.config import ConfigError
+        from remote.errors import RemoteError
+        from store import StoreError
+
+        if isinstance(error, (StoreError, ConfigError, RemoteError, OSError)):
+            from console.screens.error import ErrorScreen
+
+            self.log.error(f"starting the console failed: {type(error).__name__}: {error}")
+            self.push_screen(ErrorScreen(
+                f"The console could not start: {error}", "",
+                advice="Nothing was changed. Fix the cause above and start tpu-console again; q quits."))
+        else:
+            self.report_unexpected("starting the console", error)
 
     def show_forwards(self) -> None:
         """Put the forwards in the header: ``⇄ vllm-flex-b localhost:8005`` (``+N`` more; the first's

@@ -17,7 +17,8 @@ class ErrorScreen(ModalScreen[None]):
 
     Args:
         title: one line saying what failed (``"worker _load failed"``).
-        traceback_text: the formatted traceback.
+        traceback_text: the formatted traceback ("" for none: a known failure, not a bug).
+        advice: the line under the title; default: this is a bug, the traceback is in the log.
     """
 
     DEFAULT_CSS = """
@@ -29,18 +30,20 @@ class ErrorScreen(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape", "close", "Close", id="error_close")]
 
-    def __init__(self, title: str, traceback_text: str) -> None:
+    def __init__(self, title: str, traceback_text: str, *, advice: str | None = None) -> None:
         super().__init__()
         self.error_title = title
         self.traceback_text = traceback_text
+        self.advice = advice or ("This is a bug in tpu-console; the traceback is also in the log. "
+                                 "The console carries on. Escape closes.")
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(Content(printable(self.error_title)), id="error-title")
-            yield Static(Content("This is a bug in tpu-console; the traceback is also in the log. "
-                                 "The console carries on. Escape closes."))
-            with VerticalScroll():
-                yield Static(Content(printable(self.traceback_text, keep_newlines=True)), id="error-traceback")
+            yield Static(Content(printable(self.advice)), id="error-advice")
+            if self.traceback_text:
+                with VerticalScroll():
+                    yield Static(Content(printable(self.traceback_text, keep_newlines=True)), id="error-traceback")
 
     def action_close(self) -> None:
         """Back to the screen that was open."""
