@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         cold.append(first)
         live.append(ready)
         print(f"round {i + 1} cold: loading frame after {first:.0f} ms, live fleet after {ready:.0f} ms")
-        if not (Path(state) / "state" / "tpu-console" / "fleet-cache.json").exists():
+        if not (Path(state) / "state" / "tpu-console" / ("fleet-cache.json" if args.config else "fleet-cache-demo.json")).exists():
             raise SystemExit("the cold run wrote no fleet cache")
         first, ready = one_run(command, state, NODE)
         warm.append(first)

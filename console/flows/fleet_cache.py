@@ -33,16 +33,20 @@ from remote.secrets import scrub_text
 VERSION = 1
 #: The file's name under the XDG state folder of tpu-console.
 FILE_NAME = "fleet-cache.json"
+#: The sandbox's fleet (``--demo``) has a file of its own, so a demo run never overwrites the cache
+#: of the operator's real fleet (a mismatched source is never shown, so that cache was lost).
+DEMO_FILE_NAME = "fleet-cache-demo.json"
 _TIME_FIELDS = ("termination_time", "create_time")
 _TEXT_FIELDS = ("health_description", "failure")
 _IDENTITY = ("project", "zone", "name", "state", "provisioning_model")
 
 
-def default_cache_path() -> Path:
-    """``$XDG_STATE_HOME/tpu-console/fleet-cache.json`` (platformdirs' user state path)."""
+def default_cache_path(*, demo: bool = False) -> Path:
+    """``$XDG_STATE_HOME/tpu-console/fleet-cache.json`` (platformdirs' user state path);
+    ``fleet-cache-demo.json`` for the sandbox's fleet."""
     import platformdirs
 
-    return platformdirs.user_state_path("tpu-console") / FILE_NAME
+    return platformdirs.user_state_path("tpu-console") / (DEMO_FILE_NAME if demo else FILE_NAME)
 
 
 @dataclass(frozen=True)
@@ -178,6 +182,7 @@ class FleetCache:
 
 def cache_for(config_path: Path | None, *, demo: bool, path: Path | None = None) -> FleetCache:
     """The production cache: ``path`` (default :func:`default_cache_path`) for the sandbox's fleet
-    (``demo``) or the fleet of the config file at ``config_path`` (``None``: the default config)."""
+    (``demo``, its own file) or the fleet of the config file at ``config_path`` (``None``: the
+    default config; configs share one file and each sees only its own fleet)."""
     source = "demo" if demo else str(config_path.resolve() if config_path is not None else "default config")
-    return FleetCache(path or default_cache_path(), source)
+    return FleetCache(path or default_cache_path(demo=demo), source)

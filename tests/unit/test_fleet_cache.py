@@ -101,3 +101,17 @@ def test_the_default_path_is_under_xdg_state(tmp_path: Path, monkeypatch: pytest
     assert cache_for(None, demo=True).source == "demo"
     config = tmp_path / "config.toml"
     assert cache_for(config, demo=False).source == str(config.resolve())
+
+
+def test_a_demo_run_keeps_the_real_fleets_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "st"))
+    config = tmp_path / "config.toml"
+    real, demo = cache_for(config, demo=False), cache_for(None, demo=True)
+    assert real.path == tmp_path / "st" / "tpu-console" / "fleet-cache.json"
+    assert demo.path == tmp_path / "st" / "tpu-console" / "fleet-cache-demo.json"
+    fleet = _snapshot()
+    real.save(dataclasses.replace(fleet, nodes=fleet.nodes[:1]), SAVED)
+    demo.save(dataclasses.replace(fleet, nodes=fleet.nodes[1:]), SAVED)     # after: the demo run came second
+    real_back, demo_back = real.load(), demo.load()
+    assert real_back is not None and [n.name for n in real_back.snapshot.nodes] == ["vllm-flex-b"]
+    assert demo_back is not None and [n.name for n in demo_back.snapshot.nodes] == [HOSTILE]
