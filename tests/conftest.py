@@ -11,6 +11,25 @@ SHARED = ROOT.parent / "shared"
 CORPUS = SHARED / "corpus"
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests on the real vLLM server run last, and its ~60 s start begins now, behind the others."""
+    real = [item for item in items if "real_vllm_url" in getattr(item, "fixturenames", ())]
+    if not real:
+        return
+    moved = set(real)
+    items[:] = [item for item in items if item not in moved] + real
+    from tests.integration.conftest import start_in_background
+
+    start_in_background()
+
+
+def pytest_sessionfinish() -> None:
+    from tests.integration.conftest import stop_background
+
+    stop_background()
+
+
 @pytest.fixture
 def corpus_dir() -> Path:
     """``../shared/corpus`` from the project root; skips when it is absent."""

@@ -1,15 +1,18 @@
 """Fixtures shared by the integration tests.
 
 ``real_vllm_url``: one real vLLM 0.32 (CPU, tiny local model) server for the whole session,
-started with ``../shared/real-vllm/serve.sh`` (~60-100 s) the first time a test asks for it
-and stopped at the end; every test that uses it skips, saying why, when ``setup.sh`` has not
-been run or the shared folder is not beside the project. ``REAL_VLLM_URL`` (e.g.
-``http://127.0.0.1:8011``, serving ``tiny``) reuses a running server instead.
+started with ``../shared/real-vllm/serve.sh`` (~60-100 s) and stopped at the end; every test
+that uses it skips, saying why, when ``setup.sh`` has not been run or the shared folder is not
+beside the project. ``REAL_VLLM_URL`` (e.g. ``http://127.0.0.1:8011``, serving ``tiny``) reuses
+a running server instead. When the session has such tests, tests/conftest.py moves them to the
+end and :func:`start_in_background` starts the server at collection, so its start overlaps the
+other tests instead of adding a minute to the suite.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,22 +24,61 @@ REAL_VLLM_DIR = Path(os.environ.get("REAL_VLLM_DIR", Path.home() / ".cache" / "r
 SERVE = ROOT.parent / "shared" / "real-vllm" / "serve.sh"
 
 
+_background: subprocess.Popen[str] | None = None
+
+
+def _why_not() -> str | None:
+    if not (REAL_VLLM_DIR / "venv" / "bin" / "vllm").exists():
+        return f"the real vLLM is not set up at {REAL_VLLM_DIR} (run ../shared/real-vllm/setup.sh)"
+    if not SERVE.exists():
+        return f"{SERVE} is absent (the shared folder is not beside the project)"
+    return None
+
+
+def _port() -> int:
+    return 8000 + os.getpid() % 500 + 60
+
+
+def start_in_background() -> None:
+    """Start ``serve.sh`` now without waiting (nothing when ``REAL_VLLM_URL`` is set or the real
+    vLLM is not set up); :func:`real_vllm_url` waits for it. Its own process group, so
+    :func:`stop_background` stops the server even before ``serve.sh`` printed its pid."""
+    global _background
+    if _background is not None or os.environ.get("REAL_VLLM_URL") or _why_not() is not None:
+        return
+    _background = subprocess.Popen([str(SERVE), str(_port())], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, start_new_session=True)
+
+
+def stop_background() -> None:
+    """Stop a server :func:`start_in_background` started that no test waited for."""
+    global _background
+    if _background is not None:
+        try:
+            os.killpg(_background.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        _background.communicate()
+        _background = None
+
+
 @pytest.fixture(scope="session")
 def real_vllm_url() -> Iterator[str]:
     """``http://127.0.0.1:PORT`` of the session's real vLLM server (model ``tiny``)."""
+    global _background
     if url := os.environ.get("REAL_VLLM_URL"):
         yield url.rstrip("/")
         return
-    if not (REAL_VLLM_DIR / "venv" / "bin" / "vllm").exists():
-        pytest.skip(f"the real vLLM is not set up at {REAL_VLLM_DIR} (run ../shared/real-vllm/setup.sh)")
-    if not SERVE.exists():
-        pytest.skip(f"{SERVE} is absent (the shared folder is not beside the project)")
-    port = 8000 + os.getpid() % 500 + 60
-    started = subprocess.run([str(SERVE), str(port)], capture_output=True, text=True, timeout=900)
+    if (why := _why_not()) is not None:
+        pytest.skip(why)
+    start_in_background()
+    assert _background is not None
+    started, _background = _background, None
+    out, err = started.communicate(timeout=900)
     if started.returncode != 0:
-        pytest.skip(f"the real vLLM did not start: {started.stderr[-300:]}")
-    pid = int(started.stdout.strip())
+        pytest.skip(f"the real vLLM did not start: {err[-300:]}")
+    pid = int(out.strip())
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{_port()}"
     finally:
         os.kill(pid, 15)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -70,37 +68,45 @@ def test_metrics_of_an_idle_server_and_of_nothing_listening(server: SandboxOpenA
     assert "tpu-console: " in capsys.readouterr().err
 
 
-def test_metrics_read_the_real_vllm_server_as_curl_sees_it(real_vllm_url: str) -> None:
+def test_metrics_read_the_real_vllm_server_as_curl_sees_it(real_vllm_url: str, capsys) -> None:
     """The real vLLM 0.32 (CPU): the KV cache size and the running count during a load match its own
     /metrics text (read here with plain string handling, not our parser)."""
     url = real_vllm_url
     stop = threading.Event()
 
-    def one() -> None:          # streams until told to stop: closing it aborts the request in vLLM
-        with httpx.Client(timeout=120, trust_env=False) as client, client.stream(
-                "POST", url + "/v1/completions", json={"model": "tiny", "prompt": "hello " * 50, "max_tokens": 1500,
-                                                       "ignore_eos": True, "stream": True}) as response:
-            for _ in response.iter_lines():
-                if stop.is_set():
-                    break
+    def one() -> None:          # streams until told to stop (closing one aborts it in vLLM), then the next:
+        # a warm server makes 1,500 tokens in a few seconds, sometimes before the verb's sample
+        with httpx.Client(timeout=120, trust_env=False) as client:
+            while not stop.is_set():
+                with client.stream("POST", url + "/v1/completions", json={
+                        "model": "tiny", "prompt": "hello " * 50, "max_tokens": 1500, "ignore_eos": True,
+                        "stream": True}) as response:
+                    for _ in response.iter_lines():
+                        if stop.is_set():
+                            break
 
     threads = [threading.Thread(target=one) for _ in range(3)]
     for thread in threads:
         thread.start()
-    time.sleep(1.0)
     try:
-        out = subprocess.run([sys.executable, "-m", "console.cli", "metrics", "--url", url, "--interval", "1",
-                              "--json"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+        deadline = time.monotonic() + 60      # the three streams running, by the server's own text
+        while not any(line.startswith("vllm:num_requests_running{") and float(line.rsplit(" ", 1)[1]) == 3
+                      for line in httpx.get(url + "/metrics", timeout=10).text.splitlines()):
+            assert time.monotonic() < deadline, "the three streams never ran at once"
+            time.sleep(0.1)
+        # in this process: a verb started as a subprocess under load sampled after the streams ended
+        code = main(["metrics", "--url", url, "--interval", "1", "--json"])
         raw = httpx.get(url + "/metrics", timeout=10).text
     finally:
         stop.set()
         for thread in threads:
             thread.join()
-    assert out.returncode == 0, out.stderr
-    figures = json.loads(out.stdout)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    figures = json.loads(captured.out)
     info = next(line for line in raw.splitlines() if line.startswith("vllm:cache_config_info{"))
     labels = dict(part.split("=", 1) for part in info[info.index("{") + 1:info.index("}")].split(","))
     blocks, size = int(labels["num_gpu_blocks"].strip('"')), int(labels["block_size"].strip('"'))
     assert figures["kv_cache_size_tokens"] == blocks * size
-    assert figures["running"] == 3
+    assert figures["running"] == 3, json.dumps(figures)
     assert figures["generation_tokens_per_s"] > 0
