@@ -147,30 +147,30 @@ async def test_keys_before_the_services_exist_say_starting(services: Services, t
         assert not any(isinstance(s, ErrorScreen) for s in app.screen_stack)
 
 
+async def _error_screen_of_a_start(error: Exception) -> tuple[ErrorScreen, bool]:
+    """The error screen a start raising ``error`` shows, and whether it has a traceback pane."""
+    def start() -> Services:
+        raise error
+
+    app = TpuConsoleApp(start=start)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _until(pilot, lambda: isinstance(app.screen, ErrorScreen), "the error screen")
+        shown = app.screen
+        assert isinstance(shown, ErrorScreen)
+        return shown, bool(shown.query("#error-traceback"))
+
+
 async def test_a_start_that_fails_for_a_known_reason_says_it_in_one_sentence() -> None:
     """The history database unusable (or the sandbox's ports, its config): the reason and what to do,
     no traceback; a start that fails for no known reason (a bug) still shows its traceback."""
     from store import StoreError
 
-    def broken_store() -> Services:
-        raise StoreError("the history database /tmp/h.db is not an SQLite database (file is not a database)")
+    shown, pane = await _error_screen_of_a_start(
+        StoreError("the history database /tmp/h.db is not an SQLite database (file is not a database)"))
+    assert shown.error_title == ("The console could not start: the history database /tmp/h.db is not an "
+                                 "SQLite database (file is not a database)")
+    assert not pane and "Traceback" not in shown.traceback_text
+    assert "start tpu-console again" in shown.advice
 
-    app = TpuConsoleApp(start=broken_store)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _until(pilot, lambda: isinstance(app.screen, ErrorScreen), "the error screen")
-        shown = app.screen
-        assert isinstance(shown, ErrorScreen)
-        assert shown.error_title == ("The console could not start: the history database /tmp/h.db is not an "
-                                     "SQLite database (file is not a database)")
-        assert not shown.query("#error-traceback") and "Traceback" not in shown.traceback_text
-        assert "start tpu-console again" in shown.advice
-
-    def bug() -> Services:
-        raise KeyError("oops")
-
-    app = TpuConsoleApp(start=bug)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _until(pilot, lambda: isinstance(app.screen, ErrorScreen), "the error screen")
-        shown = app.screen
-        assert isinstance(shown, ErrorScreen) and "Traceback" in shown.traceback_text
-        assert shown.query("#error-traceback") and "bug" in shown.advice
+    shown, pane = await _error_screen_of_a_start(KeyError("oops"))
+    assert pane and "Traceback" in shown.traceback_text and "bug" in shown.advice
