@@ -41,6 +41,10 @@ _ENVELOPE = re.compile(
 MAX_SHOWN_CHARS = 2000
 #: Cut lines whose whole text the buffer keeps (to open one whole).
 CUT_LINES_KEPT = 16
+#: Rendered rows the view keeps (a few screens, for scrolling back). Each is three of Textual's
+#: strips with seven caches apiece, all cyclic garbage once dropped: 1,024 rows were ~30,000
+#: objects every full collection walked during a flood (see :mod:`console.heap`).
+ROWS_CACHED = 200
 
 
 class Entry(NamedTuple):
@@ -237,7 +241,7 @@ class LogView(ScrollView, can_focus=True):
         self.buffer = LogBuffer(max_lines)
         self.follow = True
         self.search_text = ""
-        self._cache: LRUCache[tuple[int, int, int], Strip] = LRUCache(1024)
+        self._cache: LRUCache[tuple[int, int, int], Strip] = LRUCache(ROWS_CACHED)
         self._frame_style: Style | None = None
 
     def notify_style_update(self) -> None:
