@@ -24,6 +24,7 @@ from typing import NamedTuple
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
+from textual.content import Content
 from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -243,10 +244,29 @@ class LogView(ScrollView, can_focus=True):
         self.search_text = ""
         self._cache: LRUCache[tuple[int, int, int], Strip] = LRUCache(ROWS_CACHED)
         self._frame_style: Style | None = None
+        self._title_shown: Content | None = None
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._cache.clear()
+
+    def set_title(self, title: Content) -> None:
+        """Put ``title`` on the view's top border, repainting that row only.
+
+        Textual's ``border_title`` setter repaints every row (~10 ms of a frame beside a flood,
+        for each key that changes the title: follow, fold, filter); the rows are unchanged, so
+        only the border's row is marked dirty. Without a top border it is the plain setter.
+        """
+        if title == self._title_shown:
+            return
+        self._title_shown = title
+        if not self.is_mounted or self.styles.border_top[0] in ("", "none"):
+            self.border_title = title
+            return
+        # what Textual's setter stores (``widget._BorderTitle``), then the border row (y=-1 in
+        # content coordinates) is the only region refreshed
+        self._border_title = self.render_str(title).expand_tabs(4).split()[0]
+        self.refresh(Region(0, -1, self.outer_size.width, 1))
 
     # --- input -------------------------------------------------------------------------
 
