@@ -290,8 +290,17 @@ class LogView(ScrollView, can_focus=True):
             # (~40-90 ms with the panel beside it, per pane write during a flood); with both
             # scrollbars always shown the pane's layout cannot change, so only the scrollbars
             # and the scroll limits are updated (what a layout would do for this widget).
+            width_before = self.virtual_size.width
             self.set_reactive(LogView.virtual_size, size)
-            self._scroll_update(size)
+            if size.width == width_before:
+                # only lines were added: the vertical bar alone (Textual's update repaints both
+                # bars, ~3 ms a bar per pane write)
+                bar = self.vertical_scrollbar
+                bar.window_virtual_size = size.height
+                bar.window_size = self.container_size.height - self.scrollbar_size_horizontal
+                self.scroll_y = self.validate_scroll_y(self.scroll_y)
+            else:
+                self._scroll_update(size)
         else:
             self.virtual_size = size
         if self.follow:

@@ -89,3 +89,25 @@ async def test_a_title_change_is_drawn_and_repaints_only_the_border_row() -> Non
         pane.toggle_follow()
         await pilot.pause()
         assert "· following" in screen_text(app) and "paused" not in screen_text(app)
+
+
+class RoomyPaneApp(BorderedPaneApp):
+    """The bordered pane with room for 1,000 lines (its 201 lines all kept)."""
+
+    def compose(self) -> ComposeResult:
+        yield LogPane(1000, id="log-pane")
+
+
+async def test_lines_written_move_the_vertical_bar_and_the_end_with_them() -> None:
+    app = RoomyPaneApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        view = app.query_one(LogPane).view
+        await pilot.pause()
+        width, rows = view.virtual_size.width, len(LINES)
+        view.write_lines([f"INFO 01-02 03:06:00 [core.py:1] more {i}" for i in range(30)])   # no wider line
+        await pilot.pause()
+        assert view.virtual_size.width == width and view.virtual_size.height == len(view.buffer.rows) == rows + 30
+        bar = view.vertical_scrollbar
+        assert bar.window_virtual_size == rows + 30 and bar.window_size == view.container_size.height - 1
+        assert view.scroll_y == view.max_scroll_y == rows + 30 - (view.container_size.height - 1)    # followed
+        assert view.shown_lines()[-1].endswith("more 29")
