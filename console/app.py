@@ -20,6 +20,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from console.flows.fleet_cache import FleetCache
+from console.heap import freeze_long_lived
 from console.screens.fleet import FleetScreen
 from console.screens.help import HelpScreen
 from console.services import Services
@@ -162,6 +163,12 @@ class TpuConsoleApp(App[None]):
         if self._services is None:
             self.call_after_refresh(self._after_first_frame)
 
+    def on_ready(self) -> None:
+        # the long-lived heap out of the collector's full collections (console.heap); without
+        # the services yet, once they are built
+        if self._services is not None:
+            self.call_after_refresh(freeze_long_lived)
+
     def _after_first_frame(self) -> None:
         # One more refresh before the start, whose imports hold the GIL: the fleet table's rows may be
         # drawn in the frame after the first. (Not measured apart: the bench is too noisy on this machine.)
@@ -181,6 +188,7 @@ class TpuConsoleApp(App[None]):
         fleet = self.fleet_screen
         if fleet is not None:
             fleet.services_ready()
+        self.call_after_refresh(freeze_long_lived)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The services' start failed: a known cause (the history database, the sandbox's config or

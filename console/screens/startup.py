@@ -72,6 +72,12 @@ DRAIN_BUDGET_S = 0.010
 DRAIN_INTERVAL_S = 0.1
 #: Lines written to the pane per step of a drain (the budget is checked between steps).
 DRAIN_STEP_LINES = 100
+#: A drain that finds at least this many lines waiting (shown or only counted) means a flood: the next
+#: write waits :data:`FLOOD_DRAIN_INTERVAL_S`, so the pane costs ~4 frames a second, not 10
+#: (each ~20-25 ms of the loop beside a 20,000 lines/s burst, whose lines nobody reads live).
+FLOOD_DRAIN_LINES = 500
+#: Shortest time between two writes to the pane during a flood.
+FLOOD_DRAIN_INTERVAL_S = 0.25
 #: Seconds between panel refreshes (the panel also ticks once a second for running durations).
 PANEL_REFRESH_S = 0.25
 #: /v1/models probes after the log says ready (one second apart) before giving up.
@@ -150,6 +156,7 @@ class StartupScreen(ConsoleScreen):
         self._skipped = 0
         self._draining = False
         self._drained_at = 0.0
+        self._drain_interval_s = DRAIN_INTERVAL_S
 
     # --- layout --------------------------------------------------------------------------
 
@@ -325,7 +332,7 @@ class StartupScreen(ConsoleScreen):
         if message.watcher is not self.watcher and self._worker_of(message.watcher) is None:
             self._pending, self._skipped = [], 0
             return
-        wait = self._drained_at + DRAIN_INTERVAL_S - time.monotonic()
+        wait = self._drained_at + self._drain_interval_s - time.monotonic()
         if wait > 0:
             self._draining = True          # no new message: the timer writes what comes meanwhile
             self.set_timer(wait, self._drain)
@@ -334,11 +341,13 @@ class StartupScreen(ConsoleScreen):
 
     def _drain(self) -> None:
         """Write queued lines to the pane for at most :data:`DRAIN_BUDGET_S`, at most once per
-        :data:`DRAIN_INTERVAL_S` (one pane refresh per write): during a flood the loop stays free
-        for keys and frames, and the lines beyond the pane's cap are only counted."""
+        :data:`DRAIN_INTERVAL_S` (one pane refresh per write; :data:`FLOOD_DRAIN_INTERVAL_S` after
+        a drain that found :data:`FLOOD_DRAIN_LINES` or more waiting): during a flood the loop
+        stays free for keys and frames, and the lines beyond the pane's cap are only counted."""
         self._drained_at = time.monotonic()
         view = self.query_one("#log", LogView)
         deadline = time.perf_counter() + DRAIN_BUDGET_S
+        waiting = len(self._pending) + self._skipped
         while self._pending or self._skipped:
             lines, skipped = self._pending[:DRAIN_STEP_LINES], self._skipped
             del self._pending[:DRAIN_STEP_LINES]
@@ -346,9 +355,10 @@ class StartupScreen(ConsoleScreen):
             view.write_lines(lines, skipped, masked=True)   # cleaned and masked on the watch's line thread
             if time.perf_counter() > deadline:
                 break
+        self._drain_interval_s = FLOOD_DRAIN_INTERVAL_S if waiting >= FLOOD_DRAIN_LINES else DRAIN_INTERVAL_S
         self._draining = bool(self._pending)
         if self._draining:
-            self.set_timer(DRAIN_INTERVAL_S, self._drain)
+            self.set_timer(self._drain_interval_s, self._drain)
         self._update_log_title()
         self._dirty = True
 

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from console.widgets.in_place import update_in_place
 from remote.startup import HbmSnapshot
 
 #: Stage -> label shown, in boot order.
@@ -85,8 +86,8 @@ class HbmBars(Static):
         self._shown: tuple[HbmSnapshot, ...] = ()
 
     def show(self, snapshots: Sequence[HbmSnapshot]) -> None:
-        """Render ``snapshots`` (no work when they did not change)."""
+        """Render ``snapshots`` (no work when they did not change; a layout only when the height changes)."""
         snaps = tuple(snapshots)
         if snaps != self._shown:
             self._shown = snaps
-            self.update(hbm_table(snaps))
+            update_in_place(self, hbm_table(snaps))

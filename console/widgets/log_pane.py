@@ -64,7 +64,7 @@ class LogPane(Vertical):
             parts.append(f"search: {view.search_text}")
         if not buf.folded:
             parts.append("unfolded")
-        view.border_title = Content(printable("Log · " + " · ".join(parts)))     # typed text: never markup
+        view.set_title(Content(printable("Log · " + " · ".join(parts))))     # typed text: never markup
 
     def toggle_follow(self) -> None:
         """Follow new lines, or stop scrolling to read."""

@@ -24,6 +24,7 @@ from typing import NamedTuple
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
+from textual.content import Content
 from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -41,6 +42,10 @@ _ENVELOPE = re.compile(
 MAX_SHOWN_CHARS = 2000
 #: Cut lines whose whole text the buffer keeps (to open one whole).
 CUT_LINES_KEPT = 16
+#: Rendered rows the view keeps (a few screens, for scrolling back). Each is three of Textual's
+#: strips with seven caches apiece, all cyclic garbage once dropped: 1,024 rows were ~30,000
+#: objects every full collection walked during a flood (see :mod:`console.heap`).
+ROWS_CACHED = 200
 
 
 class Entry(NamedTuple):
@@ -237,12 +242,31 @@ class LogView(ScrollView, can_focus=True):
         self.buffer = LogBuffer(max_lines)
         self.follow = True
         self.search_text = ""
-        self._cache: LRUCache[tuple[int, int, int], Strip] = LRUCache(1024)
+        self._cache: LRUCache[tuple[int, int, int], Strip] = LRUCache(ROWS_CACHED)
         self._frame_style: Style | None = None
+        self._title_shown: Content | None = None
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._cache.clear()
+
+    def set_title(self, title: Content) -> None:
+        """Put ``title`` on the view's top border, repainting that row only.
+
+        Textual's ``border_title`` setter repaints every row (~10 ms of a frame beside a flood,
+        for each key that changes the title: follow, fold, filter); the rows are unchanged, so
+        only the border's row is marked dirty. Without a top border it is the plain setter.
+        """
+        if title == self._title_shown:
+            return
+        self._title_shown = title
+        if not self.is_mounted or self.styles.border_top[0] in ("", "none"):
+            self.border_title = title
+            return
+        # what Textual's setter stores (``widget._BorderTitle``), then the border row (y=-1 in
+        # content coordinates) is the only region refreshed
+        self._border_title = self.render_str(title).expand_tabs(4).split()[0]
+        self.refresh(Region(0, -1, self.outer_size.width, 1))
 
     # --- input -------------------------------------------------------------------------
 
@@ -266,8 +290,17 @@ class LogView(ScrollView, can_focus=True):
             # (~40-90 ms with the panel beside it, per pane write during a flood); with both
             # scrollbars always shown the pane's layout cannot change, so only the scrollbars
             # and the scroll limits are updated (what a layout would do for this widget).
+            width_before = self.virtual_size.width
             self.set_reactive(LogView.virtual_size, size)
-            self._scroll_update(size)
+            if size.width == width_before:
+                # only lines were added: the vertical bar alone (Textual's update repaints both
+                # bars, ~3 ms a bar per pane write)
+                bar = self.vertical_scrollbar
+                bar.window_virtual_size = size.height
+                bar.window_size = self.container_size.height - self.scrollbar_size_horizontal
+                self.scroll_y = self.validate_scroll_y(self.scroll_y)
+            else:
+                self._scroll_update(size)
         else:
             self.virtual_size = size
         if self.follow:

@@ -16,6 +16,7 @@ from textual.containers import Vertical
 from textual.widgets import Label, Sparkline, Static
 
 from console.widgets.hbm_bars import bar
+from console.widgets.in_place import update_in_place
 from remote.vllm_metrics import ServingFigures
 
 #: Samples the sparklines show (at the startup view's 3 s sampling, the last 3 minutes).
@@ -82,7 +83,7 @@ class ServingPanel(Vertical):
             self.tokens_per_s.append(figures.generation_tokens_per_s)
         if figures.waiting is not None:
             self.queue.append(figures.waiting)
-        self.query_one("#serving-figures", Static).update(figures_text(figures, log_kv_tokens))
+        update_in_place(self.query_one("#serving-figures", Static), figures_text(figures, log_kv_tokens))
         self.query_one("#serving-tok-s", Sparkline).data = sparkline_data(self.tokens_per_s)
         self.query_one("#serving-queue", Sparkline).data = sparkline_data(self.queue)
 
@@ -90,7 +91,7 @@ class ServingPanel(Vertical):
         """``/metrics`` could not be read: say so under the last figures."""
         self.display = True
         self.problem = sentence
-        self.query_one("#serving-figures", Static).update(Text(sentence, style="yellow"))
+        update_in_place(self.query_one("#serving-figures", Static), Text(sentence, style="yellow"))
 
 
 def sparkline_data(values: Iterable[float]) -> list[float]:

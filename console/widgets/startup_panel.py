@@ -22,6 +22,7 @@ from textual.widgets import Label, Static
 from console.render import format as fmt
 from console.render.plain import plain, printable
 from console.widgets.hbm_bars import HbmBars
+from console.widgets.in_place import update_in_place
 from console.widgets.serving_panel import ServingPanel
 from remote.accelerators import generation_by_hbm_limit, generation_facts
 from remote.container.tail import TailStatus
@@ -311,8 +312,10 @@ class StartupPanel(VerticalScroll):
     def show(self, info: PanelInfo) -> None:
         """Render ``info`` into the sections whose inputs changed.
 
-        Updating a section re-lays out the screen, so a section is only rendered again when
-        what it shows changed (a burst of metrics lines changes none of them).
+        A section is only rendered again when what it shows changed (a burst of metrics lines
+        changes none of them), and re-lays out the screen only when its height changed
+        (:func:`~console.widgets.in_place.update_in_place`: the running compile and phase
+        durations tick once a second without a layout).
         """
         self.info = info
         if not self.is_mounted:
@@ -332,13 +335,13 @@ class StartupPanel(VerticalScroll):
             box.display = shown is not None
             box.set_class(state.ready, "ready")
             box.set_class(not state.ready and shown is not None, "failed")
-            box.update(shown if shown is not None else "")
+            update_in_place(box, shown if shown is not None else "")
         self.query_one("#panel-hbm", HbmBars).show(state.hbm_snapshots)
         if self._keys.get("slice") != (info.workers, info.slice_hbm):
             self._keys["slice"] = (info.workers, info.slice_hbm)
             box = self.query_one("#panel-slice", Static)
             box.display = info.workers > 1
-            box.update(slice_text(info) if info.workers > 1 else "")
+            update_in_place(box, slice_text(info) if info.workers > 1 else "")
         self._section("kv", (state.kv_cache_tokens, state.device_blocks, state.max_concurrency,
                              state.max_concurrency_tokens_per_request, state.max_model_len,
                              state.num_gpu_blocks_override, state.ready, failure is not None,
@@ -351,4 +354,4 @@ class StartupPanel(VerticalScroll):
     def _section(self, name: str, key: object, render: Callable[[], RenderableType]) -> None:
         if self._keys.get(name) != key:
             self._keys[name] = key
-            self.query_one(f"#panel-{name}", Static).update(render())
+            update_in_place(self.query_one(f"#panel-{name}", Static), render())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import App, ComposeResult
 
 from console.widgets.log_pane import SEARCH_PLACEHOLDER, LogPane
@@ -49,3 +51,63 @@ async def test_a_redrawn_line_shows_its_last_state() -> None:
         view = app.query_one(LogPane).view
         view.write_lines(["(EngineCore pid=7) \rLoading shards:   0% | 0/2\rLoading shards: 100% | 2/2"])
         assert view.shown_lines()[-1] == "Loading shards: 100% | 2/2"
+
+
+class BorderedPaneApp(PaneApp):
+    """The pane with the startup view's top border, where the title is drawn."""
+
+    CSS = "#log { border-top: solid $primary 40%; }"
+
+
+def screen_text(app: App[Any]) -> str:
+    """The text on screen now (the screenshot's SVG text, unescaped)."""
+    import html
+    import re
+
+    return "\n".join(html.unescape(t).replace("\xa0", " ") for t in re.findall(r">([^<]*)</text>", app.export_screenshot()))
+
+
+async def test_a_title_change_is_drawn_and_repaints_only_the_border_row() -> None:
+    app = BorderedPaneApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        pane = app.query_one(LogPane)
+        view = pane.view
+        await pilot.pause()
+        rows: list[int] = []
+        render_line = view.render_line
+
+        def counted(y: int) -> Any:
+            rows.append(y)
+            return render_line(y)
+
+        view.render_line = counted  # type: ignore[method-assign]
+        pane.toggle_follow()
+        await pilot.pause()
+        assert rows == [], rows                   # no log row drawn again: the border row alone
+        assert "paused (f follows)" in screen_text(app)      # on screen, not only in the attribute
+        assert view.border_title is not None and view.border_title.endswith("paused (f follows)")
+        pane.toggle_follow()
+        await pilot.pause()
+        assert "· following" in screen_text(app) and "paused" not in screen_text(app)
+
+
+class RoomyPaneApp(BorderedPaneApp):
+    """The bordered pane with room for 1,000 lines (its 201 lines all kept)."""
+
+    def compose(self) -> ComposeResult:
+        yield LogPane(1000, id="log-pane")
+
+
+async def test_lines_written_move_the_vertical_bar_and_the_end_with_them() -> None:
+    app = RoomyPaneApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        view = app.query_one(LogPane).view
+        await pilot.pause()
+        width, rows = view.virtual_size.width, len(LINES)
+        view.write_lines([f"INFO 01-02 03:06:00 [core.py:1] more {i}" for i in range(30)])   # no wider line
+        await pilot.pause()
+        assert view.virtual_size.width == width and view.virtual_size.height == len(view.buffer.rows) == rows + 30
+        bar = view.vertical_scrollbar
+        assert bar.window_virtual_size == rows + 30 and bar.window_size == view.container_size.height - 1
+        assert view.scroll_y == view.max_scroll_y == rows + 30 - (view.container_size.height - 1)    # followed
+        assert view.shown_lines()[-1].endswith("more 29")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -609,3 +610,32 @@ async def test_a_long_line_is_cut_in_the_pane_kept_whole_on_disk_and_opened_whol
         assert copied == [long_line, str(log.path)]
         await pilot.press("escape")
         await _until(pilot, lambda: isinstance(app.screen, StartupScreen))
+
+
+async def test_a_flood_is_written_to_the_pane_at_most_four_times_a_second_and_every_line_counted(
+        sandbox: Any, sandbox_services: Any) -> None:
+    from console.screens import startup
+    from sandbox.runner import serve_args_for
+
+    vm = sandbox.vms["vllm-flex-b"]
+    node = await fleet_node(sandbox_services, "vllm-flex-b")
+    vm.burst_lines_per_s, vm.burst_s = 20000, 1.5
+    plan = sandbox.call(_reboot(vm, serve_args_for(node.accelerator_type, node.chips), boot_s=1.0))
+    app = StartupApp(sandbox_services, node)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        drains: list[tuple[float, int]] = []        # (when, lines waiting) of each pane write
+        drain = screen._drain
+
+        def timed_drain() -> None:
+            drains.append((time.monotonic(), len(screen._pending) + screen._skipped))
+            drain()
+
+        screen._drain = timed_drain  # type: ignore[method-assign]
+        view = screen.query_one("#log", LogView)
+        await _until(pilot, lambda: view.buffer.total >= len(plan.lines), timeout_s=60)
+        assert screen.watcher.lines_received == len(plan.lines)
+        flood = [(a, b) for a, b in zip(drains, drains[1:]) if a[1] >= startup.FLOOD_DRAIN_LINES]
+        assert len(flood) >= 3, drains                  # the burst was seen as a flood
+        gaps = [b[0] - a[0] for a, b in flood]
+        assert min(gaps) >= startup.FLOOD_DRAIN_INTERVAL_S * 0.95, gaps
