@@ -296,7 +296,7 @@ async def test_dropped_connection_mid_boot_loses_no_line(sandbox: Any, sandbox_s
         screen = await _open(pilot)
         view = screen.query_one("#log", LogView)
         await _until(pilot, lambda: view.buffer.total > 20)
-        assert not screen.watcher.reader.state.ready
+        assert not screen.watcher.state.ready
         sandbox._loop.call_soon_threadsafe(vm.drop_connections)
         await _until(pilot, lambda: screen.served_models is not None)
         await pilot.pause(PANEL_WAIT_S)
@@ -428,13 +428,13 @@ async def test_a_replacing_container_gets_a_gap_marker_a_fresh_state_and_its_own
         first_id = screen.watcher.container_id
         second = sandbox.call(_reboot(vm, ["Qwen/Qwen3-0.6B", "--max-model-len", "4096",
                                            "--tensor-parallel-size", "8"], boot_s=1.0))
-        await _until(pilot, lambda: screen.watcher.reader.state.ready)
+        await _until(pilot, lambda: screen.watcher.state.ready)
         new_id = screen.watcher.container_id
         markers = [e.text for e in view.buffer.entries if "replaced by" in e.text]
         assert len(markers) == 1 and re.fullmatch(
             rf"──── container {first_id[:12]} replaced by {new_id[:12]} at (\d\d:\d\d:\d\d); "
             rf"{first_id[:12]}'s output after \1 was not seen ────", markers[0]), markers
-        assert screen.watcher.reader.state.lines_read == len(second.lines)       # a fresh reader
+        assert screen.watcher.state.lines_read == len(second.lines)       # a fresh reader
         await _until(pilot, lambda: {launch.container_id: launch.outcome for launch in
                                      sandbox_services.store.list_launches(node="vllm-flex-b")}
                      == {first_id: "replaced", new_id: "ready"})
@@ -472,7 +472,7 @@ async def test_a_slice_is_followed_on_every_worker_with_prefixed_lines_and_summe
         screen = await _open(pilot)
         view = screen.query_one("#log", LogView)
         total = sum(len(p.lines) for p in plans)
-        await _until(pilot, lambda: view.buffer.total >= total and screen.watcher.reader.state.ready)
+        await _until(pilot, lambda: view.buffer.total >= total and screen.watcher.state.ready)
         await pilot.pause(PANEL_WAIT_S)
         texts = [e.text for e in view.buffer.entries]
         for worker, plan in enumerate(plans):              # every worker's own lines, prefixed
@@ -485,7 +485,7 @@ async def test_a_slice_is_followed_on_every_worker_with_prefixed_lines_and_summe
         assert f"model loaded: {16 * weights:.2f} / {16 * limit:.2f} GiB over 16 chips (4 of 4 workers)" in sliced
         await pilot.press("W")                               # worker 0 alone: no prefixes, no slice
         await _until(pilot, lambda: screen.worker == 0 and screen.watcher is not None
-                     and screen.watcher.reader.state.ready and view.buffer.total == len(plans[0].lines))
+                     and screen.watcher.state.ready and view.buffer.total == len(plans[0].lines))
         await pilot.pause(PANEL_WAIT_S)
         assert not any(e.text.startswith("w0| ") for e in view.buffer.entries)
         assert "worker 0 of 4" in screen.sub_title and not screen.query_one("#panel-slice").display
@@ -504,8 +504,8 @@ async def test_one_worker_past_0_alone_ends_ready_from_worker_0s_log(sandbox: An
         view = screen.query_one("#log", LogView)
         assert [e.text for e in view.buffer.entries if not e.text.startswith("────")] \
             == [line for _, line in plans[2].lines]                          # worker 2's lines, not worker 0's
-        assert not screen.watcher.reader.state.ready                        # its own log never says it
-        assert screen.ready_watcher is not None and screen.ready_watcher.reader.state.ready
+        assert not screen.watcher.state.ready                        # its own log never says it
+        assert screen.ready_watcher is not None and screen.ready_watcher.state.ready
         assert screen.ready_watcher.target.port == vms[0].ssh_port and screen.watcher.target.port == vms[2].ssh_port
         assert screen.panel_info().state.phase is Phase.READY
         assert "✔ READY" in panel_text(app, "banner") and "worker 2 of 4" in screen.sub_title
@@ -552,13 +552,13 @@ async def test_a_restart_in_place_gets_a_marker_and_a_fresh_boot_section(sandbox
         await _until(pilot, lambda: view.buffer.total > 10)
         container_id = screen.watcher.container_id
         second = sandbox.call(_restart(vm, argv, boot_s=1.0))
-        await _until(pilot, lambda: screen.watcher.restarts and screen.watcher.reader.state.ready)
+        await _until(pilot, lambda: screen.watcher.restarts and screen.watcher.state.ready)
         markers = [e.text for e in view.buffer.entries if "restarted" in e.text]
         assert len(markers) == 1 and re.fullmatch(
             r"──── container vllm restarted \(restart 1\) at \d\d:\d\d:\d\d UTC; a fresh boot follows ────",
             markers[0]), markers
         assert screen.watcher.container_id == container_id                       # same container
-        assert screen.watcher.reader.state.lines_read == len(second.lines)       # a fresh boot section
+        assert screen.watcher.state.lines_read == len(second.lines)       # a fresh boot section
         await _until(pilot, lambda: [(l.restart_count, l.outcome) for l in
                                      sandbox_services.store.list_launches(node="vllm-flex-b")
                                      if l.container_id == container_id] == [(1, "ready")])
@@ -588,7 +588,7 @@ async def test_a_long_line_is_cut_in_the_pane_kept_whole_on_disk_and_opened_whol
     async with app.run_test(size=(200, 50)) as pilot:
         screen = await _open(pilot)
         view = screen.query_one("#log", LogView)
-        await _until(pilot, lambda: screen.watcher is not None and screen.watcher.reader.state.ready)
+        await _until(pilot, lambda: screen.watcher is not None and screen.watcher.state.ready)
         await _until(pilot, lambda: any("+48000 chars" in t for t in view.shown_lines()))
         shown = view.shown_lines()
         assert long_line[:2000] + "… +48000 chars" in shown

@@ -54,7 +54,7 @@ async def test_the_os_login_node_connects_as_the_posix_user_and_records_it(box: 
         app = OneNodeApp(services, await fleet_node(services, NODE))
         async with app.run_test(size=(160, 45)) as pilot:
             await _until(pilot, lambda: isinstance(pilot.app.screen, StartupScreen)
-                         and pilot.app.screen.watcher is not None and pilot.app.screen.watcher.reader.state.ready)
+                         and pilot.app.screen.watcher is not None and pilot.app.screen.watcher.state.ready)
             screen = pilot.app.screen
             assert screen.problem is None
             first = screen.query_one("#log", LogView).buffer.entries[0].text
