@@ -12,6 +12,8 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from remote.startup import StartupState
 from remote.vllm_log.reader import SKIP_HEAD, StartupReader
@@ -206,3 +208,78 @@ def test_a_repeated_quiet_bare_line_is_read_again_inside_a_traceback() -> None:
     assert whole.state == expected
     for seed in range(4):
         assert _in_random_chunks(data, seed) == expected, f"seed {seed}"
+
+
+# ---- generated logs: what the bulk path counts, folds or skips, mixed with what it must read ----
+_ENVELOPES = (
+    b"(EngineCore pid=372) INFO 08-10 22:28:%02d [compilation_manager.py:137] ",
+    b"(EngineCore pid=372) INFO 08-10 22:28:%02d [compilation_manager.py:188] ",
+    b"INFO 08-10 22:29:%02d [core.py:9] ",
+    b"2025-08-10T22:30:%02d.000000001Z (APIServer pid=1) WARNING 08-10 22:30:00 [api.py:1] ",
+    b"(VllmWorker TP1 pid=3) INFO 08-10 22:31:%02d [tpu_worker.py:4] ",
+)
+_MESSAGES = (
+    b"Precompile worker0 sample --> {'num_reqs': 8}",
+    b"Precompile worker0 backbone --> {'k': '] Compilation of x finished in 9.5 [secs]'}",
+    b"Precompile without an arrow",
+    b"Compilation of worker0 sample --> {'num_reqs': 8} finished in 0.69 [secs].",
+    b"Compilation of worker0 sample finished in 1.2.3 [secs].",
+    b"Compilation of worker0 sample finished in in 7.5 [secs].",
+    b"Compilation of x finished in 2.5 [secs] finished in 3.75 [secs].",
+    b"Compilation finished in 4.0 [secs].",
+    b"AOT lower skipped for worker0 backbone (not a jit); will compile in warmup.",
+    b"AOT something else",
+    b"Compiling the model with different input shapes.",
+    b"       1, 1, 1, 1, 1, 1, 1, 1,",
+    b"   three spaces, then text",
+    b"       \xe2\x96\x88 banner dump",
+    b"12 starts with a digit, Error inside",
+    b"Routing something ordinary",
+    b"Init model | hbm=[(8.97, 31.24)]GiB",
+    b"GPU KV cache size: 1,151,744 tokens",
+    b"vLLM API server version 0.11.0",
+    b"Traceback (most recent call last):",
+    b'File "/x/y.py", line 3, in load_model',
+    b"ValueError: The model's max seq len (32768) is larger than the maximum number of tokens",
+    b"that can be stored in KV cache (23648).",
+    b"pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+    b"  Value error, something [type=value_error]",
+    b"For further information visit https://errors.pydantic.dev",
+    b"init engine (profile, create kv cache, warmup model) took 457.25 s (compilation: 402.27 s)",
+)
+_BARE = (b"(EngineCore pid=372) warnings.warn(", b"[Gloo] Rank 0 is connected to 0 peer ranks.",
+         b"(EngineCore pid=372)   File \"/x.py\", line 1, in run", b"OutOfResources: out of resource",
+         b"INFO:     Application startup complete.", b"")
+_ENDINGS = (b"\n", b"\r\n", b"\r\r\n")
+_DECORATIONS = (b"", b"", b"", b"\rINFO 08-10 22:29:27 [core.py:1] Precompile redrawn --> {'n': 1}",
+                b"\x1b[0m", b" \xff\xfe", b" \xe2\x82")
+
+
+@st.composite
+def _generated_log(draw: st.DrawFn) -> bytes:
+    lines = [b"INFO 08-10 22:25:53 [__init__.py:76] vLLM API server version 0.11.0\n",
+             _ENVELOPES[0] % 1 + b"Compiling sampling with different input shapes.\n"]
+    for _ in range(draw(st.integers(0, 60))):
+        if draw(st.integers(0, 9)) == 0:
+            text = draw(st.sampled_from(_BARE))
+        else:
+            text = (draw(st.sampled_from(_ENVELOPES)) % draw(st.integers(0, 59))
+                    + draw(st.sampled_from(_MESSAGES)))
+        ending = draw(st.sampled_from(_ENDINGS))
+        lines.append(text + draw(st.sampled_from(_DECORATIONS)) + ending)
+        lines.extend([text + ending] * draw(st.sampled_from((0, 0, 1, 5, 30))))   # a run
+    return b"".join(lines)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_generated_log(), st.integers(0, 2**16))
+def test_generated_logs_read_the_same_in_bulk_and_line_by_line(data: bytes, seed: int) -> None:
+    """Compile steps, array dumps and skipped lines in any mix with the lines the bulk path must
+    read (other envelopes, bare lines, tracebacks, multi-line messages, restarts), with CRLF,
+    CR redraws, ANSI and invalid UTF-8 on any line: the bulk path reads the line path's state."""
+    whole = StartupReader(year=2025)
+    whole.feed(data)
+    whole.close()
+    expected = _by_lines(data)
+    assert whole.state == expected
+    assert _in_random_chunks(data, seed) == expected
