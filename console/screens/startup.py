@@ -44,6 +44,7 @@ from console.flows.node_wait import POLL_S as NODE_POLL_S
 from console.flows.node_wait import needs_wait, wait_target, wait_until_ready
 from console.flows.ssh_target import login_target
 from console.flows.startup_watch import Replacement, StartupWatch, no_container_hint, read_followed
+from console.heap import refreeze
 from console.render.plain import log_line_text
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
@@ -172,6 +173,7 @@ class StartupScreen(ConsoleScreen):
         self.query_one("#log", LogView).focus()
         self.set_interval(PANEL_REFRESH_S, self._refresh_panel)
         self._start()
+        self.call_after_refresh(refreeze)      # this view's objects out of a flood's full collections
 
 
     def _workers_count(self) -> int:
@@ -676,6 +678,7 @@ class StartupScreen(ConsoleScreen):
                 watch.stop()                  # the worker's finally closes its connections; the forward stays
         if self._db is not None:
             self._db.close()                  # after the writes already queued
+        self.app.call_later(refreeze)         # what this view left in cycles, collected once it is gone
 
 
 def _failed_on_any_worker(states: list[StartupState]) -> StartupState:

@@ -30,3 +30,29 @@ def test_objects_alive_at_the_freeze_leave_the_collected_generations_once_per_pr
     frozen, still_collected, later_collected, unchanged = out.stdout.split()
     assert int(frozen) >= 1000 and still_collected == "0"
     assert later_collected == "True" and unchanged == "True"
+
+
+def test_a_refreeze_collects_what_was_frozen_and_dropped_and_freezes_what_is_alive() -> None:
+    script = textwrap.dedent("""
+        import gc, weakref
+        from console.heap import refreeze
+
+        class Node:
+            pass
+
+        def cycle():
+            node = Node(); node.me = node
+            return node
+
+        view = cycle()                            # alive at the first refreeze: frozen with it
+        first = refreeze()
+        gone = weakref.ref(view); del view        # the view closes: its cycle is frozen garbage
+        gc.collect()
+        kept_while_frozen = gone() is not None
+        later = cycle(); later_ref = weakref.ref(later); del later
+        gc.collect()                              # made after the freeze: collected as usual
+        refreeze()                                # the view's close: thawed, collected
+        print(first > 0, kept_while_frozen, later_ref() is None, gone() is None, gc.get_freeze_count() > 0)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "True", "True", "True"]
