@@ -7,10 +7,10 @@ and each one walks every object alive: ~170,000 after start (modules, Textual's 
 services), 116-227 ms of the UI loop each (measured in ``benches/bench_startup_ui.py``, 11 in a
 10 s burst). :func:`freeze_long_lived` moves what is alive once the console is up into the
 collector's permanent generation (``gc.freeze``), so a full collection walks only what was made
-after it (17-90 ms in the same bench). A view that floods refreezes when it opens and when it
-closes (:func:`refreeze`): its own widgets, connection and buffers leave the walk while it is
-open (full collections 12-37 ms in the bench, was 17-90; key p99 92 ms), and what it leaves in
-cycles when it closes is collected then.
+after it (17-90 ms in the same bench). A view that floods refreezes once it follows a container and
+when it closes (:func:`refreeze`): its own widgets, connection, reader and Textual's render caches
+leave the walk while it is open (the burst's full collections 13-53 ms in the bench, were 27-90),
+and what it leaves in cycles when it closes is collected then.
 """
 
 from __future__ import annotations

@@ -63,6 +63,7 @@ from store.errors import StoreError
 
 T = TypeVar("T")
 
+
 #: Lines the log pane keeps (older lines are counted, not shown).
 LOG_LINES_SHOWN = 5000
 #: Lines per tail batch (the reader reads them on the tail's line thread; the loop gets the batch).
@@ -125,6 +126,7 @@ class StartupScreen(ConsoleScreen):
         super().__init__()
         self.node = node
         self._hinted = False
+        self._refrozen = False        # the heap refrozen once this view follows a container
         #: The worker followed alone, or ``None``: every worker of a multi-host slice at once.
         self.worker: int | None = worker if worker is not None or self._workers_count() > 1 else 0
         #: Workers 1..N of a slice followed beside :attr:`watcher` (worker 0), in worker order.
@@ -173,7 +175,6 @@ class StartupScreen(ConsoleScreen):
         self.query_one("#log", LogView).focus()
         self.set_interval(PANEL_REFRESH_S, self._refresh_panel)
         self._start()
-        self.call_after_refresh(refreeze)      # this view's objects out of a flood's full collections
 
 
     def _workers_count(self) -> int:
@@ -382,6 +383,9 @@ class StartupScreen(ConsoleScreen):
                 self._write_marker(f"──── {gone.marker()} ────")
             self._container_id = status.container_id
             self._observe(message.watcher, status.container_id, gone)
+            if not self._refrozen:      # the view, its watch and render caches out of a flood's collections
+                self._refrozen = True
+                self.call_after_refresh(refreeze)
         if status.kind == "waiting" and self._container_id is None and not self._hinted:
             self._hinted = True        # once: what the view waits for and how to start a container
             container = self.services.config.container
