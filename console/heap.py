@@ -25,8 +25,9 @@ def freeze_long_lived() -> bool:
     the first time it is called in the process; later calls do nothing.
 
     Call once the long-lived part of the console exists (services built, the first screen
-    shown). What is frozen is never collected: a cycle frozen now and dropped later stays in
-    memory, hence once per process (a test session with many apps freezes only the first).
+    shown). What is frozen is not collected until a :func:`refreeze` thaws it: a cycle frozen
+    now and dropped later stays in memory until then, hence once per process (a test session
+    with many apps freezes only the first).
 
     Returns:
         ``True`` when this call froze the heap, ``False`` when it was frozen already.

@@ -63,7 +63,6 @@ from store.errors import StoreError
 
 T = TypeVar("T")
 
-
 #: Lines the log pane keeps (older lines are counted, not shown).
 LOG_LINES_SHOWN = 5000
 #: Lines per tail batch (the reader reads them on the tail's line thread; the loop gets the batch).
