@@ -84,6 +84,59 @@ async def heartbeat(stalls: list[float], period_s: float = 0.01) -> None:
         stalls.append(loop.time() - start - period_s)
 
 
+class StallSampler:
+    """A watchdog thread: while the loop's heartbeat is more than ``late_s`` overdue, it samples the
+    loop thread's stack every ``every_s`` and counts each sample's innermost frames (``--stall-stacks``)."""
+
+    def __init__(self, late_s: float = 0.04, every_s: float = 0.005, depth: int = 6) -> None:
+        import threading
+
+        self.late_s, self.every_s, self.depth = late_s, every_s, depth
+        self.last_beat = time.perf_counter()
+        self.samples: dict[tuple[str, ...], int] = {}
+        self._loop_thread = threading.get_ident()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stall-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            if time.perf_counter() - self.last_beat < self.late_s:
+                continue
+            frame = sys._current_frames().get(self._loop_thread)
+            stack: list[str] = []
+            while frame is not None and len(stack) < self.depth:
+                code = frame.f_code
+                stack.append(f"{Path(code.co_filename).name}:{frame.f_lineno} {code.co_name}")
+                frame = frame.f_back
+            key = tuple(stack)
+            self.samples[key] = self.samples.get(key, 0) + 1
+
+    def report(self, top: int = 12) -> None:
+        total = sum(self.samples.values())
+        print(f"loop stack samples while the heartbeat was > {self.late_s * 1000:.0f} ms late: {total} "
+              f"({self.every_s * 1000:.0f} ms apart)")
+        for stack, count in sorted(self.samples.items(), key=lambda kv: -kv[1])[:top]:
+            print(f"  {count:4d}  " + " <- ".join(stack))
+
+
+async def heartbeat_sampled(stalls: list[float], sampler: StallSampler | None, period_s: float = 0.01) -> None:
+    """:func:`heartbeat` that also tells ``sampler`` when the loop last ran."""
+    loop = asyncio.get_running_loop()
+    while True:
+        start = loop.time()
+        if sampler is not None:
+            sampler.last_beat = time.perf_counter()
+        await asyncio.sleep(period_s)
+        stalls.append(loop.time() - start - period_s)
+
+
 def state_of(watch: Any) -> Any:
     """The watch's published snapshot (``watch.state``; ``watch.reader.state`` before issue 18's thread)."""
     return getattr(watch, "state", None) or watch.reader.state  # type: ignore[attr-defined]
@@ -94,7 +147,8 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
 
 
-async def client(rate: int, seconds: float, chunk_mib: float = 7.0, as_json: bool = False) -> None:
+async def client(rate: int, seconds: float, chunk_mib: float = 7.0, as_json: bool = False,
+                 stall_stacks: bool = False) -> None:
     import asyncssh
     from textual import events
 
@@ -166,7 +220,10 @@ async def client(rate: int, seconds: float, chunk_mib: float = 7.0, as_json: boo
         burst_lines = int(rate * seconds) + (int(chunk_mib * 1e6) // 1401 if chunk_mib else 0)
         rss_samples = []
         stalls: list[float] = []
-        beat = asyncio.create_task(heartbeat(stalls))
+        sampler = StallSampler() if stall_stacks else None
+        if sampler is not None:
+            sampler.start()
+        beat = asyncio.create_task(heartbeat_sampled(stalls, sampler))
         loop_cpu_before = time.thread_time()
         while screen.watcher.lines_received < burst_lines and time.monotonic() - started < seconds * 6:
             sent["t"] = time.perf_counter()
@@ -175,6 +232,8 @@ async def client(rate: int, seconds: float, chunk_mib: float = 7.0, as_json: boo
             rss_samples.append(rss_mib())
         burst_wall = time.monotonic() - started
         beat.cancel()
+        if sampler is not None:
+            sampler.stop()
         loop_cpu = time.thread_time() - loop_cpu_before
         line_thread = getattr(screen.watcher, "tail_thread", None)      # None before issue 18's thread
         line_cpu = thread_cpu_s(line_thread.native_id if line_thread is not None else None)
@@ -208,6 +267,8 @@ async def client(rate: int, seconds: float, chunk_mib: float = 7.0, as_json: boo
           f"after ready {rss_after:.1f} MiB, peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MiB")
     print(f"CPU (console process): {cpu:.1f} s for {received:,} lines = {cpu / max(received, 1) * 1e6:.0f} us/line "
           f"(SSH, tail, reader, log pane, panel, rendering)")
+    if sampler is not None:
+        sampler.report()
     if as_json:
         print(json.dumps({"key_p50_ms": round(pct(to_refresh, .5) * 1000, 1),
                           "key_p99_ms": round(pct(to_refresh, .99) * 1000, 1),
@@ -222,6 +283,8 @@ def main() -> None:
     parser.add_argument("--chunk-mib", type=float, default=7.0, help="MB of long lines due at once mid-burst (7)")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
     parser.add_argument("--profile", action="store_true", help="print where the console's CPU went (cProfile)")
+    parser.add_argument("--stall-stacks", action="store_true",
+                        help="sample the loop's stack while it stalls > 40 ms and print the commonest")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--key", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -237,7 +300,7 @@ def main() -> None:
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     else:
-        asyncio.run(client(args.rate, args.seconds, args.chunk_mib, args.json))
+        asyncio.run(client(args.rate, args.seconds, args.chunk_mib, args.json, args.stall_stacks))
 
 
 if __name__ == "__main__":

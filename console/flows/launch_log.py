@@ -84,6 +84,14 @@ class LaunchLog:
         if not lines:
             return
         file = self._open()
+        if masked:          # the whole batch at once while it fits the file
+            data = ("\n".join(lines) + "\n").encode("utf-8", "replace")
+            if self._size + len(data) <= self.max_bytes:
+                file.write(data)
+                self._size += len(data)
+                self.bytes_written += len(data)
+                file.flush()
+                return
         for line in lines:
             data = (line if masked else scrub_text(line)).encode("utf-8", "replace") + b"\n"
             if self._size and self._size + len(data) > self.max_bytes:

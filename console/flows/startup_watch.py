@@ -168,10 +168,9 @@ class StartupWatch:
         """Line thread: the reader reads the batch, each line is masked once for the log on disk
         and, as the pane shows it (:func:`~console.render.plain.log_line_text`), put back in
         ``batch``; the log is written, the snapshot published."""
-        feed = self.reader.feed_line
+        self.reader.feed_lines(batch)
         masked_lines = []
         for index, (ts, text) in enumerate(batch):
-            feed(text, ts)
             masked = scrub_text(text)
             masked_lines.append(masked)
             shown = masked if masked.isprintable() else log_line_text(text)   # printable: the same text

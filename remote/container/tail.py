@@ -52,7 +52,7 @@ from typing import Any
 import asyncssh
 
 from remote.container.docker import docker_inspect, logs_follow_args
-from remote.container.docker_records import rejoin_records
+from remote.container.docker_records import DOCKER_RECORD_BYTES, rejoin_records
 from remote.container.follower import follower_command, follower_pid, stop_follower
 from remote.ssh import SshFailure
 
@@ -172,15 +172,16 @@ class _Position:
 
 
 class _LogSession(asyncssh.SSHClientSession):
-    """Hands each packet's bytes to the line thread (``lines``), which splits them and calls ``on_line``.
+    """Hands each packet's bytes to the line thread (``lines``), which splits them and calls ``on_lines``
+    with each packet's whole lines (decoded, record borders rejoined).
 
     The session runs on the event loop and does no per-line work: :meth:`data_received` queues
     the bytes and stops the channel reading while more than :data:`QUEUED_BYTES_HIGH` wait.
     """
 
-    def __init__(self, lines: _LineThread, on_line: Callable[[str], None]) -> None:
+    def __init__(self, lines: _LineThread, on_lines: Callable[[list[str]], None]) -> None:
         self._lines = lines
-        self._on_line = on_line
+        self._on_lines = on_lines
         self._partial = b""
         #: An exception to re-raise after the channel closes (connection lost, or a callback bug).
         self.failure: BaseException | None = None
@@ -218,9 +219,9 @@ class _LogSession(asyncssh.SSHClientSession):
         if len(self._partial) > _MAX_LINE_CHARS:
             lines.append(self._partial)
             self._partial = b""
-        on_line = self._on_line
-        for line in lines:
-            on_line(rejoin_records(line).decode("utf-8", "replace"))
+        limit = DOCKER_RECORD_BYTES          # a shorter line holds no record border
+        self._on_lines([(rejoin_records(line) if len(line) > limit else line).decode("utf-8", "replace")
+                        for line in lines])
 
     def connection_lost(self, exc: Exception | None) -> None:
         if exc is not None and self.failure is None:
@@ -230,7 +231,7 @@ class _LogSession(asyncssh.SSHClientSession):
         """Thread side: hand over a last line without a newline."""
         rest, self._partial = self._partial, b""
         if rest and self.failure is None:
-            self._on_line(rejoin_records(rest).decode("utf-8", "replace"))
+            self._on_lines([rejoin_records(rest).decode("utf-8", "replace")])
 
 
 class _LineThread:
@@ -719,7 +720,7 @@ class LogTail:
         errors: list[str] = []
         lines = self._lines
         assert lines is not None, "run() starts the line thread"
-        session = _LogSession(lines, lambda line: self._accept(position, line, errors, container_id))
+        session = _LogSession(lines, lambda batch: self._accept(position, batch, errors, container_id))
         self._session_now = session
         # A pseudo-terminal ties the follower's life to the channel: when the channel or the
         # connection goes, sshd hangs up the tty and the kernel sends SIGHUP, so no
@@ -746,20 +747,25 @@ class LogTail:
             lines.put_lines([(None, line) for line in errors])
         return status
 
-    def _accept(self, position: _Position, line: str, errors: list[str], container_id: str) -> None:
-        if line.endswith("\r"):
-            line = line[:-1]
-        if not line:
-            return
-        if line[:1] == "t" and line.startswith("tpu-console follower pid "):
-            pid = follower_pid(line)
-            if pid is not None:
-                self._follower = (pid, container_id)
-                return
-        if line[:1] == "E" and _DOCKER_ERROR.match(line):
-            errors.append(line)
-            return
-        item = position.accept(line)
-        if item is not None:
-            self._deliver(item)
+    def _accept(self, position: _Position, lines: list[str], errors: list[str], container_id: str) -> None:
+        """Thread side: one packet's lines, in order: the follower's pid line kept, docker's own
+        errors set aside, each log line delivered unless it repeats one from before a resume."""
+        accept, deliver = position.accept, self._deliver
+        for line in lines:
+            if line.endswith("\r"):
+                line = line[:-1]
+            if not line:
+                continue
+            head = line[:1]
+            if head == "t" and line.startswith("tpu-console follower pid "):
+                pid = follower_pid(line)
+                if pid is not None:
+                    self._follower = (pid, container_id)
+                    continue
+            if head == "E" and _DOCKER_ERROR.match(line):
+                errors.append(line)
+                continue
+            item = accept(line)
+            if item is not None:
+                deliver(item)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -118,6 +118,55 @@ class StartupReader:
             self._process(pieces)
         finally:
             boot.explicit_ts = None
+
+    def feed_lines(self, items: Sequence[tuple[datetime | None, str]]) -> None:
+        """Read a batch of complete lines, each with its own time: the same state as
+        :meth:`feed_line` on each ``(ts, line)`` in turn, in one pass of the hot loop (repeated
+        quiet bare lines skipped, compile steps read on their bytes while the boot compiles).
+
+        Args:
+            items: ``(ts, line)`` pairs, e.g. a followed ``docker logs --timestamps`` tail's
+                batch: ``ts`` the line's docker time (or ``None``: the line's own stamp is
+                used), ``line`` without its newline (as :meth:`feed_line` takes it).
+        """
+        if not items:
+            return
+        pieces: list[bytes] = []
+        stamps: list[datetime | None] = []
+        cap = pat.MAX_LINE_CHARS
+        clean, overlay = self._clean, pat.overlay_cr_bytes
+        for ts, line in items:
+            raw = line.encode("utf-8", "surrogatepass")
+            for piece in raw.rstrip(b"\n").split(b"\n") if b"\n" in raw else (raw,):
+                piece = piece[:cap]
+                if b"\x1b" in piece:
+                    piece = clean(piece)
+                if b"\r" in piece:
+                    piece = overlay(piece)
+                pieces.append(piece)
+                stamps.append(ts)
+        boot = self._boot
+        first = None
+        if self._needs_first_stamp():
+            for i, (piece, ts) in enumerate(zip(pieces, stamps)):
+                at = ts or boot.stamp(piece[:240].decode("utf-8", "replace"), mutate=False)
+                if at is not None:
+                    first = boot.lines_read + 1 + i, at
+                    break
+        try:
+            self._lines(pieces, True, stamps)
+        finally:
+            boot.explicit_ts = None
+        for piece, ts in zip(reversed(pieces), reversed(stamps)):
+            if ts is not None:
+                boot.last_at = ts
+                break
+            line = piece[:240].decode("utf-8", "replace")
+            if boot.has_stamp(line):
+                boot.last_at = line
+                break
+        self._note_first_stamp(first)
+        self._version += 1
 
     def close(self) -> None:
         """Flush a trailing partial line. Idempotent."""
@@ -244,8 +293,12 @@ class StartupReader:
         self._note_stamps(self._prepared_backwards(buf), first)
         self._version += 1
 
-    def _lines(self, lines: list[bytes], fold: bool = False) -> None:
+    def _lines(self, lines: list[bytes], fold: bool = False,
+               stamps: list[datetime | None] | None = None) -> None:
         """Dispatch each line on the first 4 bytes of its message; decode only those used.
+
+        ``stamps`` (:meth:`feed_lines`): each line's explicit time, set on the boot before the
+        line is handed to it.
 
         With ``fold`` (the bulk path), compile-step lines of an ASCII line are read on their
         bytes while the boot is compiling (``progress`` COMPILING and its start time known, so
@@ -253,6 +306,7 @@ class StartupReader:
         ``on_aot`` for the C4 shapes; any other shape goes to the handler."""
         boot = self._boot
         n = boot.lines_read
+        n0 = n + 1          # the number of ``lines[0]``
         heads = HANDLERS_BYTES
         quiet = self._quiet
         acc = boot.accum is not None
@@ -267,6 +321,8 @@ class StartupReader:
                     boot.fold_compile_steps(started, finished, total, last, deferred, in_flight)
                     dirty, started, finished, deferred, in_flight = False, 0, 0, 0, None
                 boot.lines_read = n
+                if stamps is not None:
+                    boot.explicit_ts = stamps[n - n0]
                 taken = boot.take_accum(raw.decode("utf-8", "replace"))
                 acc = boot.accum is not None
                 steady = fold and boot.progress is _COMPILING and boot.c_started_at is not None
@@ -286,6 +342,8 @@ class StartupReader:
                     boot.fold_compile_steps(started, finished, total, last, deferred, in_flight)
                     dirty, started, finished, deferred, in_flight = False, 0, 0, 0, None
                 boot.lines_read = n
+                if stamps is not None:
+                    boot.explicit_ts = stamps[n - n0]
                 line = raw.decode("utf-8", "replace")
                 if fold and len(raw) <= _QUIET_MAX_BYTES and not boot.in_tb \
                         and boot.bare_line_is_quiet(line):
@@ -344,6 +402,8 @@ class StartupReader:
                 boot.fold_compile_steps(started, finished, total, last, deferred, in_flight)
                 dirty, started, finished, deferred, in_flight = False, 0, 0, 0, None
             boot.lines_read = n
+            if stamps is not None:
+                boot.explicit_ts = stamps[n - n0]
             line = raw.decode("utf-8", "replace")
             msg = line[p:] if len(line) == len(raw) else line[line.find("] ", 0, 200) + 2:]
             if h is not None:
@@ -411,7 +471,13 @@ class StartupReader:
                 if boot.has_stamp(line):
                     boot.last_at = line
                     break
+        self._note_first_stamp(first)
+
+    def _note_first_stamp(self, first: tuple[int, datetime] | None) -> None:
+        """The boot's start time from ``first`` (:meth:`_first_stamp`: line number, time), unless a
+        phase began before that line."""
         if first is not None:
+            boot = self._boot
             line_no, at = first
             mark = boot.timeline[0]
             if (mark.started_at is None and mark.phase is Phase.STARTING and mark.line_no == 1

@@ -68,13 +68,13 @@ async def test_the_watch_reads_on_its_line_thread_and_hands_the_loop_every_line_
 
     watch = StartupWatch(target, container="vllm", on_lines=on_lines, on_status=on_status,
                          tail_options={"poll_interval_s": 0.1, "max_batch_lines": 500})
-    reader_feed = watch.reader.feed_line
+    reader_feed = watch.reader.feed_lines
 
-    def feed(line: str, ts: object = None) -> None:      # the real reader, watched for its thread
+    def feed(items: list[tuple[object, str]]) -> None:      # the real reader, watched for its thread
         read([])
-        reader_feed(line, ts)  # type: ignore[arg-type]
+        reader_feed(items)  # type: ignore[arg-type]
 
-    watch.reader.feed_line = feed  # type: ignore[method-assign]
+    watch.reader.feed_lines = feed  # type: ignore[method-assign]
     await watch.connect()
     task = asyncio.create_task(watch.follow())
     await _until(lambda: watch.tail_thread is not None)

@@ -127,3 +127,28 @@ def test_metrics_lines_skip_the_scrubbing_regexes() -> None:
             "usage: 0.0%, Prefix cache hit rate: 0.0%")
     assert not may_hold_secret(line)
     assert may_hold_secret(line.replace("tokens/s", "token=x"))
+
+
+_PREFILTER_TEXT = st.lists(st.one_of(
+    st.sampled_from(["ya29.", "YA29.", "ya00.", "key", "KEY1", "token", "Tokens/s", "hf_", "sk-", "://", "paß",
+                     "ß", "word", "Bearer ", "AUTH", "cred", "ghp_", "aiza", " ", "0", "7", "=", "\udc80", "é"]),
+    st.text("abcKEYTOKN0123456789_-.: ", max_size=6)), max_size=12).map("".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_PREFILTER_TEXT, min_size=1, max_size=6))
+def test_the_cached_prefilter_answers_as_the_test_itself(texts: list[str]) -> None:
+    """The prefilter's cache (keyed by the text with its digits read as 0) never changes a verdict:
+    texts that differ only in their digits (``ya29.`` / ``ya00.``, ``KEY1`` / ``KEY0``) are answered
+    each as the uncached test answers it, in any order."""
+    from remote import secrets
+
+    for text in texts + [t.translate(str.maketrans("0123456789", "2929292929")) for t in texts] + texts:
+        assert may_hold_secret(text) == secrets._may_hold_secret(text), text
+
+
+def test_a_cached_verdict_does_not_hide_a_google_token() -> None:
+    """``ya00.`` caches "nothing here" for its shape; ``ya29.`` of the same shape is still caught."""
+    assert not may_hold_secret("INFO 12-01 10:00:00 [x.py:1] id ya00.abcdef")
+    assert may_hold_secret("INFO 12-01 10:00:00 [x.py:1] id ya29.abcdef")
+    assert "abcdef" not in scrub_text("INFO 12-01 10:00:00 [x.py:1] id ya29.abcdef")

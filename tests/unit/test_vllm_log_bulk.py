@@ -9,6 +9,7 @@ array-dump lines cannot be matched byte for byte), and tqdm redraws (lone CRs) i
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -283,3 +284,70 @@ def test_generated_logs_read_the_same_in_bulk_and_line_by_line(data: bytes, seed
     expected = _by_lines(data)
     assert whole.state == expected
     assert _in_random_chunks(data, seed) == expected
+
+
+# ---- batches of lines with their own times (``feed_lines``: a followed tail's batches) ---------
+def _timed_lines(data: bytes) -> list[tuple[datetime | None, str]]:
+    """Each line with a docker-like time (every 7th without one: its own stamp is used)."""
+    text = data.decode("utf-8", "replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    start = datetime(2025, 8, 10, 22, 25, tzinfo=UTC)
+    return [(None if i % 7 == 3 else start + timedelta(milliseconds=37 * i), line) for i, line in enumerate(lines)]
+
+
+def _line_by_line(items: list[tuple[datetime | None, str]]) -> StartupState:
+    reader = StartupReader(year=2025)
+    for ts, line in items:
+        reader.feed_line(line, ts)
+    reader.close()
+    return reader.state
+
+
+def _in_random_batches(items: list[tuple[datetime | None, str]], seed: int) -> StartupState:
+    rnd = random.Random(seed)
+    reader = StartupReader(year=2025)
+    pos = 0
+    while pos < len(items):
+        size = rnd.randint(1, rnd.choice((1, 5, 100, 2000)))
+        reader.feed_lines(items[pos:pos + size])
+        pos += size
+    reader.close()
+    return reader.state
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name[:2])
+def test_batches_of_timed_lines_read_as_line_by_line(log: Path, variant: str) -> None:
+    items = _timed_lines(VARIANTS[variant](log.read_bytes()))
+    expected = _line_by_line(items)
+    for seed in range(2):
+        assert _in_random_batches(items, seed) == expected, f"seed {seed}"
+
+
+@pytest.mark.parametrize("case", sorted(COMPILE_CASES))
+def test_batches_of_compile_steps_read_as_line_by_line(case: str) -> None:
+    items = _timed_lines(COMPILE_CASES[case])
+    expected = _line_by_line(items)
+    assert expected.compile.steps_started > 0
+    for seed in range(4):
+        assert _in_random_batches(items, seed) == expected, f"seed {seed}"
+
+
+def test_a_batch_takes_each_line_time_not_the_batch_time() -> None:
+    """The phases a batch enters are dated by their own lines' times (and the boot by its first)."""
+    t0 = datetime(2025, 8, 10, 22, 0, tzinfo=UTC)
+    items = [(t0, "INFO 08-10 21:00:00 [__init__.py:76] vLLM API server version 0.11.0"),
+             (t0 + timedelta(seconds=40), "INFO 08-10 21:00:00 [compilation_manager.py:949] "
+                                          "Compiling sampling with different input shapes."),
+             (t0 + timedelta(seconds=41), "INFO 08-10 21:00:00 [compilation_manager.py:137] "
+                                          "Precompile worker0 sample --> {'num_reqs': 8}")]
+    reader = StartupReader(year=2025)
+    reader.feed_lines(items)
+    state = reader.state
+    assert state == _line_by_line(items)
+    marks = {mark.phase.value: mark.started_at for mark in state.timeline}
+    assert marks["starting"] == t0
+    assert marks["compiling"] == t0 + timedelta(seconds=40)
+    assert state.compile.steps_started == 1
