@@ -174,8 +174,8 @@ def _may_hold_secret(text: str) -> bool:
 #: Every ASCII digit as ``0`` (the cache key of :func:`may_hold_secret`).
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 #: Longest text whose verdict is cached, and how many verdicts are kept (then all are forgotten).
-_VERDICT_MAX_BYTES = 1024
-_VERDICTS_MAX = 4096
+_VERDICT_MAX_BYTES = 2048    # at most ~4 MiB of keys
+_VERDICTS_MAX = 2048
 _verdicts: dict[bytes, bool] = {}
 
 

@@ -336,6 +336,14 @@ def _same_key(a: asyncssh.SSHKey, b: asyncssh.SSHKey) -> bool:
     return bool(a.public_data == b.public_data)
 
 
+#: OpenSSH's default ciphers, AES-GCM first: the console decrypts every byte of a followed log on its
+#: UI loop, and with AES-NI (every TPU host and laptop) an AES-GCM packet costs a third of a
+#: ChaCha20-Poly1305 one in ``cryptography`` (16.7 vs 50.8 us per 32 KiB packet here: one AEAD call,
+#: not three cipher contexts and a MAC). A server that offers none of them falls back to the rest.
+ENCRYPTION_ALGS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com",
+                   "aes128-ctr", "aes192-ctr", "aes256-ctr")
+
+
 async def _attempt(target: SshTarget, trusted: list[asyncssh.SSHKey], recorder: _HostKeyRecorder) -> Any:
     keys: Sequence[Any] = target.client_keys or ([str(target.private_key)] if target.private_key else [])
     conn = await asyncssh.connect(
@@ -344,6 +352,7 @@ async def _attempt(target: SshTarget, trusted: list[asyncssh.SSHKey], recorder: 
         agent_path=None, client_factory=lambda: recorder, proxy_command=proxy_argv(target),
         keepalive_interval=KEEPALIVE_INTERVAL_S, keepalive_count_max=KEEPALIVE_COUNT_MAX,
         connect_timeout=target.connect_timeout_s, config=[], preferred_auth="publickey",
+        encryption_algs=ENCRYPTION_ALGS,
     )
     return conn
 

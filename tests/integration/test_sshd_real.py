@@ -203,6 +203,8 @@ async def test_key_auth_and_known_hosts(sshd: RealSshd, client_key: asyncssh.SSH
     assert known.read_text() == f"{ALIAS} {sshd.host_key.export_public_key().decode().strip()}\n"
     async with await connect(target) as conn:                    # recorded: verified silently
         assert (await conn.run("echo ok", check=False)).stdout == "ok\n"
+        # OpenSSH agreed to the cipher the console asks first (a third of ChaCha20's cost per packet)
+        assert conn.get_extra_info("recv_cipher") == conn.get_extra_info("send_cipher") == "aes128-gcm@openssh.com"
 
     impostor = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
     known.write_text(f"{ALIAS} {impostor}\n")
