@@ -7,10 +7,11 @@ and each one walks every object alive: ~170,000 after start (modules, Textual's 
 services), 116-227 ms of the UI loop each (measured in ``benches/bench_startup_ui.py``, 11 in a
 10 s burst). :func:`freeze_long_lived` moves what is alive once the console is up into the
 collector's permanent generation (``gc.freeze``), so a full collection walks only what was made
-after it (17-90 ms in the same bench). A view that floods refreezes once it follows a container and
-when it closes (:func:`refreeze`): its own widgets, connection, reader and Textual's render caches
-leave the walk while it is open (the burst's full collections 13-53 ms in the bench, were 27-90),
-and what it leaves in cycles when it closes is collected then.
+after it (17-90 ms in the same bench). A view that floods freezes what it made once it follows a container
+(:func:`freeze_new`: no full collection then, when the flood begins) and refreezes when it closes
+(:func:`refreeze`): its own widgets, connection, reader and Textual's render caches leave the walk
+while it is open (the burst's full collections 13-53 ms in the bench, were 27-90), and what it
+leaves in cycles when it closes is collected then.
 """
 
 from __future__ import annotations
@@ -53,5 +54,21 @@ def refreeze() -> int:
     _state["frozen"] = True
     gc.unfreeze()
     gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
+def freeze_new() -> int:
+    """Collect the young generations only, then freeze every object alive now (``gc.freeze``):
+    no full collection, so a few ms, not the ~100 ms of :func:`refreeze` (a view calls it when
+    its flood begins, where a full collection would stall the keys typed then). Cycles of the
+    older generation that were garbage already are frozen with the rest and freed by the next
+    :func:`refreeze` (the view's close).
+
+    Returns:
+        How many objects are frozen now (``gc.get_freeze_count()``).
+    """
+    _state["frozen"] = True
+    gc.collect(1)
     gc.freeze()
     return gc.get_freeze_count()

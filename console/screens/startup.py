@@ -44,7 +44,7 @@ from console.flows.node_wait import POLL_S as NODE_POLL_S
 from console.flows.node_wait import needs_wait, wait_target, wait_until_ready
 from console.flows.ssh_target import login_target
 from console.flows.startup_watch import Replacement, StartupWatch, no_container_hint, read_followed
-from console.heap import refreeze
+from console.heap import freeze_new, refreeze
 from console.render.plain import log_line_text
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
@@ -384,7 +384,7 @@ class StartupScreen(ConsoleScreen):
             self._observe(message.watcher, status.container_id, gone)
             if not self._refrozen:      # the view, its watch and render caches out of a flood's collections
                 self._refrozen = True
-                self.call_after_refresh(refreeze)
+                self.call_after_refresh(freeze_new)
         if status.kind == "waiting" and self._container_id is None and not self._hinted:
             self._hinted = True        # once: what the view waits for and how to start a container
             container = self.services.config.container

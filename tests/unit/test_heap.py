@@ -56,3 +56,31 @@ def test_a_refreeze_collects_what_was_frozen_and_dropped_and_freezes_what_is_ali
     """)
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True", "True", "True", "True"]
+
+
+def test_freeze_new_freezes_what_is_alive_without_a_full_collection_and_refreeze_frees_it() -> None:
+    """``freeze_new`` (a flood begins) runs no full collection: an old cycle already garbage stays
+    (frozen) until the view's close refreezes; objects alive then leave the collected generations."""
+    script = textwrap.dedent("""
+        import gc, weakref
+        from console.heap import freeze_new, refreeze
+
+        class Node:
+            pass
+
+        old = Node(); old.me = old
+        gc.collect()                              # ``old`` is in the oldest generation now
+        old_ref = weakref.ref(old); del old       # garbage a full collection would free
+        full_before = gc.get_stats()[2]["collections"]
+        view = [[i] for i in range(500)]
+        count = freeze_new()
+        full_after = gc.get_stats()[2]["collections"]
+        alive = {id(o) for o in gc.get_objects()}
+        gc.collect()
+        kept = old_ref() is not None              # frozen with the rest, not collected
+        refreeze()                                # the close: thawed and collected
+        print(full_after == full_before, count >= 500, sum(id(x) in alive for x in view) == 0, kept,
+              old_ref() is None)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "True", "True", "True"]
