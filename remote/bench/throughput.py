@@ -158,21 +158,32 @@ async def _counted(client: httpx.AsyncClient, model: str, text: str, prompt_toke
                    exact: bool) -> tuple[str, int | None]:
     """``(prompt, tokens by /tokenize)``; a prompt that came out off the target (its unique line
     and rotation tokenize differently from the sized one) gets words appended (short) or dropped
-    from its end (long) once, kept if that brings it nearer without going over."""
+    from its end (long), up to :data:`_RECOUNTS` times (a dropped word may be several tokens, so one
+    drop can land well under); the nearest count not over the target is kept (else the first)."""
     if not exact:
         return text, None
     tokens = await count_chat_tokens(client, model, text)
-    if tokens is None or tokens == prompt_tokens:
+    if tokens is None:
         return text, tokens
-    if tokens < prompt_tokens:
-        other = text + " " + " ".join(filler_words(prompt_tokens - tokens, random.Random(tokens)))
-    else:
-        other = text.rsplit(" ", tokens - prompt_tokens)[0]
-    other_tokens = await count_chat_tokens(client, model, other)
-    if other_tokens is not None and other_tokens <= prompt_tokens and (
-            tokens > prompt_tokens or other_tokens > tokens):
-        return other, other_tokens
-    return text, tokens
+    best = (text, tokens)
+    for _ in range(_RECOUNTS):
+        if tokens == prompt_tokens:
+            break
+        if tokens < prompt_tokens:
+            text = text + " " + " ".join(filler_words(prompt_tokens - tokens, random.Random(tokens)))
+        else:
+            text = text.rsplit(" ", tokens - prompt_tokens)[0]
+        counted = await count_chat_tokens(client, model, text)
+        if counted is None:
+            break
+        tokens = counted
+        if tokens <= prompt_tokens and (best[1] > prompt_tokens or tokens > best[1]):
+            best = (text, tokens)
+    return best
+
+
+#: Corrections of a prompt whose count is off the target (each one more ``/tokenize``).
+_RECOUNTS = 3
 
 
 async def _timed(clients: list[httpx.AsyncClient], model: str, *, concurrency: int, prompt_tokens: int,

@@ -199,8 +199,9 @@ class _LogSession(asyncssh.SSHClientSession):
             self._channel.pause_reading()
 
     def resume(self) -> None:
-        """The thread caught up (loop side): read again."""
-        if self._paused:
+        """The thread caught up (loop side): read again, unless the queue filled up again since the
+        thread asked (a resume asked before the last pause is stale: it would read past the high mark)."""
+        if self._paused and self._lines.queued_bytes < QUEUED_BYTES_LOW:
             self._paused = False
             if self.failure is None:
                 self._channel.resume_reading()
