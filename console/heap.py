@@ -44,9 +44,8 @@ def freeze_long_lived() -> bool:
 def refreeze() -> int:
     """Thaw the frozen heap, collect everything, and freeze what is alive again: one full
     collection (~100-200 ms with the console's heap), so call it at a screen change, not on a
-    hot path. A view that floods calls it when it opens (its widgets and buffers join the frozen
-    heap, so the flood's full collections walk only the flood's own objects) and when it closes
-    (what it left in cycles is collected now, not kept forever).
+    hot path. A view that floods calls it when it closes (what it left in cycles, and what
+    :func:`freeze_new` froze when its flood began, is collected now, not kept forever).
 
     Returns:
         How many objects are frozen now (``gc.get_freeze_count()``).

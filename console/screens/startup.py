@@ -125,7 +125,7 @@ class StartupScreen(ConsoleScreen):
         super().__init__()
         self.node = node
         self._hinted = False
-        self._refrozen = False        # the heap refrozen once this view follows a container
+        self._frozen = False          # what is alive frozen once this view follows a container
         #: The worker followed alone, or ``None``: every worker of a multi-host slice at once.
         self.worker: int | None = worker if worker is not None or self._workers_count() > 1 else 0
         #: Workers 1..N of a slice followed beside :attr:`watcher` (worker 0), in worker order.
@@ -382,8 +382,8 @@ class StartupScreen(ConsoleScreen):
                 self._write_marker(f"──── {gone.marker()} ────")
             self._container_id = status.container_id
             self._observe(message.watcher, status.container_id, gone)
-            if not self._refrozen:      # the view, its watch and render caches out of a flood's collections
-                self._refrozen = True
+            if not self._frozen:        # the view, its watch and render caches out of a flood's collections
+                self._frozen = True
                 self.call_after_refresh(freeze_new)
         if status.kind == "waiting" and self._container_id is None and not self._hinted:
             self._hinted = True        # once: what the view waits for and how to start a container
