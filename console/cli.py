@@ -20,8 +20,14 @@ VERB_MODULES = ("nodes", "watch", "swap", "rollback", "request", "delete", "prob
                 "history", "log_summary", "sandbox")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser, with every available verb registered."""
+#: Options of the command itself (before any verb) that take a value: ``--config PATH``, ``--db PATH``.
+_VALUE_OPTIONS = ("--config", "--db")
+
+
+def build_parser(*, verbs: bool = True) -> argparse.ArgumentParser:
+    """The argument parser, with every available verb registered (``verbs=False``: none of them, for a
+    command line that names no verb and asks no help: the console's own start, which then imports no
+    verb module before its first frame)."""
     parser = argparse.ArgumentParser(
         prog="tpu-console",
         description="Keyboard-driven console for vLLM on Cloud TPU VMs.",
@@ -33,14 +39,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--readonly", action="store_true",
                         help="hide and refuse every action that changes the fleet (like config readonly = true)")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
-    for name in VERB_MODULES:
+    for name in VERB_MODULES if verbs else ():
         importlib.import_module(f"console.verbs.{name}").add_parser(sub)
     return parser
 
 
+def names_a_verb(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` (without the program name) holds a word that is not an option or an option's
+    value (a verb, or a mistake argparse should report against every verb), or asks for help."""
+    words = iter(argv)
+    for word in words:
+        if word in ("-h", "--help") or word == "--" or not word.startswith("-"):
+            return True
+        if word in _VALUE_OPTIONS:
+            next(words, None)
+    return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``tpu-console``; returns the process exit code."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(verbs=names_a_verb(argv))
     args = parser.parse_args(argv)
     run = getattr(args, "run", None)
     if run is not None and args.demo and args.config is None and args.verb != "sandbox":
