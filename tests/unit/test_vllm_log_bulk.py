@@ -4,11 +4,16 @@ line-by-line path (``feed_line``) read the same state from every corpus log, wha
 Variants of each log exercise what the bulk path special-cases: every line CRLF-ended, every
 line behind a ``docker logs --timestamps`` stamp (the stamp differs on each line, so a run of
 array-dump lines cannot be matched byte for byte), and tqdm redraws (lone CRs) inside a run.
+
+Every test here runs twice: with the bulk path's C line scanner (``remote/vllm_log/_scan.c``) and
+with its pure-Python twin (the hot loop reading every line, as where no C compiler built it).
 """
 
 from __future__ import annotations
 
 import random
+import shutil
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,11 +22,33 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remote.startup import StartupState
+from remote.vllm_log import reader as reader_module
 from remote.vllm_log.reader import SKIP_HEAD, StartupReader
 from tests.conftest import CORPUS
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm-logs"
 LOGS = sorted((CORPUS / "vllm-logs").glob("*.log")) or sorted(FIXTURES.glob("*.log"))
+
+
+@pytest.fixture(autouse=True, scope="module", params=["c-scanner", "python"])
+def scanner(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The bulk path with the C line scanner, then with the pure-Python hot loop alone."""
+    if request.param == "c-scanner" and reader_module._scan is None:
+        pytest.skip("the C line scanner is not built (pip install -e . builds it where a C compiler is at hand)")
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "python":
+            patch.setattr(reader_module, "_scan", None)
+        yield request.param
+
+
+def test_the_c_scanner_is_built_where_a_compiler_is() -> None:
+    """``pip install`` builds ``_scan.c`` (an optional extension: without a compiler the install still
+    works, slower); on a machine with one, a missing scanner is a broken build, not a fallback."""
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler here: the reader runs its pure-Python hot loop")
+    from remote.vllm_log._scan import scan
+
+    assert callable(scan)
 
 
 def _by_lines(data: bytes) -> StartupState:
