@@ -175,10 +175,47 @@ scan(PyObject *self, PyObject *args)
     return Py_BuildValue("nnnnddn", i, started, finished, deferred, total, last, flight);
 }
 
+/* run_end(buf, pos, end, head) -> (stop, lines, lone_cr)
+ *
+ * The run of lines of buf[pos:end] (complete lines, each ending in LF) that start with `head`,
+ * byte for byte (the lines of one array dump): stop is the offset after the run's last LF (pos if
+ * the line at pos does not start with head), lines how many, lone_cr whether a CR in them is not
+ * part of a CRLF ending (a redraw: the run must then be read line by line). */
+static PyObject *
+run_end(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    Py_ssize_t pos, end, head_len;
+    const char *head;
+    if (!PyArg_ParseTuple(args, "y*nny#", &buf, &pos, &end, &head, &head_len))
+        return NULL;
+    const char *s = buf.buf;
+    if (end > buf.len)
+        end = buf.len;
+    if (pos < 0)
+        pos = 0;
+    Py_ssize_t lines = 0;
+    int lone_cr = 0;
+    while (pos < end && end - pos >= head_len && memcmp(s + pos, head, (size_t)head_len) == 0) {
+        const char *nl = memchr(s + pos, '\n', (size_t)(end - pos));
+        if (nl == NULL)
+            break;                                      /* not a complete line: not in the run */
+        const char *cr = memchr(s + pos, '\r', (size_t)(nl - (s + pos)));
+        if (cr != NULL && cr != nl - 1)
+            lone_cr = 1;
+        pos = (nl - s) + 1;
+        lines++;
+    }
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("nnO", pos, lines, lone_cr ? Py_True : Py_False);
+}
+
 static PyMethodDef scan_methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(lines, start, keys, quiet, in_tb, steady, total) -> "
      "(stop, started, finished, deferred, total, last, flight): see remote/vllm_log/_scan.c."},
+    {"run_end", run_end, METH_VARARGS,
+     "run_end(buf, pos, end, head) -> (stop, lines, lone_cr): see remote/vllm_log/_scan.c."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -54,9 +54,10 @@ _HEAD_KEYS = b"".join(HANDLERS_BYTES)
 try:
     # The bulk path's line scanner in C (``_scan.c``, built by ``pip install`` where a C compiler is
     # at hand): the lines the hot loop would skip or fold, read without a Python step each.
+    from remote.vllm_log._scan import run_end as _run_end
     from remote.vllm_log._scan import scan as _scan
 except ImportError:         # no compiled scanner: the hot loop reads every line itself (the same state)
-    _scan = None  # type: ignore[assignment]
+    _scan = _run_end = None  # type: ignore[assignment]
 
 _READ_BLOCK = 1 << 17  # 128 KiB: a block and its lines stay in cache (faster than 1 MiB)
 
@@ -276,6 +277,7 @@ class StartupReader:
         pos = 0
         skip_head = SKIP_HEAD.match
         lines = self._lines
+        run_end = _run_end
         while pos < end:
             hint = buf.find(SKIP_HINT, pos)
             if hint < 0:
@@ -284,20 +286,35 @@ class StartupReader:
             start = buf.rfind(b"\n", pos, hint) + 1 or pos
             if start > pos:
                 lines(self._prepared(buf[pos:start]), True)
-            stop = buf.find(b"\n", hint) + 1
             m = skip_head(buf, start) if boot.accum is None else None
             if m is not None:
                 head = buf[start:m.end()]      # every line starting with it is skipped
-                skipped = 1
+                skipped, stop, redraw = 0, start, False
                 find, starts = buf.find, buf.startswith
-                while stop < end and (starts(head, stop) or skip_head(buf, stop)):
-                    stop = find(b"\n", stop) + 1
+                while stop < end:
+                    if run_end is not None and starts(head, stop):  # in C, with its redraws
+                        stop, count, lone_cr = run_end(buf, stop, end, head)
+                        skipped += count
+                        redraw = redraw or lone_cr
+                        if count:
+                            continue
+                        break                  # never: every line of buf ends in LF
+                    if not (starts(head, stop) or skip_head(buf, stop)):
+                        break
+                    line_end = find(b"\n", stop) + 1
+                    if run_end is not None:
+                        redraw = redraw or buf.count(b"\r", stop, line_end) != buf.count(b"\r\n", stop, line_end)
+                    stop = line_end
                     skipped += 1
                 # CRs only as CRLF endings (a redraw would change the line)
-                if buf.count(b"\r", start, stop) == buf.count(b"\r\n", start, stop):
+                if run_end is None:
+                    redraw = buf.count(b"\r", start, stop) != buf.count(b"\r\n", start, stop)
+                if not redraw:
                     boot.lines_read += skipped
                     pos = stop
                     continue
+            else:
+                stop = buf.find(b"\n", hint) + 1
             lines(self._prepared(buf[start:stop]), True)
             pos = stop
         self._note_stamps(self._prepared_backwards(buf), first)

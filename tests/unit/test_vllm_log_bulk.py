@@ -38,6 +38,7 @@ def scanner(request: pytest.FixtureRequest) -> Iterator[str]:
     with pytest.MonkeyPatch.context() as patch:
         if request.param == "python":
             patch.setattr(reader_module, "_scan", None)
+            patch.setattr(reader_module, "_run_end", None)
         yield request.param
 
 
