@@ -22,6 +22,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 REAL_VLLM_DIR = Path(os.environ.get("REAL_VLLM_DIR", Path.home() / ".cache" / "real-vllm"))
 SERVE = ROOT.parent / "shared" / "real-vllm" / "serve.sh"
+#: The context the session's server is started with (the tiny model's ``max_position_embeddings``).
+MAX_MODEL_LEN = 4096
 
 
 _background: subprocess.Popen[str] | None = None
@@ -46,8 +48,13 @@ def start_in_background() -> None:
     global _background
     if _background is not None or os.environ.get("REAL_VLLM_URL") or _why_not() is not None:
         return
-    _background = subprocess.Popen([str(SERVE), str(_port())], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   text=True, start_new_session=True)
+    # The tiny model's whole context (serve.sh says 2,048): the metrics test's requests then run ~20 s on
+    # 2 cores, longer than the verb's two samples even when a /metrics GET under load takes 5 s.
+    # Its model runner on one core (VLLM_CPU_OMP_THREADS_BIND): with both, the API process starved and
+    # admitted requests sent together one after another (each ran alone: never three at once).
+    _background = subprocess.Popen([str(SERVE), str(_port()), "--max-model-len", str(MAX_MODEL_LEN)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                   env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "0"})
 
 
 def stop_background() -> None:

@@ -72,6 +72,10 @@ def test_metrics_read_the_real_vllm_server_as_curl_sees_it(real_vllm_url: str, c
     """The real vLLM 0.32 (CPU): the KV cache size and the running count during a load match its own
     /metrics text (read here with plain string handling, not our parser)."""
     url = real_vllm_url
+    # as many tokens as the server's context allows ("hello" is a few): the longer the requests run,
+    # the surer they outlive the verb's two samples
+    context = httpx.get(url + "/v1/models", timeout=30).json()["data"][0]["max_model_len"]
+    max_tokens = context - 48
 
     def attempt() -> tuple[int, str, bool]:
         """Three fresh requests, the verb once all three run; (exit code, the server's text right after,
@@ -81,12 +85,12 @@ def test_metrics_read_the_real_vllm_server_as_curl_sees_it(real_vllm_url: str, c
         def one() -> None:
             # Not streamed: the server's API process sends nothing until the end, so on 2 cores it
             # answers /metrics at once (with three streams of ~180 events/s each, each GET took 3-5 s
-            # and the verb's two samples outlived the streams); as long as the server's 2,048-token
-            # context allows (~11 s here).
+            # and the verb's two samples outlived the streams); as long as the server's context allows
+            # (4,096 tokens: ~20 s here; 2,048: ~11 s, and 5 attempts in a row were once all void).
             try:
                 with httpx.Client(timeout=120, trust_env=False) as client:
                     client.post(url + "/v1/completions", json={"model": "tiny", "prompt": "hello",
-                                                               "max_tokens": 2000, "ignore_eos": True})
+                                                               "max_tokens": max_tokens, "ignore_eos": True})
             except httpx.HTTPError:
                 pass
             if not stop.is_set():
@@ -100,9 +104,9 @@ def test_metrics_read_the_real_vllm_server_as_curl_sees_it(real_vllm_url: str, c
             while not any(line.startswith("vllm:num_requests_running{") and float(line.rsplit(" ", 1)[1]) == 3
                           for line in httpx.get(url + "/metrics", timeout=10).text.splitlines()):
                 assert time.monotonic() < deadline, "the three requests never ran at once"
-                if ended:                         # dropped by the server (a fresh one drops some): again
+                if ended:                         # it ran alone and ended (a fresh server's first do): again
                     return 0, "", False
-                time.sleep(0.1)
+                time.sleep(0.5)                   # each GET costs the server's API process: ask seldom
             # in this process: a verb started as a subprocess under load sampled after the streams ended
             code = main(["metrics", "--url", url, "--interval", "1", "--json"])
             still_running = not ended             # (the text below is read for the static cache config)
@@ -114,14 +118,15 @@ def test_metrics_read_the_real_vllm_server_as_curl_sees_it(real_vllm_url: str, c
         return code, raw, still_running
 
     # A request that ends (or is dropped) before the verb's second sample makes the attempt void: it
-    # is made again with fresh requests (at most 5 times; on 2 cores a fresh server's /metrics took up
-    # to 6 s a GET under the three, so the verb's two samples outlived them now and then).
-    for _ in range(5):
+    # is made again with fresh requests (at most 8 times; on 2 cores a fresh server's /metrics took up
+    # to 6 s a GET under the three, so the verb's two samples outlived them now and then, and a fresh
+    # server ran its first requests one after another: seen 3 of them each 9-10 s apart).
+    for _ in range(8):
         code, raw, still_running = attempt()
         if still_running or code != 0:
             break
         capsys.readouterr()
-    assert still_running, "in 5 attempts a request always ended before the verb's second sample"
+    assert still_running, "in 8 attempts a request always ended before the verb's second sample"
     captured = capsys.readouterr()
     assert code == 0, captured.err
     figures = json.loads(captured.out)
