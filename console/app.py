@@ -8,6 +8,7 @@ swap, benchmark, history) are opened by name through :meth:`TpuConsoleApp.open_f
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
@@ -17,6 +18,7 @@ from textual.binding import Binding
 from textual.content import Content
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
+from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
 from console.flows.fleet_cache import FleetCache
@@ -73,6 +75,15 @@ def unknown_key_ids(keys: dict[str, str]) -> list[str]:
     return sorted(k for k in keys if k not in known)
 
 
+def _is_text_field(widget: object) -> bool:
+    """Whether ``widget`` takes typed text: an ``Input``, or a ``TextArea`` (whose module, ~10 ms to
+    import, is looked for among those loaded: none can have focus before it is)."""
+    if isinstance(widget, Input):
+        return True
+    text_area = sys.modules.get("textual.widgets._text_area")
+    return text_area is not None and isinstance(widget, text_area.TextArea)
+
+
 class TpuConsoleApp(App[None]):
     """tpu-console: fleet, startup watch, hot swap, history and benchmarks."""
 
@@ -81,7 +92,9 @@ class TpuConsoleApp(App[None]):
     BINDINGS = [
         Binding("question_mark", "help", "Help", key_display="?", id="help"),
         Binding("f1", "help", "Help", show=False, priority=True, id="help_f1"),   # works inside inputs
-        Binding("colon", "command", "Command", key_display=":", id="command", show=False),  # ? and ctrl+p list it
+        # priority: the action runs (and waits for the command box) before the app reads the next key;
+        # in a text field ":" is typed there (check_action)
+        Binding("colon", "command", "Command", key_display=":", id="command", show=False, priority=True),  # ? and ctrl+p list it
         Binding("F", "forwards", "Forwards", id="forwards", show=False),  # ? and ctrl+p list it
         Binding("q", "quit", "Quit", id="quit"),
     ]
@@ -240,15 +253,22 @@ class TpuConsoleApp(App[None]):
         """The fleet screen (the first pushed), or ``None`` before it is mounted."""
         return next((s for s in self.screen_stack if isinstance(s, FleetScreen)), None)
 
-    def action_command(self) -> None:
-        """``:`` command mode: jump to a view, or to a node by name (see :mod:`console.screens.command`)."""
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``:`` is command mode except in a text field, where it is typed."""
+        return not (action == "command" and _is_text_field(self.focused))
+
+    async def action_command(self) -> None:
+        """``:`` command mode: jump to a view, or to a node by name (see :mod:`console.screens.command`).
+
+        Waits until the command box is mounted and focused: keys typed right after ``:`` (a fast
+        typist, a paste) wait in the app's queue meanwhile, then go to the box, none to the view below."""
         from console.screens.command import CommandScreen, candidates
 
         if isinstance(self.screen, CommandScreen):
             return
         fleet = self.fleet_screen
         names = [n.name for n in fleet.snapshot.nodes] if fleet and fleet.snapshot else []
-        self.push_screen(CommandScreen(candidates(names)), self.run_command)
+        await self.push_screen(CommandScreen(candidates(names)), self.run_command)
 
     def run_command(self, text: str | None) -> None:
         """Run what was typed in command mode (``None``: closed); a bad command is a toast."""

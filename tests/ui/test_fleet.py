@@ -298,3 +298,25 @@ async def test_the_new_bindings_are_remappable(services: Services) -> None:
         await pilot.pause()
         from console.screens.history.screen import HistoryScreen
         assert isinstance(pilot.app.screen, HistoryScreen)
+
+
+async def test_command_mode_keeps_the_keys_typed_right_after_the_colon(services: Services) -> None:
+    """Keys as a terminal delivers them when typed fast (or pasted by tmux): posted at once, without
+    waiting for the command box to open; every one lands in the box, in order, and enter runs it."""
+    from textual import events
+
+    async with TpuConsoleApp(services).run_test(size=(160, 45)) as pilot:
+        screen = await _loaded(pilot)
+        for _ in range(2):                       # the first time (the box's module imported then) and again
+            for key, char in [("colon", ":"), *((c, c) for c in "node vllm-flex-b"), ("enter", None)]:
+                pilot.app.post_message(events.Key(key, char))
+            for _ in range(50):
+                await pilot.pause(0.02)
+                if pilot.app.screen is screen and screen.selected is not None \
+                        and screen.selected.name == "vllm-flex-b":
+                    break
+            assert pilot.app.screen is screen
+            assert screen.selected is not None and screen.selected.name == "vllm-flex-b"
+            screen.query_one("#nodes", DataTable).move_cursor(row=0)
+            await pilot.pause()
+            assert screen.selected is not None and screen.selected.name != "vllm-flex-b"
