@@ -20,8 +20,11 @@ the hot loop would skip anyway (array dumps, :data:`SKIP_HEAD`) are counted, not
 and compile-step lines (``Precompile``, ``Compilation of ... finished in``, ``AOT lower
 skipped``: a third of a TPU boot log) are read on their bytes while the boot compiles, with
 no decode and no handler call; a repeated bare line already seen to do nothing is skipped
-outside a traceback. ``feed_line`` is the line-by-line path (every line through its
-handler); both give the same state.
+outside a traceback. Where ``pip install`` built ``_scan.c`` (a C compiler at hand), the bulk path's
+lines that need no handler (the skipped and folded ones above) are read by its ``scan`` and an
+array dump's run by its ``run_end``, with the hot loop's own conditions; without it the hot loop
+reads them (the same state, ~1.6x slower). ``feed_line`` is the line-by-line path (every line
+through its handler, never the C scanner); all give the same state.
 """
 
 from __future__ import annotations
@@ -267,8 +270,8 @@ class StartupReader:
 
         Same state as :meth:`_process` on ``buf``'s lines: runs of lines that the hot loop
         would skip on their envelope and message head alone (:data:`SKIP_HEAD`, repeated
-        byte for byte: array dumps, padded continuations) are counted with ``startswith``
-        instead of being read one by one; the lines between runs go through :meth:`_lines`. Runs are only skipped while
+        byte for byte: array dumps, padded continuations) are counted (``_scan.run_end`` in C, else
+        ``startswith`` per line) instead of being read one by one; the lines between runs go through :meth:`_lines`. Runs are only skipped while
         no multi-line message is being joined (then every line is offered to it).
         """
         boot = self._boot
@@ -327,7 +330,8 @@ class StartupReader:
         ``stamps`` (:meth:`feed_lines`): each line's explicit time, set on the boot before the
         line is handed to it.
 
-        With ``fold`` (the bulk path), compile-step lines of an ASCII line are read on their
+        With ``fold`` (the bulk path), the C scanner (``_scan.scan``, where built) reads the lines up
+        to the next one that needs a handler here; and compile-step lines of an ASCII line are read on their
         bytes while the boot is compiling (``progress`` COMPILING and its start time known, so
         no line's time is needed): the twin of ``BootState.on_precompile`` / ``on_compile`` /
         ``on_aot`` for the C4 shapes; any other shape goes to the handler."""
