@@ -32,6 +32,9 @@ from remote.printable import printable
 #: What a key that needs the services says while they are being built (the sandbox, the TPU client).
 STARTING_MESSAGE = "starting… (the console's services are being built; try again in a moment)"
 
+#: Features whose view changes the fleet -> the policy's action (refused in read-only mode whatever the door).
+FLEET_CHANGING_FEATURES = {"swap": "swap", "rollback": "rollback", "request": "request"}
+
 #: feature name -> (module, screen class). Each screen takes ``(node)``.
 FEATURES: dict[str, tuple[str, str]] = {
     "startup": ("console.screens.startup", "StartupScreen"),
@@ -124,7 +127,7 @@ class TpuConsoleApp(App[None]):
         if keys:
             self.set_keymap(keys)
         #: the title without the forwards (:meth:`show_forwards` appends them)
-        self.base_title = "tpu-console — sandbox" if sandbox else self.TITLE
+        self.base_title = self._title_for(sandbox)
         self.title = self.base_title
         if services is not None:
             self._take_services(services)
@@ -167,9 +170,49 @@ class TpuConsoleApp(App[None]):
             self.fleet_cache = services.fleet_cache
         if services.config.keys:
             self.set_keymap(services.config.keys)
-        self.base_title = "tpu-console — sandbox" if services.sandbox is not None else self.TITLE
+        self.base_title = self._title_for(services.sandbox is not None)
         self.title = self.base_title
         services.forwards.subscribe(self.show_forwards)
+
+    def _title_for(self, sandbox: bool) -> str:
+        """``tpu-console — sandbox — READ-ONLY``: the header says read-only mode (as k9s does)."""
+        title = "tpu-console — sandbox" if sandbox else self.TITLE
+        return f"{title} — READ-ONLY" if self.readonly else title
+
+    def refuse_readonly(self, action: str) -> bool:
+        """``True`` (after a toast saying why) when read-only mode refuses ``action`` (a policy action:
+        :data:`console.flows.policy.FLEET_CHANGING_ACTIONS`)."""
+        from console.flows.policy import ReadOnlyRefused, refuse_in_readonly
+
+        where = "the config"
+        if self._services is not None and self._services.config.path is not None:
+            where = str(self._services.config.path)
+        try:
+            refuse_in_readonly(self, action, where=where)
+        except ReadOnlyRefused as exc:
+            self.notify(str(exc), title="Read-only", severity="warning", timeout=6)
+            return True
+        return False
+
+    async def action_quit(self) -> None:
+        """Quit; while an action changes a node (a swap, a request), ask first and say what state
+        each node is in. Quitting anyway records each action as interrupted."""
+        running = self._services.actions.describe() if self._services is not None else []
+        if not running:
+            self.exit()
+            return
+        from console.screens.confirm import ConfirmScreen
+
+        def answer(quit_anyway: bool | None) -> None:
+            if quit_anyway and self._services is not None:
+                self._services.actions.abandon_all()
+                self.exit()
+
+        await self.push_screen(ConfirmScreen(
+            "An action is still running: quit anyway?",
+            "Quitting now stops it where it is; it is recorded in the history as interrupted.\n"
+            + "\n".join(f"• {line}" for line in running),
+            confirm_label="Quit anyway", cancel_label="Keep running"), answer)
 
     def on_mount(self) -> None:
         self.push_screen(FleetScreen())
@@ -286,11 +329,9 @@ class TpuConsoleApp(App[None]):
         if command.view == "help":
             self.action_help()
         elif command.view == "quit":
-            self.exit()
+            self.run_worker(self.action_quit(), group="quit")
         elif command.view in ("fleet", "node"):
             self._back_to_fleet(nodes.get(command.node or ""))
-        elif fleet is not None and fleet.check_action(command.view, ()) is False:
-            self.notify(f"{command.view} is refused in read-only mode.", severity="warning")
         else:
             self.open_feature(command.view, nodes.get(command.node or ""))
 
@@ -321,8 +362,11 @@ class TpuConsoleApp(App[None]):
             confirm_label="Discard", cancel_label="Keep editing"), go)
 
     def open_feature(self, name: str, node: Any) -> None:
-        """Push the screen of feature ``name`` for ``node`` (a key of :data:`FEATURES`)."""
+        """Push the screen of feature ``name`` for ``node`` (a key of :data:`FEATURES`); a view that
+        changes the fleet is refused (with the reason) in read-only mode, whatever door asked."""
         if not self.need_services(name.capitalize()):
+            return
+        if name in FLEET_CHANGING_FEATURES and self.refuse_readonly(FLEET_CHANGING_FEATURES[name]):
             return
         module_name, class_name = FEATURES[name]
         module = importlib.import_module(module_name)

@@ -32,16 +32,56 @@ def build_parser(*, verbs: bool = True) -> argparse.ArgumentParser:
         prog="tpu-console",
         description="Keyboard-driven console for vLLM on Cloud TPU VMs.",
     )
-    parser.add_argument("--config", metavar="PATH", help="config file (default: the XDG config path)")
-    parser.add_argument("--db", metavar="PATH", help="history database (default: the XDG data path)")
-    parser.add_argument("--demo", action="store_true",
-                        help="run against the built-in sandbox (no cloud account needed)")
-    parser.add_argument("--readonly", action="store_true",
-                        help="hide and refuse every action that changes the fleet (like config readonly = true)")
+    parser.add_argument("--version", action="version", version=f"tpu-console {_version()}")
+    _add_global_options(parser, None)
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for name in VERB_MODULES if verbs else ():
         importlib.import_module(f"console.verbs.{name}").add_parser(sub)
+    for verb_parser in _all_subparsers(sub):
+        _add_global_options(verb_parser, argparse.SUPPRESS)
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version (``pyproject.toml``), or ``unknown`` outside an install."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tpu-console")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _add_global_options(parser: argparse.ArgumentParser, default: object) -> None:
+    """``--config --db --demo --readonly`` on ``parser``: the command's own (``default`` ``None``), or a verb's
+    (``default`` ``SUPPRESS``: given after the verb, they set the same names; absent, they leave the command's)."""
+    taken = {o for action in parser._actions for o in action.option_strings}
+    flag_default = default if default is argparse.SUPPRESS else False
+    if "--config" not in taken:
+        parser.add_argument("--config", metavar="PATH", default=default,
+                            help="config file (default: the XDG config path)")
+    if "--db" not in taken:
+        parser.add_argument("--db", metavar="PATH", default=default,
+                            help="history database (default: the XDG data path)")
+    if "--demo" not in taken:
+        parser.add_argument("--demo", action="store_true", default=flag_default,
+                            help="run against the built-in sandbox (no cloud account needed)")
+    if "--readonly" not in taken:
+        parser.add_argument("--readonly", action="store_true", default=flag_default,
+                            help="hide and refuse every action that changes the fleet (like config readonly = true)")
+
+
+def _all_subparsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> list[argparse.ArgumentParser]:
+    """Every verb's parser, and the parsers of its own sub-verbs (``history show``...)."""
+    out: list[argparse.ArgumentParser] = []
+    pending = list(dict.fromkeys(sub.choices.values()))
+    while pending:
+        parser = pending.pop(0)
+        out.append(parser)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                pending.extend(dict.fromkeys(action.choices.values()))
+    return out
 
 
 def names_a_verb(argv: Sequence[str]) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from console.config import Config
+from console.flows.actions import RunningActions
 from console.flows.forwards import ForwardRegistry
 from console.flows.history_store import history_path
 from remote.models import FleetSnapshot, utc_now
@@ -53,6 +54,7 @@ class Services:
             (:func:`serving_sampler_for` in production), or ``None``: not sampled (the columns say ``-``).
         fleet_cache: where the fleet screen keeps the last fleet it listed (shown at the next start
             before the first refresh), or ``None``: not kept.
+        actions: the use cases running remote steps now (a swap, a request...): quitting asks while any run.
     """
 
     config: Config
@@ -65,6 +67,7 @@ class Services:
     watching: dict[tuple[str, str, str], StartupState] = field(default_factory=dict)
     serving_sampler: Callable[[Node], ServingSampler] | None = None
     fleet_cache: FleetCache | None = None
+    actions: RunningActions = field(default_factory=RunningActions)
     _store: HistoryStore | None = field(default=None, repr=False)
     _queued: QueuedResourceService | None = field(default=None, repr=False)
     _config_mtime_ns: int | None = field(default=None, repr=False)

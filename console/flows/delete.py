@@ -8,8 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
+from console.flows.actions import RunningActions
+from console.flows.policy import HasReadonly, refuse_in_readonly
 from remote.models import Node, QueuedResource, chips_of, utc_now
+
+if TYPE_CHECKING:
+    from remote.tpu.requests import QueuedResourceService
 
 #: States in which the API deletes a queued resource only with ``force`` (it owns live nodes).
 FORCE_STATES = ("ACTIVE", "PROVISIONING")
@@ -90,3 +96,61 @@ def owned_nodes(qr: QueuedResource, nodes: tuple[Node, ...] | list[Node]) -> tup
     """The nodes of ``nodes`` that ``qr`` owns (same project and zone; by ``queuedResource`` or node id)."""
     return tuple(n for n in nodes if n.project == qr.project and n.zone == qr.zone
                  and (n.queued_resource == qr.name or n.name in qr.node_ids))
+
+
+@dataclass
+class DeleteCase:
+    """Deleting one queued resource: the use case behind ``tpu-console delete`` and the fleet's ``d``.
+
+    The policy lives here: read-only mode refuses it (when made and again before the call), an
+    ACTIVE / PROVISIONING one needs ``force``, and the operator's typed name must be the queued
+    resource's (the verb's ``--yes`` passes the name itself).
+
+    Args:
+        config: what the policy reads (``readonly``).
+        service: the queued-resource service (``remote.tpu.requests.QueuedResourceService``).
+        plan: :func:`plan_delete`'s plan.
+        actions: where the call registers itself while it runs (quit asks), or ``None``.
+
+    Raises:
+        ReadOnlyRefused: read-only mode is on.
+    """
+
+    config: HasReadonly
+    service: QueuedResourceService
+    plan: DeletePlan
+    actions: RunningActions | None = None
+
+    def __post_init__(self) -> None:
+        refuse_in_readonly(self.config, "delete")
+
+    def refusal(self, typed_name: str | None) -> str | None:
+        """``None`` when the delete may run, else the sentence saying why not."""
+        q = self.plan.qr
+        if self.plan.needs_force and not self.plan.force:
+            return f"Refused: {q.name} is {q.state}. To delete it and its nodes anyway: {self.plan.command}"
+        if typed_name != q.name:
+            typed = "nothing" if not typed_name else repr(typed_name)
+            return f"Not deleted: you typed {typed}, not the queued resource's name {q.name!r}; nothing was changed."
+        return None
+
+    async def run(self, *, typed_name: str | None) -> None:
+        """Delete the queued resource (and, with ``force``, the nodes it owns).
+
+        Raises:
+            ReadOnlyRefused: read-only mode is on.
+            ValueError: :meth:`refusal`'s sentence.
+            RemoteError: the TPU API refused or did not answer.
+        """
+        refuse_in_readonly(self.config, "delete")
+        refused = self.refusal(typed_name)
+        if refused:
+            raise ValueError(refused)
+        q = self.plan.qr
+        action = (self.actions.begin(f"delete of {q.name}", "the delete call runs; the queued resource may be "
+                                     "deleting already") if self.actions is not None else None)
+        try:
+            await self.service.delete(q.project, q.zone, q.name, force=self.plan.force)
+        finally:
+            if action is not None and self.actions is not None:
+                self.actions.end(action)

@@ -11,8 +11,11 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
+from console.flows.actions import RunningActions
+from console.flows.history_access import HistoryAccess
+from console.flows.policy import HasReadonly, refuse_in_readonly
 from remote.bench.cost import lookup_price
 from remote.models import Node, QueuedResource, chips_of, utc_now
 from remote.tpu.advice import classify_failure, delete_command
@@ -22,6 +25,13 @@ from remote.tpu.requests import (
     format_duration,
     parse_duration_s,
 )
+
+if TYPE_CHECKING:
+    from console.config import Config
+    from console.flows.swap_run import StepStates, SwapOutcome
+    from remote.container.swap import SwapStep
+    from remote.ssh import CommandResult
+    from remote.tpu.requests import QueuedResourceService
 
 #: Queued-resource states after which nothing more happens on its own.
 SETTLED_STATES = ("FAILED", "SUSPENDED", "DELETING")
@@ -158,10 +168,10 @@ def explain(qr: QueuedResource, node: Node | None, now: datetime | None = None) 
     return f"{state.lower()}."
 
 
-async def launch_container(config: Any, node: Node, changes: Mapping[str, str | None], *, image: str | None,
-                           open_store: Callable[[], Any] | None = None,
-                           on_step: Callable[[Any, Any, Any], None] | None = None,
-                           watched: bool = True) -> Any:
+async def launch_container(config: Config, node: Node, changes: Mapping[str, str | None], *, image: str | None,
+                           history: HistoryAccess | None = None,
+                           on_step: Callable[[SwapStep, CommandResult | None, StepStates], None] | None = None,
+                           watched: bool = True) -> SwapOutcome:
     """Run the serving container on a node that just turned READY, through the swap machinery.
 
     The spec is the running container's, or the config's ``[container]`` template when none runs,
@@ -190,6 +200,51 @@ async def launch_container(config: Any, node: Node, changes: Mapping[str, str | 
         current = await read_running(conn, config.container, label=target.label)
         spec = current.spec.with_changes(dict(changes), image=image)
         plan = plan_swap(current.spec if current.inspect is not None else None, spec)
-        runner = SwapRunner(conn, node, label=target.label, open_store=open_store, watched=watched,
+        runner = SwapRunner(conn, node, label=target.label, history=history, watched=watched,
                             running_id=(current.inspect or {}).get("Id"), on_step=on_step)
-        return await runner.run(plan)
+        outcome = await runner.run(plan)
+    return outcome
+
+
+@dataclass
+class RequestCase:
+    """Submitting one queued-resource request: the use case behind ``tpu-console request`` and the
+    fleet's request form (``n``).
+
+    The policy lives here: read-only mode refuses it (when made and again before the call); the
+    call is registered in ``actions`` while it runs, so quitting asks.
+
+    Args:
+        config: what the policy reads (``readonly``).
+        service: the queued-resource service.
+        request: the checked request (:func:`build_request`).
+        actions: the console's actions in flight, or ``None``.
+
+    Raises:
+        ReadOnlyRefused: read-only mode is on.
+    """
+
+    config: HasReadonly
+    service: QueuedResourceService
+    request: QueuedResourceRequest
+    actions: RunningActions | None = None
+
+    def __post_init__(self) -> None:
+        refuse_in_readonly(self.config, "request")
+
+    async def submit(self, *, timeout_s: float = 120.0) -> QueuedResource:
+        """Create the queued resource; returns it as the API answered.
+
+        Raises:
+            ReadOnlyRefused: read-only mode is on.
+            RemoteError: the TPU API refused (quota, a bad name) or did not answer within ``timeout_s``.
+        """
+        refuse_in_readonly(self.config, "request")
+        r = self.request
+        action = (self.actions.begin(f"request {r.name}", f"the create call for {r.name} in {r.zone} runs")
+                  if self.actions is not None else None)
+        try:
+            return await self.service.create(r, timeout_s=timeout_s)
+        finally:
+            if action is not None and self.actions is not None:
+                self.actions.end(action)

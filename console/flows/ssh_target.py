@@ -18,11 +18,15 @@ refused (``connect`` raises ``HostKeyChanged`` before any callback is asked).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.flows.ssh_login import SshLogin, resolver_for
 from remote.errors import RemoteError
 from remote.ssh import SshTarget, has_known_host, target_for
+
+if TYPE_CHECKING:
+    from console.config import Config
+    from remote.models import Node
 
 
 def choose_target(node: Any, ssh: Any, worker: int = 0, host_key_suffix: str | None = None, *,
@@ -93,9 +97,11 @@ async def resolve_target(node: Any, config: Any, worker: int = 0, fleet: Any = N
     return (await login_target(node, config, worker, fleet))[0]
 
 
-async def ready_node_target(config: Any, spec: str) -> tuple[Any, SshTarget]:
-    """``(node, worker 0's SSH target)`` for a NODE argument (``NAME``, ``ZONE/NAME`` or
-    ``PROJECT/ZONE/NAME``) that must be READY: the lookup of ``bench NODE`` and ``metrics NODE``.
+async def ready_node_target(config: Config, spec: str, *, project: str | None = None, zone: str | None = None,
+                            worker: int = 0) -> tuple[Node, SshTarget]:
+    """``(node, the worker's SSH target)`` for a NODE argument (``NAME``, ``ZONE/NAME`` or
+    ``PROJECT/ZONE/NAME``, narrowed by ``--project``/``--zone``) that must be READY: the lookup of
+    ``bench``, ``metrics`` and ``forward``.
 
     Raises:
         NodeLookupError: unknown, ambiguous or not READY (see
@@ -104,9 +110,9 @@ async def ready_node_target(config: Any, spec: str) -> tuple[Any, SshTarget]:
     """
     from console.flows.node_lookup import find_node, fleet_source_for
 
-    with fleet_source_for(config) as source:
-        node = await find_node(source, spec, require_ready=True)
-        return node, await resolve_target(node, config, 0, source)
+    with fleet_source_for(config, project=project, zone=zone) as source:
+        node = await find_node(source, spec, project=project, zone=zone, require_ready=True)
+        return node, await resolve_target(node, config, worker, source)
 
 
 def accept_new_host_key(target: SshTarget, on_record: Callable[[str], None] | None = None,

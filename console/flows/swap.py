@@ -13,11 +13,21 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from console.flows.history_access import LaunchHistory
 from remote.container.lint import Finding, lint
 from remote.container.spec import MASK, ContainerSpec, container_start_time, is_secret_name, repo_digest
 from remote.models import Node, utc_now
+from store.records import Launch
+
+if TYPE_CHECKING:
+    import asyncssh
+
+    from console.config import ContainerConfig
+
+#: The history as the swap steps use it.
+StoreLike = LaunchHistory
 
 
 @dataclass(frozen=True)
@@ -48,7 +58,7 @@ class RunningSpec:
         return self.spec if self.inspect is not None else None
 
 
-def template_spec(container: Any, environ: Mapping[str, str] | None = None) -> ContainerSpec:
+def template_spec(container: ContainerConfig, environ: Mapping[str, str] | None = None) -> ContainerSpec:
     """The config's ``[container]`` template as a spec (no container runs yet).
 
     Args:
@@ -63,7 +73,7 @@ def template_spec(container: Any, environ: Mapping[str, str] | None = None) -> C
                                        environ=os.environ if environ is None else environ)
 
 
-async def read_running(conn: Any, container: Any, *, label: str,
+async def read_running(conn: asyncssh.SSHClientConnection, container: ContainerConfig, *, label: str,
                        environ: Mapping[str, str] | None = None) -> RunningSpec:
     """Read the running container (``docker inspect`` + ``docker image inspect`` for the digest).
 
@@ -87,7 +97,8 @@ async def read_running(conn: Any, container: Any, *, label: str,
     return RunningSpec(ContainerSpec.from_inspect(inspect, image), inspect)
 
 
-async def learn_model_limit(conn: Any, current: RunningSpec, store: Any, *, label: str) -> int | None:
+async def learn_model_limit(conn: asyncssh.SSHClientConnection, current: RunningSpec,
+                            store: LaunchHistory | None, *, label: str) -> int | None:
     """Read the running model's maximum length through its container and remember it.
 
     Reads ``config.json`` from the container's Hugging Face cache
@@ -125,7 +136,7 @@ async def learn_model_limit(conn: Any, current: RunningSpec, store: Any, *, labe
     return limits.max_model_len_tokens
 
 
-def history_facts(store: Any, node: Node, spec: ContainerSpec) -> dict[str, Any]:
+def history_facts(store: LaunchHistory | None, node: Node, spec: ContainerSpec) -> dict[str, Any]:
     """Lint inputs from past launches (keyword arguments of ``remote.container.lint.lint``).
 
     ``last_kv_cache_tokens``: KV cache tokens at the newest launch on this node that logged it;
@@ -172,18 +183,20 @@ def _launch_fields(node: Node, spec: ContainerSpec) -> dict[str, Any]:
                 serve_args=spec.serve_args(), max_model_len=int(length) if length and length.isdigit() else None)
 
 
-def record_start(store: Any, node: Node, spec: ContainerSpec, replaced_container_id: str | None, *,
-                 replaced_spec: ContainerSpec | None = None,
-                 replaced_requested_at: datetime | None = None, ssh_user: str | None = None) -> int | None:
-    """Record a launch as the ``docker run`` step starts; returns its id (``None`` without a store).
+def record_attempt(store: LaunchHistory | None, node: Node, spec: ContainerSpec,
+                   replaced_container_id: str | None = None, *, replaced_spec: ContainerSpec | None = None,
+                   replaced_requested_at: datetime | None = None, ssh_user: str | None = None) -> int | None:
+    """Record a launch before the swap's first remote step; returns its id (``None`` without a store).
 
-    The launch of the replaced container (found by its id) becomes ``replaced_launch_id`` and,
-    if it was running or ready, is marked ``replaced``. When the history does not know the
-    replaced container and ``replaced_spec`` is given, it is recorded first as an ``observed``
-    launch (outcome ``replaced``, requested at ``replaced_requested_at``, the container's
-    start from ``docker inspect``), so a console restarted later can still roll back to it. Digests are kept only
-    as ``repo@sha256:...``. Secrets are masked (``to_dict``). ``ssh_user`` is the user the console logged in
-    as (recorded with the new launch).
+    The launch is ``running`` from now on (with this process as its writer: a console that dies
+    mid-swap leaves it to be marked ``interrupted`` at the next open) and names the launch of the
+    container it is to replace (``replaced_launch_id``, found by the container's id). When the
+    history does not know that container and ``replaced_spec`` is given, it is recorded first as an
+    ``observed`` launch (outcome ``unwatched``: seen running, followed by no one; requested at
+    ``replaced_requested_at``; its image digest kept only as ``repo@sha256:...``), so a console
+    restarted later can still roll back to it. :func:`record_replaced` marks it ``replaced`` once
+    ``docker rm -f`` removed it; :func:`record_outcome` completes the new launch. Secrets are masked
+    (``to_dict``). ``ssh_user``: the user the console logged in as.
     """
     if store is None:
         return None
@@ -191,24 +204,34 @@ def record_start(store: Any, node: Node, spec: ContainerSpec, replaced_container
     if replaced_container_id:
         old = store.find_launch_by_container(node.name, replaced_container_id)
         replaced = old.id if old else None
-        if old and old.outcome in ("running", "ready"):
-            store.update_launch(old.id, outcome="replaced")
         if old is None and replaced_spec is not None:
             replaced = store.start_launch(**_launch_fields(node, replaced_spec), origin="observed",
-                                          outcome="replaced", container_id=replaced_container_id,
+                                          outcome="unwatched", container_id=replaced_container_id,
                                           image_digest=replaced_spec.repo_digest,
                                           requested_at=replaced_requested_at or utc_now())
     return store.start_launch(**_launch_fields(node, spec), origin="console", replaced_launch_id=replaced,
                               ssh_user=ssh_user)
 
 
-def record_outcome(store: Any, launch_id: int | None, *, ok: bool, container_id: str | None = None,
+def record_replaced(store: LaunchHistory | None, launch_id: int | None) -> None:
+    """``docker rm -f`` removed the old container: the launch ``launch_id`` replaced is ``replaced``
+    (when it was running, ready or unwatched; a failed or interrupted one keeps its outcome)."""
+    if store is None or launch_id is None:
+        return
+    launch = store.get_launch(launch_id)
+    old = store.get_launch(launch.replaced_launch_id) if launch and launch.replaced_launch_id else None
+    if old is not None and old.outcome in ("running", "ready", "unwatched"):
+        store.update_launch(old.id, outcome="replaced")
+
+
+def record_outcome(store: LaunchHistory | None, launch_id: int | None, *, ok: bool, container_id: str | None = None,
                    image_digest: str | None = None, failure_detail: str | None = None,
-                   unwatched: bool = False) -> None:
-    """Complete the launch recorded by :func:`record_start`: started, or failed with the reason.
+                   failure_kind: str = "docker run failed", unwatched: bool = False) -> None:
+    """Complete the launch recorded by :func:`record_attempt`: started, or failed with the reason.
 
     ``unwatched``: the caller exits without following the boot, so a started launch ends
     ``unwatched`` (what was seen: the container started) rather than ``running``.
+    ``failure_kind``: ``docker pull failed``, ``docker rm failed``, ``docker run failed``.
     """
     if store is None or launch_id is None:
         return
@@ -216,15 +239,23 @@ def record_outcome(store: Any, launch_id: int | None, *, ok: bool, container_id:
         fields = {"started_at": utc_now(), "container_id": container_id, "image_digest": repo_digest(image_digest),
                   "outcome": "unwatched" if unwatched else None}
     else:
-        fields = {"outcome": "failed", "failed_at": utc_now(), "failure_kind": "docker run failed",
+        fields = {"outcome": "failed", "failed_at": utc_now(), "failure_kind": failure_kind,
                   "failure_detail": failure_detail}
     store.update_launch(launch_id, **{k: v for k, v in fields.items() if v is not None})
+
+
+def record_interrupted(store: LaunchHistory | None, launch_id: int | None, where: str) -> None:
+    """The console quit while the swap ran: the launch is ``interrupted``, ``where`` says at which step."""
+    if store is None or launch_id is None:
+        return
+    store.update_launch(launch_id, outcome="interrupted", failed_at=utc_now(), failure_kind="interrupted",
+                        failure_detail=where)
 
 
 # ---- rollback from the history (after a restart of the console) ---------------------------
 
 
-def spec_from_launch(launch: Any, current: ContainerSpec | None) -> ContainerSpec:
+def spec_from_launch(launch: Launch, current: ContainerSpec | None) -> ContainerSpec:
     """Rebuild the spec of a recorded launch (``Launch.container_spec`` + ``serve_args``).
 
     The history keeps secrets masked; a masked env value is taken from ``current`` (the
@@ -254,7 +285,8 @@ def spec_from_launch(launch: Any, current: ContainerSpec | None) -> ContainerSpe
     return spec
 
 
-def previous_from_history(store: Any, node: Node, current: RunningSpec) -> tuple[ContainerSpec, Any] | None:
+def previous_from_history(store: LaunchHistory | None, node: Node,
+                          current: RunningSpec) -> tuple[ContainerSpec, Launch] | None:
     """The spec to roll back to from the history: ``(spec, launch)`` or ``None``.
 
     The launch the running container replaced (``replaced_launch_id``), else the newest
@@ -281,6 +313,7 @@ def previous_from_history(store: Any, node: Node, current: RunningSpec) -> tuple
 
 
 __all__ = [
-    "RunningSpec", "history_facts", "learn_model_limit", "lint_spec", "previous_from_history", "read_running", "record_outcome",
-    "record_start", "spec_from_launch", "template_spec",
+    "RunningSpec", "StoreLike", "history_facts", "learn_model_limit", "lint_spec", "previous_from_history",
+    "read_running", "record_attempt", "record_interrupted", "record_outcome", "record_replaced", "spec_from_launch",
+    "template_spec",
 ]

@@ -1,9 +1,9 @@
 """Running a confirmed swap plan: the one runner behind ``tpu-console swap`` and the swap screen.
 
 :class:`SwapRunner` runs a :class:`~remote.container.swap.SwapPlan` on an open connection,
-records the launch in the history as the ``docker run`` step starts (with the replaced
-container's launch, recorded first as an observed launch when the history never saw it),
-completes it with the outcome, and reads the new image's digest. The history is optional: a
+records the launch in the history before its first remote step (with the launch of the container
+it replaces, recorded first as an observed launch when the history never saw it), marks that one
+``replaced`` once ``docker rm -f`` removed it, completes the new one with the outcome, and reads the new image's digest. The history is optional: a
 store that cannot be opened or written is reported through ``on_history_error`` and the swap
 goes on. Textual-free; the caller shows the steps.
 """
@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from console.flows import swap as swap_flow
+from console.flows.history_access import HistoryAccess, LaunchHistory
 from remote.container.swap import (
     SwapPlan,
     SwapResult,
@@ -27,6 +28,11 @@ from remote.errors import RemoteError
 from remote.models import Node
 from remote.ssh import CommandResult
 from store.errors import StoreError
+
+if TYPE_CHECKING:
+    import asyncssh
+
+_T = TypeVar("_T")
 
 #: A step's state as shown: ``running``, ``ok`` or ``failed``.
 StepStates = dict[str, str]
@@ -58,14 +64,19 @@ def step_state(step: SwapStep, res: CommandResult | None) -> str:
 
 
 class SwapRunner:
-    """Runs plans on one node over one open connection.
+    """Runs plans on one node over one open connection, recording each in the history.
+
+    The launch is recorded before the first remote step (``running``, linked to the replaced
+    container's launch, which is marked ``replaced`` once ``docker rm -f`` removed it), and completed
+    after the last step: started,
+    or failed with the failing step's kind and stderr. :meth:`abandon` marks it ``interrupted``
+    when the console quits mid-run.
 
     Args:
         conn: an open ``asyncssh`` connection to the node's worker 0.
         node: the node.
         label: the node as messages name it.
-        open_store: returns the history store, or raises ``store.StoreError``; ``None``
-            records nothing.
+        history: the history (:class:`~console.flows.history_access.HistoryAccess`, may hold nothing).
         running_id: the id of the container the plan replaces, if one runs.
         running_started_at: when that container was started (``docker inspect``), the requested
             time of its launch if the history records it only now.
@@ -76,8 +87,8 @@ class SwapRunner:
             staying ``running`` (then ``interrupted``) until a later watch completes it.
     """
 
-    def __init__(self, conn: Any, node: Node, *, label: str,
-                 open_store: Callable[[], Any] | None = None, running_id: str | None = None,
+    def __init__(self, conn: asyncssh.SSHClientConnection, node: Node, *, label: str,
+                 history: HistoryAccess | None = None, running_id: str | None = None,
                  running_started_at: datetime | None = None,
                  on_step: Callable[[SwapStep, CommandResult | None, StepStates], None] | None = None,
                  on_history_error: Callable[[str], None] | None = None, watched: bool = True) -> None:
@@ -87,9 +98,11 @@ class SwapRunner:
         self.label = label
         self.running_id = running_id
         self.running_started_at = running_started_at
-        self._open_store = open_store
+        self._history_access = history if history is not None else HistoryAccess.none()
         self._on_step = on_step
         self._on_history_error = on_history_error
+        self._launch_id: int | None = None
+        self._where = "before the first command"
 
     def _ssh_user(self) -> str | None:
         """The user the connection logged in as (asyncssh's ``username`` extra info), or ``None``."""
@@ -97,17 +110,17 @@ class SwapRunner:
         user = getter("username") if getter is not None else None
         return user if isinstance(user, str) and user else None
 
-    def _history(self, write: Callable[[Any], Any]) -> Any:
+    def _history(self, write: Callable[[LaunchHistory], _T]) -> _T | None:
         """``write(store)``; ``None`` without a store or when the history fails (reported once)."""
-        if self._open_store is None:
+        store = self._history_access.get()
+        if store is None:
             return None
         try:
-            store = self._open_store()
-            return None if store is None else write(store)
+            return write(store)
         except StoreError as exc:
+            sentence = self._history_access.failed(exc)
             if self._on_history_error is not None:
-                self._on_history_error(f"The launch was not recorded in the history: {exc}")
-            self._open_store = None
+                self._on_history_error(f"The launch was not recorded in the history: {sentence}")
             return None
 
     async def run(self, plan: SwapPlan) -> SwapOutcome:
@@ -117,19 +130,20 @@ class SwapRunner:
             SshTimeout, SshUnreachable, SudoPasswordRequired: the connection failed mid-run.
         """
         states: StepStates = {}
-        launch: dict[str, int | None] = {}
+        self._launch_id = launch_id = self._history(lambda s: swap_flow.record_attempt(
+            s, self.node, plan.new, self.running_id, replaced_spec=plan.old,
+            replaced_requested_at=self.running_started_at, ssh_user=self._ssh_user()))
 
         def on_step(step: SwapStep, res: CommandResult | None) -> None:
             states[step.kind] = step_state(step, res)
-            if res is None and step.kind == "run":
-                launch["id"] = self._history(lambda s: swap_flow.record_start(
-                    s, self.node, plan.new, self.running_id, replaced_spec=plan.old,
-                    replaced_requested_at=self.running_started_at, ssh_user=self._ssh_user()))
+            self._where = f"during docker {step.kind}" if res is None else f"after docker {step.kind}"
+            if res is not None and step.kind == "rm" and states[step.kind] == "ok":
+                self._history(lambda s: swap_flow.record_replaced(s, launch_id))
             if self._on_step is not None:
                 self._on_step(step, res, states)
 
         result = await execute_swap(ssh_runner(self.conn, label=self.label), plan, on_step=on_step)
-        launch_id = launch.get("id")
+        self._launch_id = None
         digest = None
         if result.ok:
             digest = await self._digest(plan)
@@ -137,9 +151,16 @@ class SwapRunner:
                 s, launch_id, ok=True, container_id=result.container_id, image_digest=digest,
                 unwatched=not self.watched))
         else:
-            self._history(lambda s: swap_flow.record_outcome(s, launch_id, ok=False,
-                                                             failure_detail=result.error))
+            kind = result.failed_step.kind if result.failed_step else "run"
+            self._history(lambda s: swap_flow.record_outcome(s, launch_id, ok=False, failure_detail=result.error,
+                                                             failure_kind=f"docker {kind} failed"))
         return SwapOutcome(result=result, launch_id=launch_id, image_digest=digest)
+
+    def abandon(self) -> None:
+        """The console quits while :meth:`run` runs: the launch is marked ``interrupted`` (with the step)."""
+        launch_id, self._launch_id = self._launch_id, None
+        where = f"the console quit {self._where}"
+        self._history(lambda s: swap_flow.record_interrupted(s, launch_id, where))
 
     async def _digest(self, plan: SwapPlan) -> str | None:
         from remote.container.docker import docker_image_inspect

@@ -27,7 +27,31 @@ COMPACT_FOOTER_BELOW = 120
 
 
 class ConsoleScreen(Screen[None]):
-    """A full screen of tpu-console (fleet, startup watch, swap, benchmark, history)."""
+    """A full screen of tpu-console (fleet, startup watch, swap, benchmark, history).
+
+    ``READONLY_ACTIONS`` maps the screen's actions that change the fleet to the policy's action
+    (:data:`console.flows.policy.FLEET_CHANGING_ACTIONS`): in read-only mode they are hidden (footer,
+    palette, help) and a press of their key says why instead of doing nothing. The use cases refuse
+    them too, so a door that forgets this still cannot act.
+    """
+
+    READONLY_ACTIONS: dict[str, str] = {}
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Read-only mode hides (and refuses) the actions in ``READONLY_ACTIONS``."""
+        return not (action in self.READONLY_ACTIONS and self.console.readonly)
+
+    async def on_key(self, event: events.Key) -> None:
+        """A key of a hidden read-only action says why it does nothing (the policy's sentence)."""
+        if not self.console.readonly or not self.READONLY_ACTIONS:
+            return
+        for binding in self._bindings.key_to_bindings.get(event.key, ()):
+            action = self.READONLY_ACTIONS.get(binding.action)
+            if action is not None:
+                event.stop()
+                event.prevent_default()
+                self.console.refuse_readonly(action)
+                return
 
     def on_resize(self, event: events.Resize) -> None:
         """A laptop-sized terminal gets the compact footer (``COMPACT_FOOTER_BELOW``)."""

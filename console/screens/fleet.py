@@ -40,7 +40,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Input, Label, Static
 
 from console.flows import serving as serving_flow
-from console.flows.delete import owned_nodes, plan_delete
+from console.flows.delete import DeletePlan, owned_nodes, plan_delete
 from console.flows.serving import ServingSample
 from console.flows.triage import advice_for, inactive_by_zone, stuck_verdict
 from console.render import format as fmt
@@ -56,8 +56,8 @@ from remote.models import FleetSnapshot, Node, QueuedResource
 #: pane always has every field).
 NODE_COLUMNS = ("NAME", "STATE", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "SERVING", "TOK/S", "QUEUE", "MODEL",
                 "HEALTH", "PROJECT", "ZONE", "EXTERNAL IP", "INTERNAL IP", "RUNTIME", "QUEUED RESOURCE", "AGE")
-#: Actions that change the fleet: hidden and refused in read-only mode.
-MUTATING_ACTIONS = frozenset({"swap", "rollback", "request", "delete_qr"})
+#: Actions that change the fleet -> the policy's action: hidden and refused in read-only mode.
+MUTATING_ACTIONS = {"swap": "swap", "rollback": "rollback", "request": "request", "delete_qr": "delete"}
 #: Queued-resource columns by priority, as :data:`NODE_COLUMNS`.
 QR_COLUMNS = ("NAME", "STATE", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "FAILURE", "MAX RUN", "PROJECT",
               "ZONE", "AGE")
@@ -98,6 +98,7 @@ def _matches(words: list[str], cells: list[str]) -> bool:
 class FleetScreen(ConsoleScreen):
     """Default screen: one table of nodes and one of queued resources, with a detail pane."""
 
+    READONLY_ACTIONS = MUTATING_ACTIONS
     BINDINGS = [
         Binding("r", "refresh_fleet", "Refresh", id="refresh"),
         Binding("slash", "filter", "Filter", key_display="/", id="filter"),
@@ -297,10 +298,6 @@ class FleetScreen(ConsoleScreen):
     def on_unmount(self) -> None:
         for key in list(self._samplers):
             self._stop_sampler(key)
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Read-only mode hides (and refuses) every action that changes the fleet."""
-        return not (action in MUTATING_ACTIONS and self.console.readonly)
 
     def _render_problems(self) -> None:
         widget = self.query_one("#problems", Static)
@@ -826,15 +823,22 @@ class FleetScreen(ConsoleScreen):
         self._delete(plan)
 
     @work(group="delete", exclusive=True, exit_on_error=False)
-    async def _delete(self, plan: Any) -> None:
+    async def _delete(self, plan: DeletePlan) -> None:
         qr = plan.qr
         question = ConfirmScreen(f"Delete queued resource {qr.name}?", " ".join(plan.lines()), [plan.command],
                                  confirm_label="Delete", require_text=qr.name)
         if not await self.ask(question):
             self.app.notify("Not deleted: nothing was changed.", markup=False)
             return
+        from console.flows.delete import DeleteCase
+        from console.flows.policy import ReadOnlyRefused
+
         try:
-            await self.services.queued_resources.delete(qr.project, qr.zone, qr.name)
+            await DeleteCase(self.services.config, self.services.queued_resources, plan,
+                             self.services.actions).run(typed_name=qr.name)
+        except (ReadOnlyRefused, ValueError) as exc:
+            self.app.notify(str(exc), markup=False, title=f"{qr.name} not deleted", severity="warning", timeout=10)
+            return
         except RemoteError as exc:
             self.app.notify(str(exc), markup=False, title=f"{qr.name} not deleted", severity="error", timeout=10)
             return

@@ -135,8 +135,7 @@ class RequestScreen(ConsoleScreen):
 
     def action_create(self) -> None:
         """Ask (typed confirm), then create the queued resource."""
-        if self.services.config.readonly:
-            self.app.notify("Read-only mode: requests are refused.", severity="warning")
+        if self.console.refuse_readonly("request"):
             return
         if self.current is None:
             self.app.notify(self.problem or "Fill in the form first.", markup=False, title="Not ready", severity="warning")
@@ -153,8 +152,15 @@ class RequestScreen(ConsoleScreen):
         if not await self.ask(question):
             self.app.notify("Not created: nothing was changed.")
             return
+        from console.flows.policy import ReadOnlyRefused
+        from console.flows.request import RequestCase
+
         try:
-            qr = await self.services.queued_resources.create(request)
+            case = RequestCase(self.services.config, self.services.queued_resources, request, self.services.actions)
+            qr = await case.submit()
+        except ReadOnlyRefused as exc:
+            self.app.notify(str(exc), title="Read-only", severity="warning")
+            return
         except RemoteError as exc:
             self.app.notify(str(exc), markup=False, title=f"{request.name} not created", severity="error", timeout=10)
             return

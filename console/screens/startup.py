@@ -91,6 +91,7 @@ class StartupScreen(ConsoleScreen):
     """Startup watch of one node: panel on the left, live log on the right."""
 
     CSS_PATH = "startup.tcss"
+    READONLY_ACTIONS = {"swap": "swap", "rollback": "rollback"}
     BINDINGS = [
         Binding("f", "toggle_follow", "Follow", id="log_follow"),
         Binding("slash", "filter", "Filter", key_display="/", id="log_filter"),

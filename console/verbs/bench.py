@@ -2,7 +2,7 @@
 
 Usage::
 
-    tpu-console bench (NODE | --url URL) --kind smoke|throughput|longctx
+    tpu-console bench (NODE [--project P] [--zone Z] [--worker N] | --url URL) --kind smoke|throughput|longctx
         [--streams 1,16,64] [--prompt-tokens N] [--output-tokens N] [--requests N | --duration S]
         [--depths 0.1,0.5,0.9] [--context-tokens N] [--over-limit] [--model M] [--json]
         [--price-per-chip-hour X --chips N] [--provisioning-model on-demand|spot|flex-start|...]
@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.flows.bench import KINDS, parse_depths, parse_streams
 from console.verbs.common import config_or_exit
 from remote.printable import printable
+
+if TYPE_CHECKING:
+    from console.verbs.common import Subparsers
 
 
 def _arg(parse: Any) -> Any:
@@ -51,12 +54,14 @@ def _positive(kind: type) -> Any:
     return _arg(lambda text: parse_positive(text, kind))
 
 
-def add_parser(subparsers: Any) -> None:
+def add_parser(subparsers: Subparsers) -> None:
     """Register the ``bench`` verb."""
+    from console.verbs.common import add_node_arguments, plain_help
+
     p = subparsers.add_parser(
         "bench", help="benchmark a vLLM server: smoke, throughput sweep, long-context recall",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("node", nargs="?", metavar="NODE", help="node name (NAME, ZONE/NAME or PROJECT/ZONE/NAME)")
+        description=plain_help(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_node_arguments(p, optional=True, worker_help="the worker whose vLLM server is used (default 0)")
     p.add_argument("--url", help="vLLM server URL instead of a node, e.g. http://127.0.0.1:8000")
     p.add_argument("--kind", choices=KINDS, required=True, help="which benchmark")
     p.add_argument("--model", help="model name (default: the first of /v1/models)")
@@ -118,7 +123,6 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc), 2)
 
 
-
 async def _run(args: argparse.Namespace, config: Any) -> int:
     from console.flows.bench import (
         BenchParams,
@@ -146,7 +150,8 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
         from console.flows.ssh_target import ready_node_target
         from console.verbs.watch import terminal_host_key_prompt
 
-        node, target = await ready_node_target(config, args.node)
+        node, target = await ready_node_target(config, args.node, project=args.project, zone=args.zone,
+                                                 worker=args.worker)
         pricing = pricing_for(node, config.prices, provisioning_model=args.provisioning_model)
         if args.price_per_chip_hour is not None or args.chips is not None:
             pricing = Pricing(args.price_per_chip_hour or pricing.price_per_chip_hour_usd, args.chips or node.chips,

@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from typing import TYPE_CHECKING, TypeAlias
 
 from console.config import Config, ConfigError, load_config
+
+if TYPE_CHECKING:
+    #: What each verb module's ``add_parser`` registers its verb on.
+    Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def config_or_exit(args: argparse.Namespace) -> Config | None:
@@ -27,18 +32,45 @@ def config_or_exit(args: argparse.Namespace) -> Config | None:
 
 
 def refused_readonly(config: Config, verb: str) -> bool:
-    """``True`` (after one line on stderr) when ``config.readonly`` forbids the mutating ``verb``."""
-    if config.readonly:
-        print(f"tpu-console: {verb} changes the fleet and read-only mode is on (--readonly or "
-              f"readonly = true in {config.path or 'the config'}); nothing was changed.", file=sys.stderr)
-    return config.readonly
+    """``True`` (after one line on stderr) when ``config.readonly`` forbids the mutating ``verb``
+    (:func:`console.flows.policy.refuse_in_readonly`, the policy every door shares)."""
+    from console.flows.policy import ReadOnlyRefused, refuse_in_readonly
+
+    try:
+        refuse_in_readonly(config, verb, where=str(config.path or "the config"))
+    except ReadOnlyRefused as exc:
+        print(f"tpu-console: {exc}", file=sys.stderr)
+        return True
+    return False
 
 
-def add_node_arguments(parser: argparse.ArgumentParser) -> None:
-    """``NODE [--project P] [--zone Z]``, as :func:`console.flows.node_lookup.find_node` takes them."""
-    parser.add_argument("node", metavar="NODE", help="TPU node name (NAME, ZONE/NAME or PROJECT/ZONE/NAME)")
+def add_node_arguments(parser: argparse.ArgumentParser, *, optional: bool = False,
+                       worker_help: str | None = "the worker of a multi-host slice (default 0)") -> None:
+    """The one node grammar of every verb that takes a node: ``NODE [--project P] [--zone Z] [--worker N]``,
+    as :func:`console.flows.node_lookup.find_node` takes them.
+
+    Args:
+        optional: NODE may be left out (a verb that also takes ``--url``).
+        worker_help: the help of ``--worker``, or ``None`` when the verb adds its own.
+    """
+    parser.add_argument("node", metavar="NODE", nargs="?" if optional else None,
+                        help="TPU node name: NAME, ZONE/NAME or PROJECT/ZONE/NAME")
     parser.add_argument("--project", metavar="P", help="project of the node (default: every configured project)")
     parser.add_argument("--zone", metavar="Z", help="zone of the node (default: every zone)")
+    if worker_help is not None:
+        parser.add_argument("--worker", type=int, default=0, metavar="N", help=worker_help)
+
+
+def plain_help(doc: str | None) -> str:
+    """A module docstring as ``--help`` text for operators: reST/Sphinx markup dropped
+    (````x```` -> ``x``, ``:class:`a.b.C``` -> ``C``, ``:func:`~m.f``` -> ``f``)."""
+    import re
+
+    text = doc or ""
+    text = re.sub(r":[a-z]+:`~?([^`<]*?)\s*<[^`>]*>`", r"\1", text)            # :role:`text <target>`
+    text = re.sub(r":[a-z]+:`~?([^`]*)`", lambda m: m.group(1).rsplit(".", 1)[-1] if m.group(1).startswith(
+        ("console.", "remote.", "store.", "sandbox.")) else m.group(1), text)
+    return text.replace("``", "").replace("::\n", ":\n")
 
 
 def ask_yes_no(question: str) -> bool:

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.verbs.common import say
 
+if TYPE_CHECKING:
+    from console.verbs.common import Subparsers
 
-def add_parser(subparsers: Any) -> None:
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register the ``delete`` verb."""
     from console.verbs.common import add_location_arguments
 
@@ -56,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 async def _delete(config: Any, args: argparse.Namespace) -> int:
     import json
 
-    from console.flows.delete import plan_delete
+    from console.flows.delete import DeleteCase, plan_delete
     from console.flows.node_lookup import fleet_source_for
     from console.verbs.common import ask_typed
     from remote.errors import RemoteError, TpuApiError
@@ -103,7 +106,7 @@ async def _delete(config: Any, args: argparse.Namespace) -> int:
             hint = " (pass --yes without a terminal)" if args.json or not sys.stdin.isatty() else ""
             return finish(1, f"Not deleted{hint}: nothing was changed.")
         try:
-            await service.delete(args.project, args.zone, args.name, force=args.force)
+            await DeleteCase(config, service, plan).run(typed_name=qr.name)
         except RemoteError as exc:
             return finish(1, f"tpu-console: not deleted: {exc}")
         out["deleted"] = True

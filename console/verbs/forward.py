@@ -2,9 +2,9 @@
 
 Usage::
 
-    tpu-console forward NODE [--port PORT]
+    tpu-console forward NODE [--project P] [--zone Z] [--worker N] [--port PORT]
 
-NODE (``NAME``, ``ZONE/NAME`` or ``PROJECT/ZONE/NAME``) must be READY; worker 0 is reached
+NODE (``NAME``, ``ZONE/NAME`` or ``PROJECT/ZONE/NAME``) must be READY; its worker (--worker, default 0) is reached
 with the one SSH target resolution (gcloud's user, key and known-hosts alias). The forward is
 the TUI's (:class:`console.flows.forwards.Forward`): when its SSH connection drops it is opened
 again on the same local port, so ``curl localhost:PORT`` and benchmarks keep their URL, as the
@@ -22,17 +22,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.verbs.common import config_or_exit
 from remote.printable import printable
 
+if TYPE_CHECKING:
+    from console.verbs.common import Subparsers
 
-def add_parser(subparsers: Any) -> None:
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register the ``forward`` verb."""
+    from console.verbs.common import add_node_arguments, plain_help
+
     p = subparsers.add_parser("forward", help="hold localhost:PORT -> the node's vLLM port until Ctrl-C",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("node", metavar="NODE", help="node name (NAME, ZONE/NAME or PROJECT/ZONE/NAME)")
+                              description=plain_help(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_node_arguments(p, optional=False, worker_help="the worker whose vLLM server is used (default 0)")
     p.add_argument("--port", type=int, default=None, metavar="PORT",
                    help="local port (default: the config's, else the node's stable port in 8005-8104); "
                         "kept across reconnects")
@@ -60,7 +65,8 @@ async def _hold(args: argparse.Namespace, config: Any) -> int:
     from remote.errors import RemoteError
 
     try:
-        node, target = await ready_node_target(config, args.node)
+        node, target = await ready_node_target(config, args.node, project=args.project, zone=args.zone,
+                                                 worker=args.worker)
     except NodeLookupError as exc:      # unknown or ambiguous NODE: bad input; not READY or API down: unreachable
         return _fail(str(exc), lookup_exit_code(exc))
     except RemoteError as exc:

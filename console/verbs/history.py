@@ -33,6 +33,10 @@ from remote.printable import printable
 from store.records import OUTCOMES
 
 if TYPE_CHECKING:
+    from console.verbs.common import Subparsers
+
+
+if TYPE_CHECKING:
     from store.history import HistoryStore
     from store.records import Launch
 
@@ -47,7 +51,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def add_parser(subparsers: Any) -> None:
+def add_parser(subparsers: Subparsers) -> None:
     """Register ``history`` (and ``history show``) on the CLI's verb subparsers."""
     parser = subparsers.add_parser(
         "history", help="launches and benchmarks recorded on this machine",

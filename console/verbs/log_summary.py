@@ -14,12 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remote.printable import printable
 
+if TYPE_CHECKING:
+    from console.verbs.common import Subparsers
 
-def add_parser(subparsers: Any) -> None:
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register ``log-summary`` on the CLI's subparsers."""
     parser = subparsers.add_parser(
         "log-summary", help="summarise a vLLM startup log (HBM, KV cache, compile, failure)",

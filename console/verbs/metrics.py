@@ -2,7 +2,7 @@
 
 Usage::
 
-    tpu-console metrics (NODE | --url URL) [--json] [--watch] [--interval S]
+    tpu-console metrics (NODE [--project P] [--zone Z] [--worker N] | --url URL) [--json] [--watch] [--interval S]
 
 NODE (``NAME``, ``ZONE/NAME`` or ``PROJECT/ZONE/NAME``) is found with the TPU API and reached
 through an SSH forward of the config's ``container.port``, as ``bench`` does. Two samples
@@ -26,17 +26,22 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.verbs.common import config_or_exit
 from remote.printable import printable
 
+if TYPE_CHECKING:
+    from console.verbs.common import Subparsers
 
-def add_parser(subparsers: Any) -> None:
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register the ``metrics`` verb."""
+    from console.verbs.common import add_node_arguments, plain_help
+
     p = subparsers.add_parser("metrics", help="live serving figures from a vLLM server's /metrics",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("node", nargs="?", metavar="NODE", help="node name (NAME, ZONE/NAME or PROJECT/ZONE/NAME)")
+                              description=plain_help(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_node_arguments(p, optional=True, worker_help="the worker whose vLLM server is used (default 0)")
     p.add_argument("--url", help="vLLM server URL instead of a node, e.g. http://127.0.0.1:8000")
     p.add_argument("--json", action="store_true", help="print JSON (one object per line)")
     p.add_argument("--watch", action="store_true", help="keep sampling until Ctrl-C")
@@ -77,7 +82,8 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
         from console.flows.ssh_target import ready_node_target
         from console.verbs.watch import terminal_host_key_prompt
 
-        node, target = await ready_node_target(config, args.node)
+        node, target = await ready_node_target(config, args.node, project=args.project, zone=args.zone,
+                                                 worker=args.worker)
 
         async def ask(target: Any, fingerprint: str) -> bool:
             return await terminal_host_key_prompt(target)(fingerprint)

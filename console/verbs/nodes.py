@@ -23,14 +23,17 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from console.verbs.common import config_or_exit
 from remote.printable import printable
 
+if TYPE_CHECKING:
+    from console.verbs.common import Subparsers
 
-def add_parser(subparsers: Any) -> None:
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register the ``nodes`` verb."""
     parser = subparsers.add_parser(
         "nodes", help="print TPU nodes and queued resources of every project once",

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from console.verbs.common import Subparsers
 
 
-def add_parser(subparsers: Any) -> None:
+def add_parser(subparsers: Subparsers) -> None:
     """Register the ``probe`` verb."""
     from console.verbs.common import add_location_arguments
 
@@ -47,10 +50,11 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from console.flows.node_lookup import fleet_source_for
+    from console.flows.probe import ProbeCase
     from console.verbs.common import config_or_exit, refused_readonly, say
     from remote.errors import RemoteError
     from remote.tpu.advice import what_to_try
-    from remote.tpu.probe import probe, probe_name
+    from remote.tpu.probe import probe_name
     from remote.tpu.requests import QueuedResourceRequest, QueuedResourceService, default_runtime_version
 
     config = config_or_exit(args)
@@ -75,9 +79,9 @@ def run(args: argparse.Namespace) -> int:
 
     async def go() -> tuple[Any, list[Any]]:
         with fleet_source_for(config, project=args.project, zone=args.zone) as source:
-            result = await probe(QueuedResourceService(source), args.project, args.zone, args.accelerator_type,
-                                 runtime, wait_s=args.wait_s,
-                                 on_state=lambda state: print(f"  {state}", file=sys.stderr, flush=True))
+            case = ProbeCase(config, QueuedResourceService(source), args.project, args.zone, args.accelerator_type,
+                             runtime, wait_s=args.wait_s)
+            result = await case.run(on_state=lambda state: print(f"  {state}", file=sys.stderr, flush=True))
             if result.verdict == "available":
                 return result, []
             try:

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.verbs.common import say
 
+if TYPE_CHECKING:
+    from console.verbs.common import Subparsers
 
-def add_parser(subparsers: Any) -> None:
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register the ``request`` verb."""
     from console.verbs.common import add_location_arguments
     from remote.models import REQUEST_MODELS
@@ -137,7 +140,7 @@ async def _create(config: Any, request: Any, args: argparse.Namespace, out: dict
     import json
 
     from console.flows.node_lookup import fleet_source_for
-    from console.flows.request import explain, is_ready, is_settled
+    from console.flows.request import RequestCase, explain, is_ready, is_settled
     from remote.errors import RemoteError
     from remote.tpu.requests import QueuedResourceService
 
@@ -145,7 +148,7 @@ async def _create(config: Any, request: Any, args: argparse.Namespace, out: dict
     with fleet_source_for(config, project=request.project, zone=request.zone) as source:
         service = QueuedResourceService(source)
         try:
-            qr = await service.create(request, timeout_s=max(60.0, config.request_timeout_s * 3))
+            qr = await RequestCase(config, service, request).submit(timeout_s=max(60.0, config.request_timeout_s * 3))
             out["created"] = True
             out["queued_resource"] = qr.to_json()
             if not args.json:
@@ -188,14 +191,10 @@ async def _launch(config: Any, node: Any, changes: dict[str, str | None], args: 
     except ConfigError as exc:
         _say(f"tpu-console: config error: {exc}; the container was not started.", err=True)
         return 1
-    store: list[Any] = []
+    from console.flows.history_access import HistoryAccess
+    from console.flows.history_store import open_history
 
-    def open_store() -> Any:
-        from console.flows.history_store import open_history
-
-        if not store:
-            store.append(open_history(config, getattr(args, "db", None)))
-        return store[0]
+    history = HistoryAccess(lambda: open_history(config, getattr(args, "db", None)))
 
     def step(s: Any, res: Any, _states: Any) -> None:
         if not args.json:
@@ -205,15 +204,16 @@ async def _launch(config: Any, node: Any, changes: dict[str, str | None], args: 
                 _say(f"  exit {res.exit_status}")
 
     try:
-        outcome = await launch_container(config, node, changes, image=args.image, open_store=open_store,
+        outcome = await launch_container(config, node, changes, image=args.image, history=history,
                                          on_step=step, watched=False)
     except (RemoteError, ValueError) as exc:
         _say(f"tpu-console: the container was not started on {node.name}: {exc}", err=True)
         out["container"] = {"started": False, "error": str(exc)}
         return 1
     finally:
-        for s in store:
-            s.close()
+        history.close()
+    if history.problem:
+        _say(f"tpu-console: the launch was not recorded: {history.problem}", err=True)
     result = outcome.result
     out["container"] = {"started": result.ok, "container_id": result.container_id,
                         "error": None if result.ok else str(result.error)}

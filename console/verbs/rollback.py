@@ -18,12 +18,15 @@ is not valid).
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from console.verbs.swap import SwapCommand
 
+if TYPE_CHECKING:
+    from console.verbs.common import Subparsers
 
-def add_parser(subparsers: Any) -> None:
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register the ``rollback`` verb."""
     from console.verbs.common import add_node_arguments
 
@@ -39,30 +42,10 @@ def add_parser(subparsers: Any) -> None:
 
 
 class RollbackCommand(SwapCommand):
-    """The swap command whose target is the previous spec from the history."""
+    """The swap command whose use case runs in ``rollback`` mode: the previous spec from the history
+    (pinned to its digest; a recorded spec that does not make a valid spec is skipped)."""
 
     verb = "rollback"
-
-    async def target(self, node: Any, current: Any) -> Any:
-        """The previous spec (pinned to its digest), or ``None`` after saying there is none
-        (a recorded spec that does not make a valid spec is skipped by ``previous_from_history``)."""
-        from console.flows.swap import previous_from_history
-        from store import StoreError
-
-        try:
-            found = previous_from_history(self.open_store(), node, current)
-        except StoreError as exc:
-            self.say(f"tpu-console: history unreadable: {exc}", err=True)
-            found = None
-        if found is None:
-            self.say(f"tpu-console: nothing to roll back to on {node.name}: the history has no earlier "
-                     "launch of it with a container spec; nothing was changed.", err=True)
-            return None
-        previous, launch = found
-        self.report["rollback_to_launch_id"] = launch.id
-        self.say(f"Rolling back to launch {launch.id} from the history "
-                 f"({launch.requested_at[:16].replace('T', ' ')} UTC).")
-        return previous.pinned()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,6 +59,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from console.verbs.common import refused_readonly
 
-    if refused_readonly(config, "rollback") and not args.dry_run:
+    if not args.dry_run and refused_readonly(config, "rollback"):
         return 1
     return asyncio.run(RollbackCommand(config, args, {}).run())

@@ -28,13 +28,29 @@ not confirmed), failed or unreachable,
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remote.printable import printable
 
+if TYPE_CHECKING:
+    from console.verbs.common import Subparsers
 
-def add_parser(subparsers: Any) -> None:
+
+if TYPE_CHECKING:
+    import asyncssh
+
+    from console.config import Config
+    from console.flows.swap_case import SwapCase, SwapMode, SwapPreview
+    from console.flows.swap_run import StepStates, SwapOutcome
+    from remote.container.lint import Finding
+    from remote.container.swap import SwapPlan, SwapResult, SwapStep
+    from remote.models import Node
+    from remote.ssh import CommandResult, SshTarget
+
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register the ``swap`` verb."""
     from console.verbs.common import add_node_arguments
 
@@ -85,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from console.verbs.common import refused_readonly
 
-    if refused_readonly(config, "swap"):
+    if not args.dry_run and refused_readonly(config, "swap"):
         return 1
     from remote.container.spec import ContainerSpec
 
@@ -115,7 +131,7 @@ async def ask(question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def plan_json(plan: Any, findings: list[Any]) -> dict[str, Any]:
+def plan_json(plan: SwapPlan, findings: list[Finding]) -> dict[str, Any]:
     """A plan as JSON: specs (secrets masked), changes, the exact commands (masked) and lint findings."""
     return {"old": plan.old.to_dict() if plan.old is not None else None, "new": plan.new.to_dict(),
             "changes": [{"field": f, "old": a, "new": b} for f, a, b in plan.changes],
@@ -124,7 +140,7 @@ def plan_json(plan: Any, findings: list[Any]) -> dict[str, Any]:
                      for f in findings]}
 
 
-def outcome_json(outcome: Any) -> dict[str, Any]:
+def outcome_json(outcome: SwapOutcome) -> dict[str, Any]:
     """A :class:`console.flows.swap_run.SwapOutcome` as JSON."""
     result = outcome.result
     return {"ok": result.ok, "failed_step": result.failed_step.kind if result.failed_step else None,
@@ -134,27 +150,31 @@ def outcome_json(outcome: Any) -> dict[str, Any]:
 
 
 class SwapCommand:
-    """One ``swap`` invocation: resolve, read, edit, lint, show, confirm, execute, record.
+    """One ``swap`` invocation: the door of :class:`console.flows.swap_case.SwapCase` for the terminal.
 
-    :meth:`target` gives the spec to run; ``tpu-console rollback`` overrides it (the previous
-    spec from the history) and shares everything else. Text goes to stdout, or to stderr with
-    ``--json`` (then :attr:`report` is printed on stdout at the end).
+    Resolves the node, then the use case reads, lints and runs; this class only collects the
+    arguments, prints and asks. ``tpu-console rollback`` is the same command with ``mode``
+    ``rollback``. Text goes to stdout, or to stderr with ``--json`` (then :attr:`report` is printed
+    on stdout at the end).
 
     Args:
         config: the loaded config.
         args: the parsed arguments (``node``, ``project``, ``zone``, ``dry_run``, ``yes``, ``json``,
-            ``image``).
+            ``image``, ``db``).
         changes: :func:`parse_changes` of ``--set``/``--unset``.
     """
 
-    verb = "swap"
+    verb: SwapMode = "swap"
 
-    def __init__(self, config: Any, args: argparse.Namespace, changes: dict[str, str | None]) -> None:
+    def __init__(self, config: Config, args: argparse.Namespace, changes: dict[str, str | None]) -> None:
+        from console.flows.history_access import HistoryAccess
+        from console.flows.history_store import open_history
+
         self.config, self.args, self.changes = config, args, changes
-        self.store: Any = None
+        self.history = HistoryAccess(lambda: open_history(config, getattr(args, "db", None)))
         self.json = bool(getattr(args, "json", False))
-        self.report: dict[str, Any] = {"node": args.node, "plan": None, "dry_run": bool(args.dry_run),
-                                       "confirmed": False, "outcome": None}
+        self.report: dict[str, object] = {"node": args.node, "plan": None, "dry_run": bool(args.dry_run),
+                                          "confirmed": False, "outcome": None, "history": None}
 
     def say(self, text: str = "", *, err: bool = False) -> None:
         """One line of text through the one sanitizer (a value from the node or the API cannot add
@@ -166,6 +186,7 @@ class SwapCommand:
         """Run the command; returns the exit code (see the module docstring)."""
         import json
 
+        from console.flows.policy import ReadOnlyRefused
         from remote.errors import RemoteError
 
         found = await self._resolve_node()
@@ -174,16 +195,21 @@ class SwapCommand:
         self.report["node"] = found[0].name
         try:
             return await self._on_node(*found)
+        except ReadOnlyRefused as exc:
+            self.say(f"tpu-console: {exc}", err=True)
+            return 1
         except RemoteError as exc:
             self.say(f"tpu-console: {exc}", err=True)
             return 1
         finally:
-            if self.store is not None:
-                self.store.close()
+            self.history.close()
+            if self.history.problem:
+                self.say(f"tpu-console: {self.history.problem}", err=True)
+                self.report["history"] = self.history.problem
             if self.json:
                 print(json.dumps(self.report, indent=2))
 
-    async def _resolve_node(self) -> tuple[Any, Any] | int:
+    async def _resolve_node(self) -> tuple[Node, SshTarget] | int:
         """``(node, SSH target)`` (:func:`console.flows.node_lookup.find_node`,
         :func:`console.flows.ssh_target.resolve_target`), or the exit code after saying why not."""
         from console.flows import node_lookup
@@ -194,7 +220,7 @@ class SwapCommand:
             with node_lookup.fleet_source_for(self.config, project=self.args.project, zone=self.args.zone) as source:
                 node = await node_lookup.find_node(source, self.args.node, project=self.args.project,
                                                    zone=self.args.zone)
-                target = await resolve_target(node, self.config, 0, source)
+                target = await resolve_target(node, self.config, getattr(self.args, "worker", 0) or 0, source)
         except node_lookup.NodeLookupError as exc:     # bad input, or the API did not answer (lookup_exit_code)
             self.say(f"tpu-console: {exc}", err=True)
             return node_lookup.lookup_exit_code(exc)
@@ -203,60 +229,55 @@ class SwapCommand:
             return 1
         return node, target
 
-    async def _on_node(self, node: Any, target: Any) -> int:
+    async def _on_node(self, node: Node, target: SshTarget) -> int:
+        from console.flows.swap_case import SwapCase
         from remote.ssh import connect
+
+        case = SwapCase(node, self.config, self.config.container, self.history, mode=self.verb,
+                        preview_only=bool(self.args.dry_run))
 
         async def trust(fingerprint: str) -> bool:
             return await ask(f"{target.label} presents the unknown host key {fingerprint}. Trust it?")
 
         async with await connect(target, accept_new_host_key=trust) as conn:
-            code = await self._swap(node, conn, target.label)
+            code = await self._swap(case, conn, target.label)
         return code
 
-    async def target(self, node: Any, current: Any) -> Any:
-        """The spec to run, from what runs now (:class:`console.flows.swap.RunningSpec`): the edits
-        applied; ``None`` after saying why there is nothing to run.
-
-        Raises:
-            ValueError: an edit is invalid for this container.
-        """
-        return current.spec.with_changes(self.changes, image=self.args.image)
-
-    async def _swap(self, node: Any, conn: Any, label: str) -> int:
-        from console.flows.swap import learn_model_limit, lint_spec, read_running
-        from console.flows.swap_run import SwapRunner
-        from remote.container.swap import plan_swap
+    async def _prepare(self, case: SwapCase, conn: asyncssh.SSHClientConnection, label: str) -> SwapPreview | int:
+        """The draft with the edits applied, previewed; or the exit code after saying why not."""
+        from console.flows.swap_case import NothingToRun, apply_edits
 
         try:
-            current = await read_running(conn, self.config.container, label=label)
-            if current.inspect is None:
-                self.say(f"No container named {self.config.container.name} on {label}: "
-                         "starting from the config's template.")
-            new = await self.target(node, current)
+            draft = await case.prepare(conn, label=label)
+            if draft.note:
+                self.say(draft.note)
+            new = apply_edits(draft, self.changes, self.args.image)
+        except NothingToRun as exc:
+            self.say(f"tpu-console: {exc} Nothing was changed.", err=True)
+            return 1
         except ValueError as exc:
             self.say(f"tpu-console: {exc}; nothing was changed.", err=True)
             return 2
-        if new is None:
-            return 1
-        old = current.spec
-        plan = plan_swap(current.running, new)
-        limit = await learn_model_limit(conn, current, self.open_store(), label=label)
-        facts = self._history_facts(node, new)
-        if limit is not None and new.model == old.model:
-            facts["model_max_len"] = limit
-        findings = lint_spec(node, new, old, facts)
+        if self.verb == "rollback" and case.launch is None:
+            self.report["rollback_to_launch_id"] = _launch_id_of(draft.note)
+        return case.preview(new)
+
+    async def _swap(self, case: SwapCase, conn: asyncssh.SSHClientConnection, label: str) -> int:
+        preview = await self._prepare(case, conn, label)
+        if isinstance(preview, int):
+            return preview
+        node, plan, findings = case.node, preview.plan, preview.findings
         self.report["plan"] = plan_json(plan, findings)
         self._print_plan(node, plan, findings)
-        errors = [f for f in findings if f.severity == "error"]
-        verdict = (f"{len(errors)} lint error{'s' if len(errors) != 1 else ''} "
-                   f"({', '.join(dict.fromkeys(f.rule_id for f in errors))})")
+        verdict = preview.verdict()
         if self.args.dry_run:
-            if errors:
+            if verdict:
                 self.say(f"Dry run: nothing was changed. {verdict}: the swap would be refused without --force.")
                 return 1
             self.say("Dry run: nothing was changed.")
             return 0
-        if errors and not self.args.force:
+        refused = case.refusal(preview, force=self.args.force)
+        if refused:
             self.say(f"Refused: {verdict}; apply the fixes shown or pass --force. Nothing was changed.")
             return 1
         if not self.args.yes:
@@ -267,24 +288,25 @@ class SwapCommand:
                 self.say("Refused: nothing was changed.")
                 return 1
         self.report["confirmed"] = True
-        runner = SwapRunner(conn, node, label=label, open_store=self.open_store,
-                            running_id=current.container_id, running_started_at=current.started_at,
-                            on_step=self._progress,
-                            on_history_error=lambda sentence: self.say(f"tpu-console: {sentence}", err=True),
-                            watched=False)
-        outcome = await runner.run(plan)
+        outcome = await case.run(conn, preview, label=label, on_step=self._progress, watched=False,
+                                 force=self.args.force,
+                                 on_history_error=lambda sentence: self.say(f"tpu-console: {sentence}", err=True))
         self.report["outcome"] = outcome_json(outcome)
-        return await self._finish(node, runner, plan, outcome.result)
+        return await self._finish(case, conn, label, plan, outcome.result)
 
-    async def _finish(self, node: Any, runner: Any, plan: Any, result: Any) -> int:
+    async def _finish(self, case: SwapCase, conn: asyncssh.SSHClientConnection, label: str, plan: SwapPlan,
+                      result: SwapResult) -> int:
         from remote.container.lint import lint
         from remote.container.swap import rollback_plan
 
+        node = case.node
         if result.ok:
+            follow = shlex.join(["tpu-console", "watch", node.name, "--project", node.project, "--zone", node.zone])
             self.say(f"Swapped: container {plan.new.name} ({(result.container_id or '')[:12]}) is starting on "
-                     f"{node.name}. Follow it (and record its outcome) with: tpu-console watch {node.name}")
+                     f"{node.name}. Follow it (and record its outcome) with: {follow}")
             return 0
-        self.say(f"tpu-console: {result.failed_step.kind} failed: {result.error}", err=True)
+        self.say(f"tpu-console: {result.failed_step.kind if result.failed_step else 'swap'} failed: {result.error}",
+                 err=True)
         if not result.old_container_removed:
             self.say("The old container was not touched; it is still serving.", err=True)
             return 1
@@ -294,54 +316,35 @@ class SwapCommand:
         back = rollback_plan(previous, plan.new)
         self.say("The previous container spec is kept. Rollback would run:")
         self._print_plan(node, back, lint(back.new, accelerator_type=node.accelerator_type))
+        outcome = self.report["outcome"]
+        assert isinstance(outcome, dict)
         if self.args.yes or not await ask("Roll back to the previous container?"):
-            self.say(f"Not rolled back. To roll back later: tpu-console rollback {node.name}, or run the "
-                     "previous command:")
+            again = shlex.join(["tpu-console", "rollback", node.name, "--project", node.project, "--zone", node.zone])
+            self.say(f"Not rolled back. To roll back later: {again}, or run the previous command:")
             self.say(f"  {back.steps[-1].display}")
-            self.report["outcome"]["rolled_back"] = False
+            outcome["rolled_back"] = False
             return 1
-        runner.running_id = None            # the failed swap removed the old container
-        again = (await runner.run(back)).result
-        self.report["outcome"]["rolled_back"] = again.ok
-        self.say("Rolled back." if again.ok else f"tpu-console: rollback failed too: {again.error}",
-                 err=not again.ok)
+        rerun = (await case.run_again(conn, back, label=label, watched=False)).result
+        outcome["rolled_back"] = rerun.ok
+        self.say("Rolled back." if rerun.ok else f"tpu-console: rollback failed too: {rerun.error}",
+                 err=not rerun.ok)
         return 1
-
-    # ---- history -------------------------------------------------------------------------
-
-    def open_store(self) -> Any:
-        """The history store (opened once), or ``None`` after saying why it cannot be opened."""
-        if self.store is None:
-            from console.flows.history_store import open_history
-            from store import StoreError
-
-            try:
-                self.store = open_history(self.config, getattr(self.args, "db", None))
-            except StoreError as exc:
-                self.say(f"tpu-console: history not recorded: {exc}", err=True)
-                self.store = False
-        return self.store or None
-
-    def _history_facts(self, node: Any, spec: Any) -> dict[str, Any]:
-        """Lint inputs from past launches (``console.flows.swap.history_facts``)."""
-        from console.flows.swap import history_facts
-
-        return history_facts(self.open_store(), node, spec)
 
     # ---- text ----------------------------------------------------------------------------
 
-    def _progress(self, step: Any, res: Any, _states: Any) -> None:
+    def _progress(self, step: SwapStep, res: CommandResult | None, _states: StepStates) -> None:
         """Each command as it starts (``$ docker ...``) and a non-zero exit status as it ends."""
         if res is None:
             self.say(f"$ {step.display}")
         elif res.exit_status != 0:
             self.say(f"  exit {res.exit_status}")
 
-    def _print_plan(self, node: Any, plan: Any, findings: list[Any]) -> None:
+    def _print_plan(self, node: Node, plan: SwapPlan, findings: list[Finding]) -> None:
         """Lint findings, the diff and the commands, as plain text."""
         say = self.say
+        left = node.time_left_s()
         say(f"Node {node.name} ({node.accelerator_type}, {node.provisioning_model}"
-            + (f", {int(node.time_left_s() // 60)} min left" if node.time_left_s() is not None else "") + ")")
+            + (f", {int(left // 60)} min left" if left is not None else "") + ")")
         say("Lint:" if findings else "Lint: no findings.")
         for f in findings:
             fix = (" [fix: " + ", ".join(f"{k}={'(unset)' if v is None else v}" for k, v in f.fix.items()) + "]"
@@ -353,3 +356,12 @@ class SwapCommand:
         say("Commands:")
         for i, command in enumerate(plan.commands, 1):
             say(f"  {i}. {command}")
+
+
+def _launch_id_of(note: str) -> int | None:
+    """The launch id in a rollback note ("Rolling back to launch 4 from the history ..."), or ``None``."""
+    words = note.split()
+    if "launch" in words:
+        after = words[words.index("launch") + 1]
+        return int(after) if after.isdigit() else None
+    return None

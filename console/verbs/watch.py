@@ -39,11 +39,15 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from console.verbs.common import add_node_arguments, config_or_exit
 from remote.printable import printable
 from remote.secrets import scrub_text
+
+if TYPE_CHECKING:
+    from console.verbs.common import Subparsers
+
 
 #: Seconds to keep reading after a fatal failure line (the traceback's remaining lines).
 FAILURE_GRACE_S = 3.0
@@ -51,13 +55,13 @@ FAILURE_GRACE_S = 3.0
 WORKER_GRACE_S = 10.0
 
 
-def add_parser(subparsers: Any) -> None:
+def add_parser(subparsers: Subparsers) -> None:
     """Register the ``watch`` verb."""
     parser = subparsers.add_parser(
         "watch", help="follow a node's vLLM startup until ready or failed",
         description="Follow the vLLM container's startup log on a TPU node over SSH until it is ready "
                     "or fails. Exit 0 ready, 1 failed, 2 could not connect or bad input.")
-    add_node_arguments(parser)
+    add_node_arguments(parser, worker_help=None)
     parser.add_argument("--worker", type=int, default=None, metavar="N",
                         help="follow only worker N of a multi-host slice (default: every worker at once)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON (log-summary --json keys)")

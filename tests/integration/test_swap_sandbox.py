@@ -201,7 +201,10 @@ def test_swap_verb_never_asks_the_tpu_api_to_touch_the_node(demo_node, tmp_path:
     cmd = running["Config"]["Cmd"]
     assert cmd[cmd.index("--max-model-len") + 1] == "16384"
     with HistoryStore(db) as store:
-        launch, replaced = store.list_launches(node="vllm-v5e-a")
+        failed, launch, replaced = store.list_launches(node="vllm-v5e-a")
+    # the failed pull was recorded before it ran, and failed; what it would have replaced still serves
+    assert (failed.outcome, failed.failure_kind, failed.replaced_launch_id) == ("failed", "docker pull failed", launch.id)
+    assert "manifest unknown" in failed.failure_detail and launch.outcome == "unwatched"
     assert launch.container_id == running["Id"] and launch.origin == "console"
     # the container it replaced, unknown to the history, is kept so a later rollback finds it (as the screen does)
     assert replaced.origin == "observed" and replaced.outcome == "replaced" and launch.replaced_launch_id == replaced.id
@@ -326,7 +329,7 @@ def test_swap_json_then_rollback_verb_returns_to_the_replaced_spec(demo_node, tm
     first = vm.docker.find("vllm").inspect(0)
     assert main([*base, "rollback", "vllm-a"]) == 2                             # no such node
     assert main([*base, "rollback", "vllm-v5e-a", "--dry-run"]) == 1            # nothing recorded yet
-    assert "nothing to roll back to on vllm-v5e-a" in capsys.readouterr().err
+    assert "Nothing to roll back to on vllm-v5e-a" in capsys.readouterr().err
 
     assert main([*base, "swap", "vllm-v5e-a", "--set", "max-model-len=16384", "--yes", "--json"]) == 0
     swapped = json.loads(capsys.readouterr().out)     # only the JSON on stdout

@@ -231,7 +231,7 @@ async def test_relaunch_opens_the_swap_form_with_the_launch_spec(seeded: Service
         # What the form starts from: the launch's flags, the running container's real secret.
         running = ContainerSpec(name="vllm", image="vllm/vllm-tpu:v0.12.0", model=LLAMA,
                                 env={"HF_TOKEN": "hf_live_value_123456"})
-        target = await swap._target_spec(swap_flow.RunningSpec(running, {"Id": "d" * 64}))
+        target, _note = swap.case.base_for(swap_flow.RunningSpec(running, {"Id": "d" * 64}))
         assert target is not None and target.image == "vllm/vllm-tpu:v0.12.0"
         assert target.flag("max-model-len") == "8192" and target.flag("kv-cache-dtype") == "fp8"
         assert target.env["HF_TOKEN"] == "hf_live_value_123456"

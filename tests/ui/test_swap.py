@@ -217,7 +217,13 @@ async def test_failed_pull_shows_docker_error_and_keeps_the_old_container(sandbo
         assert _field(screen, "image").value == "vllm/vllm-tpu:no-such-tag"
         assert _field(screen, "max-model-len").value == "16384"
         assert not screen.query_one("#swap-form").disabled
-        assert services.previous_specs == {} and services.store.list_launches(node=NODE) == []
+        assert services.previous_specs == {}
+        # recorded before the pull ran, failed with the pull's error; the container it was to replace
+        # (unknown to the history: recorded as observed) still serves, so it is not marked replaced
+        [attempt, observed] = services.store.list_launches(node=NODE)
+        assert (attempt.outcome, attempt.failure_kind) == ("failed", "docker pull failed")
+        assert "manifest unknown" in attempt.failure_detail and attempt.replaced_launch_id == observed.id
+        assert (observed.origin, observed.outcome) == ("observed", "unwatched")
 
         # nothing was swapped, so there is nothing to roll back to
         await pilot.press("escape")
@@ -471,3 +477,43 @@ async def test_going_to_the_fleet_asks_before_dropping_the_forms_edits(sandbox: 
         app.set_focus(None)
         await pilot.press("colon", *"fleet", "enter")
         await _until(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet without a question")
+
+
+async def test_the_swap_screen_and_the_dry_run_verb_report_the_same_findings(sandbox: Sandbox, tmp_path: Path,
+                                                                             capsys: Any) -> None:
+    """One input through both doors: a history file that is not SQLite and max-model-len 200000 on a
+    model whose limit (read from its container) is 131072. Both report the same findings, the
+    max-model-len-model ERROR among them, and the screen's confirm asks for the typed name."""
+    import json
+
+    from console.cli import main
+
+    bad = tmp_path / "not-a-db.sqlite"
+    bad.write_text("this is not SQLite\n" * 100)
+    code = main(["swap", NODE, "--set", "max-model-len=200000", "--dry-run", "--json",
+                 "--config", str(sandbox.config_path), "--db", str(bad)])
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    verb_findings = [(f["severity"], f["rule_id"], f["message"]) for f in report["plan"]["lint"]]
+    assert code == 1 and ("error", "max-model-len-model") in [f[:2] for f in verb_findings]
+    assert "the history could not be opened" in report["history"] and str(bad) in report["history"]
+    assert "the history could not be opened" in err
+    assert not _docker_verbs(sandbox.vms[NODE])
+
+    services = build_services(load_config(str(sandbox.config_path)), db_path=bad, sandbox=None)
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.open_feature("swap", await _node(services))
+        screen = await _loaded(pilot, SwapScreen)
+        await _set(pilot, screen, "max-model-len", "200000")
+        screen_findings = [(f.severity, f.rule_id, f.message) for f in screen.findings]
+        assert screen_findings == verb_findings
+        modal = await _confirm(pilot, screen)
+        assert modal.require_text == NODE                       # an ERROR: the typed confirm
+        assert any("History not used" in n.message for n in app._notifications)
+    services.close()
+
+
+async def _node(services: Services) -> Node:
+    snapshot = await services.fleet.list_fleet()
+    return next(n for n in snapshot.nodes if n.name == NODE)

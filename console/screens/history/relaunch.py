@@ -9,9 +9,10 @@ taken from the running container when it has the same variable; otherwise it sta
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from console.flows import swap as swap_flow
+from console.flows.history_access import HistoryAccess
+from console.flows.swap_case import SwapCase
 from console.render.history_detail import masked_secrets
 from console.screens.swap.screen import SwapScreen
 from remote.container.spec import MASK, ContainerSpec
@@ -45,17 +46,19 @@ class RelaunchScreen(SwapScreen):
         super().__init__(node)
         self.launch = launch
         swap_flow.spec_from_launch(launch, None)  # a sentence now rather than after connecting
-        self.note = f"Relaunching launch {launch.id} from the history ({launch.requested_at[:16].replace('T', ' ')})."
-        if masked_secrets(launch):
-            self.note += " Secrets were masked in the history: type any still shown as ***."
 
-    async def _target_spec(self, current: swap_flow.RunningSpec) -> ContainerSpec | None:
-        return swap_flow.spec_from_launch(self.launch, current.running)
+    def make_case(self, history: HistoryAccess) -> SwapCase:
+        """The relaunch use case (raises ``ReadOnlyRefused`` in read-only mode)."""
+        services = self.services
+        return SwapCase(self.node, services.config, services.config.container, history, mode="relaunch",
+                        launch=self.launch, actions=services.actions, clock=services.clock)
 
     def _ready(self, spec: ContainerSpec) -> None:
+        if masked_secrets(self.launch) and "Secrets were masked" not in self.note:
+            self.note += " Secrets were masked in the history: type any still shown as ***."
         super()._ready(spec)
         # A value still masked is not a secret we know: drop it so the form asks for it.
-        known: dict[str, Any] = self.secrets
+        known: dict[str, str] = self.secrets
         self.secrets = {k: v for k, v in known.items() if v != MASK}
         if self.secrets != known:
             self.recompute()

@@ -63,6 +63,7 @@ class HistoryScreen(ConsoleScreen):
     """
 
     CSS_PATH = "history.tcss"
+    READONLY_ACTIONS = {"relaunch": "relaunch"}
     BINDINGS = [
         Binding("slash", "focus_filter", "Filter", key_display="/", id="filter"),
         Binding("m", "mark", "Mark", id="history_mark"),

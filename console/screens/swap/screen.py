@@ -16,9 +16,8 @@ No step calls the TPU API: the node itself is never stopped, reset or deleted.
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on, work
@@ -37,7 +36,9 @@ from textual.widgets import (
 )
 from textual.widgets.option_list import Option
 
-from console.flows import swap as swap_flow
+from console.flows.history_access import HistoryAccess, LaunchHistory
+from console.flows.policy import ReadOnlyRefused
+from console.flows.swap_case import NothingToRun, SwapCase, SwapPreview
 from console.render import swap_preview as preview
 from console.render.plain import plain, printable
 from console.screens.base import ConsoleScreen
@@ -45,10 +46,13 @@ from console.screens.confirm import ConfirmScreen, host_key_question
 from console.widgets.swap_form import SwapForm, secrets_of
 from remote.container.lint import Finding
 from remote.container.spec import ContainerSpec
-from remote.container.swap import SwapPlan, SwapResult, plan_swap
+from remote.container.swap import SwapPlan, SwapResult
 from remote.errors import RemoteError
 from remote.models import Node
-from store.errors import StoreError
+
+if TYPE_CHECKING:
+    import asyncssh
+    from textual.widget import Widget
 
 
 class SwapScreen(ConsoleScreen):
@@ -63,6 +67,7 @@ class SwapScreen(ConsoleScreen):
 
     CSS_PATH = Path(__file__).with_name("swap.tcss")  # absolute: the relaunch screen subclasses this one
     MODE = "swap"
+    READONLY_ACTIONS = {"swap_confirm": "swap", "rollback": "rollback"}
     BINDINGS = [
         Binding("ctrl+s", "swap_confirm", "Swap…", id="swap_confirm"),
         Binding("f", "apply_fix", "Apply fix", id="swap_fix"),
@@ -76,23 +81,34 @@ class SwapScreen(ConsoleScreen):
         super().__init__()
         self.node = node
         self.injected = spec
+        self.injected_running = running
+        self.case: SwapCase | None = None
         self.base: ContainerSpec | None = None
         self.running: ContainerSpec | None = running if running is not None else spec
         self.running_id: str | None = None
-        self.running_started_at: datetime | None = None
         self.secrets: dict[str, str] = {}
         self.spec: ContainerSpec | None = None
+        self.preview: SwapPreview | None = None
         self.plan: SwapPlan | None = None
         self.findings: list[Finding] = []
         self.problem: str | None = None
         self.busy = False
         self.result: SwapResult | None = None
-        self._conn: Any = None
+        self._conn: asyncssh.SSHClientConnection | None = None
         self.note = ""
         self._label = node.name
-        self._refocus: Any = None
-        self._facts: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._refocus: Widget | None = None
         self._pending = False
+        self._history: HistoryAccess | None = None
+
+    def make_case(self, history: HistoryAccess) -> SwapCase:
+        """This view's use case (the rollback and relaunch views give their mode).
+
+        Raises:
+            ReadOnlyRefused: read-only mode is on.
+        """
+        return SwapCase(self.node, self.services.config, self.services.config.container, history,
+                        mode="swap", actions=self.services.actions, clock=self.services.clock)
 
     # --- layout -------------------------------------------------------------------------
 
@@ -121,8 +137,14 @@ class SwapScreen(ConsoleScreen):
         for wid in ("#swap-steps-title", "#swap-steps", "#swap-problem"):
             self.query_one(wid).display = False
         self.query_one("#swap-form", SwapForm).disabled = True
+        self._history = HistoryAccess(self._open_store, owned=False)
+        try:
+            self.case = self.make_case(self._history)
+        except (ReadOnlyRefused, ValueError) as exc:
+            self._show_problem(f"{exc}\nEsc goes back.")
+            return
         if self.injected is not None:
-            self._ready(self.injected)
+            self._ready(self.case.prepared(self.injected, self.injected_running).base)
         else:
             self._status(f"Connecting to {self.node.name}…")
             self._load()
@@ -148,7 +170,7 @@ class SwapScreen(ConsoleScreen):
 
     # --- loading ------------------------------------------------------------------------
 
-    async def _connect(self) -> Any:
+    async def _connect(self) -> asyncssh.SSHClientConnection:
         """The SSH connection to the node, opened (asking about an unknown host key) if needed."""
         from console.flows.ssh_target import resolve_target
         from remote.ssh import connect
@@ -166,27 +188,23 @@ class SwapScreen(ConsoleScreen):
 
     @work(group="swap-load", exclusive=True, exit_on_error=False)
     async def _load(self) -> None:
-        from remote.errors import RemoteError
-
+        assert self.case is not None
         try:
             conn = await self._connect()
-            current = await swap_flow.read_running(conn, self.services.config.container, label=self._label)
+            draft = await self.case.prepare(conn, label=self._label)
+        except NothingToRun as exc:
+            self._status("")
+            self._show_problem(str(exc))
+            return
         except (RemoteError, ValueError) as exc:
             title = getattr(exc, "title", "Cannot read the container")
             self._status("")
             self._show_problem(f"{title}: {exc}\nNothing was changed. Esc goes back.")
             return
-        self.running = current.running
-        self.running_id = current.container_id
-        await swap_flow.learn_model_limit(conn, current, self._store(), label=self._label)   # for the lint
-        self.running_started_at = current.started_at
-        target = await self._target_spec(current)
-        if target is not None:
-            self._ready(target)
-
-    async def _target_spec(self, current: swap_flow.RunningSpec) -> ContainerSpec | None:
-        """The spec the form starts from: what runs now (rollback: the previous spec)."""
-        return current.spec
+        self.running = draft.current.running
+        self.running_id = draft.current.container_id
+        self.note = draft.note
+        self._ready(draft.base)
 
     def _ready(self, spec: ContainerSpec) -> None:
         self.base = spec
@@ -226,7 +244,7 @@ class SwapScreen(ConsoleScreen):
         spec, errors = self.query_one("#swap-form", SwapForm).read(self.base, self.secrets)
         lint_list = self.query_one("#swap-lint", OptionList)
         lint_list.clear_options()
-        self.spec, self.plan, self.findings = spec, None, []
+        self.spec, self.preview, self.plan, self.findings = spec, None, None, []
         if spec is None:
             self._show_problem("Swap disabled until these are fixed:\n"
                                + "\n".join(f"• {reason}" for reason in errors.values()))
@@ -235,9 +253,10 @@ class SwapScreen(ConsoleScreen):
             return
         if self.problem and self.problem.startswith("Swap disabled"):
             self._show_problem(None)
-        self.plan = plan_swap(self.running, spec)
-        self.findings = swap_flow.lint_spec(self.node, spec, self.running, self._history_facts(spec),
-                                            self.services.clock())
+        assert self.case is not None
+        self.preview = self.case.preview(spec)
+        self.plan, self.findings = self.preview.plan, self.preview.findings
+        self._history_warning()
         if self.findings:
             lint_list.add_options([Option(preview.finding_text(f), id=str(i)) for i, f in enumerate(self.findings)])
         else:
@@ -255,22 +274,16 @@ class SwapScreen(ConsoleScreen):
         self.query_one("#swap-diff", Static).update(preview.diff_text(plan))
         self.query_one("#swap-commands", Static).update(preview.numbered(plan.commands))
 
-    def _history_facts(self, spec: ContainerSpec) -> dict[str, Any]:
-        key = (spec.model, tuple(spec.serve_args()))
-        if key not in self._facts:
-            try:
-                self._facts[key] = swap_flow.history_facts(self._store(), self.node, spec)
-            except StoreError as exc:
-                self.app.notify(f"History not used for lint: {exc}", severity="warning")
-                self._facts[key] = {}
-        return self._facts[key]
+    def _open_store(self) -> LaunchHistory:
+        """The console's history (``services.store``); raises ``StoreError`` when it cannot be opened."""
+        return self.services.store
 
-    def _store(self) -> Any:
-        try:
-            return self.services.store
-        except StoreError as exc:   # a broken history never blocks a swap
-            self.app.notify(f"History unavailable: {exc}", severity="warning", timeout=8)
-            return None
+    def _history_warning(self) -> None:
+        """Say once, in a toast, that the history is not used (the lint goes on without it)."""
+        history = self._history
+        if history is not None and history.problem and not getattr(self, "_warned", False):
+            self._warned = True
+            self.app.notify(f"History not used: {history.problem}", severity="warning", timeout=8)
 
     # --- lint fixes ---------------------------------------------------------------------
 
@@ -310,17 +323,17 @@ class SwapScreen(ConsoleScreen):
         if self.busy:
             self.app.notify("A swap is already running.", severity="warning")
             return
-        if self.plan is None:
+        if self.preview is None or self.case is None:
             self.app.notify(self.problem or "Nothing to swap yet.", title="Swap disabled", severity="error")
             return
-        plan = self.plan
-        errors = [f for f in self.findings if f.severity == "error"]
+        chosen = self.preview
+        errors = chosen.errors
         verb = "Roll back" if self.MODE == "rollback" else "Swap"
-        message = preview.confirm_message(plan, self.node, errors)
+        message = preview.confirm_message(chosen.plan, self.node, errors)
         self.app.push_screen(
-            ConfirmScreen(f"{verb}: replace the container on {self.node.name}?", message, plan.commands,
+            ConfirmScreen(f"{verb}: replace the container on {self.node.name}?", message, chosen.plan.commands,
                           confirm_label=verb, require_text=self.node.name if errors else None),
-            lambda ok: self._confirmed(plan, ok))
+            lambda ok: self._confirmed(chosen, ok))
 
     # --- navigation ---------------------------------------------------------------------
 
@@ -345,12 +358,12 @@ class SwapScreen(ConsoleScreen):
     # --- running a confirmed plan (console.flows.swap_run.SwapRunner) -------------------------
 
     @work(group="swap-run", exclusive=True, exit_on_error=False)
-    async def _execute(self, plan: SwapPlan) -> None:
-        """Run ``plan``: each step shown as it starts and ends; on success the replaced spec is
-        kept for rollback and the startup view replaces this screen; on failure the command's
-        stderr stays on screen and the form is kept."""
-        from console.flows.swap_run import SwapRunner
-
+    async def _execute(self, chosen: SwapPreview) -> None:
+        """Run ``chosen`` through the use case: each step shown as it starts and ends; on success the
+        replaced spec is kept for rollback and the startup view replaces this screen; on failure the
+        command's stderr stays on screen and the form is kept."""
+        assert self.case is not None
+        plan = chosen.plan
         self.busy = True
         self._refocus = self.focused
         self.query_one("#swap-form").disabled = True
@@ -358,19 +371,16 @@ class SwapScreen(ConsoleScreen):
         self._render_steps(plan, {})
         try:
             conn = await self._connect()
-        except RemoteError as exc:
-            self._fail(f"{exc.title}: {exc}\nNothing was changed.")
+            outcome = await self.case.run(
+                conn, chosen, label=self._label, typed_name=self.node.name,
+                on_step=lambda _step, _res, states: self._render_steps(plan, states),
+                on_history_error=lambda sentence: self.app.notify(sentence, severity="warning"))
+        except (ReadOnlyRefused, ValueError) as exc:
+            self._fail(f"{exc}")
             return
-        runner = SwapRunner(
-            conn, self.node, label=self._label, open_store=self._store, running_id=self.running_id,
-            running_started_at=self.running_started_at,
-            on_step=lambda _step, _res, states: self._render_steps(plan, states),
-            on_history_error=lambda sentence: self.app.notify(sentence, severity="warning"))
-        try:
-            outcome = await runner.run(plan)
         except RemoteError as exc:
-            self._fail(f"{exc.title}: {exc}\nThe connection failed during the swap; check the node "
-                       "before trying again.")
+            self._fail(f"{exc.title}: {exc}\nThe connection failed or dropped; check the node before trying "
+                       "again.")
             return
         self.result = outcome.result
         if outcome.result.ok:
@@ -378,9 +388,9 @@ class SwapScreen(ConsoleScreen):
         else:
             self._failed(plan, outcome.result)
 
-    def _confirmed(self, plan: SwapPlan, ok: bool | None) -> None:
+    def _confirmed(self, chosen: SwapPreview, ok: bool | None) -> None:
         if ok:
-            self._execute(plan)
+            self._execute(chosen)
 
     def _render_steps(self, plan: SwapPlan, states: dict[str, str]) -> None:
         for wid in ("#swap-steps-title", "#swap-steps"):
