@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -28,6 +28,9 @@ from console.screens.help import HelpScreen
 from console.services import Services
 from remote.models import utc_now
 from remote.printable import printable
+
+if TYPE_CHECKING:
+    from remote.models import Node, QueuedResource
 
 #: What a key that needs the services says while they are being built (the sandbox, the TPU client).
 STARTING_MESSAGE = "starting… (the console's services are being built; try again in a moment)"
@@ -335,7 +338,7 @@ class TpuConsoleApp(App[None]):
         else:
             self.open_feature(command.view, nodes.get(command.node or ""))
 
-    def _back_to_fleet(self, node: Any) -> None:
+    def _back_to_fleet(self, node: Node | None) -> None:
         """Close the screens above the fleet (asking first when a swap form holds edits), then
         select ``node`` (or keep the selection when ``None``)."""
         from console.screens.confirm import ConfirmScreen
@@ -361,7 +364,7 @@ class TpuConsoleApp(App[None]):
             "Going to the fleet closes the swap form; its edits are not kept anywhere.",
             confirm_label="Discard", cancel_label="Keep editing"), go)
 
-    def open_feature(self, name: str, node: Any) -> None:
+    def open_feature(self, name: str, node: Node | QueuedResource | None) -> None:
         """Push the screen of feature ``name`` for ``node`` (a key of :data:`FEATURES`); a view that
         changes the fleet is refused (with the reason) in read-only mode, whatever door asked."""
         if not self.need_services(name.capitalize()):

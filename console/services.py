@@ -16,13 +16,12 @@ from console.config import Config
 from console.flows.actions import RunningActions
 from console.flows.forwards import ForwardRegistry
 from console.flows.history_store import history_path
-from remote.models import FleetSnapshot, utc_now
+from remote.models import FleetSnapshot, Node, QueuedResource, utc_now
 
 if TYPE_CHECKING:
     from console.flows.fleet_cache import FleetCache
     from console.flows.serving import ServingSampler
     from remote.container.spec import ContainerSpec
-    from remote.models import Node
     from remote.startup import StartupState
     from remote.tpu.requests import QueuedResourceService
     from sandbox.runner import Sandbox
@@ -30,10 +29,18 @@ if TYPE_CHECKING:
 
 
 class FleetLister(Protocol):
-    """Anything that lists the fleet (``remote.tpu.api.FleetSource`` in production)."""
+    """The TPU API as the console reads it (``remote.tpu.api.FleetSource`` in production)."""
 
     async def list_fleet(self) -> FleetSnapshot:
         """One snapshot of every configured project."""
+        ...
+
+    async def get_node(self, project: str, zone: str, name: str) -> Node:
+        """One node, fresh (raises ``TpuApiError`` 404 when it is gone)."""
+        ...
+
+    async def get_queued_resource(self, project: str, zone: str, name: str) -> QueuedResource:
+        """One queued resource, fresh (raises ``TpuApiError`` 404 when it is gone)."""
         ...
 
 

@@ -321,7 +321,7 @@ def summary_json(state: StartupState) -> dict[str, Any]:
                 detail = f"{detail}; container {name}{state.container_status}"
     blocks_key = "num_tpu_blocks" if state.device_blocks_label == "TPU" else "gpu_blocks"
     comp = state.compile
-    return scrub_value({
+    summary: dict[str, Any] = scrub_value({
         "phase": state.phase.value,
         "phase_timeline": [{"phase": m.phase.value, "started_at": _iso(m.started_at),
                             "line": m.line_no} for m in state.timeline],
@@ -379,3 +379,4 @@ def summary_json(state: StartupState) -> dict[str, Any]:
         "lines_read": state.lines_read,
         "last_line_at": _iso(state.last_line_at),
     })
+    return summary

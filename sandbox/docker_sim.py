@@ -265,7 +265,8 @@ class SimDocker:
             return 1
         if verb == "logs":
             return await self._logs(rest, out, err, closed)
-        return await handler(rest, out, err)  # type: ignore[operator]
+        code: int = await handler(rest, out, err)  # type: ignore[operator]
+        return code
 
     async def _logs(self, args: list[str], out: Writer, err: Writer, closed: asyncio.Future[Any]) -> int:
         parser = verb_parser("logs")

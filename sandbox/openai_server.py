@@ -118,8 +118,8 @@ class SandboxOpenAIServer:
             self._api_key = api_key or None
             self._auto_tool_choice, self._tool_call_parser = auto_tool_choice, tool_call_parser or None
             self._max_model_len = max_model_len
-            self._decode_base = DECODE_TOK_S_PER_CHIP[generation] * chips * scale
-            self._prefill_rate = PREFILL_TOK_S_PER_CHIP[generation] * chips * scale
+            self._decode_base: float = DECODE_TOK_S_PER_CHIP[generation] * chips * scale
+            self._prefill_rate: float = PREFILL_TOK_S_PER_CHIP[generation] * chips * scale
             self._metrics = ServerMetrics(self._served_name, kv_cache_tokens or 8 * max_model_len, max_model_len,
                                           gpu_memory_utilization)
 
@@ -290,7 +290,7 @@ class SandboxOpenAIServer:
             now = time.monotonic()
             start = max(now, self._prefill_free_at)
             self._prefill_free_at = start + prompt_tokens / self._prefill_rate
-            first_step = (self._active + 1) ** (1 - CONCURRENCY_EXPONENT) / self._decode_base
+            first_step = float((self._active + 1) ** (1 - CONCURRENCY_EXPONENT)) / self._decode_base
             return self._prefill_free_at + TTFT_OVERHEAD_S + first_step
 
     def _decode(self, pieces: tuple[str, ...], first_at: float, emit: Callable[[int, int], None],

@@ -66,7 +66,7 @@ def _human_int(flag: str, text: str) -> int:
         if suffix and suffix in "kmgt":
             return int(float(text[:-1]) * 1000 ** ("kmgt".index(suffix) + 1))
         if suffix and suffix in "KMGT":
-            return int(text[:-1]) * 1024 ** ("KMGT".index(suffix) + 1)
+            return int(text[:-1]) * int(1024 ** ("KMGT".index(suffix) + 1))
         return int(text)
     except ValueError:
         raise ValueError(f"argument {flag}: invalid human_readable_int value: '{text}'") from None
@@ -131,9 +131,10 @@ def parse_serve_args(argv: Sequence[str]) -> ServeArgs:
         if flag not in values:
             return None
         try:
-            return kind(values[flag])
+            value: float | int = kind(values[flag])
         except ValueError:
             raise ValueError(f"argument {flag}: invalid {kind.__name__} value: '{values[flag]}'") from None
+        return value
 
     max_model_len = _human_int("--max-model-len", values["--max-model-len"]) \
         if "--max-model-len" in values else None

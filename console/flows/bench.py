@@ -12,9 +12,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remote.models import Node, chip_generation
+
+if TYPE_CHECKING:
+    from remote.bench.longctx import LongCtxResult
+    from remote.bench.smoke import SmokeResult
+    from remote.bench.throughput import ThroughputResult
+
+    #: One benchmark result of any kind.
+    BenchResult = SmokeResult | ThroughputResult | LongCtxResult
 
 KINDS = ("smoke", "throughput", "longctx")
 
@@ -393,12 +401,15 @@ async def run_benchmark(base_url: str, params: BenchParams, *, on_progress: Call
     return results
 
 
-def every_request_failed(results: Sequence[Any]) -> bool:
+def every_request_failed(results: Sequence[BenchResult]) -> bool:
     """No request of the run got an answer (the verb's exit 1)."""
-    def failed(r: Any) -> bool:
-        if r.kind == "smoke":
+    from remote.bench.smoke import SmokeResult
+    from remote.bench.throughput import ThroughputResult
+
+    def failed(r: BenchResult) -> bool:
+        if isinstance(r, SmokeResult):
             return not r.ok
-        if r.kind == "throughput":
+        if isinstance(r, ThroughputResult):
             return r.metrics.completed == 0
         return all(p.error is not None for p in r.probes)
     return bool(results) and all(failed(r) for r in results)

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 from remote.errors import RemoteError
 
 if TYPE_CHECKING:
+    from console.config import ForwardConfig
+    from remote.models import Node
     from remote.ssh import SshTarget  # (asyncssh costs ~0.2 s to import: not before the first frame)
 
 #: The local ports a node's stable port is derived from (the article's 8005 first).
@@ -227,7 +229,7 @@ class ForwardRegistry:
         for callback in list(self._subscribers):
             callback()
 
-    def port_for(self, node_name: str, config: Any) -> int:
+    def port_for(self, node_name: str, config: ForwardConfig) -> int:
         """The local port of ``node_name``'s forward.
 
         The port it had before in this console; else ``[forward.ports]`` for the node; else
@@ -260,7 +262,7 @@ class ForwardRegistry:
         """The forwards open or reconnecting, in opening order."""
         return [f for f in self.forwards.values() if f.state in ("open", "reconnecting")]
 
-    async def open(self, node: Any, target: SshTarget, *, container_port: int, config: Any,
+    async def open(self, node: Node, target: SshTarget, *, container_port: int, config: ForwardConfig,
                    accept_new_host_key: Callable[[str], Awaitable[bool]] | None = None,
                    container: str | None = None) -> Forward:
         """The node's forward, opened (or the one already open or reconnecting), held by a task

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from remote.container.spec import repo_digest
-from remote.models import utc_now
+from console.flows.history_access import LaunchHistory
+from remote.container.spec import ContainerSpec, repo_digest
+from remote.models import Node, utc_now
 from remote.startup import Phase, PhaseMark, StartupState
 from store.errors import StoreError
+
+_T = TypeVar("_T")
 
 
 def phase_durations(timeline: tuple[PhaseMark, ...]) -> dict[str, float]:
@@ -64,7 +67,7 @@ class LaunchRecorder:
         error: a sentence when the store refused a write (recording then stops), else ``None``.
     """
 
-    def __init__(self, store: Any, node: Any, *, clock: Callable[[], datetime] = utc_now,
+    def __init__(self, store: LaunchHistory | None, node: Node, *, clock: Callable[[], datetime] = utc_now,
                  ssh_user: str | None = None) -> None:
         self.store = store
         self.ssh_user = ssh_user
@@ -84,7 +87,14 @@ class LaunchRecorder:
         #: yet when the replacement appeared: closed when its inspect finishes.
         self._pending_close: dict[str, tuple[StartupState, str]] = {}
 
-    def _guard(self, write: Callable[[], Any]) -> Any:
+    @property
+    def _db(self) -> LaunchHistory:
+        """The store, inside a write that :meth:`_guard` runs (never ``None`` there)."""
+        if self.store is None:
+            raise StoreError("no history")
+        return self.store
+
+    def _guard(self, write: Callable[[], _T]) -> _T | None:
         if self.store is None or self.error is not None:
             return None
         try:
@@ -93,7 +103,7 @@ class LaunchRecorder:
             self.error = f"the history database refused a write, so this launch is not recorded: {exc}"
             return None
 
-    def observe_container(self, container_id: str, spec: Any = None, *,
+    def observe_container(self, container_id: str, spec: ContainerSpec | None = None, *,
                           requested_at: datetime | None = None) -> int | None:
         """Start following ``container_id``: its existing launch, or a new ``observed`` one.
 
@@ -121,7 +131,7 @@ class LaunchRecorder:
         self._limit_recorded = False
         self._written = {}
         self.launch_id = None
-        store = self.store
+        store = self._db
 
         def write() -> int:
             found = store.find_launch_by_container(self.node.name, container_id)
@@ -146,7 +156,8 @@ class LaunchRecorder:
                               container_spec=spec.to_dict(), serve_args=spec.serve_args())
                 if spec.flag("max-model-len"):
                     fields["max_model_len"] = int(str(spec.flag("max-model-len")))
-            return int(store.start_launch(**fields))
+            launch_id: int = store.start_launch(**fields)
+            return launch_id
 
         self.launch_id = self._guard(write)
         early = self._early.pop(container_id, None)
@@ -154,9 +165,9 @@ class LaunchRecorder:
             self.record(early, container_id)
         return self.launch_id
 
-    def _find_or_start(self, container_id: str, spec: Any, requested_at: datetime | None) -> int | None:
+    def _find_or_start(self, container_id: str, spec: ContainerSpec | None, requested_at: datetime | None) -> int | None:
         """The launch of ``container_id`` (found, or a new observed one), without following it."""
-        store = self.store
+        store = self._db
 
         def write() -> int:
             found = store.find_launch_by_container(self.node.name, container_id)
@@ -175,7 +186,7 @@ class LaunchRecorder:
 
         return self._guard(write)
 
-    def _close_late(self, container_id: str, spec: Any, requested_at: datetime | None) -> int | None:
+    def _close_late(self, container_id: str, spec: ContainerSpec | None, requested_at: datetime | None) -> int | None:
         """The inspect of a container replaced meanwhile finished: write what was seen of it and
         close its launch ``replaced`` (unless it showed ready or a fatal failure), leaving the
         launch being followed as it is."""
@@ -186,7 +197,7 @@ class LaunchRecorder:
         fields = self.fields_of(state, restart_count=None)
         if fields.get("outcome") not in ("ready", "failed"):
             fields.update(outcome="replaced", failure_detail=detail[:500])
-        self._guard(lambda: self.store.update_launch(launch_id, **fields))
+        self._guard(lambda: self._db.update_launch(launch_id, **fields))
         return launch_id
 
     def fields_of(self, state: StartupState, *, restart_count: int | bool | None = True) -> dict[str, Any]:
@@ -222,7 +233,7 @@ class LaunchRecorder:
         derived = failure.numbers.get("derived_max_model_len")
         if derived:
             self._limit_recorded = True
-            self._guard(lambda: self.store.record_model_limit(model, int(derived), "boot log"))
+            self._guard(lambda: self._db.record_model_limit(model, int(derived), "boot log"))
 
     def record(self, state: StartupState, container_id: str | None = None) -> dict[str, Any]:
         """Write the fields that changed since the last call; returns what was written.
@@ -246,7 +257,7 @@ class LaunchRecorder:
         if not changed:
             return {}
         launch_id = self.launch_id
-        self._guard(lambda: self.store.update_launch(launch_id, **changed))
+        self._guard(lambda: self._db.update_launch(launch_id, **changed))
         if self.error is None:
             self._written.update(changed)
             return changed
@@ -273,7 +284,7 @@ class LaunchRecorder:
             return written
         end = {"outcome": "replaced", "failure_detail": detail[:500]}
         launch_id = self.launch_id
-        self._guard(lambda: self.store.update_launch(launch_id, **end))
+        self._guard(lambda: self._db.update_launch(launch_id, **end))
         if self.error is None:
             self._written.update(end)
         return {**written, **end}
@@ -290,7 +301,7 @@ class LaunchRecorder:
             return written
         again = {"restart_count": self._restart_count, "outcome": "running"}
         launch_id = self.launch_id
-        self._guard(lambda: self.store.update_launch(launch_id, **again))
+        self._guard(lambda: self._db.update_launch(launch_id, **again))
         if self.error is None:
             self._written = dict(again)
             return written | again
@@ -306,7 +317,7 @@ class LaunchRecorder:
                "failure_kind": "container_exited",
                "failure_detail": f"the container exited with code {exit_code} before the log said it was ready"}
         launch_id = self.launch_id
-        self._guard(lambda: self.store.update_launch(launch_id, **end))
+        self._guard(lambda: self._db.update_launch(launch_id, **end))
         if self.error is None:
             self._written.update(end)
             return written | end

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remote.errors import RemoteError
 from remote.models import FleetProblem, FleetSnapshot, Node, QueuedResource
+
+if TYPE_CHECKING:
+    from console.config import Config
+    from console.services import FleetLister
 
 #: Node names listed in a "no such node" message at most (the rest are counted).
 MAX_NAMES_SHOWN = 8
@@ -137,7 +141,7 @@ def _not_found(snapshot: FleetSnapshot, name: str, zone: str | None, searched: S
     return message
 
 
-async def find_node(fleet_source: Any, name: str, *, project: str | None = None, zone: str | None = None,
+async def find_node(fleet_source: FleetLister, name: str, *, project: str | None = None, zone: str | None = None,
                     require_ready: bool = False) -> Node:
     """List the fleet once and :func:`pick_node` in it.
 
@@ -153,7 +157,7 @@ async def find_node(fleet_source: Any, name: str, *, project: str | None = None,
     return pick_node(snapshot, name, project, zone, require_ready=require_ready, searched=searched)
 
 
-async def find_node_or_request(fleet_source: Any, name: str, *, project: str | None = None,
+async def find_node_or_request(fleet_source: FleetLister, name: str, *, project: str | None = None,
                                zone: str | None = None) -> tuple[Node | None, QueuedResource | None]:
     """List the fleet once: ``(node, None)`` for a listed node, or ``(None, queued resource)`` when
     no node is named so yet but a queued resource's node spec names it (its node is created later).
@@ -195,7 +199,7 @@ def lookup_exit_code(error: NodeLookupError) -> int:
 
 
 @contextmanager
-def fleet_source_for(config: Any, *, project: str | None = None, zone: str | None = None) -> Iterator[Any]:
+def fleet_source_for(config: Config, *, project: str | None = None, zone: str | None = None) -> Iterator[Any]:
     """A ``FleetSource`` over the config's projects (only ``project`` when given), closed on exit.
 
     A ``project`` missing from the config is listed anyway (in ``zone`` only, when given).

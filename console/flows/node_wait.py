@@ -15,11 +15,14 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.flows.node_lookup import NodeLookupError
 from remote.errors import TpuApiError
 from remote.models import Node, QueuedResource
+
+if TYPE_CHECKING:
+    from console.services import FleetLister
 
 #: Node states that turn READY on their own (the TPU API's ``Node.State`` names).
 NODE_WAIT_STATES = frozenset({"CREATING", "STARTING", "RESTARTING", "REPAIRING", "UPDATING", "UNHIDING"})
@@ -108,7 +111,7 @@ def verdict(target: WaitTarget, qr: QueuedResource | None, node: Node | None) ->
     return None
 
 
-async def wait_until_ready(source: Any, target: WaitTarget, *, on_change: Callable[[str], None],
+async def wait_until_ready(source: FleetLister, target: WaitTarget, *, on_change: Callable[[str], None],
                            poll_s: float = POLL_S, timeout_s: float = 6 * 3600.0,
                            sleep: Callable[[float], Any] = asyncio.sleep) -> Node:
     """Poll the TPU API until ``target``'s node is READY; returns it (fresh from ``get_node``).

@@ -18,10 +18,15 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remote.errors import RemoteError
 from remote.startup import Phase, StartupState
+
+if TYPE_CHECKING:
+    from console.config import Config
+    from console.services import FleetLister
+    from remote.models import Node
 
 #: Seconds one sample may take (SSH connect, docker inspect, /metrics) before it is "unreachable".
 SAMPLE_TIMEOUT_S = 5.0
@@ -100,7 +105,7 @@ class ServingSampler:
         clock: the current UTC time.
     """
 
-    def __init__(self, node: Any, target: Callable[[], Awaitable[Any]], *, container: str, container_port: int,
+    def __init__(self, node: Node, target: Callable[[], Awaitable[Any]], *, container: str, container_port: int,
                  forward_url: Callable[[], str | None] = lambda: None,
                  watched: Callable[[], StartupState | None] = lambda: None,
                  connect: Callable[..., Awaitable[Any]] | None = None,
@@ -210,7 +215,7 @@ class ServingSampler:
             self._http = None
 
 
-def sampler_for(node: Any, config: Any, fleet: Any, *, forward_url: Callable[[], str | None] = lambda: None,
+def sampler_for(node: Node, config: Config, fleet: FleetLister, *, forward_url: Callable[[], str | None] = lambda: None,
                 watched: Callable[[], StartupState | None] = lambda: None,
                 clock: Callable[[], datetime] | None = None) -> ServingSampler:
     """The :class:`ServingSampler` of ``node`` under ``config`` (worker 0 through the one SSH target

@@ -25,7 +25,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remote.oslogin import (
     OsLoginApi,
@@ -35,6 +35,10 @@ from remote.oslogin import (
     posix_username,
     profile_has_key,
 )
+
+if TYPE_CHECKING:
+    from console.config import Config, SshConfig
+    from remote.models import Node
 
 #: What a login name may be (POSIX portable names, as useradd takes them; OS Login's are letters,
 #: digits and ``_``): ``--user`` and a profile's POSIX name are checked against it.
@@ -80,7 +84,7 @@ class LoginResolver:
         clock: monotonic seconds, for the metadata cache.
     """
 
-    def __init__(self, config: Any, api: OsLoginApi | None = None, *,
+    def __init__(self, config: Config, api: OsLoginApi | None = None, *,
                  public_key: Callable[[], str] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.api = api or OsLoginApi(oslogin_endpoint=config.os_login.api_endpoint,
@@ -107,7 +111,7 @@ class LoginResolver:
         self._projects[project] = (self._clock(), items, problem)
         return items, problem
 
-    async def verdict(self, node: Any) -> OsLoginVerdict:
+    async def verdict(self, node: Node) -> OsLoginVerdict:
         """Whether ``node`` (a :class:`remote.models.Node`) needs OS Login; never raises for a
         project that cannot be read (the verdict's note says so)."""
         metadata = (node.raw or {}).get("metadata") or {}
@@ -130,7 +134,7 @@ class LoginResolver:
 
     # --- the user -------------------------------------------------------------------------
 
-    async def login(self, node: Any, *, user: str | None = None, import_key: bool = True) -> SshLogin:
+    async def login(self, node: Node, *, user: str | None = None, import_key: bool = True) -> SshLogin:
         """The :class:`SshLogin` for ``node``.
 
         Args:
@@ -168,7 +172,7 @@ class LoginResolver:
                              "it is imported at the first connection")
         return SshLogin(name, f"OS Login profile of {account}", verdict, notes)
 
-    async def _posix_user(self, node: Any, verdict: OsLoginVerdict, account: str, *,
+    async def _posix_user(self, node: Node, verdict: OsLoginVerdict, account: str, *,
                           import_key: bool = True) -> tuple[str, bool]:
         """(POSIX name, whether the key was missing: imported, or with ``import_key=False`` not yet)."""
         cached = self._users.get((account, node.project))
@@ -203,7 +207,7 @@ class LoginResolver:
         self.api.close()
 
 
-def _public_key_of(ssh: Any) -> str:
+def _public_key_of(ssh: SshConfig) -> str:
     from remote.ssh import public_key_line
 
     return public_key_line(ssh.private_key)
@@ -212,7 +216,7 @@ def _public_key_of(ssh: Any) -> str:
 _RESOLVERS: dict[tuple[Any, ...], LoginResolver] = {}
 
 
-def resolver_for(config: Any) -> LoginResolver:
+def resolver_for(config: Config) -> LoginResolver:
     """The process's :class:`LoginResolver` for ``config`` (one per account, endpoints and key,
     so every screen and verb of a run shares the caches)."""
     key = (config.os_login, config.ssh.private_key, config.ssh.user, config.ssh.user_configured,

@@ -25,11 +25,12 @@ from remote.errors import RemoteError
 from remote.ssh import SshTarget, has_known_host, target_for
 
 if TYPE_CHECKING:
-    from console.config import Config
+    from console.config import Config, SshConfig
+    from console.services import FleetLister
     from remote.models import Node
 
 
-def choose_target(node: Any, ssh: Any, worker: int = 0, host_key_suffix: str | None = None, *,
+def choose_target(node: Node, ssh: SshConfig, worker: int = 0, host_key_suffix: str | None = None, *,
                   login: SshLogin | None = None) -> SshTarget:
     """The :class:`SshTarget` for ``worker`` of ``node``, with gcloud's host-key alias.
 
@@ -52,7 +53,7 @@ def choose_target(node: Any, ssh: Any, worker: int = 0, host_key_suffix: str | N
     return target
 
 
-async def host_key_suffix(fleet: Any, node: Any, worker: int = 0) -> str | None:
+async def host_key_suffix(fleet: FleetLister | None, node: Node, worker: int = 0) -> str | None:
     """The worker's ``ssh-ed25519`` guest attribute from ``fleet.get_guest_attributes``, or ``None``.
 
     A fleet source without guest attributes, or a failed call, means no suffix.
@@ -67,7 +68,7 @@ async def host_key_suffix(fleet: Any, node: Any, worker: int = 0) -> str | None:
     return value if isinstance(value, str) else None
 
 
-async def login_target(node: Any, config: Any, worker: int = 0, fleet: Any = None, *,
+async def login_target(node: Node, config: Config, worker: int = 0, fleet: FleetLister | None = None, *,
                        user: str | None = None) -> tuple[SshTarget, SshLogin]:
     """``(target, login)``: the user worked out (:func:`console.flows.ssh_login.resolver_for`:
     ``--user``, ``[ssh] user``, OS Login, local user) and :func:`choose_target` with the host-key
@@ -88,7 +89,7 @@ async def login_target(node: Any, config: Any, worker: int = 0, fleet: Any = Non
     return choose_target(node, config.ssh, worker, await host_key_suffix(fleet, node, worker), login=login), login
 
 
-async def resolve_target(node: Any, config: Any, worker: int = 0, fleet: Any = None) -> SshTarget:
+async def resolve_target(node: Node, config: Config, worker: int = 0, fleet: FleetLister | None = None) -> SshTarget:
     """The target of :func:`login_target` (for callers that show only the target).
 
     Raises:

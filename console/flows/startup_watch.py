@@ -29,7 +29,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.flows.launch_log import LaunchLog
 from console.flows.launch_recorder import LaunchRecorder
@@ -39,6 +39,9 @@ from remote.errors import RemoteError
 from remote.secrets import scrub_text
 from remote.ssh import SshTarget
 from remote.vllm_log.reader import StartupReader
+
+if TYPE_CHECKING:
+    from remote.models import Node
 
 #: The interpreter's thread switch interval while a watch follows (CPython's default is 5 ms): the
 #: tail's line thread holds the GIL for at most this long before the UI loop gets it back.
@@ -304,7 +307,7 @@ class StartupWatch:
         self._first = self._control = None
 
 
-def no_container_hint(node: Any, container: str, *, image: str | None = None, model: str | None = None) -> str:
+def no_container_hint(node: Node, container: str, *, image: str | None = None, model: str | None = None) -> str:
     """What a watch of a READY node without ``container`` waits for, and how to start one.
 
     Args:

@@ -9,7 +9,7 @@ it in an error screen, never a crash.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual import events
 from textual.screen import ModalScreen, Screen
@@ -20,6 +20,7 @@ from console.services import Services
 
 if TYPE_CHECKING:
     from console.app import TpuConsoleApp
+    from remote.models import Node, QueuedResource
 
 
 #: Below this many columns the footer is compact (no padding around each key), so more keys fit.
@@ -77,7 +78,7 @@ class ConsoleScreen(Screen[None]):
         """The app's collaborators (config, fleet source, history, clock)."""
         return self.console.services
 
-    def open_feature(self, name: str, node: Any) -> None:
+    def open_feature(self, name: str, node: Node | QueuedResource | None) -> None:
         """Open the view ``name`` (``startup``, ``swap``, ``rollback``, ``bench``, ``history``) for ``node``."""
         self.console.open_feature(name, node)
 

@@ -10,7 +10,7 @@ as given (callers pass masked command lines) and never interpreted as markup. Wi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on
@@ -21,6 +21,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from console.render.plain import plain, printable
+
+if TYPE_CHECKING:
+    from remote.ssh import SshTarget
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -151,7 +154,7 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(False)
 
 
-def host_key_question(target: Any, fingerprint: str) -> ConfirmScreen:
+def host_key_question(target: SshTarget, fingerprint: str) -> ConfirmScreen:
     """The modal asking whether to trust a host key seen for the first time.
 
     Args:

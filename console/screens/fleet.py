@@ -27,7 +27,7 @@ import asyncio
 import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.json import JSON
@@ -51,6 +51,9 @@ from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen
 from remote.errors import RemoteError
 from remote.models import FleetSnapshot, Node, QueuedResource
+
+if TYPE_CHECKING:
+    from console.flows.serving import ServingSampler
 
 #: Node columns by priority: a narrow terminal shows the leading ones that fit, whole (the detail
 #: pane always has every field).
@@ -262,7 +265,7 @@ class FleetScreen(ConsoleScreen):
                 task.add_done_callback(self._sampler_ended)
                 self._samplers[key] = (sampler, task)
 
-    async def _sample_loop(self, key: str, sampler: Any) -> None:
+    async def _sample_loop(self, key: str, sampler: ServingSampler) -> None:
         """Sample one node every ``SAMPLE_INTERVAL_S``, each sample bounded by ``SAMPLE_TIMEOUT_S``
         (:mod:`console.flows.serving`)."""
         try:
@@ -347,7 +350,7 @@ class FleetScreen(ConsoleScreen):
                    fmt.age(q.create_time, now))
 
     @staticmethod
-    def _qr_time_left(q: QueuedResource, now: Any) -> Text:
+    def _qr_time_left(q: QueuedResource, now: datetime) -> Text:
         if q.state in ("SUSPENDED", "SUSPENDING", "FAILED", "DELETING") and q.termination_time is not None:
             return Text("ended", style="dim")
         return fmt.countdown(q.time_left_s(now))

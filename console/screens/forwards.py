@@ -12,7 +12,7 @@ tunnel loses nothing; the toast says the port is free), ``y`` copy its URL (OSC 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -21,6 +21,9 @@ from textual.widgets import DataTable, Footer, Header, Static
 from console.flows.forwards import Forward
 from console.render.plain import plain, row
 from console.screens.base import ConsoleScreen
+
+if TYPE_CHECKING:
+    from remote.models import Node
 
 #: The columns of the forwards table.
 COLUMNS = ("NODE", "LOCAL URL", "STATE", "CONNECTIONS", "REMOTE PORT")
@@ -39,7 +42,7 @@ class ForwardsScreen(ConsoleScreen):
         Binding("escape", "back", "Back", id="back"),
     ]
 
-    def __init__(self, node: Any = None) -> None:
+    def __init__(self, node: Node | None = None) -> None:
         super().__init__()
         self.node = node                # the node it was opened for (its row is selected), or None
         self._shown: list[tuple[Any, ...]] = []

@@ -10,7 +10,7 @@ Keys: ``ctrl+s`` create [request_create], ``escape`` back.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Group
 from rich.text import Text
@@ -25,6 +25,9 @@ from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen
 from remote.errors import RemoteError
 from remote.tpu.requests import REQUEST_MODELS
+
+if TYPE_CHECKING:
+    from remote.models import Node, QueuedResource
 
 #: (field id, label, placeholder) of the text fields, in order.
 FIELDS = (
@@ -58,7 +61,7 @@ class RequestScreen(ConsoleScreen):
         Binding("escape", "back", "Back", id="request_back"),
     ]
 
-    def __init__(self, selected: Any = None) -> None:
+    def __init__(self, selected: Node | QueuedResource | None = None) -> None:
         super().__init__()
         self.selected = selected
         self.current: RequestPreview | None = None

@@ -26,7 +26,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -60,6 +60,11 @@ from remote.startup import Phase, StartupState
 from remote.vllm_log.workers import failing_worker, ready_from_worker_0
 from remote.vllm_log.workers import slice_hbm as slice_hbm_of
 from store.errors import StoreError
+
+if TYPE_CHECKING:
+    from console.config import Config
+    from remote.models import Node
+    from remote.ssh import SshTarget
 
 T = TypeVar("T")
 
@@ -122,7 +127,7 @@ class StartupScreen(ConsoleScreen):
             self.watcher = watch
             self.status = status
 
-    def __init__(self, node: Any, worker: int | None = None, *, poll_s: float = NODE_POLL_S) -> None:
+    def __init__(self, node: Node, worker: int | None = None, *, poll_s: float = NODE_POLL_S) -> None:
         super().__init__()
         self.node = node
         self._hinted = False
@@ -245,7 +250,7 @@ class StartupScreen(ConsoleScreen):
             for watch in every:
                 await watch.close()
 
-    def _make_watch(self, target: Any, config: Any, worker: int) -> StartupWatch:
+    def _make_watch(self, target: SshTarget, config: Config, worker: int) -> StartupWatch:
         async def ask(fingerprint: str) -> bool:
             return await self.ask(host_key_question(target, fingerprint))
 
@@ -259,7 +264,7 @@ class StartupScreen(ConsoleScreen):
                                max_mib=config.logs.max_mib, keep=config.logs.keep))
         return watch
 
-    def _make_quiet_watch(self, target: Any, config: Any) -> StartupWatch:
+    def _make_quiet_watch(self, target: SshTarget, config: Config) -> StartupWatch:
         """Worker 0 of a slice, followed for its readiness only (no lines shown, no launch, no file)."""
         async def ask(fingerprint: str) -> bool:
             return await self.ask(host_key_question(target, fingerprint))
@@ -448,7 +453,7 @@ class StartupScreen(ConsoleScreen):
         if spec is not None and self.node.accelerator_type:
             key = compile_key(self.node.accelerator_type, spec.model, spec.serve_args())
             try:
-                eta = await self._history(lambda: self._recorder().store.compile_eta_s(key))
+                eta = await self._history(lambda: self._recorder()._db.compile_eta_s(key))
             except StoreError as exc:     # no ETA is fine; say why in the log
                 self.log.warning(f"compile ETA: {exc}")
             else:

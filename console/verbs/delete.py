@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from console.verbs.common import say
 
 if TYPE_CHECKING:
+    from console.config import Config
     from console.verbs.common import Subparsers
 
 
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_delete(config, args))
 
 
-async def _delete(config: Any, args: argparse.Namespace) -> int:
+async def _delete(config: Config, args: argparse.Namespace) -> int:
     import json
 
     from console.flows.delete import DeleteCase, plan_delete

@@ -22,12 +22,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from console.verbs.common import config_or_exit
 from remote.printable import printable
 
 if TYPE_CHECKING:
+    from console.config import Config
     from console.verbs.common import Subparsers
 
 
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
 
-async def _hold(args: argparse.Namespace, config: Any) -> int:
+async def _hold(args: argparse.Namespace, config: Config) -> int:
     from console.flows.forwards import Forward, ForwardRegistry
     from console.flows.node_lookup import NodeLookupError, lookup_exit_code
     from console.flows.ssh_target import ready_node_target

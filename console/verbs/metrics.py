@@ -32,7 +32,9 @@ from console.verbs.common import config_or_exit
 from remote.printable import printable
 
 if TYPE_CHECKING:
+    from console.config import Config
     from console.verbs.common import Subparsers
+    from remote.ssh import SshTarget
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -66,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
 
-async def _run(args: argparse.Namespace, config: Any) -> int:
+async def _run(args: argparse.Namespace, config: Config | None) -> int:
     from console.flows.bench import open_tunnel
     from console.flows.node_lookup import NodeLookupError, lookup_exit_code
     from remote.bench.client import normalize_base_url
@@ -79,13 +81,14 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
             except VllmHttpError as exc:
                 return _fail(f"--url: {exc.message}", 2)
             return await _sample(args, url)
+        assert config is not None               # (run loads it whenever NODE is given)
         from console.flows.ssh_target import ready_node_target
         from console.verbs.watch import terminal_host_key_prompt
 
         node, target = await ready_node_target(config, args.node, project=args.project, zone=args.zone,
                                                  worker=args.worker)
 
-        async def ask(target: Any, fingerprint: str) -> bool:
+        async def ask(target: SshTarget, fingerprint: str) -> bool:
             return await terminal_host_key_prompt(target)(fingerprint)
 
         async with open_tunnel(node, target, config.container.port, accept_new_host_key=ask) as tunnel:

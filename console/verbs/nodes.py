@@ -30,7 +30,10 @@ from console.verbs.common import config_or_exit
 from remote.printable import printable
 
 if TYPE_CHECKING:
+    from console.config import Config
     from console.verbs.common import Subparsers
+    from remote.models import FleetSnapshot
+    from remote.tpu.api import FleetSource
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -129,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if snapshot.problems else 0
 
 
-async def _list(source: Any, config: Any, samples: dict[tuple[str, str, str], Any] | None) -> Any:
+async def _list(source: FleetSource, config: Config, samples: dict[tuple[str, str, str], Any] | None) -> Any:
     """The fleet once; with ``samples``, one serving sample of every READY node into it (by node key)."""
     from console.flows.serving import sample_nodes, sampler_for
 
@@ -156,7 +159,7 @@ def _age(created: datetime | None, now: datetime) -> str:
     return _span((now - created).total_seconds()) if created else "-"
 
 
-def _print_tables(snapshot: Any, now: datetime, *, readonly: bool = False,
+def _print_tables(snapshot: FleetSnapshot, now: datetime, *, readonly: bool = False,
                   samples: dict[tuple[str, str, str], Any] | None = None,
                   verdicts: list[Any] | None = None) -> None:
     """Nodes and queued resources as rich tables (with SERVING / QUEUE / MODEL given ``samples``,

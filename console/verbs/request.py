@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING, Any
 from console.verbs.common import say
 
 if TYPE_CHECKING:
+    from console.config import Config
+    from console.flows.request import RequestPreview
+    from console.flows.swap_run import StepStates
     from console.verbs.common import Subparsers
+    from remote.container.swap import SwapStep
+    from remote.models import Node, QueuedResource
+    from remote.ssh import CommandResult
+    from remote.tpu.requests import QueuedResourceRequest
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -123,7 +130,7 @@ def _launch_changes(args: argparse.Namespace) -> dict[str, str | None] | None:
     return changes
 
 
-def _print_preview(shown: Any) -> None:
+def _print_preview(shown: RequestPreview) -> None:
     r = shown.request
     _say(f"Request {r.name}: {r.accelerator_type} {r.provisioning_model} in {r.project}/{r.zone} (node {r.node})")
     _say(f"Cost: {shown.cost}")
@@ -135,7 +142,7 @@ def _print_preview(shown: Any) -> None:
     _say(f"  {shown.gcloud}")
 
 
-async def _create(config: Any, request: Any, args: argparse.Namespace, out: dict[str, Any],
+async def _create(config: Config, request: QueuedResourceRequest, args: argparse.Namespace, out: dict[str, Any],
                   changes: dict[str, str | None] | None) -> int:
     import json
 
@@ -154,7 +161,7 @@ async def _create(config: Any, request: Any, args: argparse.Namespace, out: dict
             if not args.json:
                 _say(f"Created: {qr.name} is {qr.state}: {explain(qr, None)}")
             if args.wait:
-                def changed(q: Any, node: Any) -> None:
+                def changed(q: QueuedResource, node: Node) -> None:
                     if not args.json:
                         _say(f"  {q.state}" + (f" / node {node.state}" if node else "") + f": {explain(q, node)}")
 
@@ -179,7 +186,7 @@ async def _create(config: Any, request: Any, args: argparse.Namespace, out: dict
     return code
 
 
-async def _launch(config: Any, node: Any, changes: dict[str, str | None], args: argparse.Namespace,
+async def _launch(config: Config, node: Node, changes: dict[str, str | None], args: argparse.Namespace,
                   out: dict[str, Any]) -> int:
     """Run the container on the READY node (the swap machinery); returns 0 started, 1 not."""
     from console.config import ConfigError, load_config
@@ -196,7 +203,7 @@ async def _launch(config: Any, node: Any, changes: dict[str, str | None], args: 
 
     history = HistoryAccess(lambda: open_history(config, getattr(args, "db", None)))
 
-    def step(s: Any, res: Any, _states: Any) -> None:
+    def step(s: SwapStep, res: CommandResult | None, _states: StepStates) -> None:
         if not args.json:
             if res is None:
                 _say(f"$ {s.display}")

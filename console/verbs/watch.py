@@ -46,7 +46,10 @@ from remote.printable import printable
 from remote.secrets import scrub_text
 
 if TYPE_CHECKING:
+    from console.config import Config
     from console.verbs.common import Subparsers
+    from remote.models import Node
+    from remote.ssh import SshTarget
 
 
 #: Seconds to keep reading after a fatal failure line (the traceback's remaining lines).
@@ -95,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_run(args, config))
 
 
-async def _run(args: argparse.Namespace, config: Any) -> int:
+async def _run(args: argparse.Namespace, config: Config) -> int:
     from console.flows.node_wait import NodeWontBeReady
     from console.flows.ssh_login import resolver_for
     from console.flows.ssh_target import choose_target
@@ -168,7 +171,7 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
     return code
 
 
-def _recorder(config: Any, args: argparse.Namespace, node: Any) -> Any:
+def _recorder(config: Config, args: argparse.Namespace, node: Node) -> Any:
     """A recorder on the history of ``config``/``--db``; one without a store (after saying why) when it cannot open."""
     from console.flows.history_store import open_history
     from console.flows.launch_recorder import LaunchRecorder
@@ -182,7 +185,7 @@ def _recorder(config: Any, args: argparse.Namespace, node: Any) -> Any:
     return LaunchRecorder(store, node)
 
 
-async def find_node(config: Any, name: str, *, project: str | None, zone: str | None,
+async def find_node(config: Config, name: str, *, project: str | None, zone: str | None,
                     worker: int | None = 0, poll_s: float = 5.0,
                     progress: TextIO | None = None) -> tuple[Any, dict[int, str | None], Any] | str:
     """Find ``name`` in the fleet and wait until it is READY: ``(node, {worker: its ssh-ed25519
@@ -233,7 +236,7 @@ async def find_node(config: Any, name: str, *, project: str | None, zone: str | 
     return node, suffixes, config
 
 
-def terminal_host_key_prompt(target: Any, stdin: TextIO | None = None,
+def terminal_host_key_prompt(target: SshTarget, stdin: TextIO | None = None,
                              stderr: TextIO | None = None) -> Callable[[str], Awaitable[bool]]:
     """A host-key callback: asks on the terminal when stdin is a tty, else refuses."""
     stdin = stdin or sys.stdin
@@ -252,7 +255,7 @@ def terminal_host_key_prompt(target: Any, stdin: TextIO | None = None,
     return ask
 
 
-async def watch_target(target: Any, *, container: str, container_port: int = 8000,
+async def watch_target(target: SshTarget, *, container: str, container_port: int = 8000,
                        accept_new_host_key: Callable[[str], Awaitable[bool]] | None = None,
                        progress: TextIO | None = None, probe: bool = True,
                        recorder: Any = None, waiting_hint: str | None = None,

@@ -124,6 +124,7 @@ async def _chat(client: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, An
         raise _Failed(str(transport_error(exc, str(client.base_url)))) from None
     if response.status_code != 200:
         raise _Failed(f"HTTP {response.status_code}: {error_message(response)}")
+    data: dict[str, Any] = {}
     try:
         data = response.json()
         ok = isinstance(data["choices"][0]["message"], dict)

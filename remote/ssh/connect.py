@@ -22,7 +22,7 @@ import shlex
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncssh
 
@@ -35,6 +35,8 @@ from remote.ssh.errors import (
     SshTimeout,
     SshUnreachable,
 )
+
+_T = TypeVar("_T")
 
 #: Seconds between keepalive requests, and how many may go unanswered (45 s to notice a dead peer).
 KEEPALIVE_INTERVAL_S = 15.0
@@ -344,9 +346,10 @@ ENCRYPTION_ALGS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20
                    "aes128-ctr", "aes192-ctr", "aes256-ctr")
 
 
-async def _attempt(target: SshTarget, trusted: list[asyncssh.SSHKey], recorder: _HostKeyRecorder) -> Any:
+async def _attempt(target: SshTarget, trusted: list[asyncssh.SSHKey],
+                   recorder: _HostKeyRecorder) -> asyncssh.SSHClientConnection:
     keys: Sequence[Any] = target.client_keys or ([str(target.private_key)] if target.private_key else [])
-    conn = await asyncssh.connect(
+    conn: asyncssh.SSHClientConnection = await asyncssh.connect(
         target.host, target.port, username=target.user, client_keys=list(keys),
         known_hosts=(trusted, [], []), host_key_alias=target.known_hosts_name,
         agent_path=None, client_factory=lambda: recorder, proxy_command=proxy_argv(target),
@@ -444,7 +447,7 @@ def public_key_line(private_key: Path) -> str:
         raise SshFailure(f"Cannot read the public half of {private_key}: {exc}.", title="Unusable SSH key") from None
 
 
-async def _translate(target: SshTarget, opening: Awaitable[Any]) -> Any:
+async def _translate(target: SshTarget, opening: Awaitable[_T]) -> _T:
     """Await ``opening``, turning library exceptions into one-sentence :class:`SshFailure` s."""
     try:
         return await opening

@@ -130,7 +130,8 @@ class V2alpha1Supplement:
         response = self.session.get(f"{self.base_url}/v2alpha1/{path}", params=params, timeout=self.timeout_s)
         if response.status_code >= 400:
             raise gexc.from_http_response(response)
-        return response.json()
+        data: dict[str, Any] = response.json()
+        return data
 
     def list(self, project: str, location: str, collection: str) -> Listing:
         """All ``collection`` (``nodes``/``queuedResources``) items of one location, following pages."""
@@ -160,7 +161,8 @@ class V2alpha1Supplement:
                                      timeout=self.timeout_s)
         if response.status_code >= 400:
             raise gexc.from_http_response(response)
-        return response.json()
+        data: dict[str, Any] = response.json()
+        return data
 
 
 @dataclass

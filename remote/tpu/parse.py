@@ -47,7 +47,9 @@ def message_to_json(message: Any) -> JsonDict:
         camelCase dict; enums as names; unset fields left out, like the REST API does.
     """
     pb = type(message).pb(message) if hasattr(type(message), "pb") else message
-    return json_format.MessageToDict(pb, preserving_proto_field_name=False, use_integers_for_enums=False)
+    data: dict[str, Any] = json_format.MessageToDict(pb, preserving_proto_field_name=False,
+                                                     use_integers_for_enums=False)
+    return data
 
 
 def merge_v2alpha1(v2: JsonDict, alpha: JsonDict | None) -> JsonDict:

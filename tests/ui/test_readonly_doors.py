@@ -90,11 +90,11 @@ async def _select(pilot: Any, fleet: FleetScreen, table_id: str, name: str) -> N
 async def _press_refused(pilot: Any, key: str, screen: Any) -> None:
     """``key`` leaves ``screen`` on top and adds one read-only toast."""
     app = pilot.app
-    before = len(_refusals(app))
+    app.clear_notifications()
     await pilot.press(key)
     await pilot.pause()
     assert app.screen is screen, f"{key} opened {type(app.screen).__name__} in read-only mode"
-    assert len(_refusals(app)) == before + 1, f"{key} said nothing in read-only mode"
+    assert _refusals(app), f"{key} said nothing in read-only mode"
 
 
 async def test_every_fleet_changing_action_is_refused_through_every_door(sandbox: Sandbox,
@@ -117,10 +117,10 @@ async def test_every_fleet_changing_action_is_refused_through_every_door(sandbox
         assert not any(t.startswith(("Swap", "Roll back", "Request", "Delete QR")) for t in titles)
         # command mode and open_feature
         for text in (f"swap {NODE}", f"rollback {NODE}", "request"):
-            before = len(_refusals(app))
+            app.clear_notifications()
             app.run_command(text)
             await pilot.pause()
-            assert app.screen is fleet and len(_refusals(app)) == before + 1, text
+            assert app.screen is fleet and _refusals(app), text
         # the startup view's keys
         node = next(n for n in fleet.snapshot.nodes if n.name == NODE)
         app.open_feature("startup", node)
@@ -145,8 +145,8 @@ async def test_every_fleet_changing_action_is_refused_through_every_door(sandbox
             await _press_refused(pilot, "ctrl+s", screen)
             app.pop_screen()
             await pilot.pause()
+        assert "qr-failed" in {q.name for q in (await services.fleet.list_fleet()).queued_resources}
     assert _docker_writes(sandbox) == []
-    assert {q.name for q in (await services.fleet.list_fleet()).queued_resources} >= {"qr-failed"}
 
 
 def _seed_launch(services: Services) -> int:

@@ -12,7 +12,7 @@ fills first, then the benchmarks of the rows shown (detail panel and plot).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -49,6 +49,9 @@ from remote.errors import RemoteError
 from store.errors import StoreError
 from store.records import BenchmarkRecord, Launch
 
+if TYPE_CHECKING:
+    from remote.models import Node
+
 #: Seconds of typing quiet before the filter is applied.
 FILTER_DEBOUNCE_S = 0.15
 #: Widest a launch table column gets (cells), longer values end in an ellipsis.
@@ -75,7 +78,7 @@ class HistoryScreen(ConsoleScreen):
         Binding("escape", "back", "Back", id="history_back"),
     ]
 
-    def __init__(self, node: Any = None) -> None:
+    def __init__(self, node: Node | None = None) -> None:
         super().__init__()
         self.node = node
         self.launch_filter = LaunchFilter(node=node.name) if node is not None else LaunchFilter()
