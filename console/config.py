@@ -331,88 +331,15 @@ def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
         "ssh": dict, "os_login": dict, "container": dict, "forward": dict, "prices": dict, "keys": dict,
         "db_path": str, "readonly": bool, "logs": dict,
     })
-    projects = []
-    for item in data.get("projects", []):
-        item = chk.table(item, "projects", {"id": str, "zones": list})
-        if not item.get("id"):
-            raise chk.fail("projects", "id", "every [[projects]] entry needs an id")
-        zones = item.get("zones", [])
-        if not all(isinstance(z, str) for z in zones):
-            raise chk.fail("projects", "zones", "expected a list of zone names")
-        projects.append(ProjectConfig(id=item["id"], zones=tuple(zones)))
+    projects = _projects(chk, data)
     for key in ("refresh_interval_s", "request_timeout_s"):
         if key in data and data[key] <= 0:
             raise chk.fail("", key, "must be a positive number of seconds")
-
-    s = chk.table(data.get("ssh", {}), "ssh", {
-        "user": str, "private_key": str, "known_hosts": str, "proxy_command": str, "port": int,
-        "connect_timeout_s": float, "hosts": dict,
-    })
-    hosts = chk.table(s.get("hosts", {}), "ssh.hosts", {k: str for k in s.get("hosts", {})})
-    for node, target in hosts.items():
-        host, _, port = target.rpartition(":")
-        if not host or not port.isdigit():
-            raise chk.fail("ssh.hosts", node, f"expected \"host:port\", got {target!r}")
-        if not 1 <= int(port) <= 65535:
-            raise chk.fail("ssh.hosts", node, f"port {int(port)} is not a TCP port (1-65535), in {target!r}")
-    if "port" in s and not 1 <= s["port"] <= 65535:
-        raise chk.fail("ssh", "port", f"{s['port']} is not a TCP port (1-65535)")
-    ssh_defaults = SshConfig()
-    ssh = SshConfig(
-        user=s.get("user") or ssh_defaults.user,
-        private_key=Path(os.path.expanduser(s["private_key"])) if "private_key" in s else ssh_defaults.private_key,
-        known_hosts=Path(os.path.expanduser(s["known_hosts"])) if "known_hosts" in s else ssh_defaults.known_hosts,
-        proxy_command=s.get("proxy_command", ""),
-        port=s.get("port", 22),
-        connect_timeout_s=float(s.get("connect_timeout_s", 15.0)),
-        hosts=dict(hosts),
-        user_configured=bool(s.get("user")),
-    )
-    o = chk.table(data.get("os_login", {}), "os_login", {
-        "account": str, "api_endpoint": str, "compute_api_endpoint": str,
-    })
-    if o.get("account") and "@" not in o["account"]:
-        raise chk.fail("os_login", "account", f"{o['account']!r} is not an email address (alice@example.com)")
-    os_login = OsLoginConfig(account=o.get("account") or None, api_endpoint=o.get("api_endpoint") or None,
-                             compute_api_endpoint=o.get("compute_api_endpoint") or None)
-
-    c = chk.table(data.get("container", {}), "container", {
-        "name": str, "port": int, "image": str, "model": str, "args": list, "env": dict,
-    })
-    if not all(isinstance(a, str) for a in c.get("args", [])):
-        raise chk.fail("container", "args", "expected a list of strings")
-    env = chk.table(c.get("env", {}), "container.env", {k: str for k in c.get("env", {})})
-    if "name" in c and not CONTAINER_NAME.fullmatch(c["name"]):
-        raise chk.fail("container", "name", f"{c['name']!r} is not a docker container name "
-                                            "(letters, digits, then also _ . -: [a-zA-Z0-9][a-zA-Z0-9_.-]*)")
-    if "port" in c and not 1 <= c["port"] <= 65535:
-        raise chk.fail("container", "port", f"{c['port']} is not a TCP port (1-65535)")
-    defaults = ContainerConfig()
-    container = ContainerConfig(
-        name=c.get("name", defaults.name), port=c.get("port", defaults.port),
-        image=c.get("image", defaults.image), model=c.get("model", defaults.model),
-        args=tuple(c.get("args", ())), env=dict(env),
-    )
-
-    f = chk.table(data.get("forward", {}), "forward", {"port": int, "ports": dict})
-    node_ports = chk.table(f.get("ports", {}), "forward.ports", {k: int for k in f.get("ports", {})})
-    for table, key, value in [("forward", "port", f.get("port")), *(("forward.ports", k, v) for k, v in node_ports.items())]:
-        if value is not None and not 1 <= value <= 65535:
-            raise chk.fail(table, key, f"{value} is not a TCP port (1-65535)")
-    forward = ForwardConfig(port=f.get("port"), ports=dict(node_ports))
-
-    prices = {k: dict(v) for k, v in DEFAULT_PRICES.items()}
-    for gen, table in chk.table(data.get("prices", {}), "prices", {k: dict for k in data.get("prices", {})}).items():
-        allowed = {m: float for m in ("on-demand", "spot", "flex-start", "reserved", "preemptible")}
-        prices.setdefault(gen, {}).update(chk.table(table, f"prices.{gen}", allowed))
+    ssh, os_login = _ssh(chk, data), _os_login(chk, data)
+    container, forward = _container(chk, data), _forward(chk, data)
+    prices = _prices(chk, data)
     keys = chk.table(data.get("keys", {}), "keys", {k: str for k in data.get("keys", {})})
-    lg = chk.table(data.get("logs", {}), "logs", {"max_mib": float, "keep": int, "dir": str})
-    if "max_mib" in lg and not lg["max_mib"] > 0:
-        raise chk.fail("logs", "max_mib", "must be a positive number of MiB")
-    if "keep" in lg and not 0 <= lg["keep"] <= 100:
-        raise chk.fail("logs", "keep", "must be a number of files from 0 to 100")
-    logs = LogsConfig(max_mib=float(lg.get("max_mib", 64.0)), keep=int(lg.get("keep", 3)),
-                      dir=Path(os.path.expanduser(lg["dir"])) if lg.get("dir") else None)
+    logs = _logs(chk, data)
 
     return Config(
         path=file,
@@ -430,3 +357,100 @@ def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
         readonly=bool(data.get("readonly", False)),
         logs=logs,
     )
+
+
+def _projects(chk: _Checker, data: dict[str, Any]) -> list[ProjectConfig]:
+    projects = []
+    for item in data.get("projects", []):
+        item = chk.table(item, "projects", {"id": str, "zones": list})
+        if not item.get("id"):
+            raise chk.fail("projects", "id", "every [[projects]] entry needs an id")
+        zones = item.get("zones", [])
+        if not all(isinstance(z, str) for z in zones):
+            raise chk.fail("projects", "zones", "expected a list of zone names")
+        projects.append(ProjectConfig(id=item["id"], zones=tuple(zones)))
+    return projects
+
+
+def _ssh(chk: _Checker, data: dict[str, Any]) -> SshConfig:
+    s = chk.table(data.get("ssh", {}), "ssh", {
+        "user": str, "private_key": str, "known_hosts": str, "proxy_command": str, "port": int,
+        "connect_timeout_s": float, "hosts": dict,
+    })
+    hosts = chk.table(s.get("hosts", {}), "ssh.hosts", {k: str for k in s.get("hosts", {})})
+    for node, target in hosts.items():
+        host, _, port = target.rpartition(":")
+        if not host or not port.isdigit():
+            raise chk.fail("ssh.hosts", node, f"expected \"host:port\", got {target!r}")
+        if not 1 <= int(port) <= 65535:
+            raise chk.fail("ssh.hosts", node, f"port {int(port)} is not a TCP port (1-65535), in {target!r}")
+    if "port" in s and not 1 <= s["port"] <= 65535:
+        raise chk.fail("ssh", "port", f"{s['port']} is not a TCP port (1-65535)")
+    ssh_defaults = SshConfig()
+    return SshConfig(
+        user=s.get("user") or ssh_defaults.user,
+        private_key=Path(os.path.expanduser(s["private_key"])) if "private_key" in s else ssh_defaults.private_key,
+        known_hosts=Path(os.path.expanduser(s["known_hosts"])) if "known_hosts" in s else ssh_defaults.known_hosts,
+        proxy_command=s.get("proxy_command", ""),
+        port=s.get("port", 22),
+        connect_timeout_s=float(s.get("connect_timeout_s", 15.0)),
+        hosts=dict(hosts),
+        user_configured=bool(s.get("user")),
+    )
+
+
+def _os_login(chk: _Checker, data: dict[str, Any]) -> OsLoginConfig:
+    o = chk.table(data.get("os_login", {}), "os_login", {
+        "account": str, "api_endpoint": str, "compute_api_endpoint": str,
+    })
+    if o.get("account") and "@" not in o["account"]:
+        raise chk.fail("os_login", "account", f"{o['account']!r} is not an email address (alice@example.com)")
+    return OsLoginConfig(account=o.get("account") or None, api_endpoint=o.get("api_endpoint") or None,
+                         compute_api_endpoint=o.get("compute_api_endpoint") or None)
+
+
+def _container(chk: _Checker, data: dict[str, Any]) -> ContainerConfig:
+    c = chk.table(data.get("container", {}), "container", {
+        "name": str, "port": int, "image": str, "model": str, "args": list, "env": dict,
+    })
+    if not all(isinstance(a, str) for a in c.get("args", [])):
+        raise chk.fail("container", "args", "expected a list of strings")
+    env = chk.table(c.get("env", {}), "container.env", {k: str for k in c.get("env", {})})
+    if "name" in c and not CONTAINER_NAME.fullmatch(c["name"]):
+        raise chk.fail("container", "name", f"{c['name']!r} is not a docker container name "
+                                            "(letters, digits, then also _ . -: [a-zA-Z0-9][a-zA-Z0-9_.-]*)")
+    if "port" in c and not 1 <= c["port"] <= 65535:
+        raise chk.fail("container", "port", f"{c['port']} is not a TCP port (1-65535)")
+    defaults = ContainerConfig()
+    return ContainerConfig(
+        name=c.get("name", defaults.name), port=c.get("port", defaults.port),
+        image=c.get("image", defaults.image), model=c.get("model", defaults.model),
+        args=tuple(c.get("args", ())), env=dict(env),
+    )
+
+
+def _forward(chk: _Checker, data: dict[str, Any]) -> ForwardConfig:
+    f = chk.table(data.get("forward", {}), "forward", {"port": int, "ports": dict})
+    node_ports = chk.table(f.get("ports", {}), "forward.ports", {k: int for k in f.get("ports", {})})
+    for table, key, value in [("forward", "port", f.get("port")), *(("forward.ports", k, v) for k, v in node_ports.items())]:
+        if value is not None and not 1 <= value <= 65535:
+            raise chk.fail(table, key, f"{value} is not a TCP port (1-65535)")
+    return ForwardConfig(port=f.get("port"), ports=dict(node_ports))
+
+
+def _prices(chk: _Checker, data: dict[str, Any]) -> dict[str, dict[str, float]]:
+    prices = {k: dict(v) for k, v in DEFAULT_PRICES.items()}
+    for gen, table in chk.table(data.get("prices", {}), "prices", {k: dict for k in data.get("prices", {})}).items():
+        allowed = {m: float for m in ("on-demand", "spot", "flex-start", "reserved", "preemptible")}
+        prices.setdefault(gen, {}).update(chk.table(table, f"prices.{gen}", allowed))
+    return prices
+
+
+def _logs(chk: _Checker, data: dict[str, Any]) -> LogsConfig:
+    lg = chk.table(data.get("logs", {}), "logs", {"max_mib": float, "keep": int, "dir": str})
+    if "max_mib" in lg and not lg["max_mib"] > 0:
+        raise chk.fail("logs", "max_mib", "must be a positive number of MiB")
+    if "keep" in lg and not 0 <= lg["keep"] <= 100:
+        raise chk.fail("logs", "keep", "must be a number of files from 0 to 100")
+    return LogsConfig(max_mib=float(lg.get("max_mib", 64.0)), keep=int(lg.get("keep", 3)),
+                      dir=Path(os.path.expanduser(lg["dir"])) if lg.get("dir") else None)

@@ -10,6 +10,7 @@ goes on. Textual-free; the caller shows the steps.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -142,7 +143,11 @@ class SwapRunner:
             if self._on_step is not None:
                 self._on_step(step, res, states)
 
-        result = await execute_swap(ssh_runner(self.conn, label=self.label), plan, on_step=on_step)
+        try:
+            result = await execute_swap(ssh_runner(self.conn, label=self.label), plan, on_step=on_step)
+        except asyncio.CancelledError:        # Ctrl-C in a verb, a worker cancelled: say where it stopped
+            self.abandon()
+            raise
         self._launch_id = None
         digest = None
         if result.ok:

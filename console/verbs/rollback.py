@@ -37,6 +37,8 @@ def add_parser(subparsers: Subparsers) -> None:
     add_node_arguments(parser)
     parser.add_argument("--dry-run", action="store_true", help="print lint, diff and commands; change nothing")
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    parser.add_argument("--force", action="store_true",
+                        help="roll back even when the lint finds errors (vLLM is expected to refuse or fail)")
     parser.add_argument("--json", action="store_true", help="print the plan and the outcome as JSON on stdout")
     parser.set_defaults(run=run, image=None)
 

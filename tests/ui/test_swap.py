@@ -490,8 +490,8 @@ async def test_the_swap_screen_and_the_dry_run_verb_report_the_same_findings(san
 
     bad = tmp_path / "not-a-db.sqlite"
     bad.write_text("this is not SQLite\n" * 100)
-    code = main(["swap", NODE, "--set", "max-model-len=200000", "--dry-run", "--json",
-                 "--config", str(sandbox.config_path), "--db", str(bad)])
+    code = await asyncio.to_thread(main, ["swap", NODE, "--set", "max-model-len=200000", "--dry-run", "--json",
+                                          "--config", str(sandbox.config_path), "--db", str(bad)])
     out, err = capsys.readouterr()
     report = json.loads(out)
     verb_findings = [(f["severity"], f["rule_id"], f["message"]) for f in report["plan"]["lint"]]
