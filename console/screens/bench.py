@@ -26,7 +26,6 @@ from textual.widgets import (
     Button,
     Checkbox,
     Footer,
-    Header,
     Input,
     Label,
     ProgressBar,
@@ -54,6 +53,7 @@ from console.render.bench_tables import result_view
 from console.render.plain import safe
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen, host_key_question
+from console.widgets.header import ConsoleHeader
 from remote.models import Node
 from store.errors import StoreError
 
@@ -103,7 +103,7 @@ class BenchScreen(ConsoleScreen):
     # --- layout ------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield ConsoleHeader()
         yield Static(id="bench-node")
         with Vertical(id="bench-form"):
             with Horizontal(classes="form-row", id="row-kind"):

@@ -37,7 +37,7 @@ from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Input, Label, Static
+from textual.widgets import DataTable, Footer, Input, Label, Static
 
 from console.flows import serving as serving_flow
 from console.flows.delete import DeletePlan, owned_nodes, plan_delete
@@ -49,6 +49,7 @@ from console.render.plain import plain, printable, row
 from console.render.serving import serving_cells, serving_rows
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen
+from console.widgets.header import ConsoleHeader
 from remote.errors import RemoteError
 from remote.models import FleetSnapshot, Node, QueuedResource
 
@@ -150,7 +151,7 @@ class FleetScreen(ConsoleScreen):
         self._refresh_timer: Any = None
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield ConsoleHeader()
         yield Static("", id="problems")
         yield Input(placeholder="filter: words match any column (Esc clears)", id="filter")
         with Horizontal(id="fleet-body"):

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Footer, Static
 
 from console.flows.forwards import Forward
 from console.render.plain import plain, row
 from console.screens.base import ConsoleScreen
+from console.widgets.header import ConsoleHeader
 
 if TYPE_CHECKING:
     from remote.models import Node
@@ -49,7 +50,7 @@ class ForwardsScreen(ConsoleScreen):
         self._keys: list[tuple[str, str, str]] = []
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield ConsoleHeader()
         yield Static("", id="forwards-empty")
         yield DataTable(id="forwards", cursor_type="row", zebra_stripes=True)
         yield Footer()

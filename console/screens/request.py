@@ -18,11 +18,12 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Footer, Header, Input, Label, Select, Static
+from textual.widgets import Footer, Input, Label, Select, Static
 
 from console.flows.request import RequestPreview, build_request, explain, preview
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen
+from console.widgets.header import ConsoleHeader
 from remote.errors import RemoteError
 from remote.tpu.requests import REQUEST_MODELS
 
@@ -68,7 +69,7 @@ class RequestScreen(ConsoleScreen):
         self.problem: str | None = None
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield ConsoleHeader()
         with Horizontal(id="request-body"):
             with VerticalScroll(id="request-form"):
                 for field_id, label, placeholder in FIELDS[:4]:

@@ -33,7 +33,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
-from textual.widgets import Footer, Header
+from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from console.flows.forwards import Forward
@@ -49,6 +49,7 @@ from console.render.plain import log_line_text
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
 from console.screens.long_line import LongLineScreen
+from console.widgets.header import ConsoleHeader
 from console.widgets.log_pane import LogPane
 from console.widgets.log_view import LogView
 from console.widgets.serving_panel import ServingPanel
@@ -169,7 +170,7 @@ class StartupScreen(ConsoleScreen):
     # --- layout --------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield ConsoleHeader()
         with Horizontal(id="startup-body"):
             yield StartupPanel(id="startup-panel")
             yield LogPane(LOG_LINES_SHOWN, id="log-pane")

@@ -13,11 +13,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Footer, Static
 
 from console.flows.launch_compare import FigureDelta, FlagChange, figure_diff, spec_diff
 from console.render.launch_compare import figure_table, flag_table, who
 from console.screens.base import ConsoleScreen
+from console.widgets.header import ConsoleHeader
 from store.records import BenchmarkRecord, Launch
 
 
@@ -44,7 +45,7 @@ class CompareScreen(ConsoleScreen):
         self.figure_rows: list[FigureDelta] = []
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield ConsoleHeader()
         with VerticalScroll(id="compare-body"):
             yield Static(id="compare-who")
             yield Static(id="flag-diff")

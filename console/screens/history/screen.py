@@ -20,7 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Footer, Input, Static
 
 from console.flows.history_query import (
     HistoryReader,
@@ -45,6 +45,7 @@ from console.screens.history.export import (
     write_export,
 )
 from console.widgets.bench_plot import METRICS, BenchPlot
+from console.widgets.header import ConsoleHeader
 from remote.errors import RemoteError
 from store.errors import StoreError
 from store.records import BenchmarkRecord, Launch
@@ -94,7 +95,7 @@ class HistoryScreen(ConsoleScreen):
         self._reader: HistoryReader | None = None
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield ConsoleHeader()
         value = f"node:{self.node.name}" if self.node is not None else ""
         yield Input(value, placeholder="filter: node:NAME model:M accelerator:TYPE outcome:failed words… (Enter)",
                     id="history-filter")

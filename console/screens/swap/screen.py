@@ -27,7 +27,6 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import (
     Checkbox,
     Footer,
-    Header,
     Input,
     Label,
     OptionList,
@@ -43,6 +42,7 @@ from console.render import swap_preview as preview
 from console.render.plain import plain, printable
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen, host_key_question
+from console.widgets.header import ConsoleHeader
 from console.widgets.swap_form import SwapForm, secrets_of
 from remote.container.lint import Finding
 from remote.container.spec import ContainerSpec
@@ -113,7 +113,7 @@ class SwapScreen(ConsoleScreen):
     # --- layout -------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield ConsoleHeader()
         yield Static("", id="swap-node")
         with Horizontal(id="swap-body"):
             yield SwapForm(id="swap-form")
