@@ -7,11 +7,13 @@ container (a launch): ``<node>-w<worker>/<container id, 12>.log``. When the file
 ``max_bytes`` it becomes ``.log.1`` (``.1`` becomes ``.2`` ...) and the oldest beyond ``keep``
 goes: the newest data is always kept. Lines are written whole (the pane cuts them at 2,000
 characters, the reader at 64 KiB), with secrets masked (:func:`remote.secrets.scrub_text`) and
-everything else as the container printed it (control bytes, markup: literal).
+everything else as the container printed it (control bytes, markup: literal). Files are 0600 in
+0700 folders (a log can hold what the scrubber does not know is a secret).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -116,9 +118,19 @@ class LaunchLog:
         return self.path.with_name(f"{self.path.name}.{index}")
 
     def _open(self) -> BinaryIO:
+        """The current file, opened for appending: created 0600 in a 0700 folder (every folder it
+        creates is 0700), and made so when an older version left the file or its folder readable by others."""
         if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "ab")  # noqa: SIM115 - kept open across writes
+            folder = self.path.parent
+            for directory in reversed([folder, *folder.parents]):
+                if not directory.exists():
+                    directory.mkdir(mode=0o700, exist_ok=True)
+            if folder.stat().st_mode & 0o077:
+                folder.chmod(0o700)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            if os.fstat(fd).st_mode & 0o077:
+                os.fchmod(fd, 0o600)
+            self._file = os.fdopen(fd, "ab")
             self._size = self._file.tell()
         return self._file
 

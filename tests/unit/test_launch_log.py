@@ -90,3 +90,27 @@ def test_the_history_finds_a_launchs_log_on_any_worker(tmp_path: Path) -> None:
     assert find_launch_log(tmp_path, "vllm-b", cid) is None
     assert find_launch_log(tmp_path, "vllm-a", None) is None
     assert find_launch_log(tmp_path / "absent", "vllm-a", cid) is None
+
+
+def test_logs_are_0600_in_0700_folders_even_after_an_older_version(tmp_path: Path) -> None:
+    """A log can hold what the scrubber does not know is a secret: only its owner may read it."""
+    import os
+    import stat
+
+    old_umask = os.umask(0o022)
+    try:
+        path = launch_log_path(tmp_path / "state" / "logs", "vllm-a", 0, "c" * 64)
+        log = LaunchLog(path, max_bytes=40, keep=1)
+        log.write(["x" * 30, "y" * 30])                   # rotates: both files stay private
+        log.close()
+        stale = launch_log_path(tmp_path / "state" / "logs", "vllm-b", 0, "d" * 64)
+        stale.parent.mkdir(mode=0o755)
+        stale.write_text("old\n")
+        stale.chmod(0o644)
+        LaunchLog(stale, max_bytes=1 << 20, keep=1).write(["new"])
+    finally:
+        os.umask(old_umask)
+    for folder in (tmp_path / "state", tmp_path / "state" / "logs", path.parent, stale.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    for file in (path, path.with_name(path.name + ".1"), stale):
+        assert stat.S_IMODE(file.stat().st_mode) == 0o600, file
