@@ -248,29 +248,42 @@ def scrub_args(args: list[str] | tuple[str, ...]) -> list[str]:
 def scrub_value(value: Any) -> Any:
     """Deep-scrub a JSON-like value before it is stored.
 
-    Dict entries under a secret-looking key become ``***`` (unless ``None``, a number or a
-    boolean, which no secret is — ``total_token_throughput: 1141.4`` stays —, or a dict,
-    which is scrubbed in turn); lists of
-    strings are scrubbed as argument vectors (:func:`scrub_args`), so both
-    ``["--api-key", "X"]`` and docker's ``Env: ["HF_TOKEN=X"]`` are covered; strings are
-    scrubbed as free text. Numbers, booleans and ``None`` pass through.
+    Dict entries under a secret-looking key are masked whole: a string, list, tuple or set
+    becomes ``***``; a dict is walked and every value in it, at any depth, is masked the same
+    way (``{'api_key': {'value': 'X'}}`` -> ``{'api_key': {'value': '***'}}``), except
+    ``None``, numbers and booleans, which no secret is (``total_token_throughput: 1141.4``
+    stays). Elsewhere lists of strings are scrubbed as argument vectors (:func:`scrub_args`),
+    so both ``["--api-key", "X"]`` and docker's ``Env: ["HF_TOKEN=X"]`` are covered; strings
+    are scrubbed as free text; sets are scrubbed like lists. Numbers, booleans and ``None``
+    pass through; any other object is scrubbed as its ``str()``.
 
     Args:
-        value: ``dict``, ``list``, ``tuple``, ``str`` or a scalar.
+        value: ``dict``, ``list``, ``tuple``, ``set``, ``str`` or a scalar.
 
     Returns:
-        A scrubbed copy (lists and tuples come back as lists).
+        A scrubbed copy (lists, tuples and sets come back as lists; sets sorted by ``str``).
     """
     if isinstance(value, dict):
-        return {
-            key: (MASK if isinstance(item, (str, list, tuple)) and is_secret_name(str(key))
-                  else scrub_value(item))
-            for key, item in value.items()
-        }
+        return {key: _masked(item) if is_secret_name(str(key)) else scrub_value(item)
+                for key, item in value.items()}
+    if isinstance(value, (set, frozenset)):
+        value = sorted(value, key=str)
     if isinstance(value, (list, tuple)):
         if all(isinstance(item, str) for item in value):
             return scrub_args(list(value))
         return [scrub_value(item) for item in value]
     if isinstance(value, str):
         return scrub_text(value)
-    return value
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return scrub_text(str(value))
+
+
+def _masked(value: Any) -> Any:
+    """A value held under a secret key: ``***``, or for a dict the same walk over its values
+    (numbers, booleans and ``None`` kept: figures such as ``{"x": 1}`` are no secret)."""
+    if isinstance(value, dict):
+        return {key: _masked(item) for key, item in value.items()}
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return MASK

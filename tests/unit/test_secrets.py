@@ -67,7 +67,7 @@ def test_scrub_value_walks_specs() -> None:
         "image": "vllm/vllm-tpu@sha256:abc",
         "env": {"HF_TOKEN": MASK, "TPU_NAME": "a", "EMPTY_KEY": None},
         "Env": ["HF_TOKEN=***", "PATH=/usr/bin"],
-        "auth": {"user": "bob", "password": MASK},
+        "auth": {"user": MASK, "password": MASK},          # under a secret key: every string
         "ports": [{"container": 8000, "host": 8000}]}
 
 
@@ -118,3 +118,20 @@ def test_figures_under_token_named_keys_are_kept_and_secrets_masked() -> None:
     assert scrubbed["total_token_throughput"] == 1141.4 and scrubbed["output_tokens"] == 512
     assert scrubbed["token_ok"] is True and scrubbed["auth"] == {"x": 1}
     assert scrubbed["api_key"] == "***" and scrubbed["hf_token"] == "***"
+
+
+def test_values_nested_under_a_secret_key_are_masked_at_any_depth() -> None:
+    """A dict, set or list held under a secret key hides every string in it (``{'api_key': {'value': 'X'}}`` showed X)."""
+    value = {"api_key": {"value": "sk-nested-secret-1", "meta": {"deeper": ["sk-nested-secret-2"], "n": 3}},
+             "hf_token": {"hf_set_secret_3"}, "password": ("p4ss-word",), "client_secret": b"raw-bytes-secret",
+             "labels": {"team-a", "token=tok-in-a-set"}, "env": {"HF_TOKEN": {"hf_env_secret_4"}},
+             "args": [{"api_key": ["sk-list-secret-5"]}]}
+    scrubbed = scrub_value(value)
+    text = repr(scrubbed)
+    for secret in ("sk-nested-secret-1", "sk-nested-secret-2", "hf_set_secret_3", "p4ss-word", "raw-bytes-secret",
+                   "tok-in-a-set", "hf_env_secret_4", "sk-list-secret-5"):
+        assert secret not in text, secret
+    assert scrubbed["api_key"] == {"value": MASK, "meta": {"deeper": MASK, "n": 3}}
+    assert scrubbed["hf_token"] == MASK and scrubbed["password"] == MASK and scrubbed["client_secret"] == MASK
+    assert scrubbed["labels"] == ["team-a", "token=***"]          # a set elsewhere: scrubbed like a list
+    assert scrubbed["env"] == {"HF_TOKEN": MASK} and scrubbed["args"] == [{"api_key": MASK}]
