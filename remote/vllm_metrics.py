@@ -17,6 +17,7 @@ latency percentiles need two samples: :class:`MetricsWindow` keeps the last minu
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections import deque
@@ -30,6 +31,10 @@ from remote.errors import VllmHttpError
 
 #: How far back :meth:`MetricsWindow.figures` looks for rates and percentiles.
 WINDOW_S = 60.0
+#: Seconds one ``/metrics`` read may take, whole (connect, headers and body).
+FETCH_DEADLINE_S = 10.0
+#: Bytes of one ``/metrics`` answer read at most.
+MAX_METRICS_BYTES = 32 << 20
 
 _GAUGES = {"running": ("vllm:num_requests_running",), "waiting": ("vllm:num_requests_waiting",),
            "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")}
@@ -158,23 +163,39 @@ def parse_metrics(text: str, at_s: float | None = None) -> MetricsSample:
         cache_config=cache_config, model_names=tuple(sorted(models)))
 
 
-async def fetch_metrics(client: Any, base_url: str) -> MetricsSample:
+async def fetch_metrics(client: Any, base_url: str, *, deadline_s: float = FETCH_DEADLINE_S,
+                        max_bytes: int = MAX_METRICS_BYTES) -> MetricsSample:
     """GET ``{base_url}/metrics`` with an ``httpx.AsyncClient`` and parse it.
 
+    The whole call (connect, headers, body) has ``deadline_s`` seconds: a server that sends its
+    headers and then a byte at a time never hits the client's read timeout, which bounds only
+    the gap between reads. The body is read up to ``max_bytes`` (vLLM's ``/metrics`` is tens of KiB).
+
     Raises:
-        VllmHttpError: unreachable, not HTTP 200, or not the exposition format (one sentence).
+        VllmHttpError: unreachable, timed out, too long, not HTTP 200, or not the exposition
+            format (one sentence).
     """
     import httpx
 
     url = base_url.rstrip("/") + "/metrics"
     try:
-        response = await client.get(url)
+        async with asyncio.timeout(deadline_s), client.stream("GET", url) as response:
+            if response.status_code != 200:
+                raise VllmHttpError(f"{url} answered HTTP {response.status_code}", title="No metrics")
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > max_bytes:
+                    raise VllmHttpError(f"{url} sent more than {max_bytes // (1 << 20)} MiB of metrics; "
+                                        "read no further", title="No metrics")
+            text = body.decode(response.encoding or "utf-8", errors="replace")
+    except TimeoutError:
+        raise VllmHttpError(f"{url}: no whole answer within {deadline_s:g} s (timed out)",
+                            title="vLLM unreachable") from None
     except httpx.HTTPError as exc:
         raise VllmHttpError(f"{url}: {type(exc).__name__}: {exc}".rstrip(": "), title="vLLM unreachable") from None
-    if response.status_code != 200:
-        raise VllmHttpError(f"{url} answered HTTP {response.status_code}", title="No metrics")
     try:
-        return parse_metrics(response.text)
+        return parse_metrics(text)
     except ValueError as exc:
         raise VllmHttpError(f"{url} did not answer Prometheus text: {exc}", title="No metrics") from None
 

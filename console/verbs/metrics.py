@@ -3,13 +3,16 @@
 Usage::
 
     tpu-console metrics (NODE [--project P] [--zone Z] [--worker N] | --url URL) [--json] [--watch] [--interval S]
+                        [--timeout S]
 
 NODE (``NAME``, ``ZONE/NAME`` or ``PROJECT/ZONE/NAME``) is found with the TPU API and reached
 through an SSH forward of the config's ``container.port``, as ``bench`` does. Two samples
 ``--interval`` seconds apart (default 2) give the rates: requests running and waiting, KV cache
 usage (percent) and size (tokens), generation tokens/s, prefix-cache hit rate, TTFT and
 inter-token latency p50/p90 over the samples, preemptions. ``--watch`` prints a line every
-interval (figures over the last minute) until Ctrl-C.
+interval (figures over the last minute) until Ctrl-C. Each read of ``/metrics`` must be whole
+within ``--timeout`` seconds (default 10): a server that trickles its answer fails like one that
+does not answer.
 
 ``--json`` prints one object per sample line: ``running``, ``waiting``, ``kv_cache_usage_perc``,
 ``kv_cache_size_tokens``, ``generation_tokens_per_s``, ``prefix_cache_hit_rate``, ``ttft_p50_s``,
@@ -36,6 +39,10 @@ if TYPE_CHECKING:
     from console.verbs.common import Subparsers
     from remote.ssh import SshTarget
 
+#: Seconds each whole read of ``/metrics`` may take (``remote.vllm_metrics.FETCH_DEADLINE_S``; not
+#: imported here: building the parser must not load prometheus_client).
+FETCH_DEADLINE_S = 10.0
+
 
 def add_parser(subparsers: Subparsers) -> None:
     """Register the ``metrics`` verb."""
@@ -48,6 +55,8 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print JSON (one object per line)")
     p.add_argument("--watch", action="store_true", help="keep sampling until Ctrl-C")
     p.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between samples (default 2)")
+    p.add_argument("--timeout", type=float, default=FETCH_DEADLINE_S, metavar="S",
+                   help=f"seconds each whole read of /metrics may take (default {FETCH_DEADLINE_S:g})")
     p.set_defaults(run=run)
 
 
@@ -57,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail("give either a NODE or --url URL (one of them)", 2)
     if not args.interval > 0:
         return _fail("--interval must be a positive number of seconds", 2)
+    if not 0 < args.timeout < float("inf"):
+        return _fail("--timeout must be a positive number of seconds", 2)
     config = None
     if args.node is not None:
         config = config_or_exit(args)
@@ -105,11 +116,11 @@ async def _sample(args: argparse.Namespace, url: str) -> int:
     from remote.vllm_metrics import MetricsWindow, fetch_metrics
 
     window = MetricsWindow()
-    async with httpx.AsyncClient(timeout=10.0, trust_env=False) as client:
-        window.add(await fetch_metrics(client, url))
+    async with httpx.AsyncClient(timeout=args.timeout, trust_env=False) as client:
+        window.add(await fetch_metrics(client, url, deadline_s=args.timeout))
         while True:
             await asyncio.sleep(args.interval)
-            window.add(await fetch_metrics(client, url))
+            window.add(await fetch_metrics(client, url, deadline_s=args.timeout))
             _print(window, url, as_json=args.json)
             if not args.watch:
                 return 0

@@ -275,12 +275,34 @@ def _mark_refusal(record: RequestRecord, message: str) -> None:
         record.error = f"{record.error} ({refusal.advice})"
 
 
+def payload_max_tokens(payload: dict[str, Any]) -> int | None:
+    """The output limit a chat payload asks for (``max_tokens``, else ``max_completion_tokens``), or ``None``."""
+    value = payload.get("max_tokens", payload.get("max_completion_tokens"))
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def overrun_limit_tokens(payload: dict[str, Any]) -> int | None:
+    """Tokens past which a stream has run "far past" its ``max_tokens``: twice the limit plus 16
+    (a server may count a token or two differently; thousands for 16 asked is a broken server);
+    ``None`` when the payload sets no limit."""
+    asked = payload_max_tokens(payload)
+    return None if asked is None else 2 * asked + 16
+
+
+def _fail_stream(record: RequestRecord, parts: list[str], message: str) -> None:
+    """Mark a 200 stream failed by the client (overrun, deadline): not a transport failure."""
+    record.status_code = 200
+    record.error = message
+    record.text = "".join(parts)
+
+
 async def stream_chat(
     client: httpx.AsyncClient,
     payload: dict[str, Any],
     on_token: Callable[[int], None] | None = None,
     *,
     prompt_tokens: int | None = None,
+    deadline_s: float | None = None,
 ) -> RequestRecord:
     """Send one streamed ``/v1/chat/completions`` request and time it like ``vllm bench serve``.
 
@@ -300,6 +322,11 @@ async def stream_chat(
         on_token: called with 1 for every token chunk as it arrives (live progress).
         prompt_tokens: the prompt's length by the server's ``/tokenize``, if known: the
             record's prompt tokens when the stream carries no usage.
+        deadline_s: seconds the whole request may take, from sending to the stream's end
+            (default: the client's read timeout; ``None`` there: no deadline). A stream still
+            open then fails ("did not end within N s"), as does one that runs far past
+            ``max_tokens`` (:func:`overrun_limit_tokens`): a server that never sends ``[DONE]`` or
+            a ``finish_reason`` cannot hold a benchmark level forever.
 
     Returns:
         The record; on an HTTP error status, an error event inside the stream, or a
@@ -310,6 +337,10 @@ async def stream_chat(
     body = json.dumps({**payload, "stream": True, "stream_options": STREAM_OPTIONS}).encode()
     request = client.build_request("POST", "/v1/chat/completions", content=body,
                                    headers={"Content-Type": "application/json"})
+    if deadline_s is None:
+        deadline_s = client.timeout.read
+    deadline_at = None if deadline_s is None else asyncio.get_running_loop().time() + deadline_s
+    limit = overrun_limit_tokens(payload)
     record = RequestRecord(start_s=time.perf_counter())   # request built: time the exchange only
     last_token = record.start_s
     parts: list[str] = []
@@ -334,67 +365,77 @@ async def stream_chat(
                 pass
             _mark_refusal(record, message)
             return record
-        async for line in response.aiter_lines():
-            if done:
-                continue  # after [DONE]: read to the end of the body, parse nothing
-            if not line.startswith("data:"):
-                continue  # blank separators, ": ping" comments, event names
-            data = line[5:].strip()
-            if data == "[DONE]":
-                done = True
-                continue
-            now = time.perf_counter()
-            try:
-                event = json.loads(data)
-            except ValueError:
-                record.error = f"unreadable stream event: {data[:200]}"
-                record.text = "".join(parts)
-                return record
-            if not isinstance(event, dict):
-                continue
-            if "choices" not in event and (event_message := message_of(event)):
-                record.status_code = 200
-                record.error_type, record.error_code = _error_fields(event)
-                record.error = "error during the stream: " + event_message + (
-                    f" ({record.error_type}, code {record.error_code})" if record.error_type else "")
-                record.text = "".join(parts)
-                _mark_refusal(record, event_message)
-                return record
-            running: int | None = None
-            if isinstance(usage := event.get("usage"), dict):
-                running = int(usage.get("completion_tokens") or 0)
-                record.usage_reported = True
-                record.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-                record.output_tokens = running
-            token_chunk = False
-            for choice in event.get("choices") or ():
-                delta = choice.get("delta") if isinstance(choice, dict) else None
-                if not isinstance(delta, dict) or not _has_token(delta):
+        async with asyncio.timeout_at(deadline_at):      # the whole request, not the gap between reads
+            async for line in response.aiter_lines():
+                if done:
+                    continue  # after [DONE]: read to the end of the body, parse nothing
+                if not line.startswith("data:"):
+                    continue  # blank separators, ": ping" comments, event names
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    done = True
                     continue
-                token_chunk = True
-                parts.append(delta.get("content") or "")
-            if token_chunk:
-                if record.token_chunks == 0:
-                    record.ttft_s = now - record.start_s
-                else:
-                    record.itl_s.append(now - last_token)
-                record.token_chunks += 1
-                last_token = now
-                if running is None:
-                    per_chunk = False
-                else:
-                    record.chunk_tokens.append(running - counted)
-                if on_token is not None:
-                    on_token(1)
-            if running is not None:
-                counted = running
-            if token_chunk:
-                # Let the loop read the other streams' sockets between chunks: a stream whose next
-                # chunks are already buffered would otherwise be parsed back to back while everyone
-                # else's pile up, and chunks read together are stamped together (at 64 streams on the
-                # sandbox the median ITL read 0.02 ms in 1 of 3 runs without this, on aiohttp's
-                # transport too; vllm bench serve reads ~10 ms there). ~50 us per chunk.
-                await asyncio.sleep(0)
+                now = time.perf_counter()
+                try:
+                    event = json.loads(data)
+                except ValueError:
+                    record.error = f"unreadable stream event: {data[:200]}"
+                    record.text = "".join(parts)
+                    return record
+                if not isinstance(event, dict):
+                    continue
+                if "choices" not in event and (event_message := message_of(event)):
+                    record.status_code = 200
+                    record.error_type, record.error_code = _error_fields(event)
+                    record.error = "error during the stream: " + event_message + (
+                        f" ({record.error_type}, code {record.error_code})" if record.error_type else "")
+                    record.text = "".join(parts)
+                    _mark_refusal(record, event_message)
+                    return record
+                running: int | None = None
+                if isinstance(usage := event.get("usage"), dict):
+                    running = int(usage.get("completion_tokens") or 0)
+                    record.usage_reported = True
+                    record.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+                    record.output_tokens = running
+                token_chunk = False
+                for choice in event.get("choices") or ():
+                    delta = choice.get("delta") if isinstance(choice, dict) else None
+                    if not isinstance(delta, dict) or not _has_token(delta):
+                        continue
+                    token_chunk = True
+                    parts.append(delta.get("content") or "")
+                if token_chunk:
+                    if record.token_chunks == 0:
+                        record.ttft_s = now - record.start_s
+                    else:
+                        record.itl_s.append(now - last_token)
+                    record.token_chunks += 1
+                    last_token = now
+                    if running is None:
+                        per_chunk = False
+                    else:
+                        record.chunk_tokens.append(running - counted)
+                    if on_token is not None:
+                        on_token(1)
+                if running is not None:
+                    counted = running
+                if limit is not None and max(counted, record.token_chunks) > limit:
+                    _fail_stream(record, parts, f"the stream ran far past max_tokens ({payload_max_tokens(payload)} "
+                                 f"asked, {max(counted, record.token_chunks)} tokens so far): the server ignores the limit")
+                    return record
+                if token_chunk:
+                    # Let the loop read the other streams' sockets between chunks: a stream whose next
+                    # chunks are already buffered would otherwise be parsed back to back while everyone
+                    # else's pile up, and chunks read together are stamped together (at 64 streams on the
+                    # sandbox the median ITL read 0.02 ms in 1 of 3 runs without this, on aiohttp's
+                    # transport too; vllm bench serve reads ~10 ms there). ~50 us per chunk.
+                    await asyncio.sleep(0)
+    except TimeoutError:
+        if not done:     # after [DONE] only the body's tail was left unread: the answer is whole
+            _fail_stream(record, parts, f"the stream did not end within {deadline_s:g} s (timed out; "
+                         f"{max(counted, record.token_chunks)} tokens, no [DONE] or finish_reason)")
+            return record
     except httpx.HTTPError as exc:
         record.status_code = 0
         record.error = str(transport_error(exc, str(client.base_url)))

@@ -7,6 +7,7 @@ chunks, the ``choices: []`` usage chunk, ``data: [DONE]``) and its 400 bodies.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -52,6 +53,8 @@ class Replay:
         self.hang_up = False
         self.last_body: dict[str, Any] = {}
         self.barrier: threading.Barrier | None = None   # streams wait for each other before their events
+        self.endless: Any = None        # after the events: this event (or comment line) again and again, forever
+        self.endless_gap_s = 0.0
 
 
 @pytest.fixture
@@ -108,6 +111,13 @@ def replay() -> Iterator[tuple[Replay, str]]:
             for delay, data in state.events:
                 time.sleep(delay)
                 line = f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n".encode()
+                self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                self.wfile.flush()
+            while state.endless is not None:      # until the client hangs up (BrokenPipe ends the handler)
+                time.sleep(state.endless_gap_s)
+                data = state.endless
+                line = (data.encode() if isinstance(data, str) and data.startswith(":")
+                        else f"data: {json.dumps(data)}\n\n".encode())
                 self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
@@ -312,3 +322,46 @@ async def test_a_stream_client_says_a_server_that_hung_up_hung_up(replay):
         record = await stream_chat(client, {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]})
     assert not record.success and record.status_code == 0
     assert "it hung up without answering" in record.error, record.error
+
+
+# --- streams that never end: the whole request has a deadline, and an overrun fails ------------
+
+
+async def test_a_stream_far_past_max_tokens_fails_that_request(replay):
+    """Asked for 16 tokens, the server streams tokens without end (no [DONE], no finish_reason)."""
+    state, url = replay
+    state.events = [(0, ROLE)]
+    state.endless = content(" tok")
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        record = await asyncio.wait_for(stream_chat(client, {"model": "tiny", "messages": [], "max_tokens": 16}),
+                                        timeout=20)
+    assert not record.success
+    assert record.error.startswith("the stream ran far past max_tokens (16 asked, 49 tokens so far)")
+    assert record.status_code == 200 and record.text == " tok" * 49
+
+
+async def test_a_stream_that_only_pings_fails_at_its_deadline(replay):
+    """Keep-alive comments forever: no read ever waits long, so only a deadline on the whole request ends it."""
+    state, url = replay
+    state.events = [(0, ROLE), (0, content(" a"))]
+    state.endless, state.endless_gap_s = ": ping\n\n", 0.05
+    async with httpx.AsyncClient(base_url=url, timeout=1.0) as client:   # read timeout = the deadline
+        started = time.perf_counter()
+        record = await asyncio.wait_for(stream_chat(client, {"model": "tiny", "messages": []}), timeout=20)
+    assert not record.success and time.perf_counter() - started < 10
+    assert record.error == "the stream did not end within 1 s (timed out; 1 tokens, no [DONE] or finish_reason)"
+    assert record.text == " a"
+
+
+def test_the_bench_verb_ends_a_level_with_n_failed_against_an_endless_stream(replay, capsys):
+    from console.cli import main
+
+    state, url = replay
+    state.tokenize = 20
+    state.events = [(0, ROLE)]
+    state.endless = content(" tok")
+    code = main(["bench", "--url", url, "--kind", "throughput", "--streams", "2", "--requests", "2",
+                 "--prompt-tokens", "20", "--output-tokens", "16"])
+    out = capsys.readouterr()
+    assert code == 1, out
+    assert "2 streams: 2 failed: the stream ran far past max_tokens (16 asked" in out.out + out.err

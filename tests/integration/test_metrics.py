@@ -142,3 +142,40 @@ def test_metrics_read_the_real_vllm_server_as_curl_sees_it(real_vllm_url: str) -
     assert figures["kv_cache_size_tokens"] == blocks * size
     assert figures["running"] == 3, json.dumps(figures)
     assert figures["generation_tokens_per_s"] > 0
+
+
+def test_metrics_of_a_server_that_trickles_forever_fail_at_the_deadline(capsys) -> None:
+    """Headers, then one metrics line every 50 ms without end: each read is quick, the whole never ends."""
+    from http.server import BaseHTTPRequestHandler
+
+    from sandbox.loopback_http import LoopbackHttp
+
+    class Trickle(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            try:
+                for i in range(2000):                 # 100 s: far past any deadline the test gives
+                    line = f"vllm:num_requests_running{{n=\"{i}\"}} 0\n".encode()
+                    self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                    self.wfile.flush()
+                    time.sleep(0.05)
+            except OSError:                           # the client gave up
+                return
+
+    http = LoopbackHttp("trickling-metrics")
+    url = http.start(Trickle)
+    try:
+        code = main(["metrics", "--url", url, "--interval", "0.1", "--timeout", "0.5"])
+    finally:
+        http.stop()
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert f"{url}/metrics: no whole answer within 0.5 s (timed out)" in err
