@@ -11,7 +11,9 @@
   (``CLOUDSDK_CORE_ACCOUNT``, else the active configuration file under ``CLOUDSDK_CONFIG`` or
   ``~/.config/gcloud``).
 
-Blocking calls run on a small thread pool; every failure comes out as :class:`OsLoginError`
+Blocking calls run on a small pool of daemon threads (a call left waiting never holds the
+process's exit), each within ``timeout_s`` whole (headers and body; the OS Login client's session
+reads its bodies through :class:`remote.deadline.DeadlineAdapter`); every failure comes out as :class:`OsLoginError`
 with the HTTP status in ``code`` (0: no answer). An ``http://`` endpoint (the sandbox) uses
 anonymous credentials, as :class:`remote.tpu.api.FleetSource` does.
 """
@@ -23,13 +25,16 @@ import configparser
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from remote.deadline import DaemonThreadPool, DeadlineAdapter
 from remote.errors import RemoteError
 
 T = TypeVar("T")
+#: Seconds past ``timeout_s`` a call may take before it is given up (its daemon thread is left to
+#: end on its own): the transport's own timeout, when it has one, reports first.
+CALL_GRACE_S = 1.0
 
 
 class OsLoginError(RemoteError):
@@ -114,7 +119,7 @@ class OsLoginApi:
         self.compute_endpoint = compute_endpoint
         self.timeout_s = timeout_s
         self._credentials = credentials
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="oslogin-api")
+        self._pool = DaemonThreadPool(4, "oslogin-api")
         self._lock = threading.Lock()
         self._projects: Any = None
         self._oslogin: Any = None
@@ -162,6 +167,10 @@ class OsLoginApi:
                 options = {"api_endpoint": self.oslogin_endpoint} if self.oslogin_endpoint else None
                 self._oslogin = oslogin_v1.OsLoginServiceClient(
                     transport="rest", credentials=self._creds(self.oslogin_endpoint), client_options=options)
+                session = getattr(self._oslogin.transport, "_session", None)
+                if session is not None:      # each call's body within its timeout, not each read
+                    session.mount("https://", DeadlineAdapter())
+                    session.mount("http://", DeadlineAdapter())
             return self._oslogin
 
     async def _run(self, what: str, fn: Callable[[], T]) -> T:
@@ -183,7 +192,12 @@ class OsLoginApi:
                                    code=code) from exc
             except RemoteError as exc:        # CredentialsError from default_credentials
                 raise OsLoginError(f"{what} failed: {exc.message}") from exc
-        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+        try:       # the whole call: httplib2 (Compute) bounds each read only
+            return await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(self._pool, call),
+                                          self.timeout_s + CALL_GRACE_S)
+        except TimeoutError:
+            raise OsLoginError(f"{what} failed (no answer): no whole answer within {self.timeout_s:g} s "
+                               "(timed out)") from None
 
     # --- calls --------------------------------------------------------------------------
 

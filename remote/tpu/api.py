@@ -18,10 +18,10 @@ other projects still list.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -33,10 +33,11 @@ from google.auth.credentials import AnonymousCredentials
 from google.auth.transport.requests import AuthorizedSession, Request
 from google.cloud import tpu_v2
 from google.protobuf import json_format
-from requests.adapters import HTTPAdapter
 
+from remote.deadline import DaemonThreadPool, DeadlineAdapter
 from remote.errors import CredentialsError, TpuApiError
 from remote.models import FleetProblem, FleetSnapshot, Node, QueuedResource, utc_now
+from remote.printable import shown_name
 from remote.tpu.parse import (
     JsonDict,
     merge_v2alpha1,
@@ -49,7 +50,64 @@ from remote.tpu.parse import (
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 DEFAULT_BASE_URL = "https://tpu.googleapis.com"
 T = TypeVar("T")
-Listing = tuple[list[JsonDict], list[str]]          # (items as REST JSON, unreachable zones)
+#: Pages one listing (one collection of one location) may take; past it the listing stops and
+#: says so (a real project's nodes fit in a few pages; a server that pages forever does not).
+MAX_PAGES_PER_LISTING = 200
+#: The library's message type of each collection, to read a REST record one by one.
+_RECORD_TYPES: dict[str, type[tpu_v2.Node] | type[tpu_v2.QueuedResource]] = {
+    "nodes": tpu_v2.Node, "queuedResources": tpu_v2.QueuedResource}
+
+
+@dataclass
+class Listing:
+    """All pages of one collection of one location.
+
+    Attributes:
+        items: the records as REST JSON (for v2: each one read by the library's type).
+        unreachable: zones the API listed as unreachable.
+        unreadable: one sentence per record that could not be read (the others still list).
+        stopped: why paging stopped before the API's last page (a repeated or malformed
+            ``nextPageToken``, or :data:`MAX_PAGES_PER_LISTING`), else ``None``.
+    """
+
+    items: list[JsonDict] = field(default_factory=list)
+    unreachable: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+    stopped: str | None = None
+
+
+class PageTokens:
+    """Follows ``nextPageToken`` for one listing and says when paging must stop.
+
+    Args:
+        what: the listing, for messages (``nodes of projects/P/locations/Z``).
+    """
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.pages = 0
+        self._seen: set[str] = set()
+
+    def next(self, token: object) -> tuple[str, str | None]:
+        """``(token to ask for next, "" when done; why paging stops, or None)`` after one more page.
+
+        Stops on a token that is not a string, one already followed (the API would page forever),
+        or after :data:`MAX_PAGES_PER_LISTING` pages.
+        """
+        self.pages += 1
+        if token is None or token == "":
+            return "", None
+        if not isinstance(token, str):
+            return "", (f"listing {self.what} stopped after {self.pages} pages: the API sent a page token "
+                        f"that is not a string ({type(token).__name__}); what was read so far is shown")
+        if token in self._seen:
+            return "", (f"listing {self.what} stopped after {self.pages} pages: the API repeated a page token "
+                        "(it would page forever); what was read so far is shown")
+        if self.pages >= MAX_PAGES_PER_LISTING:
+            return "", (f"listing {self.what} stopped at {MAX_PAGES_PER_LISTING} pages (the most one listing may "
+                        "take); what was read so far is shown")
+        self._seen.add(token)
+        return token, None
 
 
 class ProjectConfig(Protocol):
@@ -126,26 +184,47 @@ class V2alpha1Supplement:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
 
-    def _get_json(self, path: str, params: dict[str, str] | None = None) -> JsonDict:
-        response = self.session.get(f"{self.base_url}/v2alpha1/{path}", params=params, timeout=self.timeout_s)
+    def _get_json(self, path: str, params: dict[str, str] | None = None, *, version: str = "v2alpha1") -> JsonDict:
+        response = self.session.get(f"{self.base_url}/{version}/{path}", params=params, timeout=self.timeout_s)
         if response.status_code >= 400:
             raise gexc.from_http_response(response)
-        data: dict[str, Any] = response.json()
-        return data
+        body = response.json()
+        if not isinstance(body, dict):
+            raise ValueError(f"the answer is a JSON {type(body).__name__}, not an object")
+        return body
 
     def list(self, project: str, location: str, collection: str) -> Listing:
-        """All ``collection`` (``nodes``/``queuedResources``) items of one location, following pages."""
-        items: list[JsonDict] = []
-        unreachable: list[str] = []
+        """All ``collection`` (``nodes``/``queuedResources``) items of one location, following pages
+        (bounded: see :class:`PageTokens`)."""
+        return self.list_raw(project, location, collection, version="v2alpha1")
+
+    def list_raw(self, project: str, location: str, collection: str, *, version: str) -> Listing:
+        """All ``collection`` items of one location as REST JSON, page by page; for ``version="v2"``
+        each record is read by the library's type on its own (:func:`read_records`), so one
+        malformed record is one unreadable line, not a failed page.
+
+        Raises:
+            ValueError: a page is not a JSON object. google-api-core / requests errors as the library.
+        """
+        path = f"projects/{project}/locations/{location}/{collection}"
+        out = Listing()
+        tokens = PageTokens(f"{collection} of {path.rsplit('/', 1)[0]}")
         token = ""
         while True:
-            body = self._get_json(f"projects/{project}/locations/{location}/{collection}",
-                                  {"pageToken": token} if token else None)
-            items.extend(body.get(collection, []))
-            unreachable.extend(body.get("unreachable", []))
-            token = body.get("nextPageToken", "")
+            body = self._get_json(path, {"pageToken": token} if token else None, version=version)
+            records, unreachable = body.get(collection) or [], body.get("unreachable") or []
+            if not isinstance(records, list) or not isinstance(unreachable, list):
+                raise ValueError(f"{collection} or unreachable in the answer is not a list")
+            if version == "v2":
+                items, unreadable = read_records(collection, records)
+                out.items.extend(items)
+                out.unreadable.extend(unreadable)
+            else:
+                out.items.extend(r for r in records if isinstance(r, dict))
+            out.unreachable.extend(z for z in unreachable if isinstance(z, str))
+            token, out.stopped = tokens.next(body.get("nextPageToken"))
             if not token:
-                return items, unreachable
+                return out
 
     def get(self, name: str) -> JsonDict:
         """One resource by full name (``projects/P/locations/Z/nodes/N``)."""
@@ -173,6 +252,16 @@ class _Collected:
     unreachable: set[str] = field(default_factory=set)
     zone_problems: list[FleetProblem] = field(default_factory=list)
     error: TpuApiError | None = None
+    unreadable: list[str] = field(default_factory=list)
+
+    def add(self, listing: Listing, project: str, zone: str | None) -> None:
+        """Take one location's listing; paging stopped early is that zone's problem (the
+        project's, for ``locations/-``)."""
+        self.items.extend(listing.items)
+        self.unreachable.update(listing.unreachable)
+        self.unreadable.extend(listing.unreadable)
+        if listing.stopped:
+            self.zone_problems.append(FleetProblem(project, zone, 0, listing.stopped))
 
 
 class FleetSource:
@@ -193,7 +282,7 @@ class FleetSource:
         self.timeout_s = timeout_s
         self._credentials = credentials
         workers = max(8, min(64, 4 * len(self.projects) + 4))
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tpu-api")
+        self._pool = DaemonThreadPool(workers, "tpu-api")
         self._pool_size = workers
         self._setup_lock = threading.Lock()
         self._client: tpu_v2.TpuClient | None = None
@@ -219,8 +308,8 @@ class FleetSource:
             base = base_url(endpoint)
             session = AuthorizedSession(creds)
             for s in (session, getattr(client.transport, "_session", None)):
-                if s is not None:   # one pooled connection per worker thread, no "pool full" warnings
-                    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=self._pool_size)
+                if s is not None:   # one pooled connection per worker thread; every call's body in its timeout
+                    adapter = DeadlineAdapter(pool_connections=4, pool_maxsize=self._pool_size)
                     s.mount("https://", adapter)
                     s.mount("http://", adapter)
             self._alpha = V2alpha1Supplement(session, base, self.timeout_s)
@@ -256,28 +345,38 @@ class FleetSource:
     # --- one collection -----------------------------------------------------------------------
 
     def _v2_list(self, project: str, location: str, collection: str) -> Listing:
-        assert self._client is not None
+        """One collection of one location through the library's page iterator (bounded by
+        :class:`PageTokens`); when a page does not parse (one malformed record fails the whole
+        page's protobuf parse), the listing is read again as REST JSON record by record."""
+        assert self._client is not None and self._alpha is not None
         parent = f"projects/{project}/locations/{location}"
-        if collection == "nodes":
-            pages = self._client.list_nodes(parent=parent, timeout=self.timeout_s).pages
-        else:
-            pages = self._client.list_queued_resources(parent=parent, timeout=self.timeout_s).pages
-        items: list[JsonDict] = []
-        unreachable: list[str] = []
-        for page in pages:
-            items.extend(message_to_json(m) for m in (page.nodes if collection == "nodes" else page.queued_resources))
-            unreachable.extend(page.unreachable)
-        return items, unreachable
+        lister = self._client.list_nodes if collection == "nodes" else self._client.list_queued_resources
+        out = Listing()
+        tokens = PageTokens(f"{collection} of {parent}")
+        try:
+            for page in lister(parent=parent, timeout=self.timeout_s).pages:
+                records = page.nodes if collection == "nodes" else page.queued_resources
+                out.items.extend(message_to_json(m) for m in records)
+                out.unreachable.extend(page.unreachable)
+                token, out.stopped = tokens.next(page.next_page_token)
+                if not token:
+                    break
+        except json_format.Error:
+            return self._alpha.list_raw(project, location, collection, version="v2")
+        return out
 
     def _list_zones(self, project: str) -> list[str]:
         assert self._client is not None
         zones: list[str] = []
+        tokens = PageTokens(f"locations of projects/{project}")
         token = ""
         while True:
             response = self._client.list_locations(
                 request={"name": f"projects/{project}", "page_token": token}, timeout=self.timeout_s)
             zones.extend(loc.location_id or loc.name.rsplit("/", 1)[-1] for loc in response.locations)
-            token = response.next_page_token
+            token, stopped = tokens.next(response.next_page_token)
+            if stopped:
+                raise TpuApiError(stopped)
             if not token:
                 return zones
 
@@ -301,8 +400,8 @@ class FleetSource:
         zones = list(project.zones)
         if not zones:
             try:
-                items, unreachable = await self._run(lister, project.id, "-", collection)
-                out.items, out.unreachable = items, set(unreachable)
+                listing = await self._run(lister, project.id, "-", collection)
+                out.add(listing, project.id, None)
                 return out
             except TpuApiError as exc:
                 if exc.code not in (400, 404):
@@ -321,7 +420,7 @@ class FleetSource:
             elif isinstance(result, BaseException):
                 raise result
             else:
-                out.items.extend(result[0])
+                out.add(result, project.id, zone)
         return out
 
     # --- one project --------------------------------------------------------------------------
@@ -351,6 +450,7 @@ class FleetSource:
                                              f"(v2alpha1 {what} list failed): {failed.message}"))
 
         nodes, qrs, unreadable = project_from_json(v2_nodes.items, a_nodes.items, v2_qrs.items, a_qrs.items)
+        unreadable = v2_qrs.unreadable + v2_nodes.unreadable + unreadable
         problems.extend(FleetProblem(pid, None, 0, message) for message in unreadable)
         return nodes, qrs, _dedupe(problems)
 
@@ -421,9 +521,12 @@ class FleetSource:
             try:
                 owner = queued_resource_from_json(await self._get_merged(
                     self._client.get_queued_resource, f"projects/{project}/locations/{zone}/queuedResources/{short}"))
-            except TpuApiError:
+            except (TpuApiError, ValueError, KeyError, TypeError, AttributeError):
                 pass            # the node still shows; only the owner-derived fields are missing
-        return node_from_json(merged, owner)
+        try:
+            return node_from_json(merged, owner)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise TpuApiError(f"unreadable node {shown_name(name)} in the API's answer: {exc}") from None
 
     async def get_queued_resource(self, project: str, zone: str, name: str) -> QueuedResource:
         """One queued resource, fresh, with its flex-start fields (v2 + v2alpha1).
@@ -438,7 +541,7 @@ class FleetSource:
         try:
             return queued_resource_from_json(merged)
         except (ValueError, KeyError, TypeError) as exc:
-            raise TpuApiError(f"unreadable queued resource {name!r} in the API's answer: {exc}") from None
+            raise TpuApiError(f"unreadable queued resource {shown_name(name)} in the API's answer: {exc}") from None
 
     async def zones_of(self, project: str) -> list[str]:
         """The project's zones (``locations.list``), fetched once per source.
@@ -511,14 +614,38 @@ class FleetSource:
 
 
 def _dedupe(problems: list[FleetProblem]) -> list[FleetProblem]:
-    """Drop repeats of the same ``(project, zone, code)`` (nodes and queued resources often fail alike)."""
-    seen: set[tuple[str, str | None, int]] = set()
+    """Drop repeats of the same ``(project, zone, code)`` (nodes and queued resources often fail
+    alike); code-0 lines that are not timeouts (unreadable records, paging stopped) each say
+    something of their own and are all kept, once each."""
+    seen: set[tuple[str, str | None, int, str]] = set()
     out = []
     for problem in problems:
-        if (problem.project, problem.zone, problem.code) not in seen:
-            seen.add((problem.project, problem.zone, problem.code))
+        own = problem.code == 0 and problem.message.startswith(("unreadable ", "listing "))
+        key = (problem.project, problem.zone, problem.code, problem.message if own else "")
+        if key not in seen:
+            seen.add(key)
             out.append(problem)
     return out
+
+
+def read_records(collection: str, records: Iterable[object]) -> tuple[list[JsonDict], list[str]]:
+    """REST records of ``collection`` read one by one by the library's type (``tpu_v2.Node`` or
+    ``tpu_v2.QueuedResource``, unknown fields ignored): ``(records as REST JSON, one sentence per
+    record that is not one)``."""
+    kind = "node" if collection == "nodes" else "queued resource"
+    items: list[JsonDict] = []
+    unreadable: list[str] = []
+    for record in records:
+        name = record.get("name") if isinstance(record, dict) else None
+        try:
+            message = _RECORD_TYPES[collection].from_json(json.dumps(record), ignore_unknown_fields=True)
+            if not isinstance(record, dict):
+                raise ValueError(f"a JSON {type(record).__name__}, not an object")
+        except (json_format.Error, ValueError, TypeError) as exc:
+            unreadable.append(f"unreadable {kind} {shown_name(name)}: {exc}")
+            continue
+        items.append(message_to_json(message))
+    return items, unreadable
 
 
 def default_credentials() -> Any:

@@ -28,6 +28,8 @@ from typing import Any
 from google.protobuf import json_format
 
 from remote.models import Node, QueuedResource, WorkerEndpoint
+from remote.names import name_problem
+from remote.printable import shown_name
 
 JsonDict = dict[str, Any]
 
@@ -63,8 +65,8 @@ def merge_v2alpha1(v2: JsonDict, alpha: JsonDict | None) -> JsonDict:
     for key in QR_V2ALPHA1_KEYS:
         if key in alpha and "tpu" in alpha:          # queued resource
             out[key] = copy.deepcopy(alpha[key])
-    alpha_sc = alpha.get("schedulingConfig") or {}
-    if alpha_sc and "tpu" not in alpha:              # node
+    alpha_sc = alpha.get("schedulingConfig")
+    if isinstance(alpha_sc, dict) and alpha_sc and "tpu" not in alpha:              # node
         sc = out.setdefault("schedulingConfig", {})
         for key in NODE_V2ALPHA1_SCHEDULING_KEYS:
             if key in alpha_sc:
@@ -92,6 +94,23 @@ def split_name(name: str) -> tuple[str, str, str]:
     if len(parts) != 6 or parts[0] != "projects" or parts[2] != "locations":
         raise ValueError(f"not a TPU resource name: {name!r}")
     return parts[1], parts[3], parts[5]
+
+
+def checked_name(name: object, kind: str) -> tuple[str, str, str]:
+    """``projects/P/locations/Z/{nodes|queuedResources}/N`` -> ``(P, Z, N)``, each checked against
+    GCP's naming rule (:mod:`remote.names`; ``kind`` is ``"node"`` or ``"queued resource"``).
+
+    Raises:
+        ValueError: not such a name, or a part breaks its rule (the sentence says which).
+    """
+    if not isinstance(name, str):
+        raise ValueError(f"the {kind}'s name is not a string")
+    project, zone, short = split_name(name)
+    for part_kind, value in (("project", project), ("zone", zone), (kind, short)):
+        problem = name_problem(part_kind, value)
+        if problem is not None:
+            raise ValueError(problem)
+    return project, zone, short
 
 
 def qr_provisioning_model(qr: JsonDict) -> str:
@@ -146,7 +165,7 @@ def queued_resource_from_json(qr: JsonDict) -> QueuedResource:
     Raises:
         ValueError, KeyError, TypeError: the JSON lacks a usable ``name`` or has malformed values.
     """
-    project, zone, name = split_name(qr["name"])
+    project, zone, name = checked_name(qr["name"], "queued resource")
     state = qr.get("state") or {}
     specs = (qr.get("tpu") or {}).get("nodeSpec", [])
     run = qr.get("runDuration") or {}
@@ -212,9 +231,10 @@ def node_from_json(node: JsonDict, owner: QueuedResource | None = None) -> Node:
     ``runDuration.terminationTime``, else ``createTime`` + the owner's ``maxRunDuration``.
 
     Raises:
-        ValueError, KeyError, TypeError: malformed JSON.
+        ValueError, KeyError, TypeError: malformed JSON, or a name that breaks GCP's naming rule
+            (:func:`checked_name`).
     """
-    project, zone, name = split_name(node["name"])
+    project, zone, name = checked_name(node["name"], "node")
     sc = node.get("schedulingConfig") or {}
     create_time = parse_time(node.get("createTime"))
     termination = parse_time(sc.get("terminationTimestamp"))
@@ -264,7 +284,7 @@ def project_from_json(v2_nodes: list[JsonDict], alpha_nodes: list[JsonDict], v2_
             qr = queued_resource_from_json(merge_v2alpha1(item, alpha_by_name.get(item.get("name"))))
             qrs[(qr.zone, qr.name)] = qr
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
-            unreadable.append(f"unreadable queued resource {item.get('name')!r}: {exc!r}")
+            unreadable.append(f"unreadable queued resource {shown_name(item.get('name'))}: {_reason(exc)}")
     nodes: list[Node] = []
     alpha_by_name = {item.get("name"): item for item in alpha_nodes}
     for item in v2_nodes:
@@ -272,5 +292,13 @@ def project_from_json(v2_nodes: list[JsonDict], alpha_nodes: list[JsonDict], v2_
             merged = merge_v2alpha1(item, alpha_by_name.get(item.get("name")))
             nodes.append(node_from_json(merged, find_owner(merged, qrs)))
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
-            unreadable.append(f"unreadable node {item.get('name')!r}: {exc!r}")
+            unreadable.append(f"unreadable node {shown_name(item.get('name'))}: {_reason(exc)}")
     return nodes, list(qrs.values()), unreadable
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a record could not be read, in words: a sentence of ours as it is, a library's
+    exception with its type (``KeyError: 'name'``)."""
+    if isinstance(exc, ValueError) and exc.args and isinstance(exc.args[0], str):
+        return exc.args[0]
+    return f"{type(exc).__name__}: {exc}"

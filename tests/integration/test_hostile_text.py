@@ -28,22 +28,24 @@ def hostile_api():
 def test_nodes_table_shows_hostile_api_fields_literally(hostile_api, capsys) -> None:
     code = main(["nodes", "--api-endpoint", hostile_api, "--project", "inference-prod"])
     captured = capsys.readouterr()
-    assert code == 0, captured.err
+    assert code == 1, captured.err                        # the hostile-named node is a problem line
     assert_clean(captured.out)
     assert SHOWN in captured.out                          # the RUNTIME column (no wrapping)
-    assert SHOWN_NAME in captured.out
+    problem = " ".join(line.strip("│ ") for line in captured.out.splitlines() if "unreadable node" in line)
+    assert f"'{SHOWN_NAME}' is not a node name" in problem  # GCP's name rule: not a row, one unreadable line
     failure = " ".join(line.strip("│ ") for line in captured.out.splitlines() if "qr-failed" in line or "│" in line)
     assert "[/x][link=http://e.x]L[/link]" in failure    # FAILURE (wraps: its first part)
 
 
 def test_nodes_json_keeps_the_data(hostile_api, capsys) -> None:
-    assert main(["nodes", "--api-endpoint", hostile_api, "--project", "inference-prod", "--json"]) == 0
+    assert main(["nodes", "--api-endpoint", hostile_api, "--project", "inference-prod", "--json"]) == 1
     out = capsys.readouterr().out
     assert_clean(out)                                     # JSON escapes the controls...
     data = json.loads(out)
     node = next(n for n in data["nodes"] if n["name"] == "vllm-v5e-a")
     assert node["runtime_version"] == HOSTILE             # ... and keeps them
-    assert any(n["name"] == HOSTILE_NAME for n in data["nodes"])
+    assert not any(n["name"] == HOSTILE_NAME for n in data["nodes"])     # a name GCP never gives: unreadable
+    assert any(f"'{SHOWN_NAME}' is not a node name" in p["message"] for p in data["errors"])
     assert next(q for q in data["queued_resources"] if q["name"] == "qr-failed")["failure"] == HOSTILE
 
 

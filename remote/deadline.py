@@ -1,0 +1,159 @@
+"""Deadlines on whole calls for the blocking Google clients, and threads that never hold the exit.
+
+- :class:`DeadlineAdapter`: a ``requests`` transport adapter under which a call's body must arrive
+  whole within its ``timeout``. ``requests`` (and urllib3 under it) apply ``timeout`` to each
+  read of the socket, so a server that sends its headers and then a byte a second is never
+  timed out; through this adapter it fails with ``requests.ReadTimeout`` once the call has taken
+  ``timeout`` seconds (connect, headers and body together; a read already waiting can add at
+  most the time left, as the socket's timeout is cut to it before each read). Mounted on the
+  google-cloud-tpu REST transport's session, the v2alpha1 session and the OS Login client's.
+- :class:`DaemonThreadPool`: an :class:`~concurrent.futures.Executor` whose worker threads are
+  daemons. ``ThreadPoolExecutor``'s workers are joined when the interpreter exits, so one call
+  still waiting on a hostile server kept a finished verb (``nodes``) from exiting.
+"""
+
+from __future__ import annotations
+
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from typing import TypeVar
+
+import requests
+import urllib3.exceptions
+from requests.adapters import HTTPAdapter
+
+T = TypeVar("T")
+
+#: Bytes read per step of a body (one ``recv`` at most returns this much).
+_STEP_BYTES = 1 << 16
+
+
+def whole_call_s(timeout: float | tuple[float | None, float | None] | None) -> float | None:
+    """The seconds a whole call may take, from ``requests``' ``timeout`` (a number, or
+    ``(connect, read)``: the larger), ``None`` for no limit."""
+    if isinstance(timeout, tuple):
+        parts = [t for t in timeout if t is not None]
+        return max(parts) if parts else None
+    return timeout
+
+
+class DeadlineAdapter(HTTPAdapter):
+    """An ``HTTPAdapter`` whose non-streamed calls end within their ``timeout``, body included.
+
+    A streamed call (``stream=True``) is the caller's to bound and passes through unchanged.
+
+    Raises (from :meth:`send`): ``requests.ReadTimeout`` when the answer is not whole in time;
+    ``requests.ConnectionError`` when the connection breaks while the body is read.
+    """
+
+    def send(self, request: requests.PreparedRequest, stream: bool = False,
+             timeout: float | tuple[float | None, float | None] | None = None,
+             verify: bool | str = True, cert: str | tuple[str, str] | None = None,
+             proxies: dict[str, str] | None = None) -> requests.Response:
+        """Send ``request``; read its body within the deadline (see the class)."""
+        total_s = whole_call_s(timeout)
+        if stream or total_s is None:
+            return super().send(request, stream=stream, timeout=timeout, verify=verify, cert=cert, proxies=proxies)
+        started = time.monotonic()
+        response = super().send(request, stream=True, timeout=timeout, verify=verify, cert=cert, proxies=proxies)
+        try:
+            response._content = _read_body(response, started + total_s, total_s)
+        finally:
+            response.close()
+        return response
+
+
+def _read_body(response: requests.Response, deadline: float, total_s: float) -> bytes:
+    """The whole body of a streamed ``response`` by ``deadline`` (monotonic seconds)."""
+    raw = response.raw
+    body = bytearray()
+    try:
+        while True:
+            left_s = deadline - time.monotonic()
+            if left_s <= 0:
+                raise requests.ReadTimeout(f"no whole answer within {total_s:g} s (timed out)",
+                                           request=response.request, response=response)
+            sock = getattr(getattr(raw, "_connection", None), "sock", None)
+            if isinstance(sock, socket.socket):
+                sock.settimeout(left_s)
+            chunk = raw.read1(_STEP_BYTES, decode_content=True)
+            if not chunk:
+                return bytes(body)
+            body += chunk
+    except (urllib3.exceptions.ReadTimeoutError, TimeoutError) as exc:
+        raise requests.ReadTimeout(f"no whole answer within {total_s:g} s (timed out)",
+                                   request=response.request, response=response) from exc
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise requests.ConnectionError(f"the connection broke while the answer was read: {exc}",
+                                       request=response.request, response=response) from exc
+
+
+class DaemonThreadPool(Executor):
+    """At most ``size`` daemon worker threads, started as calls come (``loop.run_in_executor``).
+
+    Args:
+        size: the most calls running at once; more wait in line.
+        name: the threads' name prefix (seen in thread dumps).
+    """
+
+    def __init__(self, size: int, name: str) -> None:
+        self._size = size
+        self._name = name
+        self._calls: queue.SimpleQueue[tuple[Future[object], Callable[[], object]] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+        self._closed = False
+
+    def submit(self, fn: Callable[..., T], /, *args: object, **kwargs: object) -> Future[T]:
+        """Queue ``fn(*args, **kwargs)``; its future.
+
+        Raises:
+            RuntimeError: the pool was shut down.
+        """
+        future: Future[T] = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("cannot schedule new calls after shutdown")
+            self._calls.put((future, lambda: fn(*args, **kwargs)))  # type: ignore[arg-type]
+            if self._idle == 0 and self._threads < self._size:
+                self._threads += 1
+                threading.Thread(target=self._work, name=f"{self._name}_{self._threads}", daemon=True).start()
+            else:
+                self._idle -= 1 if self._idle else 0
+        return future
+
+    def _work(self) -> None:
+        while True:
+            item = self._calls.get()
+            if item is None:
+                return
+            future, call = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(call())
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
+                    future.set_exception(exc)
+            with self._lock:
+                self._idle += 1
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop taking calls; queued calls are cancelled when ``cancel_futures``. Never waits for a
+        running call (its thread is a daemon and ends with it, or with the process)."""
+        with self._lock:
+            self._closed = True
+            threads = self._threads
+        if cancel_futures:
+            while True:
+                try:
+                    item = self._calls.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[0].cancel()
+        for _ in range(threads):
+            self._calls.put(None)
