@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from remote.errors import RemoteError
 from remote.models import FleetProblem, FleetSnapshot, Node, QueuedResource
+from remote.names import name_problem
+from remote.printable import shown_name
 
 if TYPE_CHECKING:
     from console.config import Config
@@ -84,13 +86,27 @@ def split_node_spec(spec: str) -> tuple[str | None, str | None, str]:
     """``"p/z/n"`` -> ``("p", "z", "n")``, ``"z/n"`` -> ``(None, "z", "n")``, ``"n"`` -> ``(None, None, "n")``.
 
     Raises:
-        NodeLookupError: not ``NAME``, ``ZONE/NAME`` or ``PROJECT/ZONE/NAME``.
+        NodeLookupError: not ``NAME``, ``ZONE/NAME`` or ``PROJECT/ZONE/NAME``, or a part that breaks
+            GCP's naming rule (:func:`check_names`).
     """
     parts = spec.split("/")
     if not 1 <= len(parts) <= 3 or not all(parts):
-        raise NodeLookupError(f"{spec!r} is not NAME, ZONE/NAME or PROJECT/ZONE/NAME.")
+        raise NodeLookupError(f"{shown_name(spec)} is not NAME, ZONE/NAME or PROJECT/ZONE/NAME.")
     padded: list[str | None] = [None] * (3 - len(parts)) + list(parts)
+    check_names(project=padded[0], zone=padded[1], node=parts[-1])
     return padded[0], padded[1], parts[-1]
+
+
+def check_names(*, project: str | None = None, zone: str | None = None, node: str | None = None) -> None:
+    """Refuse a name from the command line that breaks GCP's naming rule (:mod:`remote.names`):
+    such a name names nothing, and it must never reach an API path, a file name or a printed command.
+
+    Raises:
+        NodeLookupError: one sentence naming the part and the rule.
+    """
+    for kind, value in (("project", project), ("zone", zone), ("node", node)):
+        if value is not None and (problem := name_problem(kind, value)) is not None:
+            raise NodeLookupError(f"{problem}.", title="Bad name")
 
 
 def pick_node(snapshot: FleetSnapshot, name: str, project: str | None = None, zone: str | None = None, *,
@@ -109,6 +125,7 @@ def pick_node(snapshot: FleetSnapshot, name: str, project: str | None = None, zo
         NodeAmbiguous: several matches. NodeNotReady: ``require_ready`` and the node is not READY.
     """
     spec = split_node_spec(name)
+    check_names(project=project, zone=zone)
     matches = [n for n in snapshot.nodes
                if all(want is None or have == want for have, want in zip(n.key, spec))
                and project in (None, n.project) and zone in (None, n.zone)]
@@ -205,11 +222,13 @@ def fleet_source_for(config: Config, *, project: str | None = None, zone: str | 
     A ``project`` missing from the config is listed anyway (in ``zone`` only, when given).
 
     Raises:
-        NodeLookupError: no project to search (none configured and none given).
+        NodeLookupError: no project to search (none configured and none given), or ``project``
+            or ``zone`` breaks GCP's naming rule.
     """
     from console.config import ProjectConfig
     from remote.tpu.api import FleetSource
 
+    check_names(project=project, zone=zone)
     if project:
         known = {p.id: p for p in config.projects}
         projects = [known.get(project) or ProjectConfig(project, (zone,) if zone else ())]

@@ -76,6 +76,12 @@ def run(args: argparse.Namespace) -> int:
     config = config_or_exit(args)
     if config is None:
         return 2
+    from remote.names import name_problem
+
+    for pid in args.project or ():
+        if (problem := name_problem("project", pid)) is not None:
+            print(f"tpu-console: --project: {problem}", file=sys.stderr)
+            return 2
     if args.project:
         configured = {p.id: p for p in config.projects}
         projects = [configured.get(pid, ProjectConfig(pid)) for pid in dict.fromkeys(args.project)]
