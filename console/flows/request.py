@@ -18,6 +18,7 @@ from console.flows.history_access import HistoryAccess
 from console.flows.policy import HasReadonly, refuse_in_readonly
 from remote.bench.cost import lookup_price
 from remote.models import Node, QueuedResource, chips_of, utc_now
+from remote.names import console_command
 from remote.tpu.advice import classify_failure, delete_command
 from remote.tpu.requests import (
     QueuedResourceRequest,
@@ -137,9 +138,11 @@ def explain(qr: QueuedResource, node: Node | None, now: datetime | None = None) 
     if state in ("ACCEPTED", "CREATING"):
         return "accepted by the API; it is queued for capacity."
     if state == "WAITING_FOR_RESOURCES":
+        accel = qr.accelerator_type or "-"
         hint = (f"A flex-start request without quota waits exactly like a stockout: "
-                f"`tpu-console probe --project {qr.project} --zone {qr.zone} --accelerator-type "
-                f"{qr.accelerator_type}` tells them apart; fewer chips or another zone may be granted sooner.")
+                f"`{console_command(['probe', '--project', qr.project, '--zone', qr.zone, '--accelerator-type', accel])}` "
+                "tells them apart; "
+                "fewer chips or another zone may be granted sooner.")
         left = valid_until_left_s(qr, now)
         expiry = "" if left is None else (
             f" Its validUntil runs out in {int(left // 60)} min: it fails then unless capacity comes."

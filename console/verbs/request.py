@@ -25,6 +25,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from console.verbs.common import say
+from remote.names import console_command
 
 if TYPE_CHECKING:
     from console.config import Config
@@ -173,9 +174,10 @@ async def _create(config: Config, request: QueuedResourceRequest, args: argparse
                 if code == 0 and changes is not None:
                     code = await _launch(config, node, changes, args, out)
             elif not args.json:
-                _say(f"Follow it: tpu-console nodes --project {request.project}   "
-                     f"(or again with --wait); delete: tpu-console delete {request.name} "
-                     f"--project {request.project} --zone {request.zone}")
+                from remote.tpu.advice import delete_command
+
+                _say(f"Follow it: {console_command(['nodes', '--project', request.project])}   (or again with "
+                     f"--wait); delete: {delete_command(request.project, request.zone, request.name)}")
         except RemoteError as exc:
             out["error"] = str(exc)
             if not args.json:
@@ -229,5 +231,6 @@ async def _launch(config: Config, node: Node, changes: dict[str, str | None], ar
         return 1
     if not args.json:
         _say(f"Container started on {node.name} ({(result.container_id or '')[:12]}). "
-             f"Follow its startup: tpu-console watch {node.name} --project {node.project} --zone {node.zone}")
+             "Follow its startup: " + console_command(["watch", node.name, "--project", node.project,
+                                                       "--zone", node.zone]))
     return 0

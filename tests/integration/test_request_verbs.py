@@ -289,6 +289,9 @@ def test_explain_a_wait_names_the_valid_until_and_the_probe() -> None:
     failed = QueuedResource(P, "europe-west4-a", "f", "FAILED", failure='There is no more capacity in the zone "x"')
     assert "try fewer chips, another zone" in explain(failed, None, now)
     assert "tpu-console delete f --project=inference-prod --zone=europe-west4-a" in explain(failed, None, now)
+    # the accelerator type comes from the API: the printed probe line quotes it (pasting it ran `id`)
+    hostile = dataclasses.replace(waiting, accelerator_type="v6e-8;$(id)")
+    assert "--accelerator-type 'v6e-8;$(id)'` tells them apart" in explain(hostile, None, now)
 
 
 def test_nodes_table_lists_inactive_queued_resources_with_their_delete_commands(cli, capsys) -> None:

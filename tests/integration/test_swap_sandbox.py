@@ -228,7 +228,10 @@ def test_lint_errors_fail_the_dry_run_and_refuse_the_swap_unless_forced(demo_nod
     assert "no terminal to confirm on; pass --yes" in capsys.readouterr().out
     assert not any(" rm " in c or " run " in c for c in vm.commands)
     assert main([*base, *bad, "--yes", "--force"]) == 0             # forced: it runs (vLLM will refuse it)
-    assert "Swapped" in capsys.readouterr().out
+    swapped = capsys.readouterr().out
+    assert "Swapped" in swapped
+    hint = swapped.split("Follow it (and record its outcome) with: ", 1)[1].split()
+    assert hint[:2] == ["tpu-console", "watch"] and len(hint) == 3      # one shell word per value (shlex.join)
     cmd = vm.docker.find("vllm").inspect(0)["Config"]["Cmd"]
     assert cmd[cmd.index("--tensor-parallel-size") + 1] == "3"
 
