@@ -209,6 +209,21 @@ async def docker_run(conn: asyncssh.SSHClientConnection, argv: Sequence[str], *,
     return await docker(conn, ["run", *argv], sudo=sudo, timeout_s=timeout_s, label=label)
 
 
+#: A container id as docker prints it: ``docker run -d`` and ``docker inspect``'s ``Id`` give 64
+#: lowercase hex digits, ``docker ps`` the first 12.
+_CONTAINER_ID = re.compile(r"[0-9a-f]{12,64}")
+
+
+def container_id_of(text: object) -> str | None:
+    """``text`` (surrounding whitespace stripped) when it is a container id (12-64 lowercase hex
+    digits), else ``None``: whatever else a node prints (an ESC byte, a warning, markup) is never
+    stored or shown as an id."""
+    if not isinstance(text, str):
+        return None
+    value = text.strip()
+    return value if _CONTAINER_ID.fullmatch(value) else None
+
+
 def _last_line(result: CommandResult) -> str:
     lines = (result.stderr or result.stdout).strip().splitlines()
     return lines[-1] if lines else f"exit {result.exit_status}"

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from remote.container.docker import container_id_of
 from remote.container.spec import ContainerSpec, diff, display_argv
 from remote.errors import RemoteError
 from remote.ssh import CommandResult, run_command
@@ -81,7 +82,8 @@ class SwapResult:
         results: ``(step, result)`` for each step that ran.
         failed_step: the step that failed, or ``None``.
         error: what went wrong (the command's stderr, masked), or ``None``.
-        container_id: the new container's id (``docker run -d`` output), or ``None``.
+        container_id: the new container's id (``docker run -d`` output when it is hex, see
+            :func:`~remote.container.docker.container_id_of`), or ``None``.
         old_container_removed: whether the old container was removed (``False`` after a failed pull).
     """
 
@@ -189,7 +191,7 @@ async def execute_swap(runner: CommandRunner, plan: SwapPlan, *,
         if step.kind == "rm":
             removed = True
     run_out = done[-1][1].stdout.strip().splitlines() if done else []
-    return SwapResult(True, plan, tuple(done), None, None, run_out[-1] if run_out else None, removed)
+    return SwapResult(True, plan, tuple(done), None, None, container_id_of(run_out[-1]) if run_out else None, removed)
 
 
 #: Seconds each docker verb may take over SSH (a vLLM TPU image is several GB).

@@ -51,7 +51,7 @@ from typing import Any
 
 import asyncssh
 
-from remote.container.docker import docker_inspect, logs_follow_args
+from remote.container.docker import container_id_of, docker_inspect, logs_follow_args
 from remote.container.docker_records import DOCKER_RECORD_BYTES, rejoin_records
 from remote.container.follower import follower_command, follower_pid, stop_follower
 from remote.ssh import SshFailure
@@ -671,7 +671,7 @@ class LogTail:
                                         f"yet (checked every {self._poll_interval_s:g} s)")
                 await asyncio.sleep(self._poll_interval_s)
                 continue
-            container_id = str(info.get("Id", ""))
+            container_id = container_id_of(info.get("Id")) or ""      # only hex is an id
             state = info.get("State") or {}
             restarts = _int(info.get("RestartCount"))
             if container_id != self._container_id:

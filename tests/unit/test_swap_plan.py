@@ -80,6 +80,18 @@ async def test_successful_swap_runs_three_commands_and_reports_the_container(old
     assert all(HF not in r.command for _, r in result.results)
 
 
+async def test_only_hex_from_docker_run_is_taken_as_the_container_id(old, new):
+    """Whatever else a node prints after ``docker run -d`` (an ESC byte, markup) is no container id."""
+    from remote.container.docker import container_id_of
+
+    for printed in ("f00dfeed" * 8 + "\x1b[2J", "[b]evil", "F00DFEED" * 8, "f00d", "f00dfeed" * 9):
+        runner = Recorder({"run": CommandResult(0, printed + "\n", "", "x")})
+        result = await execute_swap(runner, plan_swap(old, new))
+        assert result.ok and result.container_id is None, printed
+    assert container_id_of(" " + "ab12" * 16 + "\n") == "ab12" * 16 and container_id_of("0123456789ab") == "0123456789ab"
+    assert container_id_of(None) is None and container_id_of(7) is None
+
+
 async def test_failed_pull_leaves_the_old_container_untouched(old, new):
     err = "Error response from daemon: manifest for vllm/vllm-tpu:v9 not found: manifest unknown"
     runner = Recorder({"pull": CommandResult(1, "", err + "\n", "x")})
