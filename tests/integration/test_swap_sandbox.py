@@ -230,8 +230,8 @@ def test_lint_errors_fail_the_dry_run_and_refuse_the_swap_unless_forced(demo_nod
     assert main([*base, *bad, "--yes", "--force"]) == 0             # forced: it runs (vLLM will refuse it)
     swapped = capsys.readouterr().out
     assert "Swapped" in swapped
-    hint = swapped.split("Follow it (and record its outcome) with: ", 1)[1].split()
-    assert hint[:2] == ["tpu-console", "watch"] and len(hint) == 3      # one shell word per value (shlex.join)
+    hint = swapped.split("Follow it (and record its outcome) with: ", 1)[1].splitlines()[0]
+    assert shlex.split(hint)[:2] == ["tpu-console", "watch"] and shlex.join(shlex.split(hint)) == hint   # shlex.join
     cmd = vm.docker.find("vllm").inspect(0)["Config"]["Cmd"]
     assert cmd[cmd.index("--tensor-parallel-size") + 1] == "3"
 
