@@ -84,6 +84,8 @@ def _read_body(response: requests.Response, deadline: float, total_s: float) -> 
             if not chunk:
                 return bytes(body)
             body += chunk
+    except requests.RequestException:          # ours above (an OSError too): as it is
+        raise
     except (urllib3.exceptions.ReadTimeoutError, TimeoutError) as exc:
         raise requests.ReadTimeout(f"no whole answer within {total_s:g} s (timed out)",
                                    request=response.request, response=response) from exc

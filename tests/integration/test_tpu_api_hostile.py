@@ -78,6 +78,8 @@ def hostile() -> Iterator[tuple[Hostile, str]]:
             if path.endswith("/nodes"):
                 body = state.page(parse_qs(query).get("pageToken", [""])[0])
             data = json.dumps(body).encode()
+            if state.mode == "trickle":             # long enough to outlast any timeout given here
+                data = b" " * 400 + data
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -211,3 +213,25 @@ def test_the_nodes_verb_exits_against_a_hostile_api(hostile, tmp_path: Path, mod
                 "trickle": "no answer within 2 s (timed out)"}[mode]
     assert expected in " ".join(done.stdout.split()), done.stdout
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("call", ["project_metadata", "login_profile"])
+async def test_os_login_and_compute_calls_time_out_on_a_trickling_answer(hostile, call: str) -> None:
+    """Compute ``projects.get`` (httplib2) and OS Login ``loginProfile`` (REST): headers at once, then a
+    byte every 50 ms; each call ends at its timeout with a sentence, and leaves no thread behind."""
+    from remote.oslogin.api import OsLoginApi, OsLoginError
+
+    state, url = hostile
+    state.mode = "trickle"
+    api = OsLoginApi(oslogin_endpoint=url, compute_endpoint=url, timeout_s=1.0)
+    try:
+        with pytest.raises(OsLoginError) as err:
+            if call == "project_metadata":
+                await api.project_metadata(PROJECT)
+            else:
+                await api.login_profile("alice@example.com", PROJECT)
+    finally:
+        api.close()
+    assert err.value.code == 0 and "timed out" in err.value.message, err.value.message
+    others = [t for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
+    assert others == []
