@@ -1,12 +1,13 @@
 """Deadlines on whole calls for the blocking Google clients, and threads that never hold the exit.
 
-- :class:`DeadlineAdapter`: a ``requests`` transport adapter under which a call's body must arrive
-  whole within its ``timeout``. ``requests`` (and urllib3 under it) apply ``timeout`` to each
-  read of the socket, so a server that sends its headers and then a byte a second is never
+- :class:`DeadlineAdapter`: a ``requests`` transport adapter under which a call's answer must
+  arrive whole within its ``timeout``. ``requests`` (and urllib3 under it) apply ``timeout`` to
+  each read of the socket, so a server that sends its headers and then a byte a second is never
   timed out; through this adapter it fails with ``requests.ReadTimeout`` once the call has taken
-  ``timeout`` seconds (connect, headers and body together; a read already waiting can add at
-  most the time left, as the socket's timeout is cut to it before each read). Mounted on the
-  google-cloud-tpu REST transport's session, the v2alpha1 session and the OS Login client's.
+  ``timeout`` seconds (connect, headers and body together): the body is read step by step against
+  the deadline, and a timer shuts the connection's socket at the deadline, which ends a read that
+  is still waiting (headers trickled a byte at a time too). Mounted on the google-cloud-tpu REST
+  transport's session, the v2alpha1 session and the OS Login client's.
 - :class:`DaemonThreadPool`: an :class:`~concurrent.futures.Executor` whose worker threads are
   daemons. ``ThreadPoolExecutor``'s workers are joined when the interpreter exits, so one call
   still waiting on a hostile server kept a finished verb (``nodes``) from exiting.
@@ -25,6 +26,8 @@ from typing import TypeVar
 import requests
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 T = TypeVar("T")
 
@@ -41,8 +44,52 @@ def whole_call_s(timeout: float | tuple[float | None, float | None] | None) -> f
     return timeout
 
 
+class _Call:
+    """One call under a deadline: the connection it uses, so a timer can cut it."""
+
+    def __init__(self) -> None:
+        self.connection: HTTPConnection | None = None
+        self.cut = False
+
+    def shut(self) -> None:
+        """The deadline passed: shut the connection's socket (a waiting read ends at once)."""
+        self.cut = True
+        sock = getattr(self.connection, "sock", None)
+        if isinstance(sock, socket.socket):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+#: The call the current thread is sending (set by :meth:`DeadlineAdapter.send`).
+_current = threading.local()
+
+
+class _WatchedPool(HTTPConnectionPool):
+    """An HTTP pool that tells the current call which connection it got."""
+
+    def _get_conn(self, timeout: float | None = None) -> HTTPConnection:
+        connection = super()._get_conn(timeout)
+        call = getattr(_current, "call", None)
+        if isinstance(call, _Call) and isinstance(connection, HTTPConnection):
+            call.connection = connection
+        return connection  # type: ignore[return-value]
+
+
+class _WatchedHttpsPool(HTTPSConnectionPool):
+    """:class:`_WatchedPool` for HTTPS."""
+
+    def _get_conn(self, timeout: float | None = None) -> HTTPConnection:
+        connection = super()._get_conn(timeout)
+        call = getattr(_current, "call", None)
+        if isinstance(call, _Call) and isinstance(connection, HTTPConnection):
+            call.connection = connection
+        return connection  # type: ignore[return-value]
+
+
 class DeadlineAdapter(HTTPAdapter):
-    """An ``HTTPAdapter`` whose non-streamed calls end within their ``timeout``, body included.
+    """An ``HTTPAdapter`` whose non-streamed calls end within their ``timeout``, whole.
 
     A streamed call (``stream=True``) is the caller's to bound and passes through unchanged.
 
@@ -50,20 +97,39 @@ class DeadlineAdapter(HTTPAdapter):
     ``requests.ConnectionError`` when the connection breaks while the body is read.
     """
 
+    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: object) -> None:
+        """The pool manager, with pools that report each call's connection (see :class:`_Call`)."""
+        super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _WatchedPool, "https": _WatchedHttpsPool}
+
     def send(self, request: requests.PreparedRequest, stream: bool = False,
              timeout: float | tuple[float | None, float | None] | None = None,
              verify: bool | str = True, cert: str | tuple[str, str] | None = None,
              proxies: dict[str, str] | None = None) -> requests.Response:
-        """Send ``request``; read its body within the deadline (see the class)."""
+        """Send ``request``; the whole answer within the deadline (see the class)."""
         total_s = whole_call_s(timeout)
         if stream or total_s is None:
             return super().send(request, stream=stream, timeout=timeout, verify=verify, cert=cert, proxies=proxies)
         started = time.monotonic()
-        response = super().send(request, stream=True, timeout=timeout, verify=verify, cert=cert, proxies=proxies)
+        call = _current.call = _Call()
+        timer = threading.Timer(total_s, call.shut)
+        timer.daemon = True
+        timer.start()
         try:
-            response._content = _read_body(response, started + total_s, total_s)
+            response = super().send(request, stream=True, timeout=timeout, verify=verify, cert=cert,
+                                    proxies=proxies)
+            try:
+                response._content = _read_body(response, started + total_s, total_s)
+            finally:
+                response.close()
+        except requests.RequestException as exc:
+            if call.cut and not isinstance(exc, requests.Timeout):
+                raise requests.ReadTimeout(f"no whole answer within {total_s:g} s (timed out)",
+                                           request=request) from exc
+            raise
         finally:
-            response.close()
+            timer.cancel()
+            _current.call = None
         return response
 
 

@@ -74,6 +74,16 @@ def hostile() -> Iterator[tuple[Hostile, str]]:
         def do_GET(self) -> None:
             path, _, query = self.path.partition("?")
             state.requests.append(self.path)
+            if state.mode == "trickle-headers":   # the status line, then one header a byte at a time, for 100 s
+                try:
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                    for _ in range(2000):
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
+                        time.sleep(state.trickle_gap_s)
+                except OSError:
+                    self.close_connection = True
+                return
             body: dict[str, Any] = {}
             if path.endswith("/nodes"):
                 body = state.page(parse_qs(query).get("pageToken", [""])[0])
@@ -191,6 +201,16 @@ async def test_a_trickling_answer_times_out_on_the_whole_call_and_leaves_no_thre
         (PROJECT, None, 0, "no answer within 1 s (timed out)")]
     others = [t for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
     assert others == []               # nothing that would keep a verb's process from exiting
+
+
+async def test_trickled_headers_time_out_on_the_whole_call_too(hostile) -> None:
+    """The status line, then a header a byte every 50 ms: each read is quick, the headers never end."""
+    state, url = hostile
+    state.mode = "trickle-headers"
+    snapshot = await list_fleet(url, timeout_s=1.0)
+    assert snapshot.nodes == ()
+    assert [(p.project, p.zone, p.code, p.message) for p in snapshot.problems] == [
+        (PROJECT, None, 0, "no answer within 1 s (timed out)")]
 
 
 @pytest.mark.parametrize("mode", ["repeat", "int-token", "trickle"])
