@@ -197,6 +197,8 @@ class StartupState:
         kv_cache_shape: old tpu-inference ``Init kv-cache | shape=...`` text.
         max_concurrency: ``Maximum concurrency for M tokens per request: X x``, the X.
         max_concurrency_tokens_per_request: the M.
+        kv_cache_note: a sentence when a one-line ``KV cache size: N tokens, Maximum concurrency for M
+            tokens per request: X`` states an N that X x M does not match, else ``None``.
         device_blocks: ``# GPU blocks: N`` / ``# TPU blocks: N`` count (block size unknown).
         device_blocks_label: ``GPU`` or ``TPU``.
         cpu_blocks: ``# CPU blocks: N`` (V0).
@@ -237,6 +239,7 @@ class StartupState:
     kv_cache_shape: str | None = None
     max_concurrency: float | None = None
     max_concurrency_tokens_per_request: int | None = None
+    kv_cache_note: str | None = None
     device_blocks: int | None = None
     device_blocks_label: str | None = None
     cpu_blocks: int | None = None
@@ -347,6 +350,7 @@ def summary_json(state: StartupState) -> dict[str, Any]:
         "kv_cache_shape": state.kv_cache_shape,
         "max_concurrency": state.max_concurrency,
         "max_concurrency_tokens_per_request": state.max_concurrency_tokens_per_request,
+        "kv_cache_note": state.kv_cache_note,
         blocks_key: state.device_blocks,
         "cpu_blocks": state.cpu_blocks,
         "num_gpu_blocks_computed": state.num_gpu_blocks_computed,

@@ -127,6 +127,7 @@ def _rows(s: dict[str, Any]) -> list[tuple[str, str]]:
              ("Max concurrency", "-" if s["max_concurrency"] is None else
               f"{s['max_concurrency']:.2f}x at {s['max_concurrency_tokens_per_request']:,} "
               "tokens/request"),
+             *([("KV figures", s["kv_cache_note"])] if s.get("kv_cache_note") else []),
              ("Compile", f"{s['compile_steps_finished']} steps finished, "
                          f"total {num(s['compile_seconds'], '{:g} s')}, "
                          f"engine init {num(s['engine_init_seconds'], '{:g} s')}")]

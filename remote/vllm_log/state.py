@@ -54,6 +54,24 @@ class Root:
     numbers: dict[str, float | int] = field(default_factory=dict)
 
 
+#: How far a one-line ``KV cache size: N tokens, Maximum concurrency for M tokens per request: X``
+#: may stray between N and X x M before it is flagged (X is printed with 2 decimals).
+KV_LINE_TOLERANCE = 0.05
+
+
+def kv_line_disagreement(tokens: int | None, concurrency: float | None, per_request: int | None) -> str | None:
+    """A sentence when one line's KV cache size ``tokens`` and ``concurrency`` x ``per_request`` differ by
+    more than :data:`KV_LINE_TOLERANCE` of the larger (vLLM derives the concurrency from the same
+    blocks, so on one line they agree for a full-attention model), else ``None``."""
+    if not tokens or not concurrency or not per_request:
+        return None
+    implied = concurrency * per_request
+    if abs(implied - tokens) <= KV_LINE_TOLERANCE * max(implied, tokens):
+        return None
+    return (f"the log's KV cache size ({tokens:,} tokens) and its maximum concurrency ({concurrency:g}x "
+            f"{per_request:,} = {implied:,.0f} tokens) disagree: one of the two figures is wrong")
+
+
 class BootState:
     """Mutable state of the current boot plus the handlers that update it.
 
@@ -87,6 +105,7 @@ class BootState:
         self.kv_shape: str | None = None
         self.conc: float | None = None
         self.conc_tokens: int | None = None
+        self.kv_note: str | None = None
         self.blocks: int | None = None
         self.blocks_label: str | None = None
         self.cpu_blocks: int | None = None
@@ -296,6 +315,7 @@ class BootState:
         self.kv_label, self.kv_tokens = m[1], pat.to_int(m[2])
         if "concurrency" in msg:
             self.on_concurrency(msg, line)
+            self.kv_note = kv_line_disagreement(self.kv_tokens, self.conc, self.conc_tokens)
         self.enter(Phase.ALLOCATING_KV_CACHE, line)
 
     def on_concurrency(self, msg: str, line: str) -> None:
@@ -693,7 +713,8 @@ class BootState:
             memory_statistics=frozen_map(self.memstats) if self.memstats is not None else None,
             kv_cache_tokens=self.kv_tokens, kv_cache_label=self.kv_label,
             kv_cache_shape=self.kv_shape, max_concurrency=self.conc,
-            max_concurrency_tokens_per_request=self.conc_tokens, device_blocks=self.blocks,
+            max_concurrency_tokens_per_request=self.conc_tokens, kv_cache_note=self.kv_note,
+            device_blocks=self.blocks,
             device_blocks_label=self.blocks_label, cpu_blocks=self.cpu_blocks,
             num_gpu_blocks_computed=self.blocks_computed,
             num_gpu_blocks_override=self.blocks_override, compile=compile_progress,

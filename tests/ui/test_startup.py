@@ -275,6 +275,13 @@ async def test_booting_node_ends_ready_with_a_usable_tunnel(sandbox: Any, sandbo
         figures = text_of(serving.query_one("#serving-figures"))
         assert "0 running · 0 waiting" in figures and f"of {plan.kv_cache_tokens:,} tokens" in figures
         assert "note:" not in figures             # the server's KV cache size is the log's
+        # /metrics is the authority after ready: the headline says so, and the history keeps what it said
+        await _until(pilot, lambda: "(/metrics)" in panel_text(app, "kv"))
+        assert f"{plan.kv_cache_tokens:,} tokens (/metrics)" in panel_text(app, "kv")
+        await _until(pilot, lambda: sandbox_services.store.get_launch(launch.id).metrics_kv_cache_tokens is not None)
+        served = sandbox_services.store.get_launch(launch.id)
+        assert (served.metrics_kv_cache_tokens, served.metrics_engines) == (plan.kv_cache_tokens, 1)
+        assert served.metrics_max_concurrency == pytest.approx(plan.max_concurrency, abs=0.01)
         # the launch was written off the UI loop: the recorder's store belongs to the history thread
         # (sqlite3 refuses a connection used from another thread than the one that opened it)
         assert screen.recorder is not None and screen.recorder.store is not sandbox_services.store
