@@ -44,7 +44,7 @@ from typing import Any
 from remote.models import chip_generation
 from sandbox.engine import model_spec
 from sandbox.openai_http import OpenAIApiError, OpenAIHandler, OpenAIHTTPServer
-from sandbox.openai_metrics import ServerMetrics
+from sandbox.openai_metrics import PrefixCache, ServerMetrics
 from sandbox.openai_replies import (
     CHARS_PER_TOKEN,
     CHAT_TOKENS_PER_MESSAGE,
@@ -88,6 +88,10 @@ class SandboxOpenAIServer:
         self._active = 0
         self._prefill_free_at = 0.0
         self._access_log: Callable[[str], None] | None = None
+        #: vLLM's automatic prefix caching (on by default in V1), as far as ``/metrics`` shows it
+        self.prefix_cache = PrefixCache()
+        #: False: a server that ignores ``ignore_eos`` (stops at its own EOS, a quarter of ``max_tokens``)
+        self.honours_ignore_eos = True
         self.configure(model="Qwen/Qwen3-8B", served_model_name=None, max_model_len=40960,
                        accelerator_type="v6e-1", chips=1)
 
@@ -283,9 +287,10 @@ class SandboxOpenAIServer:
                             "completion.")
         return max_tokens
 
-    def _admit(self, prompt_tokens: int) -> float:
-        """Queue the prefill; return the monotonic time the first token is due."""
-        self._metrics.admitted(prompt_tokens)
+    def _admit(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
+        """Queue the prefill (``cached_tokens`` of it found in the prefix cache, counted as hits);
+        return the monotonic time the first token is due."""
+        self._metrics.admitted(prompt_tokens, max(0, cached_tokens))
         with self._lock:
             now = time.monotonic()
             start = max(now, self._prefill_free_at)
