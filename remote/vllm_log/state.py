@@ -625,7 +625,8 @@ class BootState:
             self.accum = ["pydantic", msg, _MAX_ACCUM_LINES, line]
         elif msg.endswith(":"):
             self.accum = ["colon", msg, 3, line]
-        elif "max seq len" in msg and not _kv_text_done(msg):
+        elif ("max seq len" in msg or "To serve at least" in msg) and not _kv_text_done(msg):
+            # V1's KV-fit ValueError, its "max seq len (N)" possibly wrapped by hand onto the next line
             self.accum = ["kv", msg, _MAX_ACCUM_LINES, line]
         elif "User-specified max_model_len" in msg and pat.DERIVED_MAX_LEN.search(msg) is None:
             self.accum = ["derived", msg, 4, line]
