@@ -125,6 +125,8 @@ class CompileProgress:
         deferred_steps: steps whose AOT lowering was skipped ("will compile in warmup").
         warmup_passes: ``Warm-up call pass finished`` lines.
         warmup_seconds_total: sum of those passes, s (they include deferred compiles).
+        deferred_done: deferred steps a later ``Warm-up call pass finished ... over N tasks`` line
+            compiled (tpu-inference compiles them in that pass), all of them once the server is ready.
     """
 
     steps_finished: int = 0
@@ -137,6 +139,17 @@ class CompileProgress:
     deferred_steps: int = 0
     warmup_passes: int = 0
     warmup_seconds_total: float = 0.0
+    deferred_done: int = 0
+
+    @property
+    def steps_done(self) -> int:
+        """Steps compiled: the finished ones and the deferred ones a warm-up pass compiled."""
+        return self.steps_finished + self.deferred_done
+
+    @property
+    def deferred_pending(self) -> int:
+        """Deferred steps no warm-up pass has compiled yet."""
+        return self.deferred_steps - self.deferred_done
 
     @property
     def in_flight(self) -> str | None:
@@ -359,6 +372,8 @@ def summary_json(state: StartupState) -> dict[str, Any]:
         "engine_init_seconds": state.engine_init_seconds,
         "compile_steps_finished": comp.steps_finished,
         "compile_steps_started": comp.steps_started,
+        "compile_steps_done": comp.steps_done,
+        "compile_deferred_done": comp.deferred_done,
         "compile_in_progress": comp.in_flight,
         "compile_last_step_seconds": comp.last_step_seconds,
         "compile_step_seconds_total": comp.step_seconds_total,

@@ -27,7 +27,7 @@ from console.widgets.serving_panel import ServingPanel
 from remote.accelerators import generation_by_hbm_limit, generation_facts
 from remote.container.tail import TailStatus
 from remote.secrets import scrub_text
-from remote.startup import Phase, StartupState
+from remote.startup import CompileProgress, Phase, StartupState
 from remote.vllm_log.workers import SliceHbm
 
 #: The step in flight is cut to this many characters (jax array reprs run to kilobytes).
@@ -247,8 +247,7 @@ def compile_text(info: PanelInfo) -> RenderableType:
     if comp.steps_started == 0 and comp.steps_finished == 0 and state.compile_seconds is None:
         grid.add_row("Compile", Text("not started", style="dim"))
         return grid
-    grid.add_row("Steps", f"{comp.steps_finished} done" + (f" of {comp.steps_started} started"
-                                                             if comp.steps_started > comp.steps_finished else ""))
+    grid.add_row("Steps", steps_words(comp))
     failed = state.failure is not None and state.failure.fatal
     if comp.in_flight and not state.ready:
         shown = comp.in_flight if len(comp.in_flight) <= IN_FLIGHT_CHARS else comp.in_flight[:IN_FLIGHT_CHARS] + "…"
@@ -267,6 +266,19 @@ def compile_text(info: PanelInfo) -> RenderableType:
     if state.compile_seconds is None and not state.ready and not failed:
         grid.add_row("ETA", _eta(info, elapsed))
     return grid
+
+
+def steps_words(comp: CompileProgress) -> str:
+    """``95 done (8 compiled in warm-up)``; ``87 done, 8 deferred to warm-up``; ``12 done of 13 started``:
+    steps whose AOT lowering was skipped count as done once a warm-up pass (or ready) compiled them."""
+    words = f"{comp.steps_done} done"
+    if comp.deferred_done:
+        words += f" ({comp.deferred_done} compiled in warm-up)"
+    if comp.deferred_pending:
+        words += f", {comp.deferred_pending} deferred to warm-up"
+    if comp.steps_started > comp.steps_done + comp.deferred_pending:
+        words += f" of {comp.steps_started} started"
+    return words
 
 
 def _eta(info: PanelInfo, elapsed: float | None) -> Text:

@@ -111,7 +111,7 @@ class BootState:
         self.cpu_blocks: int | None = None
         self.blocks_computed: int | None = None
         self.blocks_override: int | None = None
-        self.c_finished = self.c_started = self.c_deferred = self.c_warm = 0
+        self.c_finished = self.c_started = self.c_deferred = self.c_warm = self.c_deferred_done = 0
         self.c_name: str | None = None
         self.c_shape: str | None = None
         self.c_last: float | None = None
@@ -526,6 +526,7 @@ class BootState:
             if m:
                 self.c_warm += 1
                 self.c_warm_total += float(m[1])
+                self.c_deferred_done = self.c_deferred      # the pass compiled the steps deferred to it
 
     def on_init_engine(self, msg: str, line: str) -> None:
         m = pat.INIT_ENGINE.match(msg)
@@ -703,7 +704,8 @@ class BootState:
             in_flight_name=self.c_name, in_flight_shape=self.c_shape,
             last_step_seconds=self.c_last, step_seconds_total=round(self.c_total, 6),
             started_at=self.c_started_at, deferred_steps=self.c_deferred,
-            warmup_passes=self.c_warm, warmup_seconds_total=round(self.c_warm_total, 6))
+            warmup_passes=self.c_warm, warmup_seconds_total=round(self.c_warm_total, 6),
+            deferred_done=self.c_deferred if self.ready else self.c_deferred_done)
         num_chips = self.num_chips_info
         if num_chips is None and self.snapshots:
             num_chips = self.snapshots[0].num_chips
