@@ -30,10 +30,11 @@ class ServerMetrics:
         kv_cache_tokens: the engine's KV cache size in tokens.
         max_model_len: tokens per request at most (for ``kv_cache_max_concurrency``).
         gpu_memory_utilization: as the engine was started (a ``cache_config_info`` label).
+        block_size: tokens per KV cache block (``block_size``; ``num_gpu_blocks`` is the size over it).
     """
 
     def __init__(self, model_name: str, kv_cache_tokens: int, max_model_len: int,
-                 gpu_memory_utilization: float = 0.9) -> None:
+                 gpu_memory_utilization: float = 0.92, block_size: int = BLOCK_SIZE) -> None:
         self.registry = CollectorRegistry()
         labels = ["model_name", "engine"]
         self._labels = {"model_name": model_name, "engine": "0"}
@@ -64,8 +65,8 @@ class ServerMetrics:
         info = Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
                      ["block_size", "cache_dtype", "enable_prefix_caching", "engine", "gpu_memory_utilization",
                       "kv_cache_max_concurrency", "kv_cache_size_tokens", "num_gpu_blocks"], registry=r)
-        blocks = self._kv_cache_tokens // BLOCK_SIZE
-        info.labels(block_size=str(BLOCK_SIZE), cache_dtype="auto", enable_prefix_caching="True", engine="0",
+        blocks = self._kv_cache_tokens // block_size
+        info.labels(block_size=str(block_size), cache_dtype="auto", enable_prefix_caching="True", engine="0",
                     gpu_memory_utilization=str(gpu_memory_utilization),
                     kv_cache_max_concurrency=str(round(self._kv_cache_tokens / max(1, max_model_len), 2)),
                     kv_cache_size_tokens=str(self._kv_cache_tokens), num_gpu_blocks=str(blocks)).set(1)

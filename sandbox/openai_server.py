@@ -44,7 +44,7 @@ from typing import Any
 from remote.models import chip_generation
 from sandbox.engine import model_spec
 from sandbox.openai_http import OpenAIApiError, OpenAIHandler, OpenAIHTTPServer
-from sandbox.openai_metrics import PrefixCache, ServerMetrics
+from sandbox.openai_metrics import BLOCK_SIZE, PrefixCache, ServerMetrics
 from sandbox.openai_replies import (
     CHARS_PER_TOKEN,
     CHAT_TOKENS_PER_MESSAGE,
@@ -98,10 +98,13 @@ class SandboxOpenAIServer:
     # ---------------------------------------------------------------- control
     def configure(self, *, model: str, served_model_name: str | None, max_model_len: int,
                   accelerator_type: str, chips: int, kv_cache_tokens: int | None = None,
-                  gpu_memory_utilization: float = 0.9, api_key: str | None = None,
+                  gpu_memory_utilization: float | None = None, block_size: int | None = None,
+                  api_key: str | None = None,
                   auto_tool_choice: bool = False, tool_call_parser: str | None = None) -> None:
         """Set what is served: model id, max-model-len (tokens), chip generation and chip count, and
-        the engine's KV cache size in tokens (default: 8 requests at max-model-len) for ``/metrics``.
+        the engine's KV cache size in tokens (default: 8 requests at max-model-len), its
+        ``--gpu-memory-utilization`` (default tpu-inference's 0.92) and KV block size in tokens
+        (default :data:`~sandbox.openai_metrics.BLOCK_SIZE`) for ``/metrics``, as the engine's log printed them.
 
         ``api_key`` is vLLM's ``--api-key``: every ``/v1`` route then answers 401 unless the
         request carries ``Authorization: Bearer <api_key>`` (``/health`` stays open).
@@ -125,7 +128,8 @@ class SandboxOpenAIServer:
             self._decode_base: float = DECODE_TOK_S_PER_CHIP[generation] * chips * scale
             self._prefill_rate: float = PREFILL_TOK_S_PER_CHIP[generation] * chips * scale
             self._metrics = ServerMetrics(self._served_name, kv_cache_tokens or 8 * max_model_len, max_model_len,
-                                          gpu_memory_utilization)
+                                          0.92 if gpu_memory_utilization is None else gpu_memory_utilization,
+                                          block_size or BLOCK_SIZE)
 
     def metrics_text(self) -> bytes:
         """``GET /metrics``: vLLM's Prometheus text for what this server carries now."""

@@ -42,6 +42,7 @@ from remote.accelerators import FALLBACK_HBM_UTILIZATION, GenerationFacts, gener
 from remote.container.parse import QUANTIZATION_METHODS, parse_serve_args
 from remote.container.spec import KNOWN_SERVE_FLAGS, ContainerSpec, split_volume
 from remote.models import chips_of, iso_utc
+from remote.vllm_flags import OTHER_VLLM_FLAGS
 
 SEVERITIES = ("error", "warning", "info")
 #: Where tpu-inference keeps the XLA cache unless ``VLLM_XLA_CACHE_PATH`` says otherwise.
@@ -53,9 +54,6 @@ HOST_XLA_CACHE_DIR = "/mnt/disks/persist/xla-cache"
 DEFAULT_BOOT_S = 900.0
 _FLOATING_TAGS = ("latest", "nightly", "main", "dev")
 
-#: ``vllm serve`` flags known besides :data:`KNOWN_SERVE_FLAGS` (vLLM 0.9 - 0.11 engine and
-#: frontend args); anything else gets an ``unknown-flag`` warning.
-OTHER_VLLM_FLAGS = frozenset(["host", "port", "uvicorn-log-level", "api-key", "allowed-origins", "allowed-methods", "allowed-headers", "ssl-keyfile", "ssl-certfile", "root-path", "middleware", "chat-template", "chat-template-content-format", "response-role", "disable-log-requests", "enable-log-requests", "disable-log-stats", "disable-uvicorn-access-log", "disable-frontend-multiprocessing", "enable-request-id-headers", "enable-prompt-tokens-details", "enable-force-include-usage", "enable-server-load-tracking", "return-tokens-as-token-ids", "reasoning-parser", "tool-parser-plugin", "tool-server", "lora-modules", "prompt-adapters", "tokenizer", "tokenizer-mode", "tokenizer-revision", "skip-tokenizer-init", "trust-remote-code", "revision", "code-revision", "download-dir", "load-format", "dtype", "seed", "max-seq-len-to-capture", "max-logprobs", "hf-token", "hf-config-path", "hf-overrides", "config-format", "config", "generation-config", "override-generation-config", "override-neuron-config", "enforce-eager", "disable-sliding-window", "disable-cascade-attn", "disable-custom-all-reduce", "pipeline-parallel-size", "data-parallel-size", "data-parallel-size-local", "data-parallel-address", "data-parallel-rpc-port", "data-parallel-backend", "enable-expert-parallel", "enable-eplb", "distributed-executor-backend", "worker-cls", "worker-extension-cls", "block-size", "enable-prefix-caching", "no-enable-prefix-caching", "prefix-caching-hash-algo", "swap-space", "cpu-offload-gb", "num-gpu-blocks-override", "calculate-kv-scales", "kv-sharing-fast-prefill", "max-num-partial-prefills", "max-long-partial-prefills", "long-prefill-token-threshold", "enable-chunked-prefill", "no-enable-chunked-prefill", "scheduling-policy", "scheduler-cls", "async-scheduling", "num-scheduler-steps", "speculative-config", "kv-transfer-config", "kv-events-config", "compilation-config", "additional-config", "structured-outputs-config", "guided-decoding-backend", "limit-mm-per-prompt", "mm-processor-kwargs", "disable-mm-preprocessor-cache", "mm-processor-cache-gb", "disable-chunked-mm-input", "enable-lora", "max-loras", "max-lora-rank", "max-cpu-loras", "fully-sharded-loras", "enable-sleep-mode", "model-impl", "task", "runner", "convert", "pooler-config", "override-pooler-config", "logits-processor-pattern", "logits-processors", "served-model-name", "max-num-seqs", "rope-scaling", "rope-theta", "disable-async-output-proc", "otlp-traces-endpoint", "collect-detailed-traces", "show-hidden-metrics-for-version", "enable-auto-tool-choice", "tool-call-parser", "headless", "api-server-count", "safetensors-load-strategy"])
 
 
 @dataclass(frozen=True)

@@ -290,6 +290,21 @@ def test_metrics_verb_in_node_mode_reads_through_the_ssh_forward(fleet, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["url"].startswith("http://127.0.0.1:") and not data["url"].endswith(f":{fleet.vms[NODE].openai_port}")
     assert data["kv_cache_size_tokens"] == plan.kv_cache_tokens and data["running"] == 0
+    # the sandbox's /metrics agrees with its own log: utilization, blocks and block size as printed
+    import re
+
+    import httpx
+
+    from remote.vllm_log.reader import read_log
+    from remote.vllm_metrics import parse_metrics
+
+    logged = read_log(__import__("io").BytesIO(plan.text().encode()))
+    blocks = int(re.search(r"kv_cache_config\.num_blocks=(\d+)", plan.text())[1])
+    block_size = int(re.search(r"Using cache_config\.block_size: (\d+)", plan.text())[1])
+    served = parse_metrics(httpx.get(f"http://127.0.0.1:{fleet.vms[NODE].openai_port}/metrics", timeout=5).text)
+    assert data["gpu_memory_utilization"] == logged.gpu_memory_utilization
+    assert (int(served.cache_config["num_gpu_blocks"]), int(served.cache_config["block_size"])) == (blocks, block_size)
+    assert blocks * block_size == plan.kv_cache_tokens
     assert main(["--config", str(fleet.config_path), "metrics", "vllm-new-e"]) == 1     # CREATING: unreachable
     assert "is CREATING, not READY" in capsys.readouterr().err
 

@@ -285,6 +285,8 @@ async def test_booting_node_ends_ready_with_a_usable_tunnel(sandbox: Any, sandbo
         served = sandbox_services.store.get_launch(launch.id)
         assert (served.metrics_kv_cache_tokens, served.metrics_engines) == (plan.kv_cache_tokens, 1)
         assert served.metrics_max_concurrency == pytest.approx(plan.max_concurrency, abs=0.01)
+        # ... and the sandbox's /metrics states the utilization its own log printed (0.92 here, not 0.9)
+        assert served.metrics_gpu_memory_utilization == plan.gpu_memory_utilization == 0.92
         # the launch was written off the UI loop: the recorder's store belongs to the history thread
         # (sqlite3 refuses a connection used from another thread than the one that opened it)
         assert screen.recorder is not None and screen.recorder.store is not sandbox_services.store

@@ -217,3 +217,12 @@ def test_a_utilization_that_failed_loading_compiled_programs_on_this_accelerator
     assert found.fix == {"gpu-memory-utilization": "0.87"}
     assert "hbm-failed-here" not in rules(lint(make("--gpu-memory-utilization", "0.85"),
                                                accelerator_type="v5litepod-1", hbm_failures=failed))
+
+
+def test_the_flag_leaf_keeps_the_swap_forms_flags() -> None:
+    from remote.container.parse import KNOWN_SERVE_FLAGS
+    from remote.vllm_flags import FORM_FLAGS, is_vllm_serve_flag
+
+    assert set(KNOWN_SERVE_FLAGS) == FORM_FLAGS
+    assert all(is_vllm_serve_flag(w) for w in ("--max_model_len=8", "--no-enable-prefix-caching", "-tp", "--model"))
+    assert not is_vllm_serve_flag("--max-modle-len")
