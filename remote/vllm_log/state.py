@@ -614,6 +614,10 @@ class BootState:
         if m is None and self.in_tb:   # a type not ending in Error (OutOfResources, Unsupported ...)
             m = pat.EXCEPTION_LINE_TB.match(msg)
         if m is None:
+            if msg.startswith(("vllm serve: error:", "vllm: error:")):
+                # argparse's error() (vLLM's FlexibleArgumentParser.error): a bad or unknown flag, exit 2
+                self.set_root(2, FailureKind.CONFIG_ERROR, True, msg, line, {})
+                return
             if ("RESOURCE_EXHAUSTED" in msg or "max seq len" in msg or "context length" in msg
                     or "MemoryStats" in msg or "out of memory" in msg
                     or "derived max_model_len" in msg):

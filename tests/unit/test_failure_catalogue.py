@@ -181,6 +181,14 @@ def test_a_v1_kv_fit_value_error_wrapped_by_hand_over_several_lines_is_read():
     assert "--max-model-len 5632" in f.hint
 
 
+def test_vllms_argparse_error_for_an_unknown_flag_is_a_config_error():
+    """``vllm serve`` exits 2 before any engine line: argparse's usage line, then its error."""
+    f = read(["usage: vllm serve [model_tag] [options]",
+              "vllm serve: error: unrecognized arguments: --max-modle-len 8192"]).failure
+    assert f is not None and f.fatal and f.kind is K.CONFIG_ERROR
+    assert f.message == "vllm serve: error: unrecognized arguments: --max-modle-len 8192"
+
+
 def test_pytorch_cuda_oom_states_both_figures():
     f = read(["(EngineCore pid=7) Traceback (most recent call last):",
               '(EngineCore pid=7)   File "/usr/lib/python3/site-packages/vllm/v1/worker/gpu_model_runner.py", '
