@@ -58,7 +58,7 @@ from remote.container.tail import TailStatus
 from remote.errors import RemoteError
 from remote.printable import printable
 from remote.startup import Phase, StartupState
-from remote.vllm_log.workers import failing_worker, ready_from_worker_0
+from remote.vllm_log.workers import compile_watch, failing_worker, ready_from_worker_0
 from remote.vllm_log.workers import slice_hbm as slice_hbm_of
 from remote.vllm_metrics import ServingFigures
 from store.errors import StoreError
@@ -584,9 +584,11 @@ class StartupScreen(ConsoleScreen):
             forward_note = f"forward {forward.url}: {forward.describe()}"
         state = watch.state if watch is not None else PanelInfo().state
         slice_hbm: tuple[Any, ...] = ()
+        steps = None
         if watch is not None and self.side_watchers:
             states = [state, *(side.state for side in self.side_watchers)]
             slice_hbm = tuple(slice_hbm_of(states))
+            steps = compile_watch(states, self.services.clock(), self.compile_eta_s)
             state = _failed_on_any_worker(states)
         if watch is not None and self.ready_watcher is not None:
             state = ready_from_worker_0(state, self.ready_watcher.reader.state)
@@ -596,7 +598,7 @@ class StartupScreen(ConsoleScreen):
             problem=self.problem, compile_eta_s=self.compile_eta_s, history_known=self.history_known,
             tunnel_url=forward.url if forward is not None and forward.state == "open" else None,
             tunnel_note=self.tunnel_note or forward_note or recorder_problem, served_models=self.served_models,
-            served_kv=self.served_kv,
+            served_kv=self.served_kv, compile_watch=steps,
             node_wait=self.node_wait)
 
     def _refresh_panel(self) -> None:

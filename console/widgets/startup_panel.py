@@ -28,7 +28,7 @@ from remote.accelerators import generation_by_hbm_limit, generation_facts
 from remote.container.tail import TailStatus
 from remote.secrets import scrub_text
 from remote.startup import CompileProgress, Phase, StartupState
-from remote.vllm_log.workers import SliceHbm
+from remote.vllm_log.workers import CompileWatch, SliceHbm
 
 #: The step in flight is cut to this many characters (jax array reprs run to kilobytes).
 IN_FLIGHT_CHARS = 110
@@ -74,6 +74,8 @@ class PanelInfo:
             (:func:`remote.vllm_log.workers.slice_hbm`); empty for one worker.
         served_kv: what ``/metrics`` said of the KV cache after ready (the headline's figures
             from then on), or ``None`` before its first read.
+        compile_watch: each worker's in-flight compile step, its age and a stuck-step warning
+            (:func:`remote.vllm_log.workers.compile_watch`), or ``None`` for one worker.
     """
 
     state: StartupState = field(default_factory=StartupState)
@@ -89,6 +91,7 @@ class PanelInfo:
     workers: int = 1
     slice_hbm: tuple[SliceHbm, ...] = ()
     served_kv: ServedKv | None = None
+    compile_watch: CompileWatch | None = None
 
 
 def slice_text(info: PanelInfo) -> Text:
@@ -98,6 +101,17 @@ def slice_text(info: PanelInfo) -> Text:
     for item in info.slice_hbm:
         out.append(f"\n{names.get(item.stage, item.stage)}: {item.used_gib:.2f} / {item.limit_gib:.2f} GiB "
                    f"over {item.chips} chips ({item.workers} of {item.total_workers} workers)")
+    watch = info.compile_watch
+    if watch is not None:
+        for step in watch.steps:
+            if step.step is None:
+                continue
+            shown = step.step if len(step.step) <= IN_FLIGHT_CHARS else step.step[:IN_FLIGHT_CHARS] + "…"
+            age = "" if step.age_s is None else f" for {fmt.duration(step.age_s)}"
+            out.append(f"\nw{step.worker} compiling{age}: ")
+            out.append(printable(shown), style="dim")
+        if watch.warning:
+            out.append(f"\n⚠ {watch.warning}", style="bold yellow")
     return out
 
 
@@ -397,8 +411,8 @@ class StartupPanel(VerticalScroll):
             box.set_class(not state.ready and shown is not None, "failed")
             update_in_place(box, shown if shown is not None else "")
         self.query_one("#panel-hbm", HbmBars).show(state.hbm_snapshots)
-        if self._keys.get("slice") != (info.workers, info.slice_hbm):
-            self._keys["slice"] = (info.workers, info.slice_hbm)
+        if self._keys.get("slice") != (info.workers, info.slice_hbm, info.compile_watch):
+            self._keys["slice"] = (info.workers, info.slice_hbm, info.compile_watch)
             box = self.query_one("#panel-slice", Static)
             box.display = info.workers > 1
             update_in_place(box, slice_text(info) if info.workers > 1 else "")
