@@ -274,7 +274,7 @@ class LaunchRecorder:
         if self.launch_id is None or not changed:
             return {}
         launch_id = self.launch_id
-        self._guard(lambda: self.store.update_launch(launch_id, **changed))
+        self._guard(lambda: self._db.update_launch(launch_id, **changed))
         if self.error is None:
             self._written.update(changed)
             return changed
