@@ -125,6 +125,8 @@ class CompileProgress:
         deferred_steps: steps whose AOT lowering was skipped ("will compile in warmup").
         warmup_passes: ``Warm-up call pass finished`` lines.
         warmup_seconds_total: sum of those passes, s (they include deferred compiles).
+        deferred_done: deferred steps a later ``Warm-up call pass finished ... over N tasks`` line
+            compiled (tpu-inference compiles them in that pass), all of them once the server is ready.
     """
 
     steps_finished: int = 0
@@ -137,6 +139,17 @@ class CompileProgress:
     deferred_steps: int = 0
     warmup_passes: int = 0
     warmup_seconds_total: float = 0.0
+    deferred_done: int = 0
+
+    @property
+    def steps_done(self) -> int:
+        """Steps compiled: the finished ones and the deferred ones a warm-up pass compiled."""
+        return self.steps_finished + self.deferred_done
+
+    @property
+    def deferred_pending(self) -> int:
+        """Deferred steps no warm-up pass has compiled yet."""
+        return self.deferred_steps - self.deferred_done
 
     @property
     def in_flight(self) -> str | None:
@@ -197,6 +210,8 @@ class StartupState:
         kv_cache_shape: old tpu-inference ``Init kv-cache | shape=...`` text.
         max_concurrency: ``Maximum concurrency for M tokens per request: X x``, the X.
         max_concurrency_tokens_per_request: the M.
+        kv_cache_note: a sentence when a one-line ``KV cache size: N tokens, Maximum concurrency for M
+            tokens per request: X`` states an N that X x M does not match, else ``None``.
         device_blocks: ``# GPU blocks: N`` / ``# TPU blocks: N`` count (block size unknown).
         device_blocks_label: ``GPU`` or ``TPU``.
         cpu_blocks: ``# CPU blocks: N`` (V0).
@@ -237,6 +252,7 @@ class StartupState:
     kv_cache_shape: str | None = None
     max_concurrency: float | None = None
     max_concurrency_tokens_per_request: int | None = None
+    kv_cache_note: str | None = None
     device_blocks: int | None = None
     device_blocks_label: str | None = None
     cpu_blocks: int | None = None
@@ -347,6 +363,7 @@ def summary_json(state: StartupState) -> dict[str, Any]:
         "kv_cache_shape": state.kv_cache_shape,
         "max_concurrency": state.max_concurrency,
         "max_concurrency_tokens_per_request": state.max_concurrency_tokens_per_request,
+        "kv_cache_note": state.kv_cache_note,
         blocks_key: state.device_blocks,
         "cpu_blocks": state.cpu_blocks,
         "num_gpu_blocks_computed": state.num_gpu_blocks_computed,
@@ -355,6 +372,8 @@ def summary_json(state: StartupState) -> dict[str, Any]:
         "engine_init_seconds": state.engine_init_seconds,
         "compile_steps_finished": comp.steps_finished,
         "compile_steps_started": comp.steps_started,
+        "compile_steps_done": comp.steps_done,
+        "compile_deferred_done": comp.deferred_done,
         "compile_in_progress": comp.in_flight,
         "compile_last_step_seconds": comp.last_step_seconds,
         "compile_step_seconds_total": comp.step_seconds_total,

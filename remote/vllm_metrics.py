@@ -9,7 +9,13 @@ name; V0 called it ``vllm:gpu_cache_usage_perc``, read too), ``vllm:prefix_cache
 ``vllm:time_to_first_token_seconds`` and ``vllm:inter_token_latency_seconds`` (V0:
 ``vllm:time_per_output_token_seconds``), and ``vllm:cache_config_info`` whose labels carry the
 cache configuration (``block_size``, ``num_gpu_blocks``, ``gpu_memory_utilization``, ...).
-Series of one name are summed over their label sets (several engines or models).
+
+A data-parallel server (``--data-parallel-size N``) labels every sample with ``engine="0"``,
+``engine="1"``, ... (``PrometheusStatLogger`` in ``vllm/v1/metrics/loggers.py``: ``labelnames =
+["model_name", "engine"]``, one label set per engine index; ``vllm:cache_config_info`` once per engine
+too). Counts and capacities are summed over the engines (requests, token counters, histogram
+buckets, KV cache tokens, max concurrency); the KV cache usage fraction is averaged (the mean over the
+engines, their maximum kept beside it); the number of engines is said.
 
 A single sample gives gauges and totals; rates (generation tokens/s, prefix-cache hit rate) and
 latency percentiles need two samples: :class:`MetricsWindow` keeps the last minute of them.
@@ -36,8 +42,9 @@ FETCH_DEADLINE_S = 10.0
 #: Bytes of one ``/metrics`` answer read at most.
 MAX_METRICS_BYTES = 32 << 20
 
-_GAUGES = {"running": ("vllm:num_requests_running",), "waiting": ("vllm:num_requests_waiting",),
-           "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")}
+_GAUGES = {"running": ("vllm:num_requests_running",), "waiting": ("vllm:num_requests_waiting",)}
+#: Per-engine fractions (0..1): averaged over engines, never summed; the first name served wins.
+_FRACTIONS = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 _COUNTERS = {"prompt_tokens": "vllm:prompt_tokens", "generation_tokens": "vllm:generation_tokens",
              "prefix_cache_queries": "vllm:prefix_cache_queries", "prefix_cache_hits": "vllm:prefix_cache_hits",
              "preemptions": "vllm:num_preemptions"}
@@ -92,8 +99,11 @@ class MetricsSample:
         totals: counters since the server started: ``prompt_tokens``, ``generation_tokens``,
             ``prefix_cache_queries``, ``prefix_cache_hits`` (tokens), ``preemptions``.
         ttft / itl: time-to-first-token and inter-token-latency histograms (seconds).
-        cache_config: the labels of ``vllm:cache_config_info`` (strings as served).
+        kv_cache_usage_max: the fullest engine's fraction (equal to ``kv_cache_usage`` with one engine).
+        cache_config: the labels of the first engine's ``vllm:cache_config_info`` (strings as served).
+        engine_cache_configs: every engine's ``vllm:cache_config_info`` labels, by engine index order.
         model_names: the ``model_name`` labels seen.
+        engines: how many engines the samples are labelled with (1 without an ``engine`` label).
     """
 
     at_s: float
@@ -105,6 +115,13 @@ class MetricsSample:
     itl: Histogram | None = None
     cache_config: dict[str, str] = field(default_factory=dict)
     model_names: tuple[str, ...] = ()
+    kv_cache_usage_max: float | None = None
+    engine_cache_configs: tuple[dict[str, str], ...] = ()
+    engines: int = 1
+
+
+def _engine_order(engine: str) -> tuple[int, str]:
+    return (int(engine), "") if engine.isdigit() else (1 << 30, engine)
 
 
 def parse_metrics(text: str, at_s: float | None = None) -> MetricsSample:
@@ -121,15 +138,24 @@ def parse_metrics(text: str, at_s: float | None = None) -> MetricsSample:
     buckets: dict[str, dict[float, float]] = {}
     hist_sums: dict[str, float] = {}
     hist_counts: dict[str, float] = {}
-    cache_config: dict[str, str] = {}
+    cache_configs: dict[str, dict[str, str]] = {}
+    usage: dict[str, dict[str, float]] = {}       # gauge name -> engine -> fraction
+    engines: set[str] = set()
     models: set[str] = set()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             name, labels, value = sample.name, sample.labels, float(sample.value)
             if "model_name" in labels:
                 models.add(labels["model_name"])
+            engine = labels.get("engine", "")
+            if engine:
+                engines.add(engine)
             if family.name == "vllm:cache_config_info":
-                cache_config.update({k: v for k, v in labels.items() if k not in ("engine", "model_name")})
+                cache_configs.setdefault(engine, {}).update(
+                    {k: v for k, v in labels.items() if k not in ("engine", "model_name")})
+            elif family.name in _FRACTIONS:
+                per_engine = usage.setdefault(family.name, {})
+                per_engine[engine] = per_engine.get(engine, 0.0) + value
             elif family.type == "histogram":
                 if name.endswith("_bucket"):
                     le = float(labels.get("le", "inf"))
@@ -154,13 +180,17 @@ def parse_metrics(text: str, at_s: float | None = None) -> MetricsSample:
                 return Histogram(ordered, hist_counts.get(n, ordered[-1][1]), hist_sums.get(n, 0.0))
         return None
 
+    fractions = next((usage[n] for n in _FRACTIONS if n in usage), {})
+    configs = tuple(cache_configs[e] for e in sorted(cache_configs, key=_engine_order))
     return MetricsSample(
         at_s=time.monotonic() if at_s is None else at_s,
         running=first(_GAUGES["running"]), waiting=first(_GAUGES["waiting"]),
-        kv_cache_usage=first(_GAUGES["kv_cache_usage"]),
+        kv_cache_usage=sum(fractions.values()) / len(fractions) if fractions else None,
+        kv_cache_usage_max=max(fractions.values()) if fractions else None,
         totals={key: values[name] for key, name in _COUNTERS.items() if name in values},
         ttft=histogram(_HISTOGRAMS["ttft"]), itl=histogram(_HISTOGRAMS["itl"]),
-        cache_config=cache_config, model_names=tuple(sorted(models)))
+        cache_config=dict(configs[0]) if configs else {}, engine_cache_configs=configs,
+        model_names=tuple(sorted(models)), engines=max(1, len(engines)))
 
 
 async def fetch_metrics(client: Any, base_url: str, *, deadline_s: float = FETCH_DEADLINE_S,
@@ -206,9 +236,16 @@ class ServingFigures:
 
     Attributes (``None`` when the server does not say, or the window is too short):
         running / waiting: requests now.
-        kv_cache_usage_perc: KV cache in use now, percent (0-100).
-        kv_cache_size_tokens: the KV cache's size in tokens (:func:`kv_cache_size_tokens`).
-        max_concurrency: requests at max-model-len the KV cache holds, as the server states it.
+        kv_cache_usage_perc: KV cache in use now, percent (0-100): the mean over the engines.
+        kv_cache_usage_max_perc: the fullest engine's usage, percent.
+        kv_cache_size_tokens: the KV cache's size in tokens as the server states it, summed over
+            its engines (:func:`server_kv_cache`); never made up.
+        kv_cache_derived_tokens: ``num_gpu_blocks`` x ``block_size`` summed, only when the server
+            states no size (derived here: show it as such).
+        max_concurrency: requests at max-model-len the KV cache holds, as the server states it,
+            summed over its engines.
+        gpu_memory_utilization: ``--gpu-memory-utilization`` as the first engine's cache config says.
+        engines: how many engines the server reports (``--data-parallel-size``; 1 without labels).
         generation_tokens_per_s: output tokens per second between the last two samples.
         prefix_cache_hit_rate: prefix-cache hits / queries over the window (0..1).
         ttft_p50_s / ttft_p90_s / itl_p50_s / itl_p90_s: latency percentiles over the window.
@@ -219,8 +256,12 @@ class ServingFigures:
     running: float | None = None
     waiting: float | None = None
     kv_cache_usage_perc: float | None = None
+    kv_cache_usage_max_perc: float | None = None
     kv_cache_size_tokens: int | None = None
+    kv_cache_derived_tokens: int | None = None
     max_concurrency: float | None = None
+    gpu_memory_utilization: float | None = None
+    engines: int = 1
     generation_tokens_per_s: float | None = None
     prefix_cache_hit_rate: float | None = None
     ttft_p50_s: float | None = None
@@ -237,12 +278,18 @@ class ServingFigures:
 
 
 def kv_cache_size_tokens(cache_config: dict[str, str]) -> int | None:
-    """The KV cache's size in tokens from ``vllm:cache_config_info``'s labels: ``kv_cache_size_tokens``
-    (vLLM 0.32), else ``num_gpu_blocks`` x ``block_size``; ``None`` when neither is stated."""
+    """The KV cache's size in tokens as ``vllm:cache_config_info`` states it (``kv_cache_size_tokens``,
+    vLLM 0.32), or ``None`` when it does not: never made up (see :func:`kv_cache_blocks_tokens`)."""
     try:
         return int(cache_config["kv_cache_size_tokens"])
     except (KeyError, ValueError):
-        pass
+        return None
+
+
+def kv_cache_blocks_tokens(cache_config: dict[str, str]) -> int | None:
+    """``num_gpu_blocks`` x ``block_size`` of ``vllm:cache_config_info``: a figure derived here, not
+    the server's (a hybrid or sliding-window model's KV cache holds another number of tokens), shown as
+    derived only; ``None`` when either label is missing or not a number."""
     try:
         return int(cache_config["num_gpu_blocks"]) * int(cache_config["block_size"])
     except (KeyError, ValueError):
@@ -256,6 +303,47 @@ def kv_cache_max_concurrency(cache_config: dict[str, str]) -> float | None:
         return float(cache_config["kv_cache_max_concurrency"])
     except (KeyError, ValueError):
         return None
+
+
+def _percent(fraction: float | None) -> float | None:
+    return None if fraction is None else round(100.0 * fraction, 2)
+
+
+def _float(labels: dict[str, str], key: str) -> float | None:
+    try:
+        return float(labels[key])
+    except (KeyError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class ServerKvCache:
+    """The server's KV cache over all its engines, from ``vllm:cache_config_info``.
+
+    Attributes:
+        size_tokens: the stated sizes summed (``None`` unless every engine states one).
+        derived_tokens: ``num_gpu_blocks`` x ``block_size`` summed, only when no size is stated.
+        max_concurrency: the stated concurrencies summed (requests at max-model-len), or ``None``.
+        engines: how many engines stated a cache configuration.
+    """
+
+    size_tokens: int | None = None
+    derived_tokens: int | None = None
+    max_concurrency: float | None = None
+    engines: int = 0
+
+
+def _total(values: list[float | None]) -> float | None:
+    return None if not values or any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def server_kv_cache(configs: tuple[dict[str, str], ...]) -> ServerKvCache:
+    """Sum each engine's cache configuration (:class:`ServerKvCache`); all ``None`` for ``()``."""
+    stated = _total([kv_cache_size_tokens(c) for c in configs])
+    derived = None if stated is not None else _total([kv_cache_blocks_tokens(c) for c in configs])
+    concurrency = _total([kv_cache_max_concurrency(c) for c in configs])
+    return ServerKvCache(None if stated is None else int(stated), None if derived is None else int(derived),
+                         None if concurrency is None else round(concurrency, 2), len(configs))
 
 
 class MetricsWindow:
@@ -305,11 +393,13 @@ class MetricsWindow:
         base_itl = None if older is None or restarted else older.itl
         ttft = new.ttft.since(base_ttft) if new.ttft else None
         itl = new.itl.since(base_itl) if new.itl else None
+        kv = server_kv_cache(new.engine_cache_configs)
         return ServingFigures(
             running=new.running, waiting=new.waiting,
-            kv_cache_usage_perc=None if new.kv_cache_usage is None else round(100.0 * new.kv_cache_usage, 2),
-            kv_cache_size_tokens=kv_cache_size_tokens(new.cache_config),
-            max_concurrency=kv_cache_max_concurrency(new.cache_config),
+            kv_cache_usage_perc=_percent(new.kv_cache_usage), kv_cache_usage_max_perc=_percent(new.kv_cache_usage_max),
+            kv_cache_size_tokens=kv.size_tokens, kv_cache_derived_tokens=kv.derived_tokens,
+            max_concurrency=kv.max_concurrency, engines=new.engines,
+            gpu_memory_utilization=_float(new.cache_config, "gpu_memory_utilization"),
             generation_tokens_per_s=rate,
             prefix_cache_hit_rate=hits / queries if queries and hits is not None else None,
             ttft_p50_s=ttft.quantile(0.5) if ttft else None, ttft_p90_s=ttft.quantile(0.9) if ttft else None,

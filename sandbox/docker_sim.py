@@ -233,12 +233,25 @@ class SimDocker:
         box.restarted = asyncio.Event()
         self._schedule(box)
 
+    def tagged(self, image: str) -> str:
+        """``image`` as the tag its digest was published under (``repo@sha256:X`` -> ``repo:v0.30.0``
+        when the registry's ``repo:v0.30.0`` has digest X), so a container run by digest (a rollback
+        pins the replaced container's digest) runs, and reports, the same vLLM as by its tag; other
+        refs unchanged."""
+        repo, at, digest = normalize_ref(image).partition("@")
+        if not at:
+            return image
+        tags = sorted(k for k, d in self.known.items() if d == digest and k.rsplit(":", 1)[0] == repo)
+        return tags[0] if tags else image
+
     def _plan(self, full: list[str], image: str) -> Any:
         if full[:2] == ["vllm", "serve"]:
             try:
-                return self.plan_for(full[2:], image)
+                return self.plan_for(full[2:], self.tagged(image))
             except ValueError as exc:
-                return _StaticPlan(((0.8, f"vllm serve: error: {exc}"),), exit_at_s=0.9, exit_code=2)
+                # argparse's error(): the usage line, then "PROG: error: MESSAGE", exit 2
+                return _StaticPlan(((0.8, "usage: vllm serve [model_tag] [options]"),
+                                    (0.8, f"vllm serve: error: {exc}")), exit_at_s=0.9, exit_code=2)
         shown = " ".join(full) or "(no command)"
         return _StaticPlan(((0.1, f"sandbox: this simulated container only runs `vllm serve`, not {shown}"),),
                            exit_at_s=0.2, exit_code=127)

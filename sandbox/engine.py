@@ -90,6 +90,9 @@ class EnginePlan:
             ``hbm_budget_exceeded``, ``max_model_len_too_large``, ``hbm_oom_after_compile``).
         failure_message: the root-cause sentence as printed.
         server_url: from ``Starting vLLM server on`` (None when failed).
+        gpu_memory_utilization: the flag (or tpu-inference's 0.92 default) the log's memory
+            figures use, for the server's ``/metrics`` (``cache_config_info``).
+        kv_block_size: tokens per KV cache block as the log prints it (``Using cache_config.block_size``).
     """
 
     lines: tuple[tuple[float, str], ...]
@@ -114,6 +117,8 @@ class EnginePlan:
     failure_kind: str | None = None
     failure_message: str | None = None
     server_url: str | None = None
+    gpu_memory_utilization: float | None = None
+    kv_block_size: int | None = None
 
     def text(self) -> str:
         """All lines joined with ``\\n`` (and a final newline), as ``docker logs`` prints them."""
@@ -160,7 +165,8 @@ def plan_startup(serve_argv: Sequence[str], accelerator_type: str, *, boot_s: fl
         kv_cache_tokens=printed.get("kv_cache_tokens"), max_concurrency=printed.get("max_concurrency"),
         weights_gib=printed.get("weights_gib"), hbm_after_kv_gib=printed.get("hbm_after_kv_gib"),
         compile_steps=builder.steps, compile_seconds=printed.get("compile_seconds"),
-        engine_init_seconds=printed.get("engine_init_seconds"))
+        engine_init_seconds=printed.get("engine_init_seconds"),
+        gpu_memory_utilization=args.gpu_memory_utilization, kv_block_size=fig.block)
     if failure is None:
         return EnginePlan(outcome="ready", ready_at_s=round(builder.ready_t / scale, 6), exit_at_s=None,
                           exit_code=None, server_url=str(printed["server_url"]), **common)

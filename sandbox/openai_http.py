@@ -142,7 +142,10 @@ class OpenAIHandler(BaseHTTPRequestHandler):
             return
         chat = path == "/v1/chat/completions"
         reply = make_reply(request if chat else {}, prompt_text, max_tokens)
-        self._complete(chat, stream, request, reply, prompt_tokens, arrival)
+        if not app.honours_ignore_eos and request.get("ignore_eos") and reply.finish == "length" \
+                and len(reply.pieces) > 1:
+            reply = Reply(reply.pieces[:max(1, len(reply.pieces) // 4)], "stop")   # stops at its own EOS
+        self._complete(chat, stream, request, reply, prompt_tokens, arrival, app.prefix_cache.hit_tokens(prompt_text))
 
     def _tokenize(self, body: bytes) -> None:
         """vLLM's ``POST /tokenize``: ``{"model", "prompt"}`` or ``{"model", "messages"}`` ->
@@ -159,7 +162,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
                          "token_strs": None})
 
     def _complete(self, chat: bool, stream: bool, request: dict[str, Any], reply: Reply, prompt_tokens: int,
-                  arrival: float) -> None:
+                  arrival: float, cached_tokens: int = 0) -> None:
         app = self.server.app
         head = {"id": ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(16),
                 "object": "chat.completion.chunk" if chat else "text_completion", "created": int(time.time()),
@@ -217,7 +220,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
                 self.send_header("Cache-Control", "no-cache")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-            app._decode(reply.pieces, app._admit(prompt_tokens), emit, times, prompt_tokens=prompt_tokens,
+            app._decode(reply.pieces, app._admit(prompt_tokens, min(cached_tokens, prompt_tokens - 1)), emit, times, prompt_tokens=prompt_tokens,
                         arrival_s=arrival)
             usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + len(reply.pieces),
                      "completion_tokens": len(reply.pieces), "prompt_tokens_details": None}

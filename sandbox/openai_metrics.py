@@ -30,10 +30,11 @@ class ServerMetrics:
         kv_cache_tokens: the engine's KV cache size in tokens.
         max_model_len: tokens per request at most (for ``kv_cache_max_concurrency``).
         gpu_memory_utilization: as the engine was started (a ``cache_config_info`` label).
+        block_size: tokens per KV cache block (``block_size``; ``num_gpu_blocks`` is the size over it).
     """
 
     def __init__(self, model_name: str, kv_cache_tokens: int, max_model_len: int,
-                 gpu_memory_utilization: float = 0.9) -> None:
+                 gpu_memory_utilization: float = 0.92, block_size: int = BLOCK_SIZE) -> None:
         self.registry = CollectorRegistry()
         labels = ["model_name", "engine"]
         self._labels = {"model_name": model_name, "engine": "0"}
@@ -64,18 +65,19 @@ class ServerMetrics:
         info = Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
                      ["block_size", "cache_dtype", "enable_prefix_caching", "engine", "gpu_memory_utilization",
                       "kv_cache_max_concurrency", "kv_cache_size_tokens", "num_gpu_blocks"], registry=r)
-        blocks = self._kv_cache_tokens // BLOCK_SIZE
-        info.labels(block_size=str(BLOCK_SIZE), cache_dtype="auto", enable_prefix_caching="False", engine="0",
+        blocks = self._kv_cache_tokens // block_size
+        info.labels(block_size=str(block_size), cache_dtype="auto", enable_prefix_caching="True", engine="0",
                     gpu_memory_utilization=str(gpu_memory_utilization),
                     kv_cache_max_concurrency=str(round(self._kv_cache_tokens / max(1, max_model_len), 2)),
                     kv_cache_size_tokens=str(self._kv_cache_tokens), num_gpu_blocks=str(blocks)).set(1)
         self.kv_usage.set(0.0)
 
-    def admitted(self, prompt_tokens: int) -> None:
-        """A request waits for its prefill."""
+    def admitted(self, prompt_tokens: int, cached_tokens: int = 0) -> None:
+        """A request waits for its prefill; ``cached_tokens`` of its prompt were in the prefix cache."""
         self.waiting.inc()
         self.prompt_tokens.inc(prompt_tokens)
         self.prefix_queries.inc(prompt_tokens)
+        self.prefix_hits.inc(cached_tokens)
 
     def started(self, prompt_tokens: int, ttft_s: float) -> None:
         """Its first token is out: it runs, holding its prompt in the KV cache."""
@@ -109,3 +111,30 @@ class ServerMetrics:
     def render(self) -> bytes:
         """The exposition text, as ``GET /metrics`` answers it."""
         return generate_latest(self.registry)
+
+
+class PrefixCache:
+    """vLLM's automatic prefix caching as ``/metrics`` sees it: a prompt's leading full blocks of
+    :data:`BLOCK_SIZE` sandbox tokens (4-character pieces), each known by the hash of everything up to
+    its end (vLLM chains block hashes the same way), are hits when an earlier prompt had them; at most
+    ``max_blocks`` block hashes are kept (all forgotten when full, as an evicted cache would).
+    """
+
+    def __init__(self, max_blocks: int = 65_536) -> None:
+        self._blocks: set[int] = set()
+        self._max_blocks = max_blocks
+        self._lock = threading.Lock()
+
+    def hit_tokens(self, prompt_text: str) -> int:
+        """Tokens of ``prompt_text`` found in the cache (whole leading blocks); its blocks are then kept."""
+        step = BLOCK_SIZE * 4
+        hashes, running = [], 0
+        for start in range(0, len(prompt_text) - step + 1, step):
+            running = hash((running, prompt_text[start:start + step]))
+            hashes.append(running)
+        with self._lock:
+            hits = next((i for i, h in enumerate(hashes) if h not in self._blocks), len(hashes))
+            if len(self._blocks) + len(hashes) > self._max_blocks:
+                self._blocks.clear()
+            self._blocks.update(hashes)
+        return hits * BLOCK_SIZE

@@ -44,7 +44,7 @@ from typing import Any
 from remote.models import chip_generation
 from sandbox.engine import model_spec
 from sandbox.openai_http import OpenAIApiError, OpenAIHandler, OpenAIHTTPServer
-from sandbox.openai_metrics import ServerMetrics
+from sandbox.openai_metrics import BLOCK_SIZE, PrefixCache, ServerMetrics
 from sandbox.openai_replies import (
     CHARS_PER_TOKEN,
     CHAT_TOKENS_PER_MESSAGE,
@@ -88,16 +88,23 @@ class SandboxOpenAIServer:
         self._active = 0
         self._prefill_free_at = 0.0
         self._access_log: Callable[[str], None] | None = None
+        #: vLLM's automatic prefix caching (on by default in V1), as far as ``/metrics`` shows it
+        self.prefix_cache = PrefixCache()
+        #: False: a server that ignores ``ignore_eos`` (stops at its own EOS, a quarter of ``max_tokens``)
+        self.honours_ignore_eos = True
         self.configure(model="Qwen/Qwen3-8B", served_model_name=None, max_model_len=40960,
                        accelerator_type="v6e-1", chips=1)
 
     # ---------------------------------------------------------------- control
     def configure(self, *, model: str, served_model_name: str | None, max_model_len: int,
                   accelerator_type: str, chips: int, kv_cache_tokens: int | None = None,
-                  gpu_memory_utilization: float = 0.9, api_key: str | None = None,
+                  gpu_memory_utilization: float | None = None, block_size: int | None = None,
+                  api_key: str | None = None,
                   auto_tool_choice: bool = False, tool_call_parser: str | None = None) -> None:
         """Set what is served: model id, max-model-len (tokens), chip generation and chip count, and
-        the engine's KV cache size in tokens (default: 8 requests at max-model-len) for ``/metrics``.
+        the engine's KV cache size in tokens (default: 8 requests at max-model-len), its
+        ``--gpu-memory-utilization`` (default tpu-inference's 0.92) and KV block size in tokens
+        (default :data:`~sandbox.openai_metrics.BLOCK_SIZE`) for ``/metrics``, as the engine's log printed them.
 
         ``api_key`` is vLLM's ``--api-key``: every ``/v1`` route then answers 401 unless the
         request carries ``Authorization: Bearer <api_key>`` (``/health`` stays open).
@@ -121,7 +128,8 @@ class SandboxOpenAIServer:
             self._decode_base: float = DECODE_TOK_S_PER_CHIP[generation] * chips * scale
             self._prefill_rate: float = PREFILL_TOK_S_PER_CHIP[generation] * chips * scale
             self._metrics = ServerMetrics(self._served_name, kv_cache_tokens or 8 * max_model_len, max_model_len,
-                                          gpu_memory_utilization)
+                                          0.92 if gpu_memory_utilization is None else gpu_memory_utilization,
+                                          block_size or BLOCK_SIZE)
 
     def metrics_text(self) -> bytes:
         """``GET /metrics``: vLLM's Prometheus text for what this server carries now."""
@@ -283,9 +291,10 @@ class SandboxOpenAIServer:
                             "completion.")
         return max_tokens
 
-    def _admit(self, prompt_tokens: int) -> float:
-        """Queue the prefill; return the monotonic time the first token is due."""
-        self._metrics.admitted(prompt_tokens)
+    def _admit(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
+        """Queue the prefill (``cached_tokens`` of it found in the prefix cache, counted as hits);
+        return the monotonic time the first token is due."""
+        self._metrics.admitted(prompt_tokens, max(0, cached_tokens))
         with self._lock:
             now = time.monotonic()
             start = max(now, self._prefill_free_at)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from remote.vllm_flags import is_vllm_serve_flag
+
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 DEFAULT_MAX_NUM_SEQS = 256
@@ -86,10 +88,14 @@ def parse_serve_args(argv: Sequence[str]) -> ServeArgs:
 
     Raises:
         ValueError: with vLLM's argparse or pydantic wording, e.g.
-            ``argument --gpu-memory-utilization: invalid float value: 'x'``.
+            ``argument --gpu-memory-utilization: invalid float value: 'x'``, or
+            ``unrecognized arguments: --max-modle-len 8192`` for a flag vLLM does not have
+            (:func:`remote.vllm_flags.is_vllm_serve_flag`; vLLM's ``FlexibleArgumentParser.error``
+            hands it to argparse, which prints ``vllm serve: error: ...`` and exits 2).
     """
     values: dict[str, str] = {}
     extra: list[str] = []
+    unknown: list[str] = []
     positional: list[str] = []
     words = list(argv)
     if words[:2] == ["vllm", "serve"]:  # tolerate the whole container command
@@ -117,15 +123,16 @@ def parse_serve_args(argv: Sequence[str]) -> ServeArgs:
                     i += 1
             values["--tensor-parallel-size" if name == "-tp" else name] = value
             continue
-        extra.append(word)
+        taken = [word]
         if not eq and name not in _BOOL_FLAGS and i < len(words) and not words[i].startswith("-"):
-            extra.append(words[i])
+            taken.append(words[i])
             i += 1
+        (extra if is_vllm_serve_flag(word) else unknown).extend(taken)
     model = positional[0] if positional else values.get("--model", "")
     if not model:
         raise ValueError("the following arguments are required: model_tag")
-    if len(positional) > 1:
-        raise ValueError(f"unrecognized arguments: {' '.join(positional[1:])}")
+    if len(positional) > 1 or unknown:       # argparse's parse_args: every word it could not place
+        raise ValueError(f"unrecognized arguments: {' '.join(unknown + positional[1:])}")
 
     def number(flag: str, kind: type) -> float | int | None:
         if flag not in values:

@@ -270,6 +270,8 @@ class SandboxVm:
                                        max_model_len=getattr(plan, "max_model_len", 0),
                                        accelerator_type=self.accelerator_type, chips=getattr(plan, "chips", 1),
                                        kv_cache_tokens=getattr(plan, "kv_cache_tokens", None),
+                                       gpu_memory_utilization=getattr(plan, "gpu_memory_utilization", None),
+                                       block_size=getattr(plan, "kv_block_size", None),
                                        api_key=_api_key(box.command, box.env),
                                        auto_tool_choice="--enable-auto-tool-choice" in box.command,
                                        tool_call_parser=_flag_value(box.command, "--tool-call-parser"))

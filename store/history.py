@@ -361,6 +361,14 @@ class HistoryStore:
         return [launch_from_row(r) for r in rows]
 
     @_store_errors
+    def failures_of_kind(self, accelerator_type: str, failure_kind: str, *, limit: int = 3) -> list[Launch]:
+        """Past launches on this accelerator type that failed with ``failure_kind`` (e.g.
+        ``hbm_oom_after_compile``), newest first, whatever their model and flags; at most ``limit``."""
+        rows = self._rows(f"{_LAUNCH_SELECT} WHERE accelerator_type = ? AND failure_kind = ? ORDER BY id DESC "
+                          "LIMIT ?", [accelerator_type, failure_kind, int(limit)])
+        return [launch_from_row(r) for r in rows]
+
+    @_store_errors
     def compile_eta_s(self, compile_key: str) -> float | None:
         """Median compile seconds of the last :data:`COMPILE_ETA_SAMPLES` launches with that
         compile key that reached ready, or ``None`` without any."""

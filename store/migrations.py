@@ -21,6 +21,9 @@ Schema after all migrations (JSON columns hold TEXT):
 - ``launches.restart_count`` (m007): docker's ``RestartCount`` after a restart in place.
 - ``launches.ssh_user`` (m008): the user the console logged in to the node as (the OS Login
   POSIX name, ``[ssh] user``, ``--user`` or the local user).
+- ``launches.metrics_*`` (m009): what the server's ``/metrics`` said once it served
+  (``vllm:cache_config_info`` summed over its engines): ``metrics_kv_cache_tokens``,
+  ``metrics_max_concurrency``, ``metrics_engines``, ``metrics_gpu_memory_utilization``.
 """
 
 from __future__ import annotations
@@ -297,3 +300,14 @@ def m008_launch_ssh_user(db: Database) -> None:
     """``launches.ssh_user`` (TEXT, NULL for launches recorded before): the user the console logged
     in to the node as when it recorded the launch (OS Login's POSIX name, e.g. ``alice_example_com``)."""
     db.execute('ALTER TABLE "launches" ADD COLUMN "ssh_user" TEXT')
+
+
+@migrations()
+def m009_launch_metrics_kv_cache(db: Database) -> None:
+    """What ``/metrics`` said after ready, beside the log's figures (NULL until the console read it):
+    ``metrics_kv_cache_tokens`` (INTEGER, the stated ``kv_cache_size_tokens`` summed over the engines),
+    ``metrics_max_concurrency`` (REAL, ``kv_cache_max_concurrency`` summed), ``metrics_engines``
+    (INTEGER, engines labelled), ``metrics_gpu_memory_utilization`` (REAL)."""
+    for column, kind in (("metrics_kv_cache_tokens", "INTEGER"), ("metrics_max_concurrency", "REAL"),
+                         ("metrics_engines", "INTEGER"), ("metrics_gpu_memory_utilization", "REAL")):
+        db.execute(f'ALTER TABLE "launches" ADD COLUMN "{column}" {kind}')

@@ -135,6 +135,9 @@ class Launch:
             row then describes the newest boot), else ``None``.
         ssh_user: the user the console logged in to the node as (e.g. the OS Login POSIX name
             ``alice_example_com``), or ``None`` when not recorded.
+        metrics_kv_cache_tokens / metrics_max_concurrency / metrics_engines /
+        metrics_gpu_memory_utilization: what the server's ``/metrics`` said once it served (the
+            authority after ready; summed over a data-parallel server's engines), else ``None``.
     """
 
     id: int
@@ -170,6 +173,10 @@ class Launch:
     notes: str | None = None
     restart_count: int | None = None
     ssh_user: str | None = None
+    metrics_kv_cache_tokens: int | None = None
+    metrics_max_concurrency: float | None = None
+    metrics_engines: int | None = None
+    metrics_gpu_memory_utilization: float | None = None
 
     @property
     def time_to_ready_s(self) -> float | None:

@@ -263,6 +263,23 @@ class LaunchRecorder:
             return changed
         return {}
 
+    def record_served(self, kv_cache_tokens: int | None, max_concurrency: float | None, engines: int,
+                      gpu_memory_utilization: float | None) -> dict[str, Any]:
+        """What the server's ``/metrics`` said after ready (``vllm:cache_config_info`` summed over its
+        engines: KV cache tokens as stated, never derived; max concurrency; engines; utilization):
+        written to the followed launch's ``metrics_*`` columns when it changed; returns what was written."""
+        fields = {"metrics_kv_cache_tokens": kv_cache_tokens, "metrics_max_concurrency": max_concurrency,
+                  "metrics_engines": engines, "metrics_gpu_memory_utilization": gpu_memory_utilization}
+        changed = {k: v for k, v in fields.items() if v is not None and self._written.get(k) != v}
+        if self.launch_id is None or not changed:
+            return {}
+        launch_id = self.launch_id
+        self._guard(lambda: self._db.update_launch(launch_id, **changed))
+        if self.error is None:
+            self._written.update(changed)
+            return changed
+        return {}
+
     def record_replaced(self, state: StartupState, detail: str, container_id: str | None = None) -> dict[str, Any]:
         """The followed container was replaced by another: write what its log gave, then, unless
         it already showed ready or a fatal failure, close its launch as ``replaced`` with ``detail``

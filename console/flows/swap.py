@@ -143,7 +143,9 @@ def history_facts(store: LaunchHistory | None, node: Node, spec: ContainerSpec) 
     ``predicted_boot_s``: median seconds to ready of launches with this accelerator type and
     model; ``known_failures``: up to 3 failures with the same type, model and flags;
     ``model_max_len``: the model's maximum length the history remembers
-    (:func:`learn_model_limit`, or a failed boot's log). ``{}`` without a store.
+    (:func:`learn_model_limit`, or a failed boot's log); ``hbm_failures``: up to 3 boots on this
+    accelerator type that failed loading compiled programs (``hbm_oom_after_compile``), as
+    ``(when, serve args, failure detail)``. ``{}`` without a store.
     """
     if store is None:
         return {}
@@ -156,7 +158,9 @@ def history_facts(store: LaunchHistory | None, node: Node, spec: ContainerSpec) 
     return {"last_kv_cache_tokens": kv, "predicted_boot_s": statistics.median(boots) if boots else None,
             "known_failures": [(f.failed_at or f.requested_at, f.failure_kind or "failed", f.failure_detail or "")
                                for f in failures[:3]],
-            "model_max_len": limit[0] if limit else None}
+            "model_max_len": limit[0] if limit else None,
+            "hbm_failures": [(f.failed_at or f.requested_at, f.serve_args, f.failure_detail or "")
+                             for f in store.failures_of_kind(node.accelerator_type, "hbm_oom_after_compile")]}
 
 
 def lint_spec(node: Node, spec: ContainerSpec, running: ContainerSpec | None, facts: Mapping[str, Any],

@@ -68,8 +68,10 @@ def throughput_view(head: str, results: Sequence[Any], pricing: Pricing) -> Rend
     reports ITL); the price used (or why there is none) under the table."""
     first = results[0]
     table = Table(title=plain(f"Throughput: {head}; prompt ~{first.prompt_tokens_target} tokens, "
-                              f"output {first.output_tokens_target} tokens", style="table.title"), title_justify="left")
-    for column in ("STREAMS", "OK", "FAILED", "SECONDS", "PROMPT\nTOK", "REQ/S", "OUT\nTOK/S", "TOTAL\nTOK/S",
+                              f"output {first.output_tokens_target} tokens asked", style="table.title"),
+                  title_justify="left")
+    for column in ("STREAMS", "OK", "FAILED", "SECONDS", "PROMPT\nTOK", "OUT TOK\n/REQ", "REQ/S", "OUT\nTOK/S",
+                   "TOTAL\nTOK/S",
                    "TTFT ms\nmean / med / p99", "TPOT ms\nmean / med / p99", "ITL ms/token\nmean / med / p99",
                    "ITL/CHUNK\nmed ms", "$/Mtok"):
         table.add_column(column, justify="right", no_wrap=True)
@@ -77,8 +79,10 @@ def throughput_view(head: str, results: Sequence[Any], pricing: Pricing) -> Rend
         m = r.metrics
         cost = pricing.usd_per_mtok(m.output_throughput)
         failed = Text(str(m.failed), style="red" if m.failed else "")
+        out = Text(f"{r.mean_output_tokens:,.1f}" + (" SHORT" if r.output_short else ""),
+                   style="bold yellow" if r.output_short else "")
         _add(table, str(r.concurrency), str(m.completed), failed, f"{m.duration_s:.1f}",
-                      f"{r.mean_prompt_tokens:,.0f}", f"{m.request_throughput:.2f}",
+                      f"{r.mean_prompt_tokens:,.0f}", out, f"{m.request_throughput:.2f}",
                       f"{m.output_throughput:,.0f}", f"{m.total_token_throughput:,.0f}",
                       _ms(m.ttft), _ms(m.tpot), _ms(m.itl), f"{m.itl_chunk.median_ms:.1f}", "-" if cost is None else f"{cost:.3f}")
     lines: list[RenderableType] = [table]
@@ -93,6 +97,8 @@ def throughput_view(head: str, results: Sequence[Any], pricing: Pricing) -> Rend
         if r.metrics.output_tokens_estimated:
             lines.append(plain(f"{r.concurrency} streams: {r.metrics.output_tokens_estimated} requests without "
                                "usage: output tokens counted as streamed chunks (estimate)", style="yellow"))
+        for caveat in r.caveats():
+            lines.append(plain(f"{r.concurrency} streams: {caveat}", style="yellow"))
         for message, count in r.errors:
             lines.append(plain(f"{r.concurrency} streams: {count} failed: {message}", style="red"))
         if r.stopped:

@@ -53,13 +53,14 @@ from console.widgets.header import ConsoleHeader
 from console.widgets.log_pane import LogPane
 from console.widgets.log_view import LogView
 from console.widgets.serving_panel import ServingPanel
-from console.widgets.startup_panel import PanelInfo, StartupPanel
+from console.widgets.startup_panel import PanelInfo, ServedKv, StartupPanel
 from remote.container.tail import TailStatus
 from remote.errors import RemoteError
 from remote.printable import printable
 from remote.startup import Phase, StartupState
-from remote.vllm_log.workers import failing_worker, ready_from_worker_0
+from remote.vllm_log.workers import compile_watch, failing_worker, ready_from_worker_0
 from remote.vllm_log.workers import slice_hbm as slice_hbm_of
+from remote.vllm_metrics import ServingFigures
 from store.errors import StoreError
 
 if TYPE_CHECKING:
@@ -153,6 +154,8 @@ class StartupScreen(ConsoleScreen):
         self.history_known = False
         self.tunnel_note: str | None = None
         self.served_models: tuple[str, ...] | None = None
+        #: what /metrics last said of the KV cache (the authority after ready), or None
+        self.served_kv: ServedKv | None = None
         #: the node's forward in the app's forwards, once the log said ready
         self.forward: Forward | None = None
         self._forward_seen: str | None = None
@@ -196,6 +199,7 @@ class StartupScreen(ConsoleScreen):
         self.node_wait = None
         self.tunnel_note = None
         self.served_models = None
+        self.served_kv = None
         self.forward = None
         self._tunnel_started = False
         self._container_id = None
@@ -547,10 +551,26 @@ class StartupScreen(ConsoleScreen):
                 if forward.state == "open":
                     try:
                         window.add(await fetch_metrics(client, forward.url))
-                        panel.show(window.figures(), watch.state.kv_cache_tokens)
+                        figures = window.figures()
+                        panel.show(figures, watch.state.kv_cache_tokens)
+                        self._take_served_kv(figures)
                     except RemoteError as exc:
                         panel.show_problem(f"/metrics not read: {exc}")
                 await asyncio.sleep(METRICS_INTERVAL_S)
+
+    def _take_served_kv(self, figures: ServingFigures) -> None:
+        """/metrics' KV cache figures become the panel's headline and go to the launch's history."""
+        served = ServedKv(figures.kv_cache_size_tokens, figures.max_concurrency, figures.engines,
+                          figures.gpu_memory_utilization)
+        if served == self.served_kv:
+            return
+        self.served_kv, self._dirty = served, True
+        self._write_served(served)
+
+    @work(group="startup-record", exit_on_error=False)
+    async def _write_served(self, served: ServedKv) -> None:
+        await self._history(lambda: self._recorder().record_served(
+            served.kv_cache_tokens, served.max_concurrency, served.engines, served.gpu_memory_utilization))
 
     # --- panel --------------------------------------------------------------------------
 
@@ -564,9 +584,11 @@ class StartupScreen(ConsoleScreen):
             forward_note = f"forward {forward.url}: {forward.describe()}"
         state = watch.state if watch is not None else PanelInfo().state
         slice_hbm: tuple[Any, ...] = ()
+        steps = None
         if watch is not None and self.side_watchers:
             states = [state, *(side.state for side in self.side_watchers)]
             slice_hbm = tuple(slice_hbm_of(states))
+            steps = compile_watch(states, self.services.clock(), self.compile_eta_s)
             state = _failed_on_any_worker(states)
         if watch is not None and self.ready_watcher is not None:
             state = ready_from_worker_0(state, self.ready_watcher.reader.state)
@@ -576,6 +598,7 @@ class StartupScreen(ConsoleScreen):
             problem=self.problem, compile_eta_s=self.compile_eta_s, history_known=self.history_known,
             tunnel_url=forward.url if forward is not None and forward.state == "open" else None,
             tunnel_note=self.tunnel_note or forward_note or recorder_problem, served_models=self.served_models,
+            served_kv=self.served_kv, compile_watch=steps,
             node_wait=self.node_wait)
 
     def _refresh_panel(self) -> None:

@@ -127,7 +127,12 @@ def _rows(s: dict[str, Any]) -> list[tuple[str, str]]:
              ("Max concurrency", "-" if s["max_concurrency"] is None else
               f"{s['max_concurrency']:.2f}x at {s['max_concurrency_tokens_per_request']:,} "
               "tokens/request"),
-             ("Compile", f"{s['compile_steps_finished']} steps finished, "
+             *([("KV figures", s["kv_cache_note"])] if s.get("kv_cache_note") else []),
+             ("Compile", f"{s['compile_steps_done']} steps done"
+                         + (f" ({s['compile_deferred_done']} compiled in warm-up)" if s["compile_deferred_done"] else "")
+                         + (f", {pending} deferred to warm-up"
+                            if (pending := s["compile_deferred_steps"] - s["compile_deferred_done"]) else "")
+                         + ", "
                          f"total {num(s['compile_seconds'], '{:g} s')}, "
                          f"engine init {num(s['engine_init_seconds'], '{:g} s')}")]
     if s["compile_in_progress"]:

@@ -14,8 +14,16 @@ interval (figures over the last minute) until Ctrl-C. Each read of ``/metrics`` 
 within ``--timeout`` seconds (default 10): a server that trickles its answer fails like one that
 does not answer.
 
-``--json`` prints one object per sample line: ``running``, ``waiting``, ``kv_cache_usage_perc``,
-``kv_cache_size_tokens``, ``generation_tokens_per_s``, ``prefix_cache_hit_rate``, ``ttft_p50_s``,
+A data-parallel server (vLLM labels each engine's samples ``engine="0"``, ``engine="1"``...) is
+read as one server: requests, tokens and KV cache sizes summed over its engines, the KV cache usage
+the mean of the engines' (with the fullest engine's beside it), and the line says how many engines.
+The KV cache size is the one the server states (``kv_cache_size_tokens``); a server that states
+only ``num_gpu_blocks`` and ``block_size`` gets their product marked "derived".
+
+``--json`` prints one object per sample line: ``running``, ``waiting``, ``kv_cache_usage_perc``
+(mean over engines), ``kv_cache_usage_max_perc``, ``kv_cache_size_tokens`` (stated, else null),
+``kv_cache_derived_tokens`` (blocks x block size, only when no size is stated), ``max_concurrency``,
+``gpu_memory_utilization``, ``engines``, ``generation_tokens_per_s``, ``prefix_cache_hit_rate``, ``ttft_p50_s``,
 ``ttft_p90_s``, ``itl_p50_s``, ``itl_p90_s``, ``preemptions``, ``window_s``, plus ``url`` and
 ``model_names``.
 
@@ -38,6 +46,7 @@ if TYPE_CHECKING:
     from console.config import Config
     from console.verbs.common import Subparsers
     from remote.ssh import SshTarget
+    from remote.vllm_metrics import ServingFigures
 
 #: Seconds each whole read of ``/metrics`` may take (``remote.vllm_metrics.FETCH_DEADLINE_S``; not
 #: imported here: building the parser must not load prometheus_client).
@@ -143,16 +152,29 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.0f} ms"
 
 
-def _line(f: Any) -> str:
+def kv_words(f: ServingFigures) -> str:
+    """The KV cache part of the line: ``KV 12.5% of 262,144 tokens``; over engines
+    ``KV 60.0% (mean of 2 engines, max 62.0%) of 300,000 tokens``; a derived size says so."""
+    usage = _num(f.kv_cache_usage_perc, '.1f', '%')
+    if f.engines > 1:
+        usage += f" (mean of {f.engines} engines, max {_num(f.kv_cache_usage_max_perc, '.1f', '%')})"
+    if f.kv_cache_size_tokens:
+        usage += f" of {f.kv_cache_size_tokens:,} tokens"
+    elif f.kv_cache_derived_tokens:
+        usage += f" of ~{f.kv_cache_derived_tokens:,} tokens (derived: blocks x block size)"
+    return f"KV {usage}"
+
+
+def _line(f: ServingFigures) -> str:
     """One line of the figures, e.g. ``running 4 · waiting 0 · KV 12.5% of 262,144 tokens · ...``."""
-    size = f" of {f.kv_cache_size_tokens:,} tokens" if f.kv_cache_size_tokens else ""
+    engines = f" · {f.engines} engines" if f.engines > 1 else ""
     hit = _num(None if f.prefix_cache_hit_rate is None else 100 * f.prefix_cache_hit_rate, ".1f", "%")
     return (f"running {_num(f.running, '.0f')} · waiting {_num(f.waiting, '.0f')} · "
-            f"KV {_num(f.kv_cache_usage_perc, '.1f', '%')}{size} · "
+            f"{kv_words(f)} · "
             f"{_num(f.generation_tokens_per_s, ',.1f')} tok/s · prefix hits {hit} · "
             f"TTFT p50 {_ms(f.ttft_p50_s)} p90 {_ms(f.ttft_p90_s)} · "
             f"ITL p50 {_ms(f.itl_p50_s)} p90 {_ms(f.itl_p90_s)} · preemptions {_num(f.preemptions, '.0f')} "
-            f"(over {f.window_s:.0f} s)")
+            f"(over {f.window_s:.0f} s){engines}")
 
 
 def _fail(message: str, code: int) -> int:

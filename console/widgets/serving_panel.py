@@ -1,5 +1,8 @@
 """Live serving figures from vLLM's ``/metrics`` after ready: queue, KV cache, tok/s, latencies.
 
+A data-parallel server's KV cache usage is the mean over its engines, the fullest one beside it;
+a size the server does not state (only blocks and block size) is shown as derived.
+
 Fed :class:`~remote.vllm_metrics.ServingFigures` every few seconds by the startup view; keeps
 the last :data:`HISTORY` tok/s and queue figures for its sparklines. Beside the server's KV cache
 size it shows the startup log's, with a note when the two disagree.
@@ -35,8 +38,12 @@ def figures_text(f: ServingFigures, log_kv_tokens: int | None) -> Text:
     """The figures as lines of text (plain values from the server, shown literally)."""
     kv = Text.assemble("KV cache  ", bar(f.kv_cache_usage_perc or 0.0, 100.0),
                        f" {_num(f.kv_cache_usage_perc, '.1f')}%")
+    if f.engines > 1:
+        kv.append(f" (mean of {f.engines} engines, max {_num(f.kv_cache_usage_max_perc, '.1f')}%)")
     if f.kv_cache_size_tokens is not None:
         kv.append(f" of {f.kv_cache_size_tokens:,} tokens")
+    elif f.kv_cache_derived_tokens is not None:
+        kv.append(f" of ~{f.kv_cache_derived_tokens:,} tokens (derived: blocks x block size)", style="dim")
     lines = [
         Text(f"requests  {_num(f.running)} running · {_num(f.waiting)} waiting"
              + (f" · {f.preemptions:,.0f} preempted" if f.preemptions else "")),

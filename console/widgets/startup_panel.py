@@ -27,13 +27,30 @@ from console.widgets.serving_panel import ServingPanel
 from remote.accelerators import generation_by_hbm_limit, generation_facts
 from remote.container.tail import TailStatus
 from remote.secrets import scrub_text
-from remote.startup import Phase, StartupState
-from remote.vllm_log.workers import SliceHbm
+from remote.startup import CompileProgress, Phase, StartupState
+from remote.vllm_log.workers import CompileWatch, SliceHbm
 
 #: The step in flight is cut to this many characters (jax array reprs run to kilobytes).
 IN_FLIGHT_CHARS = 110
 _STATUS_STYLES = {"connecting": ("…", "yellow"), "connected": ("●", "green"), "reconnecting": ("↻", "yellow"),
                   "waiting": ("…", "cyan"), "exited": ("■", "magenta"), "error": ("✘", "bold red")}
+
+
+@dataclass(frozen=True)
+class ServedKv:
+    """What the server's ``/metrics`` says of its KV cache once it serves (summed over its engines).
+
+    Attributes:
+        kv_cache_tokens: ``kv_cache_size_tokens`` as stated (never derived from blocks), or ``None``.
+        max_concurrency: ``kv_cache_max_concurrency`` (requests at max-model-len), or ``None``.
+        engines: data-parallel engines labelled in the samples (1 without labels).
+        gpu_memory_utilization: ``gpu_memory_utilization`` of the cache config, or ``None``.
+    """
+
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    engines: int = 1
+    gpu_memory_utilization: float | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +72,10 @@ class PanelInfo:
         workers: workers followed at once (a multi-host slice), 1 otherwise.
         slice_hbm: per boot stage, HBM summed over the followed workers
             (:func:`remote.vllm_log.workers.slice_hbm`); empty for one worker.
+        served_kv: what ``/metrics`` said of the KV cache after ready (the headline's figures
+            from then on), or ``None`` before its first read.
+        compile_watch: each worker's in-flight compile step, its age and a stuck-step warning
+            (:func:`remote.vllm_log.workers.compile_watch`), or ``None`` for one worker.
     """
 
     state: StartupState = field(default_factory=StartupState)
@@ -69,6 +90,8 @@ class PanelInfo:
     node_wait: str | None = None
     workers: int = 1
     slice_hbm: tuple[SliceHbm, ...] = ()
+    served_kv: ServedKv | None = None
+    compile_watch: CompileWatch | None = None
 
 
 def slice_text(info: PanelInfo) -> Text:
@@ -78,6 +101,17 @@ def slice_text(info: PanelInfo) -> Text:
     for item in info.slice_hbm:
         out.append(f"\n{names.get(item.stage, item.stage)}: {item.used_gib:.2f} / {item.limit_gib:.2f} GiB "
                    f"over {item.chips} chips ({item.workers} of {item.total_workers} workers)")
+    watch = info.compile_watch
+    if watch is not None:
+        for step in watch.steps:
+            if step.step is None:
+                continue
+            shown = step.step if len(step.step) <= IN_FLIGHT_CHARS else step.step[:IN_FLIGHT_CHARS] + "…"
+            age = "" if step.age_s is None else f" for {fmt.duration(step.age_s)}"
+            out.append(f"\nw{step.worker} compiling{age}: ")
+            out.append(printable(shown), style="dim")
+        if watch.warning:
+            out.append(f"\n⚠ {watch.warning}", style="bold yellow")
     return out
 
 
@@ -122,13 +156,15 @@ def banner(info: PanelInfo) -> RenderableType | None:
     return None
 
 
-def kv_text(state: StartupState) -> RenderableType:
+def kv_text(state: StartupState, served: ServedKv | None = None) -> RenderableType:
     """KV cache tokens and the maximum concurrency at the tokens per request the log states.
 
-    Figures from a boot that then failed are marked "reported, never usable" (the engine sized
-    the KV cache but never served with it); a maximum concurrency below 1.0x (the cache cannot
-    hold one request at max-model-len, vLLM refuses such a boot) is flagged in red with the
-    largest max-model-len the cache holds.
+    Once the server's ``/metrics`` states a figure (``served``), it is the headline, marked
+    ``(/metrics)``, with the log's figure beside it when the two differ. Figures from a boot that
+    then failed are marked "reported, never usable" (the engine sized the KV cache but never served
+    with it); a maximum concurrency below 1.0x from either source (the cache cannot hold one request
+    at max-model-len, vLLM refuses such a boot) is flagged in red with the largest max-model-len the
+    cache holds; a one-line KV figure whose size and concurrency disagree is flagged in yellow.
     """
     grid = Table.grid(padding=(0, 1))
     grid.add_column(style="bold", no_wrap=True)
@@ -136,21 +172,36 @@ def kv_text(state: StartupState) -> RenderableType:
     failed = not state.ready and state.failure is not None and state.failure.fatal
     unusable = Text("  reported, never usable: the boot failed", style="yellow") if failed else ""
     style = "dim" if failed else ""
-    if state.kv_cache_tokens is not None:
+    served_tokens = served.kv_cache_tokens if served is not None else None
+    served_conc = served.max_concurrency if served is not None else None
+    if served_tokens is not None:
+        grid.add_row("KV cache", Text.assemble(f"{served_tokens:,} tokens (/metrics{_engines(served)})",
+                                               _log_said(state.kv_cache_tokens, served_tokens, ",")))
+    elif state.kv_cache_tokens is not None:
         grid.add_row("KV cache", Text.assemble((f"{state.kv_cache_tokens:,} tokens", style), unusable))
     elif state.device_blocks is not None:
         blocks = f"{state.device_blocks:,} {state.device_blocks_label or ''} blocks".replace("  ", " ")
         grid.add_row("KV cache", Text.assemble((blocks, style), unusable))
     else:
         grid.add_row("KV cache", Text("not sized yet", style="dim"))
-    if state.max_concurrency is not None:
-        per = state.max_concurrency_tokens_per_request
-        at = f" at {per:,} tokens per request" if per else ""
+    per = state.max_concurrency_tokens_per_request
+    at = f" at {per:,} tokens per request" if per else ""
+    if served_conc is not None:
+        grid.add_row("Max concurrency", Text.assemble(f"{served_conc:.2f}x{at} (/metrics)",
+                                                      _log_said(state.max_concurrency, served_conc, ".2f", "x")))
+    elif state.max_concurrency is not None:
         grid.add_row("Max concurrency", Text.assemble((f"{state.max_concurrency:.2f}x{at}", style), unusable))
-        if state.max_concurrency < 1.0:
-            fits = f"; --max-model-len {state.kv_cache_tokens} fits" if state.kv_cache_tokens else ""
-            grid.add_row("", Text(f"below 1.0x: the KV cache cannot hold one request at max-model-len{fits}",
-                                  style="bold red"))
+    below = [(name, value) for name, value in (("/metrics", served_conc), ("the log", state.max_concurrency))
+             if value is not None and value < 1.0]
+    if below:
+        fits_tokens = served_tokens if served_tokens is not None else state.kv_cache_tokens
+        fits = f"; --max-model-len {fits_tokens} fits" if fits_tokens else ""
+        sources = ' and '.join(f'{name}: {value:.2f}x' for name, value in below)
+        said = "" if served_conc is None else f" ({sources})"      # the log alone: its figure is above
+        grid.add_row("", Text(f"below 1.0x{said}: the KV cache cannot hold one request at max-model-len{fits}",
+                              style="bold red"))
+    if state.kv_cache_note:
+        grid.add_row("", Text(state.kv_cache_note, style="yellow"))
     if state.max_model_len is not None:
         grid.add_row("max-model-len", f"{state.max_model_len:,} tokens")
     util_row = utilization_note(state)
@@ -160,6 +211,17 @@ def kv_text(state: StartupState) -> RenderableType:
         grid.add_row("Blocks", Text(f"{state.num_gpu_blocks_computed} fit, override asks "
                                     f"{state.num_gpu_blocks_override}", style="yellow"))
     return grid
+
+
+def _engines(served: ServedKv | None) -> str:
+    return f", {served.engines} engines" if served is not None and served.engines > 1 else ""
+
+
+def _log_said(logged: float | None, served: float, fmt: str, unit: str = "") -> Text | str:
+    """`` · the log said N`` (yellow) when the log's figure differs from the server's, else ``""``."""
+    if logged is None or round(logged, 2) == round(served, 2):
+        return ""
+    return Text(f" · the log said {logged:{fmt}}{unit}", style="yellow")
 
 
 def utilization_note(state: StartupState) -> Text | None:
@@ -199,8 +261,7 @@ def compile_text(info: PanelInfo) -> RenderableType:
     if comp.steps_started == 0 and comp.steps_finished == 0 and state.compile_seconds is None:
         grid.add_row("Compile", Text("not started", style="dim"))
         return grid
-    grid.add_row("Steps", f"{comp.steps_finished} done" + (f" of {comp.steps_started} started"
-                                                             if comp.steps_started > comp.steps_finished else ""))
+    grid.add_row("Steps", steps_words(comp))
     failed = state.failure is not None and state.failure.fatal
     if comp.in_flight and not state.ready:
         shown = comp.in_flight if len(comp.in_flight) <= IN_FLIGHT_CHARS else comp.in_flight[:IN_FLIGHT_CHARS] + "…"
@@ -219,6 +280,19 @@ def compile_text(info: PanelInfo) -> RenderableType:
     if state.compile_seconds is None and not state.ready and not failed:
         grid.add_row("ETA", _eta(info, elapsed))
     return grid
+
+
+def steps_words(comp: CompileProgress) -> str:
+    """``95 done (8 compiled in warm-up)``; ``87 done, 8 deferred to warm-up``; ``12 done of 13 started``:
+    steps whose AOT lowering was skipped count as done once a warm-up pass (or ready) compiled them."""
+    words = f"{comp.steps_done} done"
+    if comp.deferred_done:
+        words += f" ({comp.deferred_done} compiled in warm-up)"
+    if comp.deferred_pending:
+        words += f", {comp.deferred_pending} deferred to warm-up"
+    if comp.steps_started > comp.steps_done + comp.deferred_pending:
+        words += f" of {comp.steps_started} started"
+    return words
 
 
 def _eta(info: PanelInfo, elapsed: float | None) -> Text:
@@ -337,16 +411,16 @@ class StartupPanel(VerticalScroll):
             box.set_class(not state.ready and shown is not None, "failed")
             update_in_place(box, shown if shown is not None else "")
         self.query_one("#panel-hbm", HbmBars).show(state.hbm_snapshots)
-        if self._keys.get("slice") != (info.workers, info.slice_hbm):
-            self._keys["slice"] = (info.workers, info.slice_hbm)
+        if self._keys.get("slice") != (info.workers, info.slice_hbm, info.compile_watch):
+            self._keys["slice"] = (info.workers, info.slice_hbm, info.compile_watch)
             box = self.query_one("#panel-slice", Static)
             box.display = info.workers > 1
             update_in_place(box, slice_text(info) if info.workers > 1 else "")
         self._section("kv", (state.kv_cache_tokens, state.device_blocks, state.max_concurrency,
                              state.max_concurrency_tokens_per_request, state.max_model_len,
                              state.num_gpu_blocks_override, state.ready, failure is not None,
-                             state.gpu_memory_utilization, state.tpu_type),
-                      lambda: kv_text(state))
+                             state.gpu_memory_utilization, state.tpu_type, state.kv_cache_note, info.served_kv),
+                      lambda: kv_text(state, info.served_kv))
         self._section("compile", (comp, state.compile_seconds, state.engine_init_seconds, state.ready, failure,
                                   info.compile_eta_s, info.history_known, running_s), lambda: compile_text(info))
         self._section("timeline", (state.timeline, running_s), lambda: timeline_table(info))

@@ -14,6 +14,13 @@ server is gone (transport errors or HTTP 5xx): the remaining requests are not se
 ``stopped`` says why. A stream without a ``usage`` chunk has its generated text counted by
 ``/tokenize`` afterwards (vLLM 0.32 ``calculate_metrics`` counts it with the tokenizer);
 without ``/tokenize`` its output tokens stay the chunk count, flagged estimated.
+
+What may make the figures mislead is measured and said (:meth:`ThroughputResult.caveats`): the
+prefix-cache hit rate of the timed run, from vLLM's ``/metrics`` read just before and just after it
+(``vllm:prefix_cache_hits`` / ``vllm:prefix_cache_queries``, counters in tokens, vLLM V1 0.8+): hits
+mean prefills skipped, so TTFT and throughput look better than fresh prompts get; output shorter than
+asked (a server that ignores ``ignore_eos`` stops at EOS: per-request tok/s then compares unlike
+work); output tokens counted by ``/tokenize`` because the stream carried no ``usage``.
 """
 
 from __future__ import annotations
@@ -31,12 +38,20 @@ from remote.bench.metrics import RequestRecord, ServingMetrics, calculate_metric
 from remote.bench.progress import ProgressCallback, ProgressTracker
 from remote.bench.prompts import PromptFactory, filler_words
 from remote.bench.tokenize import count_chat_tokens, count_text_tokens, fit_words
+from remote.errors import RemoteError
+from remote.vllm_metrics import MetricsSample, fetch_metrics
 
 #: Default read timeout per request in seconds (a long prefill at high concurrency is slow).
 REQUEST_TIMEOUT_S = 600.0
 
 #: Consecutive failures of the "server gone" kind (transport error, HTTP 5xx) that stop a level.
 STOP_AFTER_FAILURES = 3
+
+#: Prefix-cache hit rate of a timed run above which its figures are flagged (prefills were skipped).
+PREFIX_HIT_WARN = 0.03
+
+#: Seconds one ``/metrics`` read around the timed run may take (the whole call).
+METRICS_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +73,12 @@ class ThroughputResult:
         prompt_tokens_sent: mean prompt tokens of the requests sent, by ``/tokenize``
             (``None`` when not exact).
         stopped: why the level stopped before sending every request (``None`` if it did not).
+        prefix_cache_hit_rate: prefix-cache hits / queries over the timed run (0..1), from
+            ``/metrics`` before and after it; ``None`` when ``/metrics`` was not read or nothing queried.
+        prefix_cache_queried_tokens: prompt tokens the prefix cache was asked about in the run.
+        output_short_requests: completed requests that returned fewer tokens than asked.
+        output_tokens_tokenized: completed requests whose output tokens were counted by ``/tokenize``
+            (the stream carried no ``usage``), not reported by the server.
     """
 
     base_url: str
@@ -72,6 +93,37 @@ class ThroughputResult:
     prompt_tokens_exact: bool = False
     prompt_tokens_sent: float | None = None
     stopped: str | None = None
+    prefix_cache_hit_rate: float | None = None
+    prefix_cache_queried_tokens: float | None = None
+    output_short_requests: int = 0
+    output_tokens_tokenized: int = 0
+
+    @property
+    def mean_output_tokens(self) -> float:
+        """Mean output tokens of completed requests (0.0 if none completed)."""
+        m = self.metrics
+        return m.total_output_tokens / m.completed if m.completed else 0.0
+
+    @property
+    def output_short(self) -> bool:
+        """Some completed request returned fewer tokens than asked."""
+        return self.output_short_requests > 0
+
+    def caveats(self) -> list[str]:
+        """Sentences on what may make this level's figures mislead (empty when nothing does)."""
+        out = []
+        rate = self.prefix_cache_hit_rate
+        if rate is not None and rate > PREFIX_HIT_WARN:
+            out.append(f"prefix-cache hit rate {100 * rate:.1f}% during the run (/metrics): prefills were "
+                       "skipped, so TTFT and throughput look better than for fresh prompts")
+        if self.output_short:
+            out.append(f"output short: {self.mean_output_tokens:,.1f} tokens per request on average of "
+                       f"{self.output_tokens_target:,} asked ({self.output_short_requests} of "
+                       f"{self.metrics.completed} requests short; the server may ignore ignore_eos)")
+        if self.output_tokens_tokenized:
+            out.append(f"{self.output_tokens_tokenized} requests without usage: output tokens counted by "
+                       "/tokenize, not reported by the server")
+        return out
 
     @property
     def mean_prompt_tokens(self) -> float:
@@ -115,10 +167,48 @@ async def _warm_up(client: httpx.AsyncClient) -> None:
         pass
 
 
+@dataclass
+class _Level:
+    """What one level's timed run gave (records, seconds, and what to say about the counts)."""
+
+    records: list[RequestRecord]
+    elapsed_s: float
+    exact: bool
+    sent_counts: list[int]
+    stopped: str | None
+    tokenized: int = 0
+    metrics_before: MetricsSample | None = None
+    metrics_after: MetricsSample | None = None
+
+
+async def read_metrics(client: httpx.AsyncClient) -> MetricsSample | None:
+    """``/metrics`` of the server ``client`` points at, or ``None`` when it does not answer in
+    :data:`METRICS_TIMEOUT_S` (a figure then missing, never a failed benchmark)."""
+    try:
+        return await asyncio.wait_for(fetch_metrics(client, str(client.base_url)), METRICS_TIMEOUT_S)
+    except (RemoteError, TimeoutError):
+        return None
+
+
+def prefix_cache_delta(before: MetricsSample | None, after: MetricsSample | None) -> tuple[float | None, float | None]:
+    """``(hit rate 0..1, queried tokens)`` between two ``/metrics`` reads; ``(None, None)`` when
+    either is missing or lacks the counters, or the counters went down (a restart); the rate is
+    ``None`` when nothing was queried."""
+    if before is None or after is None:
+        return None, None
+    keys = ("prefix_cache_queries", "prefix_cache_hits")
+    if any(k not in before.totals or k not in after.totals for k in keys):
+        return None, None
+    queries = after.totals["prefix_cache_queries"] - before.totals["prefix_cache_queries"]
+    hits = after.totals["prefix_cache_hits"] - before.totals["prefix_cache_hits"]
+    if queries < 0 or hits < 0:
+        return None, None
+    return (hits / queries if queries > 0 else None), queries
+
+
 async def _run_level(client: httpx.AsyncClient, model: str, *, concurrency: int, prompt_tokens: int,
                      output_tokens: int, requests: int | None, duration_s: float | None,
-                     on_progress: ProgressCallback | None
-                     ) -> tuple[list[RequestRecord], float, bool, list[int], str | None]:
+                     on_progress: ProgressCallback | None) -> _Level:
     """Run one level. Each worker (stream) has its own single-connection client (same base URL,
     timeout and headers as ``client``; :func:`~remote.bench.client.make_stream_client`, aiohttp's
     transport): httpx's pool checks every pooled connection on each request, which at 32-64
@@ -128,9 +218,11 @@ async def _run_level(client: httpx.AsyncClient, model: str, *, concurrency: int,
     clients = [make_stream_client(str(client.base_url), client.timeout, client.headers) for _ in range(workers)]
     try:
         await asyncio.gather(*(_warm_up(c) for c in clients))
+        before = await read_metrics(client)
         timed = await _timed(clients, model, concurrency=concurrency, prompt_tokens=prompt_tokens,
-                            output_tokens=output_tokens, requests=requests, duration_s=duration_s,
-                            on_progress=on_progress)
+                             output_tokens=output_tokens, requests=requests, duration_s=duration_s,
+                             on_progress=on_progress)
+        timed.metrics_before, timed.metrics_after = before, await read_metrics(client)
         return timed
     finally:
         await asyncio.gather(*(c.aclose() for c in clients))
@@ -188,8 +280,7 @@ _RECOUNTS = 3
 
 async def _timed(clients: list[httpx.AsyncClient], model: str, *, concurrency: int, prompt_tokens: int,
                  output_tokens: int, requests: int | None, duration_s: float | None,
-                 on_progress: ProgressCallback | None
-                 ) -> tuple[list[RequestRecord], float, bool, list[int], str | None]:
+                 on_progress: ProgressCallback | None) -> _Level:
     prompts, exact = await size_prompts(clients[0], model, prompt_tokens, seed=concurrency)
     planned: list[tuple[str, int | None]] = []
     if requests is not None:   # every prompt counted up front, outside the timed window
@@ -236,13 +327,15 @@ async def _timed(clients: list[httpx.AsyncClient], model: str, *, concurrency: i
 
     await asyncio.gather(*(worker(c) for c in clients))
     elapsed = time.perf_counter() - start
+    tokenized = 0
     if exact:   # no usage chunk: count the generated text with the tokenizer, as vllm bench serve does
         for record in records:
             if record.success and record.output_tokens_estimated:
                 counted = await count_text_tokens(clients[0], model, record.text)
                 if counted is not None:
                     record.output_tokens, record.output_tokens_estimated = counted, False
-    return records, elapsed, exact, sent_counts, stopped
+                    tokenized += 1
+    return _Level(records, elapsed, exact, sent_counts, stopped, tokenized)
 
 
 async def run_throughput(
@@ -283,10 +376,12 @@ async def run_throughput(
     _validate(concurrency, prompt_tokens, output_tokens, requests, duration_s)
     async with client_scope(base_url, client, timeout_s, connections=concurrency) as c:
         served = await resolve_model(c, model)
-        records, elapsed, exact, sent_counts, stopped = await _run_level(
+        level = await _run_level(
             c, served.name, concurrency=concurrency, prompt_tokens=prompt_tokens,
             output_tokens=output_tokens, requests=requests, duration_s=duration_s,
             on_progress=on_progress)
+        records, exact, sent_counts = level.records, level.exact, level.sent_counts
+        hit_rate, queried = prefix_cache_delta(level.metrics_before, level.metrics_after)
         return ThroughputResult(
             base_url=str(c.base_url).rstrip("/"),
             model=served.name,
@@ -294,11 +389,14 @@ async def run_throughput(
             prompt_tokens_target=prompt_tokens,
             output_tokens_target=output_tokens,
             requests_sent=len(records),
-            metrics=calculate_metrics(records, elapsed),
+            metrics=calculate_metrics(records, level.elapsed_s),
             errors=_error_summary(records),
             prompt_tokens_exact=exact,
             prompt_tokens_sent=sum(sent_counts) / len(sent_counts) if exact and sent_counts else None,
-            stopped=stopped,
+            stopped=level.stopped,
+            prefix_cache_hit_rate=hit_rate, prefix_cache_queried_tokens=queried,
+            output_short_requests=sum(1 for r in records if r.success and r.output_tokens < output_tokens),
+            output_tokens_tokenized=level.tokenized,
         )
 
 

@@ -22,6 +22,9 @@ a ``with_changes`` dict the operator applies with one key. An ``error`` finding 
 - ``tp-chips``: ``--tensor-parallel-size`` that does not divide the node's chips.
 - ``boot-time``: predicted boot longer than the flex-start time left.
 - ``known-failure``: the history saw this accelerator type, model and flags fail.
+- ``hbm-failed-here``: a ``--gpu-memory-utilization`` at or above one that failed on this
+  accelerator type loading its compiled programs (``hbm_oom_after_compile``, whatever the model);
+  the fix is the utilization the failure's own figures leave room at (``remote.vllm_log.diagnosis``).
 - ``unknown-flag``: a ``vllm serve`` flag this console does not know (vLLM may refuse it).
 - ``quantization``: a ``--quantization`` name outside vLLM's ``QuantizationMethods`` (v0.9 - v0.29).
 - ``dropped-setting``: a setting of the running container that a swap would not carry over.
@@ -30,7 +33,7 @@ a ``with_changes`` dict the operator applies with one key. An ``error`` finding 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -39,6 +42,7 @@ from remote.accelerators import FALLBACK_HBM_UTILIZATION, GenerationFacts, gener
 from remote.container.parse import QUANTIZATION_METHODS, parse_serve_args
 from remote.container.spec import KNOWN_SERVE_FLAGS, ContainerSpec, split_volume
 from remote.models import chips_of, iso_utc
+from remote.vllm_flags import OTHER_VLLM_FLAGS
 
 SEVERITIES = ("error", "warning", "info")
 #: Where tpu-inference keeps the XLA cache unless ``VLLM_XLA_CACHE_PATH`` says otherwise.
@@ -50,9 +54,6 @@ HOST_XLA_CACHE_DIR = "/mnt/disks/persist/xla-cache"
 DEFAULT_BOOT_S = 900.0
 _FLOATING_TAGS = ("latest", "nightly", "main", "dev")
 
-#: ``vllm serve`` flags known besides :data:`KNOWN_SERVE_FLAGS` (vLLM 0.9 - 0.11 engine and
-#: frontend args); anything else gets an ``unknown-flag`` warning.
-OTHER_VLLM_FLAGS = frozenset(["host", "port", "uvicorn-log-level", "api-key", "allowed-origins", "allowed-methods", "allowed-headers", "ssl-keyfile", "ssl-certfile", "root-path", "middleware", "chat-template", "chat-template-content-format", "response-role", "disable-log-requests", "enable-log-requests", "disable-log-stats", "disable-uvicorn-access-log", "disable-frontend-multiprocessing", "enable-request-id-headers", "enable-prompt-tokens-details", "enable-force-include-usage", "enable-server-load-tracking", "return-tokens-as-token-ids", "reasoning-parser", "tool-parser-plugin", "tool-server", "lora-modules", "prompt-adapters", "tokenizer", "tokenizer-mode", "tokenizer-revision", "skip-tokenizer-init", "trust-remote-code", "revision", "code-revision", "download-dir", "load-format", "dtype", "seed", "max-seq-len-to-capture", "max-logprobs", "hf-token", "hf-config-path", "hf-overrides", "config-format", "config", "generation-config", "override-generation-config", "override-neuron-config", "enforce-eager", "disable-sliding-window", "disable-cascade-attn", "disable-custom-all-reduce", "pipeline-parallel-size", "data-parallel-size", "data-parallel-size-local", "data-parallel-address", "data-parallel-rpc-port", "data-parallel-backend", "enable-expert-parallel", "enable-eplb", "distributed-executor-backend", "worker-cls", "worker-extension-cls", "block-size", "enable-prefix-caching", "no-enable-prefix-caching", "prefix-caching-hash-algo", "swap-space", "cpu-offload-gb", "num-gpu-blocks-override", "calculate-kv-scales", "kv-sharing-fast-prefill", "max-num-partial-prefills", "max-long-partial-prefills", "long-prefill-token-threshold", "enable-chunked-prefill", "no-enable-chunked-prefill", "scheduling-policy", "scheduler-cls", "async-scheduling", "num-scheduler-steps", "speculative-config", "kv-transfer-config", "kv-events-config", "compilation-config", "additional-config", "structured-outputs-config", "guided-decoding-backend", "limit-mm-per-prompt", "mm-processor-kwargs", "disable-mm-preprocessor-cache", "mm-processor-cache-gb", "disable-chunked-mm-input", "enable-lora", "max-loras", "max-lora-rank", "max-cpu-loras", "fully-sharded-loras", "enable-sleep-mode", "model-impl", "task", "runner", "convert", "pooler-config", "override-pooler-config", "logits-processor-pattern", "logits-processors", "served-model-name", "max-num-seqs", "rope-scaling", "rope-theta", "disable-async-output-proc", "otlp-traces-endpoint", "collect-detailed-traces", "show-hidden-metrics-for-version", "enable-auto-tool-choice", "tool-call-parser", "headless", "api-server-count", "safetensors-load-strategy"])
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,8 @@ class Finding:
 def lint(spec: ContainerSpec, *, accelerator_type: str | None, time_left_s: float | None = None,
          last_kv_cache_tokens: int | None = None, model_max_len: int | None = None,
          predicted_boot_s: float | None = None, running_image_digest: str | None = None,
-         known_failures: Iterable[tuple[Any, str, str]] = ()) -> list[Finding]:
+         known_failures: Iterable[tuple[Any, str, str]] = (),
+         hbm_failures: Iterable[tuple[Any, Sequence[str], str]] = ()) -> list[Finding]:
     """Run every rule on ``spec``.
 
     Args:
@@ -90,6 +92,8 @@ def lint(spec: ContainerSpec, *, accelerator_type: str | None, time_left_s: floa
             (``vllm/vllm-tpu@sha256:...`` or ``sha256:...`` of the same repository).
         known_failures: ``(when, failure_kind, detail)`` of past failures with the same
             accelerator type, model and flags.
+        hbm_failures: ``(when, serve args, detail)`` of past ``hbm_oom_after_compile`` failures on
+            this accelerator type (any model): the detail is the log's failure text with its figures.
 
     Returns:
         Findings, errors first, in rule order within a severity.
@@ -113,6 +117,7 @@ def lint(spec: ContainerSpec, *, accelerator_type: str | None, time_left_s: floa
         findings.append(Finding("known-failure", "warning",
                                 f"This accelerator type, model and flags failed before ({stamp}): {kind}"
                                 + (f": {detail}" if detail else "") + "."))
+    findings += _hbm_failed_here(spec, accelerator_type, hbm_failures)
     findings += _unknown_flags(spec)
     method = spec.serve_flags.get("quantization")
     if method and method not in QUANTIZATION_METHODS:
@@ -251,6 +256,39 @@ def _boot_time(time_left_s: float | None, predicted_boot_s: float | None) -> lis
     return [Finding("boot-time", "error",
                     f"Boot takes about {boot / 60:.0f} min ({source}) but the node has only "
                     f"{time_left_s / 60:.0f} min left before it is terminated.")]
+
+
+def _hbm_failed_here(spec: ContainerSpec, accelerator_type: str | None,
+                     failures: Iterable[tuple[Any, Sequence[str], str]]) -> list[Finding]:
+    """The newest past failure whose utilization this spec reaches again, with the utilization its
+    figures advise (needed - free, off that utilization; never above the generation's ceiling)."""
+    from remote.vllm_log import diagnosis as dx
+
+    raw = spec.serve_flags.get("gpu-memory-utilization")
+    try:
+        util = float(raw) if raw is not None else None
+    except ValueError:
+        return []
+    for when, serve_args, detail in failures:
+        failed_raw = parse_serve_args(list(serve_args)).flags.get("gpu-memory-utilization")
+        try:
+            failed = float(failed_raw) if failed_raw is not None else None
+        except ValueError:
+            continue
+        if util is None or failed is None or util < failed:
+            continue
+        match = dx.match_specific(detail)
+        numbers = dict(match.numbers) if match is not None else {}
+        figures, advice = dx.allocation_advice(numbers, dx.Facts(gpu_memory_utilization=failed,
+                                                                 tpu_type=accelerator_type))
+        target = advice.split()[1] if advice else None
+        stamp = iso_utc(when) if isinstance(when, datetime) else str(when)
+        return [Finding("hbm-failed-here", "warning",
+                        f"gpu-memory-utilization {raw}: {failed:g} failed on {accelerator_type} after compiling, "
+                        f"loading its programs ({stamp}{figures})"
+                        + (f"; {advice}." if advice else "."),
+                        {"gpu-memory-utilization": target} if target else None)]
+    return []
 
 
 def _unknown_flags(spec: ContainerSpec) -> list[Finding]:

@@ -109,6 +109,11 @@ def match_specific(message: str) -> Match | None:
                 nums["gpu_memory_utilization"] = float(m[4])
             return Match(K.HBM_BUDGET_EXCEEDED, True, nums)
     lowered = message.lower()
+    if "error loading program" in lowered and pat.OOM_REQUIRED.search(message):
+        # tpu-inference (JAX/libtpu) loading a program it just compiled: "Error loading program
+        # 'jit_...': Attempting to allocate 1.76G. That was not possible. There are 1.12G free."
+        # under INTERNAL or RESOURCE_EXHAUSTED; it only ever comes after the compile, whatever phase
+        return Match(K.HBM_OOM_AFTER_COMPILE, True, {**_oom_numbers(message), "program_load": 1})
     if "resource_exhausted" in lowered or "out of memory" in lowered:
         if "vmem" in lowered or "smem" in lowered:
             return Match(K.VMEM_OOM_COMPILE, True, {})
@@ -246,6 +251,19 @@ def allocation_advice(numbers: Mapping[str, float | int], facts: Facts) -> tuple
                      f"{_gib(short)} free")
 
 
+def _on(facts: Facts) -> str:
+    """`` on this v5e (15.75 GiB per chip, at --gpu-memory-utilization 0.95)`` from what is known."""
+    gen = chip_generation(facts.tpu_type)
+    limit = _chip_hbm_gib(facts)
+    util = facts.gpu_memory_utilization
+    parts = [f"{limit:.2f} GiB per chip"] if limit else []
+    if util is not None:
+        parts.append(f"at --gpu-memory-utilization {float(util):.2f}")
+    if not gen and not parts:
+        return ""
+    return f" on {'this ' + gen if gen else 'these chips'}" + (f" ({', '.join(parts)})" if parts else "")
+
+
 def _gib(value: float | int | None) -> str:
     return f"{value:.2f} GiB" if value is not None else "?"
 
@@ -278,6 +296,11 @@ def explain(kind: K, numbers: Mapping[str, float | int], facts: Facts) -> tuple[
                     f"{advice or _lower_util(facts)}.")
         return (f"HBM ran out while allocating the KV cache{figures}.",
                 f"Try {advice or _lower_util(facts)}, or a smaller --max-model-len / --max-num-seqs.")
+    if kind is K.HBM_OOM_AFTER_COMPILE and n.get("program_load"):
+        return (f"A program XLA had just compiled did not fit in HBM when it was loaded{figures}{_on(facts)}: "
+                "the weights and KV cache took the rest, so the boot failed after the whole compile.",
+                f"Leave more HBM for the compiled programs: {advice or _lower_util(facts)}; or lower "
+                "--max-num-batched-tokens / --max-num-seqs (smaller programs).")
     if kind is K.HBM_OOM_AFTER_COMPILE:
         return ("HBM ran out during XLA compilation or warm-up, after the weights and KV cache "
                 f"were placed, so the compiled programs do not fit{figures}.",

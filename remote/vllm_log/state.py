@@ -54,6 +54,24 @@ class Root:
     numbers: dict[str, float | int] = field(default_factory=dict)
 
 
+#: How far a one-line ``KV cache size: N tokens, Maximum concurrency for M tokens per request: X``
+#: may stray between N and X x M before it is flagged (X is printed with 2 decimals).
+KV_LINE_TOLERANCE = 0.05
+
+
+def kv_line_disagreement(tokens: int | None, concurrency: float | None, per_request: int | None) -> str | None:
+    """A sentence when one line's KV cache size ``tokens`` and ``concurrency`` x ``per_request`` differ by
+    more than :data:`KV_LINE_TOLERANCE` of the larger (vLLM derives the concurrency from the same
+    blocks, so on one line they agree for a full-attention model), else ``None``."""
+    if not tokens or not concurrency or not per_request:
+        return None
+    implied = concurrency * per_request
+    if abs(implied - tokens) <= KV_LINE_TOLERANCE * max(implied, tokens):
+        return None
+    return (f"the log's KV cache size ({tokens:,} tokens) and its maximum concurrency ({concurrency:g}x "
+            f"{per_request:,} = {implied:,.0f} tokens) disagree: one of the two figures is wrong")
+
+
 class BootState:
     """Mutable state of the current boot plus the handlers that update it.
 
@@ -87,12 +105,13 @@ class BootState:
         self.kv_shape: str | None = None
         self.conc: float | None = None
         self.conc_tokens: int | None = None
+        self.kv_note: str | None = None
         self.blocks: int | None = None
         self.blocks_label: str | None = None
         self.cpu_blocks: int | None = None
         self.blocks_computed: int | None = None
         self.blocks_override: int | None = None
-        self.c_finished = self.c_started = self.c_deferred = self.c_warm = 0
+        self.c_finished = self.c_started = self.c_deferred = self.c_warm = self.c_deferred_done = 0
         self.c_name: str | None = None
         self.c_shape: str | None = None
         self.c_last: float | None = None
@@ -296,6 +315,7 @@ class BootState:
         self.kv_label, self.kv_tokens = m[1], pat.to_int(m[2])
         if "concurrency" in msg:
             self.on_concurrency(msg, line)
+            self.kv_note = kv_line_disagreement(self.kv_tokens, self.conc, self.conc_tokens)
         self.enter(Phase.ALLOCATING_KV_CACHE, line)
 
     def on_concurrency(self, msg: str, line: str) -> None:
@@ -506,6 +526,7 @@ class BootState:
             if m:
                 self.c_warm += 1
                 self.c_warm_total += float(m[1])
+                self.c_deferred_done = self.c_deferred      # the pass compiled the steps deferred to it
 
     def on_init_engine(self, msg: str, line: str) -> None:
         m = pat.INIT_ENGINE.match(msg)
@@ -593,6 +614,10 @@ class BootState:
         if m is None and self.in_tb:   # a type not ending in Error (OutOfResources, Unsupported ...)
             m = pat.EXCEPTION_LINE_TB.match(msg)
         if m is None:
+            if msg.startswith(("vllm serve: error:", "vllm: error:")):
+                # argparse's error() (vLLM's FlexibleArgumentParser.error): a bad or unknown flag, exit 2
+                self.set_root(2, FailureKind.CONFIG_ERROR, True, msg, line, {})
+                return
             if ("RESOURCE_EXHAUSTED" in msg or "max seq len" in msg or "context length" in msg
                     or "MemoryStats" in msg or "out of memory" in msg
                     or "derived max_model_len" in msg):
@@ -605,7 +630,8 @@ class BootState:
             self.accum = ["pydantic", msg, _MAX_ACCUM_LINES, line]
         elif msg.endswith(":"):
             self.accum = ["colon", msg, 3, line]
-        elif "max seq len" in msg and not _kv_text_done(msg):
+        elif ("max seq len" in msg or "To serve at least" in msg) and not _kv_text_done(msg):
+            # V1's KV-fit ValueError, its "max seq len (N)" possibly wrapped by hand onto the next line
             self.accum = ["kv", msg, _MAX_ACCUM_LINES, line]
         elif "User-specified max_model_len" in msg and pat.DERIVED_MAX_LEN.search(msg) is None:
             self.accum = ["derived", msg, 4, line]
@@ -682,7 +708,8 @@ class BootState:
             in_flight_name=self.c_name, in_flight_shape=self.c_shape,
             last_step_seconds=self.c_last, step_seconds_total=round(self.c_total, 6),
             started_at=self.c_started_at, deferred_steps=self.c_deferred,
-            warmup_passes=self.c_warm, warmup_seconds_total=round(self.c_warm_total, 6))
+            warmup_passes=self.c_warm, warmup_seconds_total=round(self.c_warm_total, 6),
+            deferred_done=self.c_deferred if self.ready else self.c_deferred_done)
         num_chips = self.num_chips_info
         if num_chips is None and self.snapshots:
             num_chips = self.snapshots[0].num_chips
@@ -693,7 +720,8 @@ class BootState:
             memory_statistics=frozen_map(self.memstats) if self.memstats is not None else None,
             kv_cache_tokens=self.kv_tokens, kv_cache_label=self.kv_label,
             kv_cache_shape=self.kv_shape, max_concurrency=self.conc,
-            max_concurrency_tokens_per_request=self.conc_tokens, device_blocks=self.blocks,
+            max_concurrency_tokens_per_request=self.conc_tokens, kv_cache_note=self.kv_note,
+            device_blocks=self.blocks,
             device_blocks_label=self.blocks_label, cpu_blocks=self.cpu_blocks,
             num_gpu_blocks_computed=self.blocks_computed,
             num_gpu_blocks_override=self.blocks_override, compile=compile_progress,

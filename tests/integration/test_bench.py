@@ -290,6 +290,21 @@ def test_metrics_verb_in_node_mode_reads_through_the_ssh_forward(fleet, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["url"].startswith("http://127.0.0.1:") and not data["url"].endswith(f":{fleet.vms[NODE].openai_port}")
     assert data["kv_cache_size_tokens"] == plan.kv_cache_tokens and data["running"] == 0
+    # the sandbox's /metrics agrees with its own log: utilization, blocks and block size as printed
+    import re
+
+    import httpx
+
+    from remote.vllm_log.reader import read_log
+    from remote.vllm_metrics import parse_metrics
+
+    logged = read_log(__import__("io").BytesIO(plan.text().encode()))
+    blocks = int(re.search(r"kv_cache_config\.num_blocks=(\d+)", plan.text())[1])
+    block_size = int(re.search(r"Using cache_config\.block_size: (\d+)", plan.text())[1])
+    served = parse_metrics(httpx.get(f"http://127.0.0.1:{fleet.vms[NODE].openai_port}/metrics", timeout=5).text)
+    assert data["gpu_memory_utilization"] == logged.gpu_memory_utilization
+    assert (int(served.cache_config["num_gpu_blocks"]), int(served.cache_config["block_size"])) == (blocks, block_size)
+    assert blocks * block_size == plan.kv_cache_tokens
     assert main(["--config", str(fleet.config_path), "metrics", "vllm-new-e"]) == 1     # CREATING: unreachable
     assert "is CREATING, not READY" in capsys.readouterr().err
 
@@ -356,3 +371,46 @@ def test_nodes_serving_samples_each_ready_node_once(fleet, capsys):
     assert by_name["vllm-v5e-16"]["serving"]["serving"] == "ready"           # multi-host: worker 0 serves
     main(["--config", str(fleet.config_path), "nodes", "--json"])
     assert all("serving" not in n for n in json.loads(capsys.readouterr().out)["nodes"])
+
+
+async def test_output_shorter_than_asked_shows_the_mean_and_a_shortfall_flag(server, url):
+    """A server that ignores ``ignore_eos`` stops at its own EOS: the result says how short, per request."""
+    from rich.console import Console
+
+    from console.flows.bench import Pricing
+    from console.render.bench_tables import throughput_view
+
+    server.honours_ignore_eos = False            # stops at a quarter of max_tokens
+    result = await run_throughput(url, concurrency=2, prompt_tokens=200, output_tokens=64, requests=4)
+    assert result.metrics.completed == 4 and result.mean_output_tokens == 16.0
+    assert result.output_short and result.output_short_requests == 4
+    out = to_json(result)
+    assert (out["mean_output_tokens"], out["output_short"], out["output_tokens_counted_by"]) == (16.0, True, "usage")
+    assert any(c.startswith("output short: 16.0 tokens per request on average of 64 asked (4 of 4 requests "
+                            "short; the server may ignore ignore_eos)") for c in out["caveats"])
+    console = Console(width=220, record=True)
+    console.print(throughput_view("test", [result], Pricing(None, None)))
+    text = console.export_text()
+    assert "output 64 tokens asked" in text and "16.0 SHORT" in text
+    server.honours_ignore_eos = True
+    honest = await run_throughput(url, concurrency=2, prompt_tokens=200, output_tokens=64, requests=4)
+    assert honest.mean_output_tokens == 64.0 and not honest.output_short and honest.caveats() == []
+
+
+async def test_the_runs_prefix_cache_hit_rate_comes_from_metrics_and_is_warned(server, url, monkeypatch):
+    """Prompts that share their first blocks hit vLLM's prefix cache: the run's hit rate (from
+    /metrics before and after) is in the result and warned; the bench's own unique-first-line
+    prompts hit nothing."""
+    from remote.bench.prompts import PromptFactory
+
+    fresh = await run_throughput(url, concurrency=2, prompt_tokens=400, output_tokens=4, requests=6)
+    assert fresh.prefix_cache_hit_rate == 0.0 and fresh.prefix_cache_queried_tokens > 6 * 390
+    assert not any("prefix-cache" in c for c in fresh.caveats())
+    shared = "You are a careful assistant who answers in plain words. " * 10 + "Continue this text:\n"
+    monkeypatch.setattr(PromptFactory, "head", staticmethod(lambda: shared))
+    cached = await run_throughput(url, concurrency=2, prompt_tokens=400, output_tokens=4, requests=6)
+    assert cached.prefix_cache_hit_rate is not None and 0.2 < cached.prefix_cache_hit_rate < 0.6
+    out = to_json(cached)
+    assert out["prefix_cache_hit_rate"] == cached.prefix_cache_hit_rate
+    assert any(c.startswith(f"prefix-cache hit rate {100 * cached.prefix_cache_hit_rate:.1f}% during the run "
+                            "(/metrics): prefills were skipped") for c in out["caveats"])

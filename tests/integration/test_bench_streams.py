@@ -239,6 +239,12 @@ async def test_prompts_counted_by_tokenize_when_the_server_has_it(replay):
     assert result.prompt_tokens_exact and result.prompt_tokens_sent == 64
     assert result.metrics.total_input_tokens == 4 * 64          # no usage chunk: the /tokenize count
     assert result.metrics.total_output_tokens == 4 * 3 and result.metrics.output_tokens_estimated == 0
+    # ... and says so: the counts are the tokenizer's, not the server's usage
+    from remote.bench import to_json
+
+    assert result.output_tokens_tokenized == 4 and to_json(result)["output_tokens_counted_by"] == "tokenize"
+    assert "4 requests without usage: output tokens counted by /tokenize, not reported by the server" \
+        in result.caveats()
 
 
 def test_the_bench_verb_says_the_prompts_are_estimates_and_why_it_stopped(replay, capsys):

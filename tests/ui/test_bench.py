@@ -134,7 +134,8 @@ async def test_throughput_sweep_end_to_end(sandbox: Any, sb_services: Services) 
         assert m.output_throughput > 0 and m.ttft.mean_ms > 0
         cells = _row(text, str(result.concurrency))
         assert cells[1:3] == ["4", "0"]
-        assert cells[6] == f"{m.output_throughput:,.0f}" and float(cells[6].replace(",", "")) > 0
+        assert cells[5] == f"{result.mean_output_tokens:,.1f}" == "16.0"        # mean output per request
+        assert cells[7] == f"{m.output_throughput:,.0f}" and float(cells[7].replace(",", "")) > 0
         assert cells[-1] == f"{usd_per_mtok(price, 4, m.output_throughput):.3f}"
     with HistoryStore(sb_services.db_path) as store:
         rows = store.benchmarks_for(current)

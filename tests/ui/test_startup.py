@@ -79,7 +79,9 @@ async def test_ready_log_shows_every_figure() -> None:
         assert f"{want['kv_cache_tokens']:,} tokens" in kv and "1,151,744 tokens" in kv
         assert "35.15x at 32,768 tokens per request" in kv
         compile_ = panel_text(app, "compile")
-        assert f"{want['compile_steps_finished']} done" in compile_
+        # 163 finished + the 36 AOT-skipped steps the warm-up passes compiled, of 199 started
+        assert f"{want['compile_steps_finished'] + 36} done (36 compiled in warm-up)" in compile_
+        assert "started" not in compile_
         assert "Compiled in 402.27 s (engine init 457.25 s)" in compile_
         assert "ETA" not in compile_
         banner = panel_text(app, "banner")
@@ -259,7 +261,8 @@ async def test_booting_node_ends_ready_with_a_usable_tunnel(sandbox: Any, sandbo
         assert answer.status_code == 200 and answer.json()["data"][0]["id"] == (plan.served_model_name or plan.model)
         assert f"{plan.kv_cache_tokens:,} tokens" in panel_text(app, "kv")
         assert f"{plan.max_concurrency:.2f}x at {plan.max_model_len:,} tokens per request" in panel_text(app, "kv")
-        assert f"{plan.compile_steps} done" in panel_text(app, "compile")
+        deferred = sum("AOT lower skipped" in line for _, line in plan.lines)
+        assert f"{plan.compile_steps + deferred} done ({deferred} compiled in warm-up)" in panel_text(app, "compile")
         assert f"{plan.hbm_after_kv_gib:.2f} / {plan.hbm_limit_gib:.2f} GiB" in panel_text(app, "hbm")
         view = screen.query_one("#log", LogView)
         assert view.buffer.total == len(plan.lines)
@@ -275,6 +278,15 @@ async def test_booting_node_ends_ready_with_a_usable_tunnel(sandbox: Any, sandbo
         figures = text_of(serving.query_one("#serving-figures"))
         assert "0 running · 0 waiting" in figures and f"of {plan.kv_cache_tokens:,} tokens" in figures
         assert "note:" not in figures             # the server's KV cache size is the log's
+        # /metrics is the authority after ready: the headline says so, and the history keeps what it said
+        await _until(pilot, lambda: "(/metrics)" in panel_text(app, "kv"))
+        assert f"{plan.kv_cache_tokens:,} tokens (/metrics)" in panel_text(app, "kv")
+        await _until(pilot, lambda: sandbox_services.store.get_launch(launch.id).metrics_kv_cache_tokens is not None)
+        served = sandbox_services.store.get_launch(launch.id)
+        assert (served.metrics_kv_cache_tokens, served.metrics_engines) == (plan.kv_cache_tokens, 1)
+        assert served.metrics_max_concurrency == pytest.approx(plan.max_concurrency, abs=0.01)
+        # ... and the sandbox's /metrics states the utilization its own log printed (0.92 here, not 0.9)
+        assert served.metrics_gpu_memory_utilization == plan.gpu_memory_utilization == 0.92
         # the launch was written off the UI loop: the recorder's store belongs to the history thread
         # (sqlite3 refuses a connection used from another thread than the one that opened it)
         assert screen.recorder is not None and screen.recorder.store is not sandbox_services.store

@@ -131,6 +131,64 @@ def test_compile_oom_at_095_on_v5e_from_the_sandbox_advises_a_utilization_within
     assert target <= 0.92 and (0.95 * 15.75 - target * 15.75) >= need - free - 0.16
 
 
+#: tpu-inference on a v5e: the last precompile step, then JAX loading the program it compiled
+#: (libtpu's "Error loading program ...: Attempting to allocate N. That was not possible. There are
+#: M free." under INTERNAL, without the words RESOURCE_EXHAUSTED or "out of memory").
+PROGRAM_LOAD_FAILURE = [
+    "(EngineCore pid=163) INFO 09-30 03:40:02 [tpu_platform.py:91] TPU info: node_name=vllm-v5e-a | "
+    "tpu_type=v5litepod-1 | worker_id=0 | num_chips=1 | num_cores_per_chip=1",
+    "(EngineCore pid=163) INFO 09-30 03:40:05 [utils.py:85] Memory statistics | total_hbm_limit_gb=15.75GiB | "
+    "total_hbm_limit_cap_gb=14.96GiB | total_hbm_used_gb=8.97GiB | total_hbm_avail_gb=5.99GiB",
+    "(EngineCore pid=163) INFO 09-30 03:41:00 [compilation_manager.py:101] Precompile backbone --> "
+    "num_tokens=8192",
+    "(EngineCore pid=163) INFO 09-30 03:52:31 [compilation_manager.py:112] Compilation finished in 691.20 "
+    "[secs].",
+    "(EngineCore pid=163) ERROR 09-30 03:52:40 [core.py:708] EngineCore failed to start.",
+    "(EngineCore pid=163) ERROR 09-30 03:52:40 [core.py:708] Traceback (most recent call last):",
+    '(EngineCore pid=163) ERROR 09-30 03:52:40 [core.py:708]   File "/workspace/tpu_inference/tpu_inference/'
+    'runner/tpu_runner.py", line 412, in _execute_model',
+    "(EngineCore pid=163) ERROR 09-30 03:52:40 [core.py:708] jax.errors.JaxRuntimeError: INTERNAL: Error "
+    "loading program 'jit_step_fun': Attempting to allocate 1.76G. That was not possible. There are 1.12G "
+    "free.; (0x0x0_HBM0)",
+]
+
+
+def test_a_program_load_failure_after_a_long_compile_is_hbm_oom_after_compile_with_both_figures():
+    f = read(PROGRAM_LOAD_FAILURE).failure
+    assert f is not None and f.fatal and f.kind is K.HBM_OOM_AFTER_COMPILE        # was engine_core_exception
+    assert (f.numbers["required_gib"], f.numbers["available_gib"]) == (1.76, 1.12)
+    assert "(needed 1.76 GiB, 1.12 GiB available: 0.64 GiB short) on this v5e (15.75 GiB per chip, " \
+           "at --gpu-memory-utilization 0.95)" in f.explanation
+    # 0.95 x 15.75 = 14.96 GiB; minus the 0.64 GiB short = 14.32 GiB = 0.909 of the chip
+    assert f.hint.startswith("Leave more HBM for the compiled programs: --gpu-memory-utilization 0.90 instead "
+                             "of 0.95 leaves those 0.64 GiB free")
+
+
+def test_a_v1_kv_fit_value_error_wrapped_by_hand_over_several_lines_is_read():
+    env = "(EngineCore_DP0 pid=240) ERROR 10-02 10:12:01 [core.py:708] "
+    f = read([env + "Traceback (most recent call last):",
+              env + '  File "/workspace/vllm/vllm/v1/core/kv_cache_utils.py", line 588, in '
+                    "check_enough_kv_cache_memory",
+              env + "ValueError: To serve at least one request with the models's",       # "max seq len" wrapped
+              env + "max seq len (131072), (16.00 GiB KV cache is needed, which is",
+              env + "larger than the available KV cache memory (0.71 GiB). Based on",
+              env + "the available memory, the estimated maximum model length is",
+              env + "5632. Try increasing `gpu_memory_utilization` or decreasing",
+              env + "`max_model_len` when initializing the engine."]).failure
+    assert f is not None and f.kind is K.MAX_MODEL_LEN_TOO_LARGE                 # was config_error
+    assert dict(f.numbers) == {"max_seq_len": 131072, "kv_cache_needed_gib": 16.0,
+                               "kv_cache_available_gib": 0.71, "estimated_max_model_len": 5632}
+    assert "--max-model-len 5632" in f.hint
+
+
+def test_vllms_argparse_error_for_an_unknown_flag_is_a_config_error():
+    """``vllm serve`` exits 2 before any engine line: argparse's usage line, then its error."""
+    f = read(["usage: vllm serve [model_tag] [options]",
+              "vllm serve: error: unrecognized arguments: --max-modle-len 8192"]).failure
+    assert f is not None and f.fatal and f.kind is K.CONFIG_ERROR
+    assert f.message == "vllm serve: error: unrecognized arguments: --max-modle-len 8192"
+
+
 def test_pytorch_cuda_oom_states_both_figures():
     f = read(["(EngineCore pid=7) Traceback (most recent call last):",
               '(EngineCore pid=7)   File "/usr/lib/python3/site-packages/vllm/v1/worker/gpu_model_runner.py", '

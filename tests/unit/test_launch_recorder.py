@@ -147,3 +147,19 @@ def test_the_next_containers_state_never_goes_into_the_previous_launch(tmp_path:
         assert store.get_launch(a_id).outcome == "replaced"
         b_id = recorder.observe_container(OTHER)
         assert store.get_launch(b_id).outcome == "ready" and store.get_launch(a_id).ready_at is None
+
+
+def test_what_metrics_said_after_ready_is_stored_beside_the_logs_figures(tmp_path: Path) -> None:
+    with HistoryStore(tmp_path / "h.db") as store:
+        recorder = LaunchRecorder(store, NODE)
+        launch_id = recorder.observe_container(CID)
+        recorder.record(_booted(ready=True))                       # the log said 123,456 tokens
+        written = recorder.record_served(300_000, 4.58, 2, 0.92)   # /metrics over two engines
+        assert written == {"metrics_kv_cache_tokens": 300_000, "metrics_max_concurrency": 4.58,
+                           "metrics_engines": 2, "metrics_gpu_memory_utilization": 0.92}
+        assert recorder.record_served(300_000, 4.58, 2, 0.92) == {}        # unchanged: not written again
+        launch = store.get_launch(launch_id)
+    assert (launch.kv_cache_tokens, launch.metrics_kv_cache_tokens) == (123_456, 300_000)
+    assert (launch.metrics_max_concurrency, launch.metrics_engines) == (4.58, 2)
+    assert launch.metrics_gpu_memory_utilization == 0.92
+    assert launch.to_json()["metrics_kv_cache_tokens"] == 300_000

@@ -198,3 +198,31 @@ def test_unknown_quantization_method_is_a_warning_with_a_removal_fix():
     f = only(lint(spec, accelerator_type="v6e-8"), "quantization")
     assert f.severity == "warning" and "fp9" in f.message and f.fix == {"quantization": None}
     assert "quantization" not in rules(lint(make("--quantization", "fp8"), accelerator_type="v6e-8"))
+
+
+def test_a_utilization_that_failed_loading_compiled_programs_on_this_accelerator_is_flagged_before_the_swap():
+    """The history's hbm_oom_after_compile boot (another model, 0.92 on a v5litepod-1: 1.76G asked, 1.12G
+    free) flags 0.92 again on that type, with the utilization its figures leave room at."""
+    detail = ("jax.errors.JaxRuntimeError: INTERNAL: Error loading program 'jit_step_fun': Attempting to allocate "
+              "1.76G. That was not possible. There are 1.12G free.; (0x0x0_HBM0)")
+    failed = [(datetime(2026, 11, 30, 9, 0, tzinfo=UTC),
+               ["google/gemma-3-4b-it", "--gpu-memory-utilization", "0.92"], detail)]
+    found = only(lint(make("--gpu-memory-utilization", "0.92"), accelerator_type="v5litepod-1",
+                      hbm_failures=failed), "hbm-failed-here")
+    assert found.severity == "warning"
+    # 0.92 x 15.75 = 14.49 GiB, minus the 0.64 GiB short = 13.85 GiB = 0.879 of the chip
+    assert found.message == ("gpu-memory-utilization 0.92: 0.92 failed on v5litepod-1 after compiling, loading its "
+                             "programs (2026-11-30T09:00:00Z (needed 1.76 GiB, 1.12 GiB available: 0.64 GiB short)); "
+                             "--gpu-memory-utilization 0.87 instead of 0.92 leaves those 0.64 GiB free.")
+    assert found.fix == {"gpu-memory-utilization": "0.87"}
+    assert "hbm-failed-here" not in rules(lint(make("--gpu-memory-utilization", "0.85"),
+                                               accelerator_type="v5litepod-1", hbm_failures=failed))
+
+
+def test_the_flag_leaf_keeps_the_swap_forms_flags() -> None:
+    from remote.container.parse import KNOWN_SERVE_FLAGS
+    from remote.vllm_flags import FORM_FLAGS, is_vllm_serve_flag
+
+    assert set(KNOWN_SERVE_FLAGS) == FORM_FLAGS
+    assert all(is_vllm_serve_flag(w) for w in ("--max_model_len=8", "--no-enable-prefix-caching", "-tp", "--model"))
+    assert not is_vllm_serve_flag("--max-modle-len")

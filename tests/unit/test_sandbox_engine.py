@@ -87,6 +87,8 @@ def test_parse_serve_args_reads_known_flags_in_every_spelling() -> None:
     (["m", "--kv-cache-dtype", "int4"], "argument --kv-cache-dtype: invalid choice: 'int4'"),
     (["m", "--max-model-len"], "argument --max-model-len: expected one argument"),
     (["m", "other"], "unrecognized arguments: other"),
+    (["m", "--max-modle-len", "8192", "--trust-remote-code"], "unrecognized arguments: --max-modle-len 8192"),
+    (["m", "--frobnicate"], "unrecognized arguments: --frobnicate"),
 ])
 def test_parse_serve_args_refuses_bad_values_with_vllm_wording(argv: list[str], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -411,3 +413,53 @@ def test_the_log_reader_extracts_exactly_the_planned_figures(argv: list[str], ac
     if plan.failure_message is not None and "max_position_embeddings" not in plan.failure_message:
         # (The pydantic error's sentence is on the line after its header; the reader keeps the header.)
         assert state.failure is not None and plan.failure_message in state.failure.message
+
+
+def _sim_docker():
+    from sandbox.docker_sim import DEFAULT_IMAGES, SimDocker
+
+    return SimDocker(plan_for=lambda argv, image: plan_startup(argv, "v5litepod-1", boot_s=0.5, image=image),
+                     known_images=DEFAULT_IMAGES, on_ready=lambda box: None, on_stopped=lambda box: None)
+
+
+def test_a_boot_with_a_flag_vllm_does_not_have_exits_2_with_vllms_argparse_error() -> None:
+    """vLLM's FlexibleArgumentParser.error hands "unrecognized arguments" to argparse: usage, then
+    ``vllm serve: error: ...`` on stderr, exit 2, before any engine line."""
+    import asyncio
+
+    async def run():
+        box = _sim_docker().start_container(name="vllm", image="vllm/vllm-tpu:v0.30.0",
+                                            command=["vllm", "serve", "google/gemma-4-E2B-it", "--max-model-len",
+                                                     "8192", "--enable-turbo", "yes"])
+        for timer in box.timers:
+            timer.cancel()
+        return box
+
+    box = asyncio.run(run())
+    assert box.texts == ["usage: vllm serve [model_tag] [options]",
+                         "vllm serve: error: unrecognized arguments: --enable-turbo yes"]
+    assert box.plan.exit_code == 2
+
+
+def test_a_rollback_to_the_same_image_digest_reports_the_same_vllm_version() -> None:
+    import asyncio
+
+    from sandbox.docker_sim import DEFAULT_IMAGES
+
+    argv = ["vllm", "serve", "google/gemma-4-E2B-it", "--max-model-len", "8192"]
+    digest = DEFAULT_IMAGES["vllm/vllm-tpu:v0.30.0"]
+
+    async def run():
+        docker = _sim_docker()
+        boxes = [docker.start_container(name=name, image=image, command=argv)
+                 for name, image in (("by-tag", "vllm/vllm-tpu:v0.30.0"), ("by-digest", f"vllm/vllm-tpu@{digest}"))]
+        for box in boxes:
+            for timer in box.timers:
+                timer.cancel()
+        return boxes
+
+    by_tag, by_digest = asyncio.run(run())
+    banner = [t for t in by_tag.texts if "vLLM API server version" in t or "Initializing a V1 LLM engine" in t]
+    assert banner and all("0.30.0" in t for t in banner)
+    assert [t for t in by_digest.texts if "vLLM API server version" in t or "Initializing a V1 LLM engine" in t] \
+        == banner

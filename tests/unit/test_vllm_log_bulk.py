@@ -163,6 +163,15 @@ def _steps(count: int) -> bytes:
     return b"".join(_pre(i) + _done(i, b"%d.%02d" % (i % 3, i % 97)) + _aot(i) for i in range(count))
 
 
+def _deferred_then_warm_up() -> bytes:
+    """tpu-inference's AOT-skipped steps: 5 compiled, 3 deferred, the warm-up pass that compiles them
+    ("Warm-up call pass finished ... over 3 tasks"), then 2 more deferred and no pass yet."""
+    compiled = b"".join(_pre(i) + _done(i, b"1.50") for i in range(5))
+    deferred = b"".join(_pre(i) + _aot(i) for i in range(5, 8))
+    warm = _ENV % (40, 228) + b"Warm-up call pass finished in 194.87 [secs] over 3 tasks.\n"
+    return compiled + deferred + warm + b"".join(_pre(i) + _aot(i) for i in range(8, 10))
+
+
 #: Each case: a compile phase with one edge the fold must read as the hot loop does.
 COMPILE_CASES = {
     "plain": _BOOT + _steps(40),
@@ -188,6 +197,7 @@ COMPILE_CASES = {
     + _pre(91, b", 'n': '\xe2\x82'"),
     "before-the-phase": _steps(5) + _BOOT + _steps(5),
     "restart": _BOOT + _steps(20) + _BOOT + _steps(3),
+    "deferred-to-warm-up": _BOOT + _deferred_then_warm_up(),
 }
 
 
@@ -379,3 +389,30 @@ def test_a_batch_takes_each_line_time_not_the_batch_time() -> None:
     assert marks["starting"] == t0
     assert marks["compiling"] == t0 + timedelta(seconds=40)
     assert state.compile.steps_started == 1
+
+
+def test_steps_deferred_to_warm_up_count_as_done_once_a_warm_up_pass_compiled_them() -> None:
+    """The panel no longer reads "5 done of 10 started" after the warm-up compiled the deferred steps."""
+    from console.widgets.startup_panel import steps_words
+
+    whole = StartupReader(year=2025)
+    whole.feed(_BOOT + _deferred_then_warm_up())
+    whole.close()
+    comp = whole.state.compile
+    assert (comp.steps_finished, comp.steps_started, comp.deferred_steps) == (5, 10, 5)
+    assert (comp.deferred_done, comp.steps_done, comp.deferred_pending) == (3, 8, 2)
+    assert steps_words(comp) == "8 done (3 compiled in warm-up), 2 deferred to warm-up"
+    assert whole.state == _by_lines(_BOOT + _deferred_then_warm_up())
+
+
+def test_after_ready_every_step_of_a_real_boot_is_done() -> None:
+    """Corpus 10 (v6e-1, ready): 163 steps finished, 36 deferred and compiled in warm-up passes, 199 started."""
+    from console.widgets.startup_panel import steps_words
+    from remote.vllm_log.reader import read_log
+
+    log = next((CORPUS / "vllm-logs").glob("10-*.log"), None)
+    if log is None:
+        pytest.skip("corpus file 10 not present")
+    state = read_log(log)
+    assert state.ready and state.compile.steps_started == 199
+    assert steps_words(state.compile) == "199 done (36 compiled in warm-up)"       # was "163 done of 199 started"
