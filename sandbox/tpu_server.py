@@ -287,6 +287,8 @@ class SandboxTpuApi:
         answer = answer_request(zone, accelerator, tier)
         if answer.outcome == "refuse":
             raise _ApiError(400, answer.message, status="FAILED_PRECONDITION")
+        if answer.outcome == "region_quota":
+            raise _ApiError(429, answer.message, status="RESOURCE_EXHAUSTED")
         qr["name"] = name
         return self.lifecycle.create(project_id, zone, qr, answer, version)
 
