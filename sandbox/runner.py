@@ -111,6 +111,7 @@ class VmNode:
     accelerator_type: str
     workers: int = 1
     os_login: bool = False
+    resource: str = ""
 
 
 class Sandbox:
@@ -259,7 +260,7 @@ class Sandbox:
                     continue
                 found.append(VmNode(name=item["name"].rsplit("/", 1)[-1], node_id=str(item.get("id", "")),
                                     accelerator_type=item.get("acceleratorType", ""), workers=workers,
-                                    os_login=needs_os_login(item, project.metadata)))
+                                    os_login=needs_os_login(item, project.metadata), resource=item["name"]))
         return found
 
     async def _start_vms(self) -> None:
@@ -284,6 +285,7 @@ class Sandbox:
                                boot_s=self.boot_s if slow else self.fast_boot_s, worker=worker,
                                login_keys=self.google_apis.authorized_keys if node.os_login else None)
                 vm.ssh_port = await vm.start()
+                self.world.publish_host_key(node.resource, worker, vm.host_public_key)
                 self.workers[node.name].append(vm)
                 known_lines.append(vm.known_hosts_line(f"tpu.{node.node_id}-{worker}"))
                 if self.boot and argv is not None:
@@ -291,6 +293,7 @@ class Sandbox:
             self.vms[node.name] = self.workers[node.name][0]
         self.known_hosts_path.write_text("".join(line if line.endswith("\n") else line + "\n"
                                                  for line in known_lines))
+        os.chmod(self.known_hosts_path, 0o600)
 
     def _node_ready(self, project: str, node: dict[str, Any]) -> None:
         """A node created by a queued-resource request turned READY: give it a VM (no container yet).
@@ -304,12 +307,15 @@ class Sandbox:
         project_metadata = self.world.projects[project].metadata if project in self.world.projects else {}
         vm_node = VmNode(name=node["name"].rsplit("/", 1)[-1], node_id=str(node.get("id", "")),
                          accelerator_type=node.get("acceleratorType", ""),
-                         os_login=needs_os_login(node, project_metadata))
+                         os_login=needs_os_login(node, project_metadata), resource=node["name"])
         started = asyncio.run_coroutine_threadsafe(self._add_vm(vm_node), self._loop)
         try:
             started.result(timeout=30)
         except Exception as exc:  # noqa: BLE001 - the node still turns READY; the client says it cannot reach it
             print(f"sandbox: no VM for {vm_node.name}: {exc}", file=sys.stderr)
+            return
+        # here, on the API thread that holds the world's lock (the sandbox loop would wait for it)
+        self.world.publish_host_key(vm_node.resource, 0, self.vms[vm_node.name].host_public_key)
 
     async def _add_vm(self, node: VmNode) -> None:
         from sandbox.vm import SandboxVm

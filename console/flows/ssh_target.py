@@ -9,7 +9,12 @@ attributes give the worker's ``ssh-ed25519`` key (the suffix is its last 6 chara
 under ``tpu.<id>-<worker>``. The suffixed alias is used unless the known-hosts file only
 records the plain one (older gcloud, the sandbox).
 
-An unknown host key is asked about (:func:`remote.ssh.connect`'s ``accept_new_host_key``);
+Host keys are pinned as gcloud pins them: a worker's ``hostkeys`` guest attributes (its real
+host keys, which TPU VMs publish) are written into the known-hosts file under the alias before
+the first connection (:func:`remote.ssh.pin_host_keys`, only when nothing is recorded under
+that alias yet), so the first connection is verified, not trusted on first use.
+
+An unknown host key (a VM that published none) is asked about (:func:`remote.ssh.connect`'s ``accept_new_host_key``);
 :func:`accept_new_host_key` is OpenSSH's ``StrictHostKeyChecking=accept-new`` for
 non-interactive first use: an unknown key is recorded without asking, a changed one is still
 refused (``connect`` raises ``HostKeyChanged`` before any callback is asked).
@@ -22,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from console.flows.ssh_login import SshLogin, resolver_for
 from remote.errors import RemoteError
-from remote.ssh import SshTarget, has_known_host, target_for
+from remote.ssh import SshTarget, has_known_host, pin_host_keys, target_for
+from remote.ssh.connect import HOST_KEY_TYPES
 
 if TYPE_CHECKING:
     from console.config import Config, SshConfig
@@ -53,26 +59,46 @@ def choose_target(node: Node, ssh: SshConfig, worker: int = 0, host_key_suffix: 
     return target
 
 
-async def host_key_suffix(fleet: FleetLister | None, node: Node, worker: int = 0) -> str | None:
-    """The worker's ``ssh-ed25519`` guest attribute from ``fleet.get_guest_attributes``, or ``None``.
+async def guest_host_keys(fleet: FleetLister | None, node: Node, worker: int = 0) -> dict[str, str]:
+    """The worker's published host keys, ``{key type: base64 body}`` (``ssh-ed25519``, ``ssh-rsa``,
+    ``ecdsa-sha2-nistp256``), from ``fleet.get_guest_attributes``.
 
-    A fleet source without guest attributes, or a failed call, means no suffix.
+    A fleet source without guest attributes, or a failed call, gives ``{}`` (gcloud goes on too).
     """
     getter = getattr(fleet, "get_guest_attributes", None)
     if getter is None:
-        return None
+        return {}
     try:
-        value = (await getter(node, worker)).get("ssh-ed25519")
+        attributes = await getter(node, worker)
     except RemoteError:
-        return None
-    return value if isinstance(value, str) else None
+        return {}
+    return {k: v for k, v in attributes.items() if k in HOST_KEY_TYPES and isinstance(v, str)}
+
+
+async def host_key_suffix(fleet: FleetLister | None, node: Node, worker: int = 0) -> str | None:
+    """The worker's ``ssh-ed25519`` guest attribute (see :func:`guest_host_keys`), or ``None``."""
+    return (await guest_host_keys(fleet, node, worker)).get("ssh-ed25519")
+
+
+def pinned_target(node: Node, ssh: SshConfig, worker: int, host_keys: dict[str, str], *,
+                  login: SshLogin | None = None, pin: bool = True) -> SshTarget:
+    """:func:`choose_target` with the suffix of ``host_keys``, and those keys pinned under its alias
+    (``pin``; nothing is written when the alias already has an entry).
+
+    Raises:
+        SshFailure: as :func:`choose_target`, or the known-hosts file cannot be read.
+    """
+    target = choose_target(node, ssh, worker, host_keys.get("ssh-ed25519"), login=login)
+    if pin and host_keys:
+        pin_host_keys(target.known_hosts, target.known_hosts_name, host_keys)
+    return target
 
 
 async def login_target(node: Node, config: Config, worker: int = 0, fleet: FleetLister | None = None, *,
-                       user: str | None = None) -> tuple[SshTarget, SshLogin]:
+                       user: str | None = None, pin: bool = True) -> tuple[SshTarget, SshLogin]:
     """``(target, login)``: the user worked out (:func:`console.flows.ssh_login.resolver_for`:
-    ``--user``, ``[ssh] user``, OS Login, local user) and :func:`choose_target` with the host-key
-    suffix read through ``fleet`` (:func:`host_key_suffix`).
+    ``--user``, ``[ssh] user``, OS Login, local user) and :func:`pinned_target` with the host keys
+    read through ``fleet`` (:func:`guest_host_keys`), pinned unless ``pin`` is false (a dry run).
 
     Args:
         node: a :class:`remote.models.Node`.
@@ -86,7 +112,8 @@ async def login_target(node: Node, config: Config, worker: int = 0, fleet: Fleet
             worked out (see :meth:`console.flows.ssh_login.LoginResolver.login`).
     """
     login = await resolver_for(config).login(node, user=user)
-    return choose_target(node, config.ssh, worker, await host_key_suffix(fleet, node, worker), login=login), login
+    keys = await guest_host_keys(fleet, node, worker)
+    return pinned_target(node, config.ssh, worker, keys, login=login, pin=pin), login
 
 
 async def resolve_target(node: Node, config: Config, worker: int = 0, fleet: FleetLister | None = None) -> SshTarget:

@@ -19,7 +19,7 @@ import ipaddress
 import os
 import re
 import shlex
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -237,6 +237,46 @@ def append_known_host(path: Path, name: str, key: asyncssh.SSHKey) -> str:
     with os.fdopen(fd, "a", encoding="utf-8") as handle:
         handle.write(f"{prefix}{line}\n")
     return line
+
+
+#: Host key types gcloud reads from a VM's ``hostkeys/`` guest attributes (its ``SUPPORTED_HOSTKEY_TYPES``).
+HOST_KEY_TYPES = ("ssh-rsa", "ssh-ed25519", "ecdsa-sha2-nistp256")
+#: Host keys read from one worker's guest attributes at most (a bound on outside data).
+MAX_HOST_KEYS = 8
+
+
+def pin_host_keys(path: Path, name: str, host_keys: Mapping[str, str]) -> list[str]:
+    """Record a worker's published host keys under ``name``, as gcloud's ``WriteHostKeysToKnownHosts`` does.
+
+    Only when ``path`` has no entry for ``name`` yet (an entry, even a different key, is kept:
+    the connection then refuses a changed key as before). Each value is cut at its first
+    whitespace and must be a public key of the type it is published as; others are skipped.
+
+    Args:
+        path: the known-hosts file (created 0600).
+        name: the host-key alias (``tpu.<id>-<worker>-<suffix>``).
+        host_keys: key type (``ssh-ed25519``...) -> base64 body, from the ``hostkeys`` guest attributes.
+
+    Returns:
+        The lines written, sorted by key type (empty when an entry existed or no key was usable).
+
+    Raises:
+        SshFailure: the known-hosts file exists but cannot be read.
+    """
+    if known_host_entries(path, name):
+        return []
+    keys = []
+    for key_type, value in sorted(host_keys.items())[:MAX_HOST_KEYS]:
+        words = str(value).split()
+        if key_type not in HOST_KEY_TYPES or not words:
+            continue
+        try:
+            key = asyncssh.import_public_key(f"{key_type} {words[0]}")
+        except (ValueError, asyncssh.KeyImportError):
+            continue
+        if key.get_algorithm() == key_type:
+            keys.append(key)
+    return [append_known_host(path, name, key) for key in keys]
 
 
 def changed_key_message(target: SshTarget, entries: Sequence[tuple[int, Sequence[asyncssh.SSHKey]]],
