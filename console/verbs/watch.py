@@ -188,8 +188,8 @@ def _recorder(config: Config, args: argparse.Namespace, node: Node) -> Any:
 async def find_node(config: Config, name: str, *, project: str | None, zone: str | None,
                     worker: int | None = 0, poll_s: float = 5.0,
                     progress: TextIO | None = None) -> tuple[Any, dict[int, dict[str, str]], Any] | str:
-    """Find ``name`` in the fleet and wait until it is READY: ``(node, {worker: its published host
-    keys (guest attributes: {key type: base64 body}, empty when unreadable)}, config)``, or why not
+    """Find ``name`` in the fleet and wait until it is READY: ``(node, {worker: its guest attributes
+    (its published host keys, its instance name; empty when unreadable)}, config)``, or why not
     (a sentence). ``worker`` ``None`` means every
     worker of the node (one for a single-host node), else that worker alone (and worker 0 beside
     a worker N > 0: its log says when the server is ready).
@@ -207,7 +207,7 @@ async def find_node(config: Config, name: str, *, project: str | None, zone: str
     from console.config import ConfigError, load_config
     from console.flows import node_lookup
     from console.flows.node_wait import NodeWontBeReady, needs_wait, wait_target, wait_until_ready
-    from console.flows.ssh_target import guest_host_keys
+    from console.flows.ssh_target import guest_attributes
     from remote.errors import RemoteError
 
     out = progress or sys.stderr
@@ -227,7 +227,7 @@ async def find_node(config: Config, name: str, *, project: str | None, zone: str
                     config = load_config(config.path)
             chosen = ([0, worker] if worker else [worker]) if worker is not None \
                 else list(range(max(1, len(node.workers))))
-            host_keys = {w: await guest_host_keys(source, node, w) for w in chosen}
+            host_keys = {w: await guest_attributes(source, node, w) for w in chosen}
     except NodeWontBeReady:
         raise
     except RemoteError as exc:
