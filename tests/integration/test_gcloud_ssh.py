@@ -34,6 +34,8 @@ CASES = {
                     ["vllm-v5e-16", "--zone=us-west4-a", "--project=inference-prod", "--worker=all",
                      "--command=uptime"]),
 }
+#: The module's private node: no external IP; reached through gcloud's IAP tunnel and the sandbox's relay.
+PRIVATE = "vllm-flex-b"
 #: The fields compared (StrictHostKeyChecking is not: gcloud says ``no`` for a key it has not seen,
 #: which also lets a changed key through; we pin the published key first and say ``yes``).
 FIELDS = ("user", "host", "identity_file", "HostKeyAlias", "UserKnownHostsFile", "tty", "command", "CheckHostIP",
@@ -44,7 +46,7 @@ FIELDS = ("user", "host", "identity_file", "HostKeyAlias", "UserKnownHostsFile",
 def sandbox(tmp_path_factory):
     from sandbox.runner import Sandbox
 
-    box = Sandbox(tmp_path_factory.mktemp("sandbox"), boot=False)
+    box = Sandbox(tmp_path_factory.mktemp("sandbox"), boot=False, private_nodes=(PRIVATE,))
     box.start()
     yield box
     box.stop()
@@ -63,7 +65,7 @@ def gcloud_lines(gcloud) -> dict[str, list[str]]:
     """Each case's ``ssh`` lines as gcloud prints them (all gcloud calls at once), plus ``iap``."""
     runs = {case: gcloud.start(["compute", "tpus", "tpu-vm", "ssh", *theirs, "--dry-run"])
             for case, (_, theirs) in CASES.items()}
-    runs["iap"] = gcloud.start(["alpha", "compute", "tpus", "tpu-vm", "ssh", "vllm-flex-b", "--zone=us-east5-a",
+    runs["iap"] = gcloud.start(["alpha", "compute", "tpus", "tpu-vm", "ssh", PRIVATE, "--zone=us-east5-a",
                                 "--project=inference-prod", "--tunnel-through-iap", "--dry-run"])
     out = {}
     for case, process in runs.items():
@@ -110,7 +112,7 @@ def test_the_dry_run_agrees_with_gcloud_field_by_field(sandbox, gcloud, gcloud_l
 
 def test_the_iap_dry_run_names_the_instance_project_and_zone_gcloud_names(sandbox, gcloud, gcloud_lines,
                                                                         monkeypatch, capsys):
-    ours = _ours(sandbox, gcloud, monkeypatch, capsys, ["vllm-flex-b", "--tunnel-through-iap"])
+    ours = _ours(sandbox, gcloud, monkeypatch, capsys, [PRIVATE, "--tunnel-through-iap"])
     theirs = gcloud_lines["iap"]
     tunnel = re.compile(r"start-iap-tunnel '?([a-z0-9-]+)'? '?%p'? --listen-on-stdin --project=(\S+) --zone=(\S+)")
     assert tunnel.search(ours[0]).groups() == tunnel.search(theirs[0]).groups()
@@ -137,3 +139,51 @@ def test_without_dry_run_openssh_runs_the_command_with_the_published_key_pinned(
         assert known.read_text() == f"tpu.{node_id}-3-{body[-6:]} ssh-ed25519 {body}\n"
     finally:
         known.write_text(saved)
+
+
+def _run_verb(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "import sys; from console.cli import main; sys.exit(main())", *args],
+                          capture_output=True, text=True, timeout=90, check=False)
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="OpenSSH's client (ssh) is not installed here")
+def test_a_private_node_is_said_so_and_reached_through_gcloud_iap_tunnel(sandbox):
+    """No [ssh.hosts] entry, no external IP: OpenSSH, gcloud's start-iap-tunnel, the sandbox's relay, the VM."""
+    assert f'"{PRIVATE}"' not in sandbox.config_path.read_text()
+    before = sandbox.iap_relay.tunnels
+    done = _run_verb("--config", str(sandbox.config_path), "ssh", PRIVATE, "--command", "hostname")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"t1v-n-{PRIVATE}-w-0\n"
+    said = " ".join(done.stderr.split())
+    assert f"Node {PRIVATE} has no external IP (network default, subnetwork default): connecting through an IAP " \
+           "tunnel (gcloud compute start-iap-tunnel t1v-n-" in said
+    assert sandbox.iap_relay.tunnels == before + 1
+
+
+async def test_every_asyncssh_path_takes_the_same_iap_tunnel(sandbox):
+    """login_target (watch, swap, bench, forward, metrics, the serving column) gives the private node the
+    IAP ProxyCommand; asyncssh runs it and the command runs on the VM."""
+    from console.config import load_config
+    from console.flows.node_lookup import find_node, fleet_source_for
+    from console.flows.ssh_target import login_target
+    from remote.ssh import connect
+
+    config = load_config(sandbox.config_path)
+    before = sandbox.iap_relay.tunnels
+    with fleet_source_for(config) as source:
+        node = await find_node(source, PRIVATE, require_ready=True)
+        target, _login = await login_target(node, config, 0, source)
+    assert target.proxy_command and "start-iap-tunnel %i %p" in target.proxy_command
+    assert target.instance.startswith("t1v-n-") and target.host.startswith("10.")
+    async with await connect(target) as conn:
+        assert (await conn.run("hostname", timeout=30)).stdout == f"t1v-n-{PRIVATE}-w-0\n"
+    assert sandbox.iap_relay.tunnels == before + 1
+
+
+def test_iap_never_says_the_internal_ip_is_only_reachable_from_the_vpc(sandbox, tmp_path):
+    config = tmp_path / "never.toml"
+    config.write_text(sandbox.config_path.read_text().replace("[ssh]\n", '[ssh]\niap = "never"\n', 1))
+    done = _run_verb("--config", str(config), "ssh", PRIVATE, "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "ProxyCommand" not in done.stdout and "@10." in done.stdout
+    assert "its internal IP is reachable only from inside its VPC network" in " ".join(done.stderr.split())
