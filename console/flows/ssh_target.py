@@ -153,7 +153,7 @@ def route_for(node: Node, ssh: SshConfig, worker: int, attributes: dict[str, str
                 if private else "")
         return Route("iap", proxy_command=iap_proxy_command(ssh), instance=instance, note=note)
     if own_proxy:
-        return Route("proxy", internal_ip=internal_ip)
+        return Route("proxy", internal_ip=internal_ip, instance=attributes.get("hostname", ""))
     if internal_ip or private:
         note = (f"{lacks}: its internal IP is reachable only from inside its VPC network (a VM there, a VPN); "
                 f"[ssh] iap = \"auto\" or --tunnel-through-iap goes through IAP instead." if private else "")
