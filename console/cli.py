@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 #: Verb modules under console/verbs, in help order.
-VERB_MODULES = ("nodes", "watch", "swap", "rollback", "request", "delete", "probe", "bench", "metrics", "forward",
+VERB_MODULES = ("nodes", "watch", "ssh", "swap", "rollback", "request", "delete", "probe", "bench", "metrics", "forward",
                 "history", "log_summary", "sandbox")
 
 

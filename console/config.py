@@ -20,7 +20,10 @@ Example::
                                # POSIX name on OS Login nodes, else the local user name, like gcloud
     private_key = "~/.ssh/google_compute_engine"
     known_hosts = "~/.ssh/google_compute_known_hosts"
-    proxy_command = ""         # e.g. an IAP tunnel command; %h and %p are replaced
+    proxy_command = ""         # e.g. a bastion: "ssh -W %h:%p bastion"; also %n node, %w worker,
+                               # %z zone, %P project, %i the worker's GCE instance name
+    iap = "auto"               # "auto": a node without an external IP goes through gcloud's IAP
+                               # tunnel (start-iap-tunnel); "always"; "never" (its internal IP)
     # [ssh.hosts]              # per-node "host:port" overrides (bastions, the sandbox)
     # "vllm-a" = "127.0.0.1:2222"
     # "vllm-v5e-16/1" = "127.0.0.1:2223"   # one worker of a multi-host slice ("NODE/W")
@@ -79,6 +82,10 @@ class ProjectConfig:
     zones: tuple[str, ...] = ()
 
 
+#: ``[ssh] iap`` values.
+IAP_MODES = ("auto", "always", "never")
+
+
 @dataclass(frozen=True)
 class SshConfig:
     """How to reach a node over SSH, the way ``gcloud compute tpus tpu-vm ssh`` does.
@@ -87,7 +94,12 @@ class SshConfig:
         user: remote user name (default: the local user name).
         private_key: path to the private key (default ``~/.ssh/google_compute_engine``).
         known_hosts: path to the known-hosts file (default ``~/.ssh/google_compute_known_hosts``).
-        proxy_command: optional proxy command (IAP); ``%h``/``%p`` are replaced.
+        proxy_command: optional proxy command; ``%h`` host, ``%p`` port, ``%n`` node, ``%w`` worker,
+            ``%z`` zone, ``%P`` project, ``%i`` the worker's GCE instance name, ``%%`` are replaced.
+        iap: ``"auto"`` (a node without an external IP is reached through an IAP tunnel: gcloud's
+            ``start-iap-tunnel`` as the proxy command), ``"always"`` or ``"never"`` (the internal IP).
+        iap_tunnel_url: gcloud's hidden ``--iap-tunnel-url-override`` (the sandbox's IAP relay), or ``""``.
+        gcloud: the gcloud program the IAP tunnel runs (``gcloud`` on the PATH).
         port: SSH port (22).
         connect_timeout_s: seconds before a connect attempt gives up.
         hosts: per-node ``"host:port"`` overrides, keyed by node name (worker 0, or every
@@ -99,6 +111,9 @@ class SshConfig:
     private_key: Path = field(default_factory=lambda: Path("~/.ssh/google_compute_engine").expanduser())
     known_hosts: Path = field(default_factory=lambda: Path("~/.ssh/google_compute_known_hosts").expanduser())
     proxy_command: str = ""
+    iap: str = "auto"
+    iap_tunnel_url: str = ""
+    gcloud: str = "gcloud"
     port: int = 22
     connect_timeout_s: float = 15.0
     hosts: dict[str, str] = field(default_factory=dict)
@@ -375,8 +390,12 @@ def _projects(chk: _Checker, data: dict[str, Any]) -> list[ProjectConfig]:
 def _ssh(chk: _Checker, data: dict[str, Any]) -> SshConfig:
     s = chk.table(data.get("ssh", {}), "ssh", {
         "user": str, "private_key": str, "known_hosts": str, "proxy_command": str, "port": int,
-        "connect_timeout_s": float, "hosts": dict,
+        "connect_timeout_s": float, "hosts": dict, "iap": str, "iap_tunnel_url": str, "gcloud": str,
     })
+    if s.get("iap", "auto") not in IAP_MODES:
+        raise chk.fail("ssh", "iap", f"expected one of {', '.join(repr(m) for m in IAP_MODES)}, got {s['iap']!r}")
+    if s.get("iap_tunnel_url") and not s["iap_tunnel_url"].startswith(("ws://", "wss://")):
+        raise chk.fail("ssh", "iap_tunnel_url", f"expected a ws:// or wss:// URL, got {s['iap_tunnel_url']!r}")
     hosts = chk.table(s.get("hosts", {}), "ssh.hosts", {k: str for k in s.get("hosts", {})})
     for node, target in hosts.items():
         host, _, port = target.rpartition(":")
@@ -392,6 +411,9 @@ def _ssh(chk: _Checker, data: dict[str, Any]) -> SshConfig:
         private_key=Path(os.path.expanduser(s["private_key"])) if "private_key" in s else ssh_defaults.private_key,
         known_hosts=Path(os.path.expanduser(s["known_hosts"])) if "known_hosts" in s else ssh_defaults.known_hosts,
         proxy_command=s.get("proxy_command", ""),
+        iap=s.get("iap", "auto"),
+        iap_tunnel_url=s.get("iap_tunnel_url", ""),
+        gcloud=s.get("gcloud", "gcloud"),
         port=s.get("port", 22),
         connect_timeout_s=float(s.get("connect_timeout_s", 15.0)),
         hosts=dict(hosts),

@@ -12,15 +12,22 @@ a zone that refuses flex-start):
 - ``asia-northeast1-b``: no v6e quota: a spot (or on-demand) request fails with a quota error;
   a flex-start request waits in ``WAITING_FOR_RESOURCES`` and looks exactly like a stockout.
 - ``us-central1-b``: refuses flex-start at create time (400); other tiers are granted.
+- ``us-east5-a``: no v5p quota in the region ``us-east5``: a spot / on-demand request is refused at
+  create time with HTTP 429 ``RESOURCE_EXHAUSTED`` (the per-region quota error, as the TPU API
+  answered a create in us-east5-b in marin-community/marin#3200); a ``reserved`` v6e-8 request fails
+  with the reservation's ``Insufficient reserved capacity`` (skypilot-org/skypilot#4579).
 - every other zone: granted after :data:`DEFAULT_WAIT_S`.
 
 Accelerator types offered per zone (``acceleratorTypes.list``): :data:`OFFERED_TYPES`, so a
 stockout or quota answer can name the other zones that have the type and the smaller types of
 the same generation.
 
-Error texts: the stockout message is the one the API writes in ``failedData.error`` (see
-``queued-resource-v2-failed.schema-derived.json``); the quota, refusal and expiry texts are
-illustrative (no public capture was found).
+Error texts, in Google's words (tests/fixtures/capacity_errors.json has each with its source):
+the stockout message is the one the API writes in ``failedData.error`` (code 8,
+hashicorp/terraform-provider-google#21243); the region quota is the TPU API's 429 text
+(``... has been exceeded. Limit: 0 in region us-east5.``), the zone quota the same sentence for a
+``PerProjectPerZone`` metric (no public capture of one was found); the reservation text is the
+API's code-8 answer. The flex-start refusal and the expiry texts are illustrative.
 """
 
 from __future__ import annotations
@@ -70,8 +77,9 @@ class CapacityAnswer:
 
     Attributes:
         outcome: ``"grant"`` (waits ``wait_s`` then provisions), ``"stockout"`` or ``"quota"``
-            (FAILED after the ACCEPTED step, with ``message``), ``"wait"`` (WAITING_FOR_RESOURCES
-            until ``validUntil``), ``"refuse"`` (the create call itself answers 400 ``message``).
+            or ``"reservation"`` (FAILED after the ACCEPTED step, with ``message``), ``"wait"``
+            (WAITING_FOR_RESOURCES until ``validUntil``), ``"refuse"`` (the create call itself answers
+            400 ``message``), ``"region_quota"`` (the create call answers 429 RESOURCE_EXHAUSTED).
         message: the API's error text for a failure or refusal.
         wait_s: seconds in WAITING_FOR_RESOURCES before provisioning (``grant`` only).
     """
@@ -87,13 +95,22 @@ def stockout_message(zone: str) -> str:
             "Nodes are offered (see https://cloud.google.com/tpu/docs/regions) [EID: 0x5e1f00d5a1b2c3d4]")
 
 
-def quota_message(zone: str, accelerator_type: str, tier: str) -> str:
-    """A quota failure text (``failedData.error.message``, code 8) for ``accelerator_type`` in ``zone``."""
+def quota_message(zone: str, accelerator_type: str, tier: str, *, per_region: bool = False) -> str:
+    """A quota failure text for ``accelerator_type`` in ``zone`` (or its region), in the API's words.
+
+    ``Quota limit 'TPUV6EPreemptiblePerProjectPerZoneForTPUAPI' has been exceeded. Limit: 0 in zone Z.``
+    (``...PerRegion... Limit: 0 in region R.`` with ``per_region``).
+    """
     family = (chip_generation(accelerator_type) or "tpu").upper()
     kind = "Preemptible" if tier in ("spot", "flex-start") else ""
-    chips = chips_of(accelerator_type) or 1
-    return (f"Quota limit 'TPU{family}{kind}PodPerProjectPerZoneForTPUAPI' has been exceeded: "
-            f"{chips} chips requested, limit 0 in zone {zone}.")
+    where = f"region {zone.rpartition('-')[0]}" if per_region else f"zone {zone}"
+    scope = "Region" if per_region else "Zone"
+    return f"Quota limit 'TPU{family}{kind}PerProjectPer{scope}ForTPUAPI' has been exceeded. Limit: 0 in {where}."
+
+
+#: The reservation's answer when it has no room (code 8).
+RESERVATION_MESSAGE = ("Insufficient reserved capacity. Contact customer support to increase your reservation. "
+                       "[EID: 0x7adf6d58c08b0aa4]")
 
 
 def expired_message(valid_until_s: float) -> str:
@@ -126,6 +143,10 @@ def answer_request(zone: str, accelerator_type: str, tier: str) -> CapacityAnswe
         if tier == "flex-start":
             return CapacityAnswer("wait")
         return CapacityAnswer("stockout", stockout_message(zone))
+    if zone == "us-east5-a" and generation == "v5p" and tier in ("spot", "on-demand"):
+        return CapacityAnswer("region_quota", quota_message(zone, accelerator_type, tier, per_region=True))
+    if zone == "us-east5-a" and tier == "reserved" and chips >= 8:
+        return CapacityAnswer("reservation", RESERVATION_MESSAGE)
     if zone == "us-west4-a" and tier == "flex-start":
         return CapacityAnswer("grant", wait_s=FLEX_WAIT_S)
     return CapacityAnswer("grant", wait_s=DEFAULT_WAIT_S)

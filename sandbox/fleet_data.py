@@ -76,6 +76,24 @@ class SandboxWorld:
             self.guest_attributes.setdefault(node["name"], [
                 _default_guest_items(node.get("id", "0"), w) for w in range(workers)])
 
+    def publish_host_key(self, node_name: str, worker: int, public_key: str) -> None:
+        """Publish a worker's real host key in its guest attributes (``hostkeys/<type>``: base64 body).
+
+        Args:
+            node_name: the node's full resource name.
+            worker: the worker index (its items are added when the node has fewer).
+            public_key: the OpenSSH public key line (``ssh-ed25519 AAAA... [comment]``).
+        """
+        key_type, body = public_key.split()[:2]
+        with self.lock:
+            per_worker = self.guest_attributes.setdefault(node_name, [])
+            node_id = next((str(p.nodes[node_name].get("id", "0")) for p in self.projects.values()
+                            if node_name in p.nodes), "0")
+            while len(per_worker) <= worker:
+                per_worker.append(_default_guest_items(node_id, len(per_worker)))
+            kept = [i for i in per_worker[worker] if not (i.get("namespace") == "hostkeys" and i["key"] == key_type)]
+            per_worker[worker] = [{"namespace": "hostkeys", "key": key_type, "value": body}, *kept]
+
     def add_queued_resource(self, project_id: str, qr: JsonDict) -> None:
         """Store a queued resource (v2alpha1 JSON with a full ``name``)."""
         with self.lock:
@@ -115,13 +133,12 @@ class SandboxWorld:
 
 
 def _default_guest_items(node_id: str, worker: int) -> list[JsonDict]:
-    """Guest-attribute items shaped like ``get-guest-attributes-response.schema-derived.json``."""
+    """Guest-attribute items shaped like ``get-guest-attributes-response.schema-derived.json``:
+    the worker's GCE instance name. Its host keys (``hostkeys`` namespace) are published by the
+    worker's SSH server when it starts (:meth:`SandboxWorld.publish_host_key`), as a real TPU VM's
+    guest agent publishes its own; a node without a VM publishes none."""
     digest = f"{int(node_id or 0) % 0xFFFFFFFF:08x}"
-    return [
-        {"namespace": "hostkeys", "key": "ssh-ed25519",
-         "value": f"AAAAC3NzaC1lZDI1NTE5AAAAISandboxHostKey{digest}w{worker}XXXXXXXX"},
-        {"key": "hostname", "value": f"t1v-n-{digest}-w-{worker}"},
-    ]
+    return [{"key": "hostname", "value": f"t1v-n-{digest}-w-{worker}"}]
 
 
 # --- the default world ----------------------------------------------------------------------

@@ -5,7 +5,7 @@ A created request follows the zone's :class:`~sandbox.capacity.CapacityAnswer`:
 - granted: ``ACCEPTED`` (:data:`ACCEPTED_S`) -> ``WAITING_FOR_RESOURCES`` (``wait_s``) ->
   ``PROVISIONING`` (:data:`PROVISIONING_S`; its node appears as ``CREATING``) -> ``ACTIVE``
   (the node stays ``CREATING`` for :data:`NODE_CREATING_S`, then ``READY``, with IPs);
-- stockout / quota: ``ACCEPTED`` -> ``FAILED`` with ``failedData.error`` ``{code: 8, message}``;
+- stockout / quota / reservation: ``ACCEPTED`` -> ``FAILED`` with ``failedData.error`` ``{code: 8, message}``;
 - wait: ``ACCEPTED`` -> ``WAITING_FOR_RESOURCES`` until ``validUntilDuration`` runs out -> ``FAILED``.
 
 A granted request whose ``validUntilDuration`` runs out before it provisions fails the same way.
@@ -213,7 +213,7 @@ class QueuedResourceLifecycle:
         answer = request.answer
         if elapsed < ACCEPTED_S * s:
             return
-        if answer.outcome in ("stockout", "quota"):
+        if answer.outcome in ("stockout", "quota", "reservation"):
             qr["state"] = {"state": "FAILED", "failedData": {"error": {"code": 8, "message": answer.message}}}
             request.done = True
             return

@@ -100,6 +100,12 @@ def _toml_str(value: str) -> str:
     return json.dumps(value)
 
 
+def _shell_word(value: str) -> str:
+    import shlex
+
+    return shlex.quote(value)
+
+
 @dataclass(frozen=True)
 class VmNode:
     """A node the sandbox runs an SSH server for: its short name, numeric id (gcloud's host-key
@@ -111,6 +117,7 @@ class VmNode:
     accelerator_type: str
     workers: int = 1
     os_login: bool = False
+    resource: str = ""
 
 
 class Sandbox:
@@ -125,6 +132,10 @@ class Sandbox:
         clock: current UTC time, for the fleet's countdowns.
         boot: start containers on the ready nodes (False: VMs with no container).
         time_scale: factor on the TPU API's queued-resource state durations (tests: 0.05).
+        private_nodes: names of READY nodes without external IPs (``enableExternalIps: false``, the
+            network and subnetwork as the API gives them): the config names no ``[ssh.hosts]`` entry
+            for them, so the console reaches them as it reaches a real private node, through gcloud's
+            IAP tunnel (``start-iap-tunnel``) to the sandbox's IAP relay (:mod:`sandbox.iap_relay`).
 
     Attributes (after :meth:`start`):
         config_path, db_path, api_endpoint, vms (node name -> worker 0's SandboxVm),
@@ -135,7 +146,7 @@ class Sandbox:
 
     def __init__(self, state_dir: Path | None = None, *, boot_s: float = 25.0, fast_boot_s: float = 2.0,
                  latency_s: float = 0.0, clock: Callable[[], datetime] = utc_now, boot: bool = True,
-                 time_scale: float = 1.0) -> None:
+                 time_scale: float = 1.0, private_nodes: tuple[str, ...] = ()) -> None:
         self._explicit_dir = state_dir is not None
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self._lock_file: Any = None
@@ -145,6 +156,8 @@ class Sandbox:
         self.clock = clock
         self.boot = boot
         self.time_scale = time_scale
+        self.private_nodes = tuple(private_nodes)
+        self.iap_relay: Any = None
         self.config_path = self.state_dir / "config.toml"
         self.db_path = self.state_dir / "history.db"
         self.key_path = self.state_dir / "id_ed25519"
@@ -172,6 +185,7 @@ class Sandbox:
 
         self._take_state_dir()
         self.world = default_world(self.clock())
+        self._make_private()
         self.projects = list(self.world.projects)
         self.tpu_api = SandboxTpuApi(self.world, latency_s=self.latency_s, time_scale=self.time_scale)
         self.api_endpoint = self.tpu_api.start()
@@ -183,6 +197,7 @@ class Sandbox:
         self._thread = threading.Thread(target=self._loop.run_forever, name="sandbox", daemon=True)
         self._thread.start()
         self.call(self._start_vms())
+        self.call(self._start_iap_relay())
         self._write_config()
         self.tpu_api.lifecycle.on_node_ready = self._node_ready
         self.tpu_api.lifecycle.on_node_deleting = self._node_deleting
@@ -217,6 +232,8 @@ class Sandbox:
         """Stop every stand-in (idempotent)."""
         if self._loop is not None:
             try:
+                if self.iap_relay is not None:
+                    self.call(self.iap_relay.stop(), timeout_s=10)
                 self.call(self._stop_vms(), timeout_s=10)
             except Exception:  # noqa: BLE001 - best effort at shutdown
                 pass
@@ -259,7 +276,7 @@ class Sandbox:
                     continue
                 found.append(VmNode(name=item["name"].rsplit("/", 1)[-1], node_id=str(item.get("id", "")),
                                     accelerator_type=item.get("acceleratorType", ""), workers=workers,
-                                    os_login=needs_os_login(item, project.metadata)))
+                                    os_login=needs_os_login(item, project.metadata), resource=item["name"]))
         return found
 
     async def _start_vms(self) -> None:
@@ -284,6 +301,7 @@ class Sandbox:
                                boot_s=self.boot_s if slow else self.fast_boot_s, worker=worker,
                                login_keys=self.google_apis.authorized_keys if node.os_login else None)
                 vm.ssh_port = await vm.start()
+                self.world.publish_host_key(node.resource, worker, vm.host_public_key)
                 self.workers[node.name].append(vm)
                 known_lines.append(vm.known_hosts_line(f"tpu.{node.node_id}-{worker}"))
                 if self.boot and argv is not None:
@@ -291,6 +309,7 @@ class Sandbox:
             self.vms[node.name] = self.workers[node.name][0]
         self.known_hosts_path.write_text("".join(line if line.endswith("\n") else line + "\n"
                                                  for line in known_lines))
+        os.chmod(self.known_hosts_path, 0o600)
 
     def _node_ready(self, project: str, node: dict[str, Any]) -> None:
         """A node created by a queued-resource request turned READY: give it a VM (no container yet).
@@ -304,12 +323,15 @@ class Sandbox:
         project_metadata = self.world.projects[project].metadata if project in self.world.projects else {}
         vm_node = VmNode(name=node["name"].rsplit("/", 1)[-1], node_id=str(node.get("id", "")),
                          accelerator_type=node.get("acceleratorType", ""),
-                         os_login=needs_os_login(node, project_metadata))
+                         os_login=needs_os_login(node, project_metadata), resource=node["name"])
         started = asyncio.run_coroutine_threadsafe(self._add_vm(vm_node), self._loop)
         try:
             started.result(timeout=30)
         except Exception as exc:  # noqa: BLE001 - the node still turns READY; the client says it cannot reach it
             print(f"sandbox: no VM for {vm_node.name}: {exc}", file=sys.stderr)
+            return
+        # here, on the API thread that holds the world's lock (the sandbox loop would wait for it)
+        self.world.publish_host_key(vm_node.resource, 0, self.vms[vm_node.name].host_public_key)
 
     async def _add_vm(self, node: VmNode) -> None:
         from sandbox.vm import SandboxVm
@@ -358,6 +380,64 @@ class Sandbox:
             self.known_hosts_path.write_text("".join(kept), encoding="utf-8")
         self._write_config()
 
+    def _make_private(self) -> None:
+        """Take the external IPs of :attr:`private_nodes` away (as ``enableExternalIps: false`` does)."""
+        for project in self.world.projects.values():
+            for name, node in project.nodes.items():
+                if name.rsplit("/", 1)[-1] in self.private_nodes:
+                    node["networkConfig"]["enableExternalIps"] = False
+                    for endpoint in node.get("networkEndpoints") or []:
+                        endpoint["accessConfig"] = {}
+
+    async def _start_iap_relay(self) -> None:
+        from sandbox.iap_relay import SandboxIapRelay
+
+        self.iap_relay = SandboxIapRelay(self._instance_backend, self.state_dir)
+        await self.iap_relay.start()
+
+    def _instance_backend(self, project: str, zone: str, instance: str, port: int) -> tuple[str, int] | None:
+        """The IAP relay's backend: the VM whose ``hostname`` guest attribute is ``instance`` (port 22)."""
+        if port != 22:
+            return None
+        with self.world.lock:
+            for name, per_worker in self.world.guest_attributes.items():
+                if not name.startswith(f"projects/{project}/locations/{zone}/nodes/"):
+                    continue
+                for worker, items in enumerate(per_worker):
+                    if any(i.get("key") == "hostname" and i.get("value") == instance for i in items):
+                        vms = self.workers.get(name.rsplit("/", 1)[-1], [])
+                        return ("127.0.0.1", vms[worker].ssh_port) if worker < len(vms) else None
+        return None
+
+    def _write_gcloud(self) -> Path | None:
+        """A gcloud of the sandbox's own (``gcloud`` with its own config dir: a made-up access token that
+        only the sandbox's endpoints see, the sandbox's APIs), for the IAP tunnel's ProxyCommand;
+        ``None`` when gcloud is not installed."""
+        import shutil
+
+        real = shutil.which("gcloud")
+        if real is None:
+            return None
+        config_dir = self.state_dir / "gcloud-config"
+        (config_dir / "configurations").mkdir(parents=True, exist_ok=True)
+        (config_dir / "active_config").write_text("default")
+        (config_dir / "gce").write_text("False")
+        token = self.state_dir / "gcloud-access-token"          # IAP's websocket sends a bearer token
+        token.write_text("sandbox-access-token\n")
+        os.chmod(token, 0o600)
+        (config_dir / "configurations" / "config_default").write_text(
+            f"[auth]\naccess_token_file = {token}\n\n[api_endpoint_overrides]\ntpu = {self.api_endpoint}/\n"
+            f"compute = {self.google_apis_endpoint}/compute/v1/\noslogin = {self.google_apis_endpoint}/\n\n"
+            f"[core]\naccount = {SANDBOX_ACCOUNT}\ndisable_usage_reporting = true\n"
+            f"custom_ca_certs_file = {self.iap_relay.ca_file}\n")
+        wrapper = self.state_dir / "gcloud"
+        # the CA variable too: an environment's CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE outranks the config file
+        wrapper.write_text(f"#!/bin/sh\nCLOUDSDK_CONFIG={_shell_word(str(config_dir))} "
+                           f"CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE={_shell_word(str(self.iap_relay.ca_file))} "
+                           f"exec {_shell_word(real)} \"$@\"\n")
+        os.chmod(wrapper, 0o700)
+        return wrapper
+
     async def _stop_vms(self) -> None:
         for vms in self.workers.values():
             for vm in vms:
@@ -388,10 +468,15 @@ class Sandbox:
             f"private_key = {_toml_str(str(self.key_path))}",
             f"known_hosts = {_toml_str(str(self.known_hosts_path))}",
             "connect_timeout_s = 5",
-            "",
-            "[ssh.hosts]",
         ]
+        gcloud = self._write_gcloud() if self.iap_relay is not None else None
+        if gcloud is not None:
+            lines += ["# private nodes: gcloud's IAP tunnel (start-iap-tunnel) to the sandbox's IAP relay",
+                      f"iap_tunnel_url = {_toml_str(self.iap_relay.url)}", f"gcloud = {_toml_str(str(gcloud))}"]
+        lines += ["", "[ssh.hosts]"]
         for name, vms in sorted(self.workers.items()):
+            if name in self.private_nodes:
+                continue                                    # reached as a real private node is: IAP
             for worker, vm in enumerate(vms):
                 key = name if worker == 0 else f"{name}/{worker}"
                 lines.append(f"{_toml_str(key)} = {_toml_str(f'127.0.0.1:{vm.ssh_port}')}")

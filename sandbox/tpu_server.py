@@ -287,6 +287,8 @@ class SandboxTpuApi:
         answer = answer_request(zone, accelerator, tier)
         if answer.outcome == "refuse":
             raise _ApiError(400, answer.message, status="FAILED_PRECONDITION")
+        if answer.outcome == "region_quota":
+            raise _ApiError(429, answer.message, status="RESOURCE_EXHAUSTED")
         qr["name"] = name
         return self.lifecycle.create(project_id, zone, qr, answer, version)
 
@@ -314,7 +316,8 @@ class SandboxTpuApi:
             raise _ApiError(400, "Invalid JSON payload received.") from None
         with self.world.lock:
             per_worker = copy.deepcopy(self.world.guest_attributes.get(name, []))
-        wanted = request.get("workerIds") or [str(w) for w in range(len(per_worker))]
+        # gcloud asks ``workerIds: [""]`` for every worker (its default worker id is the empty string)
+        wanted = [w for w in request.get("workerIds") or [] if str(w) != ""] or [str(w) for w in range(len(per_worker))]
         out = []
         for worker in wanted:
             if not str(worker).isdigit() or int(worker) >= len(per_worker):

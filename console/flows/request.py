@@ -19,7 +19,7 @@ from console.flows.policy import HasReadonly, refuse_in_readonly
 from remote.bench.cost import lookup_price
 from remote.models import Node, QueuedResource, chips_of, utc_now
 from remote.names import console_command
-from remote.tpu.advice import classify_failure, delete_command
+from remote.tpu.advice import capacity_verdict, delete_command, quota_scope
 from remote.tpu.requests import (
     QueuedResourceRequest,
     default_runtime_version,
@@ -159,10 +159,12 @@ def explain(qr: QueuedResource, node: Node | None, now: datetime | None = None) 
                        else "."))
         return f"active; node {node.name} is {node.state}."
     if state == "FAILED":
-        kind = classify_failure(qr.failure or "")
+        kind = capacity_verdict(qr.failure or "")
+        scope = quota_scope(qr.failure or "")
+        where = "a region" if scope is not None and scope[0] == "region" else "a zone"
         advice = {"stockout": "no hardware right now: try fewer chips, another zone that offers this type, or spot.",
-                  "quota": "no quota for this type here: request quota, or use a zone where you have it."}.get(
-            kind or "", "read the reason; it may still hold quota until deleted.")
+                  "quota": f"no quota for this type here: request quota, or use {where} where you have it."}.get(
+            kind, "read the reason; it may still hold quota until deleted.")
         return (f"failed: {qr.failure or 'no reason given'} - {advice} Delete it: "
                 f"{delete_command(qr.project, qr.zone, qr.name)}")
     if state == "SUSPENDED":

@@ -9,7 +9,12 @@ attributes give the worker's ``ssh-ed25519`` key (the suffix is its last 6 chara
 under ``tpu.<id>-<worker>``. The suffixed alias is used unless the known-hosts file only
 records the plain one (older gcloud, the sandbox).
 
-An unknown host key is asked about (:func:`remote.ssh.connect`'s ``accept_new_host_key``);
+Host keys are pinned as gcloud pins them: a worker's ``hostkeys`` guest attributes (its real
+host keys, which TPU VMs publish) are written into the known-hosts file under the alias before
+the first connection (:func:`remote.ssh.pin_host_keys`, only when nothing is recorded under
+that alias yet), so the first connection is verified, not trusted on first use.
+
+An unknown host key (a VM that published none) is asked about (:func:`remote.ssh.connect`'s ``accept_new_host_key``);
 :func:`accept_new_host_key` is OpenSSH's ``StrictHostKeyChecking=accept-new`` for
 non-interactive first use: an unknown key is recorded without asking, a changed one is still
 refused (``connect`` raises ``HostKeyChanged`` before any callback is asked).
@@ -17,21 +22,24 @@ refused (``connect`` raises ``HostKeyChanged`` before any callback is asked).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from console.flows.ssh_login import SshLogin, resolver_for
 from remote.errors import RemoteError
-from remote.ssh import SshTarget, has_known_host, target_for
+from remote.printable import printable
+from remote.ssh import SshFailure, SshTarget, has_known_host, pin_host_keys, target_for
+from remote.ssh.connect import HOST_KEY_TYPES
 
 if TYPE_CHECKING:
     from console.config import Config, SshConfig
     from console.services import FleetLister
     from remote.models import Node
 
-
 def choose_target(node: Node, ssh: SshConfig, worker: int = 0, host_key_suffix: str | None = None, *,
-                  login: SshLogin | None = None) -> SshTarget:
+                  login: SshLogin | None = None, route: Route | None = None) -> SshTarget:
     """The :class:`SshTarget` for ``worker`` of ``node``, with gcloud's host-key alias.
 
     Args:
@@ -40,11 +48,15 @@ def choose_target(node: Node, ssh: SshConfig, worker: int = 0, host_key_suffix: 
         worker: worker index.
         host_key_suffix: the worker's ``ssh-ed25519`` guest attribute, or ``None``.
         login: the user to log in as (:mod:`console.flows.ssh_login`), or ``None`` for ``ssh.user``.
+        route: how to reach the worker (:func:`route_for`), or ``None`` for its external IP (else internal).
 
     Raises:
         SshFailure: the worker does not exist, has no usable address, or the node id is unusable.
     """
     who: dict[str, Any] = {"user": login.user, "os_login": login.verdict.enabled} if login else {}
+    if route is not None:
+        who.update(internal_ip=route.internal_ip, proxy_command=route.proxy_command, instance=route.instance,
+                   route=route.note)
     target = target_for(node, ssh, worker=worker, host_key_suffix=host_key_suffix, **who)
     if host_key_suffix and not has_known_host(target.known_hosts, target.known_hosts_name):
         plain = target_for(node, ssh, worker=worker, **who)
@@ -53,26 +65,130 @@ def choose_target(node: Node, ssh: SshConfig, worker: int = 0, host_key_suffix: 
     return target
 
 
-async def host_key_suffix(fleet: FleetLister | None, node: Node, worker: int = 0) -> str | None:
-    """The worker's ``ssh-ed25519`` guest attribute from ``fleet.get_guest_attributes``, or ``None``.
-
-    A fleet source without guest attributes, or a failed call, means no suffix.
-    """
+async def guest_attributes(fleet: FleetLister | None, node: Node, worker: int = 0) -> dict[str, str]:
+    """The worker's guest attributes ``{key: value}`` from ``fleet.get_guest_attributes`` (its host
+    keys, its ``hostname``: the GCE instance name); ``{}`` without a fleet or when the call fails
+    (gcloud goes on too)."""
     getter = getattr(fleet, "get_guest_attributes", None)
     if getter is None:
-        return None
+        return {}
     try:
-        value = (await getter(node, worker)).get("ssh-ed25519")
+        attributes = await getter(node, worker)
     except RemoteError:
-        return None
-    return value if isinstance(value, str) else None
+        return {}
+    return {k: v for k, v in attributes.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def host_keys_of(attributes: dict[str, str]) -> dict[str, str]:
+    """The published host keys among guest attributes: ``{key type: base64 body}``."""
+    return {k: v for k, v in attributes.items() if k in HOST_KEY_TYPES}
+
+
+async def guest_host_keys(fleet: FleetLister | None, node: Node, worker: int = 0) -> dict[str, str]:
+    """The worker's published host keys, ``{key type: base64 body}`` (``ssh-ed25519``, ``ssh-rsa``,
+    ``ecdsa-sha2-nistp256``); ``{}`` when unreadable (see :func:`guest_attributes`)."""
+    return host_keys_of(await guest_attributes(fleet, node, worker))
+
+
+@dataclass(frozen=True)
+class Route:
+    """How one worker is reached.
+
+    Attributes:
+        kind: ``"external"``, ``"internal"``, ``"iap"`` (gcloud's IAP tunnel), ``"override"``
+            (``[ssh.hosts]``) or ``"proxy"`` (``[ssh] proxy_command``).
+        internal_ip: connect to the internal address.
+        proxy_command: the proxy command (IAP's), or ``None`` for the config's.
+        instance: the worker's GCE instance name (IAP names it), or ``""``.
+        note: one sentence for the operator when the node has no external IP, or ``""``.
+    """
+
+    kind: str
+    internal_ip: bool = False
+    proxy_command: str | None = None
+    instance: str = ""
+    note: str = ""
+
+
+def iap_proxy_command(ssh: SshConfig) -> str:
+    """gcloud's IAP ProxyCommand, as ``gcloud compute tpus tpu-vm ssh --tunnel-through-iap`` builds it:
+    ``gcloud compute start-iap-tunnel %i %p --listen-on-stdin --project=%P --zone=%z --verbosity=warning``
+    (plus ``--iap-tunnel-url-override=URL`` when ``[ssh] iap_tunnel_url`` names one)."""
+    words = [ssh.gcloud or "gcloud", "compute", "start-iap-tunnel", "%i", "%p", "--listen-on-stdin",
+             "--project=%P", "--zone=%z", "--verbosity=warning"]
+    if getattr(ssh, "iap_tunnel_url", ""):
+        words.append(f"--iap-tunnel-url-override={ssh.iap_tunnel_url}")
+    return shlex.join(words)
+
+
+def route_for(node: Node, ssh: SshConfig, worker: int, attributes: dict[str, str], *, internal_ip: bool = False,
+              tunnel_through_iap: bool = False) -> Route:
+    """How to reach ``worker`` of ``node``: ``[ssh.hosts]`` first, then IAP (``tunnel_through_iap``,
+    ``[ssh] iap = "always"``, or ``"auto"`` for a node without an external IP and no proxy command
+    of its own), else the internal IP (``internal_ip``, or no external one: said) or the external one.
+
+    Raises:
+        SshFailure: IAP is asked for but the worker's guest attributes give no instance name
+            (gcloud: "Currently unable to connect to this TPU using IAP tunneling").
+    """
+    hosts = getattr(ssh, "hosts", None) or {}
+    if f"{node.name}/{worker}" in hosts or node.name in hosts:
+        return Route("override")
+    endpoint = node.workers[worker] if 0 <= worker < len(node.workers) else None
+    private = endpoint is not None and bool(endpoint.internal_ip) and not endpoint.external_ip
+    mode = getattr(ssh, "iap", "auto")
+    own_proxy = bool((getattr(ssh, "proxy_command", "") or "").strip())
+    network = ((node.raw or {}).get("networkConfig") or {}) if hasattr(node, "raw") else {}
+    where = ", ".join(f"{k} {printable(str(network[k]).rsplit('/', 1)[-1])}" for k in ("network", "subnetwork")
+                      if network.get(k))
+    lacks = f"Node {node.name} has no external IP" + (f" ({where})" if where else "")
+    if tunnel_through_iap or mode == "always" or (mode == "auto" and private and not internal_ip and not own_proxy):
+        instance = attributes.get("hostname", "")
+        if not instance:
+            raise SshFailure(f"Currently unable to connect to worker {worker} of node {node.name} through an IAP "
+                             f"tunnel: its guest attributes give no instance name (hostname); check that the "
+                             f"node is READY and HEALTHY.", title="IAP unavailable")
+        note = (f"{lacks}: connecting through an IAP tunnel (gcloud compute start-iap-tunnel {instance}); it needs "
+                f"roles/iap.tunnelResourceAccessor and a firewall rule letting 35.235.240.0/20 reach port 22."
+                if private else "")
+        return Route("iap", proxy_command=iap_proxy_command(ssh), instance=instance, note=note)
+    if own_proxy:
+        return Route("proxy", internal_ip=internal_ip, instance=attributes.get("hostname", ""))
+    if internal_ip or private:
+        note = (f"{lacks}: its internal IP is reachable only from inside its VPC network (a VM there, a VPN); "
+                f"[ssh] iap = \"auto\" or --tunnel-through-iap goes through IAP instead." if private else "")
+        return Route("internal", internal_ip=True, note=note)
+    return Route("external")
+
+
+async def host_key_suffix(fleet: FleetLister | None, node: Node, worker: int = 0) -> str | None:
+    """The worker's ``ssh-ed25519`` guest attribute (see :func:`guest_host_keys`), or ``None``."""
+    return (await guest_host_keys(fleet, node, worker)).get("ssh-ed25519")
+
+
+def pinned_target(node: Node, ssh: SshConfig, worker: int, attributes: dict[str, str], *,
+                  login: SshLogin | None = None, pin: bool = True, internal_ip: bool = False,
+                  tunnel_through_iap: bool = False) -> SshTarget:
+    """:func:`choose_target` with the worker's guest ``attributes`` (their ``ssh-ed25519`` suffixes
+    the alias; the route is :func:`route_for`'s), and the published host keys pinned under its alias
+    (``pin``; nothing is written when the alias already has an entry).
+
+    Raises:
+        SshFailure: as :func:`choose_target` and :func:`route_for`, or the known-hosts file cannot be read.
+    """
+    host_keys = host_keys_of(attributes)
+    route = route_for(node, ssh, worker, attributes, internal_ip=internal_ip, tunnel_through_iap=tunnel_through_iap)
+    target = choose_target(node, ssh, worker, host_keys.get("ssh-ed25519"), login=login, route=route)
+    if pin and host_keys:
+        pin_host_keys(target.known_hosts, target.known_hosts_name, host_keys)
+    return target
 
 
 async def login_target(node: Node, config: Config, worker: int = 0, fleet: FleetLister | None = None, *,
-                       user: str | None = None) -> tuple[SshTarget, SshLogin]:
+                       user: str | None = None, pin: bool = True) -> tuple[SshTarget, SshLogin]:
     """``(target, login)``: the user worked out (:func:`console.flows.ssh_login.resolver_for`:
-    ``--user``, ``[ssh] user``, OS Login, local user) and :func:`choose_target` with the host-key
-    suffix read through ``fleet`` (:func:`host_key_suffix`).
+    ``--user``, ``[ssh] user``, OS Login, local user) and :func:`pinned_target` with the host keys
+    read through ``fleet`` (:func:`guest_host_keys`), pinned unless ``pin`` is false (a dry run).
 
     Args:
         node: a :class:`remote.models.Node`.
@@ -85,8 +201,9 @@ async def login_target(node: Node, config: Config, worker: int = 0, fleet: Fleet
         SshFailure: as :func:`choose_target`. OsLoginError: an OS Login node whose user cannot be
             worked out (see :meth:`console.flows.ssh_login.LoginResolver.login`).
     """
-    login = await resolver_for(config).login(node, user=user)
-    return choose_target(node, config.ssh, worker, await host_key_suffix(fleet, node, worker), login=login), login
+    login = await resolver_for(config).login(node, user=user, import_key=pin)
+    attributes = await guest_attributes(fleet, node, worker)
+    return pinned_target(node, config.ssh, worker, attributes, login=login, pin=pin), login
 
 
 async def resolve_target(node: Node, config: Config, worker: int = 0, fleet: FleetLister | None = None) -> SshTarget:

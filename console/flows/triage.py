@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from remote.models import FleetSnapshot, QueuedResource
-from remote.tpu.advice import TryOption, classify_failure, delete_command, what_to_try
+from remote.tpu.advice import TryOption, capacity_verdict, delete_command, what_to_try
 
 #: Queued-resource states that do nothing but may hold quota.
 INACTIVE_STATES = ("SUSPENDED", "FAILED")
@@ -62,7 +62,7 @@ def stuck_verdict(qr: QueuedResource) -> str | None:
     if qr.state == "WAITING_FOR_RESOURCES":
         return "waiting"
     if qr.state == "FAILED":
-        return classify_failure(qr.failure or "") or "refused"
+        return capacity_verdict(qr.failure or "")
     return None
 
 

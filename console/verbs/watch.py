@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace, config: Config) -> int:
     from console.flows.node_wait import NodeWontBeReady
     from console.flows.ssh_login import resolver_for
-    from console.flows.ssh_target import choose_target
+    from console.flows.ssh_target import pinned_target
     from console.flows.startup_watch import no_container_hint
     from remote.errors import RemoteError
 
@@ -114,12 +114,12 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
     if isinstance(found, str):
         print(f"tpu-console: {printable(found)}", file=sys.stderr)
         return 2
-    node, suffixes, config = found
+    node, host_keys, config = found
     pairs: dict[int, tuple[Any, Any]] = {}
     try:
         login = await resolver_for(config).login(node, user=args.user)
-        for worker, suffix in sorted(suffixes.items()):
-            target = choose_target(node, config.ssh, worker, suffix, login=login)
+        for worker, keys in sorted(host_keys.items()):
+            target = pinned_target(node, config.ssh, worker, keys, login=login)
             if args.accept_new_host_key:
                 from console.flows.ssh_target import accept_new_host_key
 
@@ -187,9 +187,10 @@ def _recorder(config: Config, args: argparse.Namespace, node: Node) -> Any:
 
 async def find_node(config: Config, name: str, *, project: str | None, zone: str | None,
                     worker: int | None = 0, poll_s: float = 5.0,
-                    progress: TextIO | None = None) -> tuple[Any, dict[int, str | None], Any] | str:
-    """Find ``name`` in the fleet and wait until it is READY: ``(node, {worker: its ssh-ed25519
-    guest attribute or None}, config)``, or why not (a sentence). ``worker`` ``None`` means every
+                    progress: TextIO | None = None) -> tuple[Any, dict[int, dict[str, str]], Any] | str:
+    """Find ``name`` in the fleet and wait until it is READY: ``(node, {worker: its guest attributes
+    (its published host keys, its instance name; empty when unreadable)}, config)``, or why not
+    (a sentence). ``worker`` ``None`` means every
     worker of the node (one for a single-host node), else that worker alone (and worker 0 beside
     a worker N > 0: its log says when the server is ready).
 
@@ -206,7 +207,7 @@ async def find_node(config: Config, name: str, *, project: str | None, zone: str
     from console.config import ConfigError, load_config
     from console.flows import node_lookup
     from console.flows.node_wait import NodeWontBeReady, needs_wait, wait_target, wait_until_ready
-    from console.flows.ssh_target import host_key_suffix
+    from console.flows.ssh_target import guest_attributes
     from remote.errors import RemoteError
 
     out = progress or sys.stderr
@@ -226,14 +227,14 @@ async def find_node(config: Config, name: str, *, project: str | None, zone: str
                     config = load_config(config.path)
             chosen = ([0, worker] if worker else [worker]) if worker is not None \
                 else list(range(max(1, len(node.workers))))
-            suffixes = {w: await host_key_suffix(source, node, w) for w in chosen}
+            host_keys = {w: await guest_attributes(source, node, w) for w in chosen}
     except NodeWontBeReady:
         raise
     except RemoteError as exc:
         return str(exc)
     except ConfigError as exc:
         return f"config error: {exc}"
-    return node, suffixes, config
+    return node, host_keys, config
 
 
 def terminal_host_key_prompt(target: SshTarget, stdin: TextIO | None = None,
@@ -292,6 +293,7 @@ async def watch_target(target: SshTarget, *, container: str, container_port: int
     from console.flows.startup_watch import StartupWatch, observe_followed
     from remote.container.tail import TailStatus
     from remote.errors import RemoteError
+    from remote.ssh.errors import HostKeyChanged, HostKeyUnknown
     from remote.vllm_log.reader import summary_json
     from remote.vllm_log.workers import ready_from_worker_0, slice_summary
 
@@ -419,9 +421,19 @@ async def watch_target(target: SshTarget, *, container: str, container_port: int
                                    on_status=worker_on_status(index),
                                    log_for=worker_log_for(index) if worker_log_for is not None else None))
     every = [watch, *others]
+    refused: list[int] = []                  # workers whose host key was refused: not followed
     for index, each in enumerate([*every, quiet] if quiet is not None else every):
         try:
             await each.connect()
+        except (HostKeyChanged, HostKeyUnknown) as exc:
+            if each is quiet or index == 0:       # the worker whose log says ready: nothing to follow
+                say(f"tpu-console: {exc}", index if each is not quiet else None)
+                for opened in every if quiet is None else [*every, quiet]:
+                    await opened.close()
+                return 2, None
+            say(f"tpu-console: {exc} Worker {index} is not followed; the others are.", index)
+            refused.append(index)
+            continue
         except RemoteError as exc:
             say(f"tpu-console: {exc}", index if each is not quiet else None)
             for opened in every if quiet is None else [*every, quiet]:
@@ -431,17 +443,19 @@ async def watch_target(target: SshTarget, *, container: str, container_port: int
             say(f"connected to {each.target.label} (worker 0) for its readiness only", None)
         else:
             say(f"connected to {each.target.label}; following container {container}", index)
+    followed = [other for index, other in enumerate(others, start=1) if index not in refused]
     if multi:
-        say(f"following {len(every)} workers of {target.node_name or target.label}", None)
+        say(f"following {len(followed) + 1} workers of {target.node_name or target.label}"
+            + (f" (not worker {', '.join(map(str, refused))}: host key refused)" if refused else ""), None)
     try:
         task = asyncio.create_task(watch.follow())
-        followers = [asyncio.create_task(other.follow()) for other in others]
+        followers = [asyncio.create_task(other.follow()) for other in followed]
         if quiet is not None:
             followers.append(asyncio.create_task(quiet.follow()))
         waiter = asyncio.create_task(done.wait())
         await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
-        if others and watch.state.ready:
-            await _workers_caught_up(others)
+        if followed and watch.state.ready:
+            await _workers_caught_up(followed)
         if quiet is not None and quiet.reader.state.ready:
             await _workers_caught_up([watch])
         for each in every if quiet is None else [*every, quiet]:
@@ -460,7 +474,12 @@ async def watch_target(target: SshTarget, *, container: str, container_port: int
         exited_worker = next((w for w, st in sorted(worker_status.items()) if st.kind == "exited"), None)
 
         def summary() -> dict[str, Any]:
-            return slice_summary([each.reader.state for each in every]) if multi else summary_json(state)
+            if not multi:
+                return summary_json(state)
+            out = slice_summary([each.reader.state for each in every])    # a refused worker: no lines
+            if refused:
+                out["refused_workers"] = list(refused)
+            return out
 
         for index, each in enumerate(every):
             if each.log is not None:

@@ -23,6 +23,7 @@ from remote.ssh.connect import (
                                  has_known_host,
                                  host_key_alias,
                                  os_login_refusal,
+                                 pin_host_keys,
                                  public_key_line,
                                  target_for,
 )
@@ -39,6 +40,7 @@ from remote.ssh.errors import (
 __all__ = [
     "CommandResult", "HostKeyChanged", "HostKeyUnknown", "SshAuthRefused", "SshFailure", "SshTarget",
     "SshTimeout", "SshUnreachable", "SudoPasswordRequired", "append_known_host", "command_line", "connect",
-    "forward_port", "has_known_host", "host_key_alias", "os_login_refusal", "probe_models", "public_key_line",
+    "forward_port", "has_known_host", "host_key_alias", "os_login_refusal", "pin_host_keys", "probe_models",
+    "public_key_line",
     "run_command", "sudo_failure", "target_for",
 ]

@@ -19,7 +19,7 @@ import ipaddress
 import os
 import re
 import shlex
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -61,6 +61,11 @@ class SshTarget:
         node_name: node name for messages, or ``None``.
         os_login: the node accepts only OS Login users (``enable-oslogin``): a refused key is
             explained with OS Login's roles, not the ``ssh-keys`` metadata.
+        worker, zone, project: where the worker is (the proxy command's ``%w``, ``%z``, ``%P``).
+        instance: the worker's GCE instance name (its ``hostname`` guest attribute: what IAP's
+            ``start-iap-tunnel`` names), or ``""`` (the proxy command's ``%i``).
+        route: how the worker is reached, said when it cannot be (``the node has no external IP;
+            its internal IP is reachable only from its VPC network ...``), or ``""``.
     """
 
     host: str
@@ -74,6 +79,11 @@ class SshTarget:
     client_keys: tuple[Any, ...] = field(default=(), compare=False)
     node_name: str | None = None
     os_login: bool = False
+    worker: int = 0
+    zone: str = ""
+    project: str = ""
+    instance: str = ""
+    route: str = ""
 
     @property
     def known_hosts_name(self) -> str:
@@ -133,7 +143,8 @@ def is_host_address(host: str) -> bool:
 
 
 def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | None = None, *,
-               user: str | None = None, os_login: bool = False) -> SshTarget:
+               user: str | None = None, os_login: bool = False, internal_ip: bool = False,
+               proxy_command: str | None = None, instance: str = "", route: str = "") -> SshTarget:
     """Build the :class:`SshTarget` for ``worker`` of ``node``.
 
     Args:
@@ -145,6 +156,10 @@ def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | Non
         host_key_suffix: see :func:`host_key_alias`.
         user: the remote user name (the OS Login POSIX name, ``--user``), or ``None`` for ``ssh.user``.
         os_login: see :attr:`SshTarget.os_login`.
+        internal_ip: the worker's internal (VPC) address even when it has an external one
+            (gcloud's ``--internal-ip``).
+        proxy_command: the proxy command to use instead of ``ssh.proxy_command`` (an IAP tunnel).
+        instance, route: see :attr:`SshTarget.instance`, :attr:`SshTarget.route`.
 
     Raises:
         SshFailure: the worker does not exist, has no address yet, or the API's address or
@@ -167,7 +182,7 @@ def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | Non
         port = int(port_text)
     else:
         endpoint = node.workers[worker]
-        host = endpoint.external_ip or endpoint.internal_ip or ""
+        host = (endpoint.internal_ip if internal_ip else endpoint.external_ip or endpoint.internal_ip) or ""
         if not host:
             raise SshFailure(f"Worker {worker} of node {node.name} has no IP address yet "
                              f"(state {node.state}).", title="No address")
@@ -175,7 +190,7 @@ def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | Non
             raise SshFailure(f"The TPU API gave worker {worker} of node {node.name} the address {host!r}, "
                              f"which is not an IP address or host name; refusing to connect.",
                              title="Bad address")
-    proxy = (getattr(ssh, "proxy_command", "") or "").strip() or None
+    proxy = (proxy_command if proxy_command is not None else getattr(ssh, "proxy_command", "") or "").strip() or None
     private_key = getattr(ssh, "private_key", None)
     return SshTarget(
         host=host, port=port, user=user or ssh.user,
@@ -183,7 +198,8 @@ def target_for(node: Node, ssh: Any, worker: int = 0, host_key_suffix: str | Non
         known_hosts=Path(ssh.known_hosts).expanduser(),
         host_key_alias=host_key_alias(node.node_id, worker, host_key_suffix),
         proxy_command=proxy, connect_timeout_s=float(getattr(ssh, "connect_timeout_s", 15.0)),
-        node_name=node.name, os_login=os_login,
+        node_name=node.name, os_login=os_login, worker=worker, zone=node.zone, project=node.project,
+        instance=instance, route=route,
     )
 
 
@@ -239,6 +255,46 @@ def append_known_host(path: Path, name: str, key: asyncssh.SSHKey) -> str:
     return line
 
 
+#: Host key types gcloud reads from a VM's ``hostkeys/`` guest attributes (its ``SUPPORTED_HOSTKEY_TYPES``).
+HOST_KEY_TYPES = ("ssh-rsa", "ssh-ed25519", "ecdsa-sha2-nistp256")
+#: Host keys read from one worker's guest attributes at most (a bound on outside data).
+MAX_HOST_KEYS = 8
+
+
+def pin_host_keys(path: Path, name: str, host_keys: Mapping[str, str]) -> list[str]:
+    """Record a worker's published host keys under ``name``, as gcloud's ``WriteHostKeysToKnownHosts`` does.
+
+    Only when ``path`` has no entry for ``name`` yet (an entry, even a different key, is kept:
+    the connection then refuses a changed key as before). Each value is cut at its first
+    whitespace and must be a public key of the type it is published as; others are skipped.
+
+    Args:
+        path: the known-hosts file (created 0600).
+        name: the host-key alias (``tpu.<id>-<worker>-<suffix>``).
+        host_keys: key type (``ssh-ed25519``...) -> base64 body, from the ``hostkeys`` guest attributes.
+
+    Returns:
+        The lines written, sorted by key type (empty when an entry existed or no key was usable).
+
+    Raises:
+        SshFailure: the known-hosts file exists but cannot be read.
+    """
+    if known_host_entries(path, name):
+        return []
+    keys = []
+    for key_type, value in sorted(host_keys.items())[:MAX_HOST_KEYS]:
+        words = str(value).split()
+        if key_type not in HOST_KEY_TYPES or not words:
+            continue
+        try:
+            key = asyncssh.import_public_key(f"{key_type} {words[0]}")
+        except (ValueError, asyncssh.KeyImportError):
+            continue
+        if key.get_algorithm() == key_type:
+            keys.append(key)
+    return [append_known_host(path, name, key) for key in keys]
+
+
 def changed_key_message(target: SshTarget, entries: Sequence[tuple[int, Sequence[asyncssh.SSHKey]]],
                         presented: asyncssh.SSHKey) -> str:
     """The refusal of a changed host key: the file, the line, both fingerprints and the fix.
@@ -281,21 +337,64 @@ class _HostKeyRecorder(asyncssh.SSHClient):
 # --- connect ----------------------------------------------------------------------------
 
 
-def proxy_argv(target: SshTarget) -> list[str] | None:
-    """The proxy command's argv, ``%h``/``%p``/``%%`` substituted inside each word after splitting.
+#: GCP's rules for the names the proxy command may carry: a zone (``us-east5-a``), a project id
+#: (6-30 characters, optionally ``domain:`` first), a node or instance name (RFC 1035 label).
+_ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
+_PROJECT = re.compile(r"(?:[a-z][a-z0-9.-]{0,62}:)?[a-z][a-z0-9-]{4,28}[a-z0-9]")
+_RESOURCE = re.compile(r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?")
+#: The proxy command's placeholders: ``%h`` host, ``%p`` port, ``%n`` node, ``%w`` worker, ``%z`` zone,
+#: ``%P`` project, ``%i`` the worker's GCE instance (IAP's name for it), ``%%`` a percent sign.
+PROXY_PLACEHOLDERS = "hpnwzPi%"
 
-    The host is substituted as data: it cannot add words (flags) to the proxy program.
+
+def proxy_values(target: SshTarget, used: str = PROXY_PLACEHOLDERS) -> dict[str, str]:
+    """The placeholder values of ``target`` (see :data:`PROXY_PLACEHOLDERS`); those in ``used`` are checked.
 
     Raises:
-        SshFailure: the host is not an address or host name (:func:`is_host_address`).
+        SshFailure: a used value is not what GCP allows (the host an IP address or host name; the
+            zone, project, node and instance names by GCP's rules): it would reach a command line.
+    """
+    checks: dict[str, tuple[str, str, Callable[[str], object], str]] = {
+        "h": ("host", target.host, is_host_address, "an IP address or host name"),
+        "z": ("zone", target.zone, _ZONE.fullmatch, "a zone name"),
+        "P": ("project", target.project, _PROJECT.fullmatch, "a project id"),
+        "n": ("node", target.node_name or "", _RESOURCE.fullmatch, "a node name"),
+        "i": ("instance", target.instance, _RESOURCE.fullmatch, "an instance name")}
+    for token, (what, value, rule, kind) in checks.items():
+        if token in used and not rule(value):
+            raise SshFailure(f"Refusing to put the {what} {value!r} into the proxy command: it is not {kind}.",
+                             title="Bad name")
+    return {"h": target.host, "p": str(target.port), "n": target.node_name or "", "w": str(target.worker),
+            "z": target.zone, "P": target.project, "i": target.instance, "%": "%"}
+
+
+def expand_proxy_words(words: Sequence[str], values: Mapping[str, str], *, keep: str = "") -> list[str]:
+    """``words`` with each ``%X`` of :data:`PROXY_PLACEHOLDERS` replaced inside the word (values are
+    data: they cannot add words); placeholders in ``keep`` are left for OpenSSH to expand (``hp%``)."""
+    def one(match: re.Match[str]) -> str:
+        token = match.group(1)
+        return match.group(0) if token in keep else values[token]
+
+    return [re.sub(rf"%([{PROXY_PLACEHOLDERS}])", one, word) for word in words]
+
+
+def proxy_argv(target: SshTarget) -> list[str] | None:
+    """The proxy command's argv, every placeholder (:data:`PROXY_PLACEHOLDERS`) substituted inside
+    each word after splitting.
+
+    Raises:
+        SshFailure: a value is not an address or GCP name (:func:`proxy_values`), or the command
+            cannot be split (an unclosed quote).
     """
     if not target.proxy_command:
         return None
-    if not is_host_address(target.host):
-        raise SshFailure(f"Refusing to put {target.host!r} into the proxy command: it is not an IP "
-                         f"address or host name.", title="Bad address")
-    values = {"h": target.host, "p": str(target.port), "%": "%"}
-    return [re.sub(r"%([hp%])", lambda m: values[m.group(1)], word) for word in shlex.split(target.proxy_command)]
+    try:
+        words = shlex.split(target.proxy_command)
+    except ValueError as exc:
+        raise SshFailure(f"Cannot read the proxy command {target.proxy_command!r}: {exc}.",
+                         title="Bad proxy command") from None
+    used = "".join(re.findall(rf"%([{PROXY_PLACEHOLDERS}])", target.proxy_command))
+    return expand_proxy_words(words, proxy_values(target, used))
 
 
 async def _open(target: SshTarget, trusted: list[asyncssh.SSHKey]) -> asyncssh.SSHClientConnection:
@@ -468,10 +567,15 @@ async def _translate(target: SshTarget, opening: Awaitable[_T]) -> _T:
                          title="Unusable SSH key") from None
     except TimeoutError:
         raise SshTimeout(f"{target.label} did not answer within {target.connect_timeout_s:g} s "
-                         f"(firewall on port {target.port}, or the node is down).") from None
+                         f"(firewall on port {target.port}, or the node is down).{_route(target)}") from None
     except asyncssh.DisconnectError as exc:
         raise SshUnreachable(f"{target.label} closed the connection during the SSH handshake "
-                             f"({exc.reason or type(exc).__name__}).") from None
+                             f"({exc.reason or type(exc).__name__}).{_route(target)}") from None
     except OSError as exc:
         reason = exc.strerror or str(exc) or type(exc).__name__
-        raise SshUnreachable(f"Cannot reach {target.label}: {reason}.") from None
+        raise SshUnreachable(f"Cannot reach {target.label}: {reason}.{_route(target)}") from None
+
+
+def _route(target: SshTarget) -> str:
+    """`` <route sentence>`` for a failure message, or ``""``."""
+    return f" {target.route}" if target.route else ""

@@ -20,7 +20,12 @@ from remote.models import chip_generation, chips_of
 
 #: Verdicts that get advice (``available`` gets none).
 ADVISED = ("stockout", "quota", "refused", "waiting")
-_QUOTA_LIMIT = re.compile(r"\blimit (\d+)\b")
+#: A quota's limit as Google words it: ``Limit: 0``, ``Limit 32``, ``limit 4`` (any case, ``0.0`` too).
+_QUOTA_LIMIT = re.compile(r"\blimit:?\s*(\d+)(?:\.0+)?\b", re.IGNORECASE)
+#: Where a quota applies: ``... in region us-east5.`` / ``... in zone us-east5-a`` / the metric's
+#: ``PerProjectPerRegion`` / ``PerProjectPerZone``.
+_QUOTA_WHERE = re.compile(r"\bin (region|zone) ([a-z]+-[a-z]+\d+(?:-[a-z])?)\b", re.IGNORECASE)
+_QUOTA_METRIC_SCOPE = re.compile(r"PerProjectPer(Region|Zone)", re.IGNORECASE)
 #: Other zones named at most (the nearest are not known; they are listed in name order).
 MAX_ZONES = 4
 
@@ -50,9 +55,33 @@ class TryOption:
 
 
 def quota_limit_chips(message: str) -> int | None:
-    """The chip limit a quota error states (``... limit 4 in zone ...`` -> 4), or ``None``."""
+    """The chip limit a quota error states, or ``None``.
+
+    Google writes it ``Limit: 0 in region us-east5.`` (the TPU API's 429, seen in 2025-2026),
+    ``Limit 32`` or ``limit 4 in zone ...``; case does not matter, ``0.0`` reads as 0.
+    """
     found = _QUOTA_LIMIT.search(message or "")
     return int(found.group(1)) if found else None
+
+
+def region_of(zone: str) -> str:
+    """``us-east5-a`` -> ``us-east5`` (a zone is its region and a letter)."""
+    head, dash, letter = zone.rpartition("-")
+    return head if dash and len(letter) == 1 else zone
+
+
+def quota_scope(message: str) -> tuple[str, str] | None:
+    """Where a quota error's limit applies: ``("region", "us-east5")``, ``("zone", "us-east5-a")``, or ``None``.
+
+    Read from ``in region R`` / ``in zone Z`` first, then from the quota metric's name
+    (``TPUV6EPreemptiblePerProjectPerRegionForTPUAPI``: scope without a name, ``("region", "")``).
+    """
+    text = message or ""
+    found = _QUOTA_WHERE.search(text)
+    if found:
+        return found.group(1).lower(), found.group(2).lower()
+    metric = _QUOTA_METRIC_SCOPE.search(text)
+    return (metric.group(1).lower(), "") if metric else None
 
 
 def smaller_types(accelerator_type: str, offered: Sequence[str]) -> list[str]:
@@ -121,31 +150,73 @@ def what_to_try(verdict: str, *, project: str, zone: str, accelerator_type: str,
                    else f"fewer chips are granted sooner ({fewer} instead of {accelerator_type})")
             out.append(TryOption("fewer_chips", zone, fewer, provisioning_model, why,
                                  _probe(project, zone, fewer)))
-    for other in zones_offering(accelerator_type, offered, besides=zone)[:MAX_ZONES]:
-        why = (f"quota is per zone: {other} may have it" if verdict == "quota"
-               else f"{other} offers {accelerator_type}")
-        out.append(TryOption("other_zone", other, accelerator_type, provisioning_model, why,
-                             _probe(project, other, accelerator_type)))
+    out += _other_zones(verdict, project=project, zone=zone, accelerator_type=accelerator_type,
+                        provisioning_model=provisioning_model, offered=offered, reason=reason)
     if verdict == "quota":
+        scope = quota_scope(reason)
+        where = f"region {region_of(zone)}" if scope and scope[0] == "region" else "this zone"
         out.append(TryOption("quota", zone, accelerator_type, provisioning_model,
-                             "or ask for quota in this zone (IAM & Admin > Quotas)",
+                             f"or ask for quota in {where} (IAM & Admin > Quotas)",
                              f"https://console.cloud.google.com/iam-admin/quotas?project={project}"))
     return out
 
 
-#: Words of an API error text that say the zone has no capacity (lower case).
-_STOCKOUT_WORDS = ("no more capacity", "stockout", "resource_exhausted: capacity", "not enough resources available")
+def _other_zones(verdict: str, *, project: str, zone: str, accelerator_type: str, provisioning_model: str,
+                 offered: Mapping[str, Sequence[str]], reason: str) -> list[TryOption]:
+    """Other zones offering the type; after a per-region quota only zones of other regions (same quota)."""
+    zones = zones_offering(accelerator_type, offered, besides=zone)
+    scope = quota_scope(reason) if verdict == "quota" else None
+    if scope is not None and scope[0] == "region":
+        region = scope[1] or region_of(zone)
+        zones = [z for z in zones if region_of(z) != region]
+    out = []
+    for other in zones[:MAX_ZONES]:
+        if scope is not None and scope[0] == "region":
+            why = f"quota is per region: {other} is in {region_of(other)}, which may have it"
+        elif verdict == "quota":
+            why = f"quota is per zone: {other} may have it"
+        else:
+            why = f"{other} offers {accelerator_type}"
+        out.append(TryOption("other_zone", other, accelerator_type, provisioning_model, why,
+                             _probe(project, other, accelerator_type)))
+    return out
+
+
+#: Words of an API error text that say the zone (or the reservation) has no capacity (lower case).
+#: ``There is no more capacity in the zone "..."`` (code 8, the TPU API since v1);
+#: ``Insufficient reserved capacity. Contact customer support to increase your reservation.`` (code 8).
+_STOCKOUT_WORDS = ("no more capacity", "no capacity", "stockout", "resource_exhausted: capacity",
+                   "not enough resources available", "insufficient reserved capacity", "insufficient capacity",
+                   "zone_resource_pool_exhausted")
 _QUOTA_WORDS = ("quota",)
 
 
 def classify_failure(message: str) -> str | None:
-    """``"stockout"`` or ``"quota"`` from an API error text, or ``None`` when it is neither."""
-    text = message.lower()
+    """``"stockout"`` or ``"quota"`` from an API error text (any case), or ``None`` when it is neither."""
+    text = (message or "").lower()
     if any(w in text for w in _QUOTA_WORDS):
         return "quota"
     if any(w in text for w in _STOCKOUT_WORDS):
         return "stockout"
     return None
+
+
+def capacity_verdict(message: str, *, http_code: int | None = None) -> str:
+    """The one verdict for one capacity answer, for the probe and the fleet's triage alike.
+
+    Args:
+        message: the API's words (a create call's error, or a FAILED queued resource's
+            ``failedData.error.message``).
+        http_code: the create call's HTTP status, when the answer was one (429 is a quota).
+
+    Returns:
+        ``"quota"``, ``"stockout"`` (the zone's or the reservation's capacity) or ``"refused"``
+        (anything else: a bad request, a refused provisioning model, a reason we cannot read).
+    """
+    kind = classify_failure(message)
+    if kind is None and http_code == 429:
+        return "quota"
+    return kind or "refused"
 
 
 def delete_command(project: str, zone: str, name: str, *, force: bool = False) -> str:

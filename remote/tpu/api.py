@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import google.auth
 import google.auth.exceptions
@@ -152,12 +155,58 @@ def api_error(exc: BaseException, timeout_s: float) -> TpuApiError:
     if isinstance(exc, gexc.RetryError):
         return TpuApiError(f"gave up retrying: {exc.message}")
     if isinstance(exc, requests.Timeout):
-        return TpuApiError(f"no answer within {timeout_s:g} s (timed out)")
+        where = _endpoint_of(exc)
+        return TpuApiError(f"no answer within {timeout_s:g} s (timed out)" + (f" from {where}" if where else ""))
+    if isinstance(exc, requests.ConnectionError):
+        return TpuApiError(connection_failure(exc))
     if isinstance(exc, google.auth.exceptions.RefreshError):
         return TpuApiError(f"credentials could not be refreshed: {exc}", code=401)
     if isinstance(exc, json_format.Error):
         return TpuApiError(f"unreadable answer from the TPU API: {exc}")
     return TpuApiError(f"{type(exc).__name__}: {exc}")
+
+
+def _endpoint_of(exc: requests.RequestException) -> str:
+    """``scheme://host:port`` the failed request went to, or ``""``."""
+    url = getattr(getattr(exc, "request", None), "url", None) or ""
+    if not url:
+        return ""
+    parts = urlsplit(str(url))
+    return f"{parts.scheme}://{parts.netloc}" if parts.netloc else ""
+
+
+def _chain(exc: BaseException, limit: int = 12) -> list[BaseException]:
+    """``exc``, the exceptions it wraps (``args``, urllib3's ``reason``, causes), at most ``limit``."""
+    seen: list[BaseException] = []
+    todo: list[BaseException] = [exc]
+    while todo and len(seen) < limit:
+        one = todo.pop(0)
+        if any(one is s for s in seen):
+            continue
+        seen.append(one)
+        todo += [e for e in (*one.args, getattr(one, "reason", None), one.__cause__, one.__context__)
+                 if isinstance(e, BaseException)]
+    return seen
+
+
+def connection_failure(exc: requests.ConnectionError) -> str:
+    """One sentence for a request that never got an answer: the endpoint and why (refused, timed out,
+    DNS, TLS), without urllib3's pool and retry wording."""
+    where = _endpoint_of(exc) or "the TPU API endpoint"
+    chain = _chain(exc)
+    names = {type(e).__name__ for e in chain}
+    ssl_error = next((e for e in chain if isinstance(e, ssl.SSLError)), None)
+    if ssl_error is not None or isinstance(exc, requests.exceptions.SSLError):
+        detail = getattr(ssl_error, "reason", None) or getattr(ssl_error, "verify_message", None) or "TLS"
+        return f"cannot reach {where}: the TLS handshake failed ({detail})"
+    if "NameResolutionError" in names or any(isinstance(e, socket.gaierror) for e in chain):
+        return f"cannot reach {where}: its host name could not be resolved (DNS)"
+    if any(isinstance(e, ConnectionRefusedError) for e in chain) or "refused" in str(exc).lower():
+        return f"cannot reach {where}: the connection was refused (nothing listens there)"
+    if any(isinstance(e, TimeoutError) for e in chain) or "ConnectTimeoutError" in names:
+        return f"cannot reach {where}: connecting timed out"
+    error = next((e for e in chain if isinstance(e, OSError) and e.strerror), None)
+    return f"cannot reach {where}: {error.strerror if error is not None else 'the connection failed'}"
 
 
 _CAUGHT = (gexc.GoogleAPIError, google.auth.exceptions.GoogleAuthError, requests.RequestException, OSError,

@@ -5,9 +5,11 @@ WAITING_FOR_RESOURCES exactly like a stockout. A **spot** request fails fast wit
 so the probe creates a spot queued resource with a short ``validUntilDuration``, reads why it
 fails or succeeds, and deletes it (it creates and deletes one resource; callers say so first).
 
-Verdicts: ``available`` (PROVISIONING / ACTIVE), ``stockout`` (the API's "no more capacity",
-or still waiting when the probe gives up), ``quota`` (a quota error, at create or in
-``failedData``), ``refused`` (the create call was refused for another reason: 400, 403...).
+Verdicts: ``available`` (PROVISIONING / ACTIVE), ``stockout`` (the API's "no more capacity" or
+"Insufficient reserved capacity", or still waiting when the probe gives up), ``quota`` (a quota
+error, at create or in ``failedData``), ``refused`` (anything else: 400, 403, a reason we cannot
+read). A failure's words give the same verdict here as in the fleet's triage
+(:func:`remote.tpu.advice.capacity_verdict`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 from remote.errors import TpuApiError
 from remote.models import QueuedResource, chip_generation, chips_of
-from remote.tpu.advice import classify_failure, delete_command
+from remote.tpu.advice import capacity_verdict, delete_command
 from remote.tpu.requests import QueuedResourceRequest, QueuedResourceService
 
 VERDICTS = ("stockout", "quota", "available", "refused")
@@ -73,7 +75,7 @@ def verdict_of(qr: QueuedResource) -> tuple[str, str] | None:
         return "available", f"spot capacity granted ({qr.state})"
     if qr.state == "FAILED":
         message = qr.failure or "FAILED without a reason"
-        return classify_failure(message) or "stockout", message
+        return capacity_verdict(message), message
     if qr.state in ("SUSPENDED", "SUSPENDING"):
         return "stockout", f"{qr.state} before the probe could read it"
     return None
@@ -113,7 +115,7 @@ async def probe(service: QueuedResourceService, project: str, zone: str, acceler
     try:
         qr = await service.create(request, timeout_s=wait_s)
     except TpuApiError as exc:
-        verdict = "quota" if classify_failure(exc.message) == "quota" or exc.code == 429 else "refused"
+        verdict = capacity_verdict(exc.message, http_code=exc.code)
         return result(verdict, exc.message, None, deleted=await _gone(service, project, zone, name))
     answer: tuple[str, str] | None = None
     last = qr.state

@@ -99,3 +99,83 @@ def test_the_plain_alias_is_used_when_only_it_is_recorded(sandbox, suffixed, cap
     assert main(argv) == code
     err = " ".join(capsys.readouterr().err.split())
     assert f"recorded for {plain} at line 1 of" in err and f"-R {plain}`" in err
+
+
+# --- host keys pinned from the guest attributes, as gcloud pins them ------------------------
+
+SLICE = "vllm-v5e-16"
+
+
+def _node_id(sandbox, name: str) -> str:
+    return next(n.node_id for n in sandbox.nodes if n.name == name)
+
+
+def test_each_worker_publishes_its_real_host_key_in_its_guest_attributes(sandbox):
+    world = sandbox.tpu_api.world
+    name = next(k for k in world.guest_attributes if k.endswith(f"/nodes/{SLICE}"))
+    for worker, vm in enumerate(sandbox.workers[SLICE]):
+        items = world.guest_attributes[name][worker]
+        published = {i["key"]: i["value"] for i in items if i.get("namespace") == "hostkeys"}
+        assert published == {"ssh-ed25519": vm.host_public_key.split()[1]}
+        assert "SandboxHostKey" not in str(items)
+
+
+@pytest.mark.parametrize("verb", ["watch", "swap", "bench"])
+def test_a_first_connection_is_pinned_from_the_guest_attributes_without_a_question(sandbox, capsys,
+                                                                                  monkeypatch, verb):
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))          # no terminal: an unknown key would be refused
+    before = sandbox.known_hosts_path.read_text()
+    sandbox.known_hosts_path.unlink()
+    try:
+        argv, _ = _verbs(sandbox)[verb]
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 0, err
+        assert "unknown host key" not in err
+        body = sandbox.vms[NODE].host_public_key.split()[1]
+        alias = f"tpu.{_node_id(sandbox, NODE)}-0-{body[-6:]}"
+        assert sandbox.known_hosts_path.read_text() == f"{alias} ssh-ed25519 {body}\n"
+        assert oct(sandbox.known_hosts_path.stat().st_mode & 0o777) == "0o600"
+    finally:
+        sandbox.known_hosts_path.write_text(before)
+
+
+def test_a_pinned_key_is_never_overwritten_by_the_guest_attributes(sandbox, capsys, monkeypatch):
+    """A recorded key that differs (the node recreated, or an impostor) is kept and refused, not replaced."""
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    before = sandbox.known_hosts_path.read_text()
+    body = sandbox.vms[NODE].host_public_key.split()[1]
+    alias = f"tpu.{_node_id(sandbox, NODE)}-0-{body[-6:]}"
+    impostor = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+    sandbox.known_hosts_path.write_text(f"{alias} {impostor}\n")
+    try:
+        argv, code = _verbs(sandbox)["swap"]
+        assert main(argv) == code
+        assert "differs from the one recorded" in " ".join(capsys.readouterr().err.split())
+        assert sandbox.known_hosts_path.read_text() == f"{alias} {impostor}\n"
+    finally:
+        sandbox.known_hosts_path.write_text(before)
+
+
+def test_watch_of_a_slice_keeps_following_the_workers_whose_key_is_not_refused(sandbox, capsys, monkeypatch):
+    import json
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    before = sandbox.known_hosts_path.read_text()
+    node_id = _node_id(sandbox, SLICE)
+    impostor = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+    lines = [line for line in before.splitlines() if not line.startswith(f"tpu.{node_id}-2 ")]
+    sandbox.known_hosts_path.write_text("\n".join([*lines, f"tpu.{node_id}-2 {impostor}"]) + "\n")
+    try:
+        code = main(["--config", str(sandbox.config_path), "watch", SLICE, "--json"])
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        summary = json.loads(captured.out)
+        assert summary["ready"] is True and summary["refused_workers"] == [2]
+        assert "w2| tpu-console: " in captured.err and "Worker 2 is not followed; the others are." in captured.err
+        assert "following 3 workers of vllm-v5e-16 (not worker 2: host key refused)" in captured.err
+        for worker in (0, 1, 3):
+            assert f"w{worker}| connected to node {SLICE}" in captured.err
+        assert summary["worker_lines_read"][2] == 0 and all(summary["worker_lines_read"][w] for w in (0, 1, 3))
+    finally:
+        sandbox.known_hosts_path.write_text(before)

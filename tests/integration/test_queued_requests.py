@@ -240,3 +240,30 @@ def test_parse_duration(text: str, seconds: float) -> None:
 def test_parse_duration_refuses(text: str) -> None:
     with pytest.raises(ValueError):
         parse_duration_s(text)
+
+
+async def test_a_region_quota_is_a_429_at_create_and_the_probe_reads_it_as_quota(
+        service: QueuedResourceService, server: SandboxTpuApi) -> None:
+    result = await probe(service, P, "us-east5-a", "v5p-8", "v2-alpha-tpuv5", poll_s=0.02, wait_s=5)
+    assert (result.verdict, result.last_state, result.deleted) == ("quota", None, True)
+    assert result.reason == ("Quota limit 'TPUV5PPreemptiblePerProjectPerRegionForTPUAPI' has been exceeded. "
+                             "Limit: 0 in region us-east5.")
+    url = f"{server.endpoint}/v2/projects/{P}/locations/us-east5-a/queuedResources?queuedResourceId=q429"
+    body = {"tpu": {"nodeSpec": [{"parent": f"projects/{P}/locations/us-east5-a", "nodeId": "n429",
+                                  "node": {"acceleratorType": "v5p-8", "runtimeVersion": "r"}}]}, "spot": {}}
+    response = requests.post(url, data=json.dumps(body), timeout=5)
+    assert response.status_code == 429
+    assert response.json()["error"]["status"] == "RESOURCE_EXHAUSTED"
+
+
+async def test_a_full_reservation_fails_with_googles_words_and_reads_as_stockout(
+        service: QueuedResourceService) -> None:
+    from console.flows.triage import stuck_verdict
+    from remote.tpu.probe import verdict_of
+
+    await service.create(QueuedResourceRequest(name="res-8", project=P, zone="us-east5-a", accelerator_type="v6e-8",
+                                               runtime_version="v2-alpha-tpuv6e", provisioning_model="reserved"))
+    qr, _ = await service.follow(P, "us-east5-a", "res-8", on_change=lambda q, n: None,
+                                 until=lambda q, n: q.state == "FAILED", poll_s=0.02, timeout_s=10)
+    assert qr.failure is not None and qr.failure.startswith("Insufficient reserved capacity.")
+    assert stuck_verdict(qr) == "stockout" and verdict_of(qr) == ("stockout", qr.failure)

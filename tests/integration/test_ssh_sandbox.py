@@ -34,6 +34,7 @@ from remote.ssh import (
 )
 from sandbox.engine import plan_startup
 from sandbox.vm import SandboxVm
+from tests.sandbox_keys import host_keys_unpublished
 
 ACCEL = "v5litepod-8"
 READY_ARGV = ["Qwen/Qwen3-8B", "--max-model-len", "8192", "--tensor-parallel-size", "8"]
@@ -643,7 +644,8 @@ def test_watch_refuses_an_unknown_host_key_without_a_terminal(sandbox, capsys, m
 
     sandbox.known_hosts_path.write_text("")
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    code = main(["--config", str(sandbox.config_path), "watch", "vllm-v5e-a"])
+    with host_keys_unpublished(sandbox, "vllm-v5e-a"):           # else the published key is pinned
+        code = main(["--config", str(sandbox.config_path), "watch", "vllm-v5e-a"])
     captured = capsys.readouterr()
     assert code == 2 and captured.out == ""
     fingerprint = asyncssh.import_public_key(sandbox.vms["vllm-v5e-a"].host_public_key).get_fingerprint("sha256")
@@ -662,14 +664,16 @@ def test_watch_accept_new_host_key_records_an_unknown_key_without_a_terminal(san
     others = [line for line in sandbox.known_hosts_path.read_text().splitlines() if not line.startswith(f"{alias} ")]
     sandbox.known_hosts_path.write_text("".join(f"{line}\n" for line in others))
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    code = main(["--config", str(sandbox.config_path), "watch", "vllm-v5e-a", "--accept-new-host-key", "--json"])
+    with host_keys_unpublished(sandbox, "vllm-v5e-a"):           # else the published key is pinned
+        code = main(["--config", str(sandbox.config_path), "watch", "vllm-v5e-a", "--accept-new-host-key",
+                     "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     fingerprint = asyncssh.import_public_key(vm.host_public_key).get_fingerprint("sha256")
     assert f"recording the new host key {fingerprint} of node vllm-v5e-a" in captured.err
     recorded = sandbox.known_hosts_path.read_text().splitlines()
-    recorded_alias = recorded[-1].split()[0]                  # gcloud's alias (with the guest attribute's suffix)
-    assert recorded[:-1] == others and recorded_alias.startswith(f"{alias}-")
+    recorded_alias = recorded[-1].split()[0]                  # gcloud's plain alias (no guest attribute to suffix)
+    assert recorded[:-1] == others and recorded_alias == alias
     assert f" as {recorded_alias} in {sandbox.known_hosts_path} (accept-new)" in captured.err
     assert asyncssh.import_public_key(" ".join(recorded[-1].split()[1:])).get_fingerprint("sha256") == fingerprint
 
@@ -677,7 +681,8 @@ def test_watch_accept_new_host_key_records_an_unknown_key_without_a_terminal(san
     impostor = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
     sandbox.known_hosts_path.write_text("".join(f"{line}\n" for line in others) + f"{recorded_alias} {impostor}\n")
     before = sandbox.known_hosts_path.read_text()
-    code = main(["--config", str(sandbox.config_path), "watch", "vllm-v5e-a", "--accept-new-host-key"])
+    with host_keys_unpublished(sandbox, "vllm-v5e-a"):
+        code = main(["--config", str(sandbox.config_path), "watch", "vllm-v5e-a", "--accept-new-host-key"])
     captured = capsys.readouterr()
     assert code == 2 and captured.out == ""
     assert "Host key changed" in captured.err and "recording the new host key" not in captured.err

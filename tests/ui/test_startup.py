@@ -21,6 +21,7 @@ from remote.container.tail import TailStatus
 from remote.startup import Phase
 from remote.vllm_log.reader import StartupReader
 from store.errors import StoreError
+from tests.sandbox_keys import host_keys_unpublished
 from tests.ui.conftest import fleet_node, running_sandbox, services_on, text_of
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm-logs"
@@ -328,24 +329,25 @@ async def test_unknown_host_key_asks_and_records_it_once_accepted(sandbox: Any, 
     sandbox.known_hosts_path.write_text("")
     fingerprint = asyncssh.import_public_key(sandbox.vms["vllm-v5e-a"].host_public_key).get_fingerprint("sha256")
     app = StartupApp(sandbox_services, await fleet_node(sandbox_services, "vllm-v5e-a"))
-    async with app.run_test(size=(200, 50)) as pilot:
-        await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen.query("#confirm-no"))
-        message = text_of(app.screen.query_one("#confirm-message", Static), width=400)
-        assert fingerprint in message and str(sandbox.known_hosts_path) in message
-        await pilot.press("n")                                # refuse: no connection, one sentence
-        screen = await _open(pilot)
-        await _until(pilot, lambda: screen.problem is not None)
-        await pilot.pause(PANEL_WAIT_S)
-        status = " ".join(panel_text(app, "status").split())
-        assert f"presented the unknown host key {fingerprint}" in status and "was not accepted" in status
-        assert sandbox.known_hosts_path.read_text() == ""
-        await pilot.press("r")                                # reconnect, accept this time
-        await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen.query("#confirm-no"))
-        await pilot.press("y")
-        await _until(pilot, lambda: screen.watcher is not None and screen.watcher.status is not None
-                     and screen.watcher.status.kind == "connected")
-        assert sandbox.known_hosts_path.read_text().split()[1:] == \
-            sandbox.vms["vllm-v5e-a"].host_public_key.split()[:2]
+    with host_keys_unpublished(sandbox, "vllm-v5e-a"):
+        async with app.run_test(size=(200, 50)) as pilot:
+            await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen.query("#confirm-no"))
+            message = text_of(app.screen.query_one("#confirm-message", Static), width=400)
+            assert fingerprint in message and str(sandbox.known_hosts_path) in message
+            await pilot.press("n")                                # refuse: no connection, one sentence
+            screen = await _open(pilot)
+            await _until(pilot, lambda: screen.problem is not None)
+            await pilot.pause(PANEL_WAIT_S)
+            status = " ".join(panel_text(app, "status").split())
+            assert f"presented the unknown host key {fingerprint}" in status and "was not accepted" in status
+            assert sandbox.known_hosts_path.read_text() == ""
+            await pilot.press("r")                                # reconnect, accept this time
+            await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen.query("#confirm-no"))
+            await pilot.press("y")
+            await _until(pilot, lambda: screen.watcher is not None and screen.watcher.status is not None
+                         and screen.watcher.status.kind == "connected")
+            assert sandbox.known_hosts_path.read_text().split()[1:] == \
+                sandbox.vms["vllm-v5e-a"].host_public_key.split()[:2]
 
 
 async def test_changed_host_key_is_refused_with_the_reason(sandbox: Any, sandbox_services: Any) -> None:

@@ -25,6 +25,7 @@ from console.services import Services, build_services
 from remote.container.spec import ContainerSpec
 from remote.models import Node
 from sandbox.runner import Sandbox
+from tests.sandbox_keys import host_keys_unpublished
 from tests.ui.conftest import FROZEN_NOW, text_of
 
 NODE = "vllm-v5e-a"
@@ -240,24 +241,27 @@ async def test_unknown_host_key_asks_once_and_refusal_changes_nothing(sandbox: S
     known_hosts.write_text("")
     vm = sandbox.vms[NODE]
     app = TpuConsoleApp(_services(sandbox))
-    async with app.run_test(size=(200, 50)) as pilot:
-        await _open_from_fleet_until_modal(pilot)
-        modal = pilot.app.screen
-        message = text_of(modal.query_one("#confirm-message", Static), width=400)
-        assert "unknown host key SHA256:" in message and str(known_hosts) in message
-        await pilot.press("n")
-        screen = await _loaded(pilot, SwapScreen)
-        assert "was not accepted" in screen.problem and screen.base is None
-        assert known_hosts.read_text() == "" and not _docker_verbs(vm)
-        await pilot.press("escape")
-        pilot.app.open_feature("swap", screen.node)
-        await _until(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen), "the host-key modal again")
-        await pilot.press("y")
-        screen = await _loaded(pilot, SwapScreen)
-        assert screen.problem is None and _field(screen, "max-model-len").value == "32768"
-        # recorded under gcloud's suffixed alias (the sandbox's guest attribute ends in XXXXXX),
-        # the name watch, bench and the startup view look up too
-        assert known_hosts.read_text().startswith("tpu.4711000000000000001-0-XXXXXX ssh-ed25519 ")
+    with host_keys_unpublished(sandbox, NODE):
+        async with app.run_test(size=(200, 50)) as pilot:
+            await _open_from_fleet_until_modal(pilot)
+            modal = pilot.app.screen
+            message = text_of(modal.query_one("#confirm-message", Static), width=400)
+            assert "unknown host key SHA256:" in message and str(known_hosts) in message
+            await pilot.press("n")
+            screen = await _loaded(pilot, SwapScreen)
+            assert "was not accepted" in screen.problem and screen.base is None
+            # (the fleet's serving columns pin the other nodes' published keys meanwhile)
+            assert "tpu.4711000000000000001-" not in known_hosts.read_text() and not _docker_verbs(vm)
+            await pilot.press("escape")
+            pilot.app.open_feature("swap", screen.node)
+            await _until(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen), "the host-key modal again")
+            await pilot.press("y")
+            screen = await _loaded(pilot, SwapScreen)
+            assert screen.problem is None and _field(screen, "max-model-len").value == "32768"
+            # recorded under gcloud's plain alias (no published key to suffix it with), the name watch,
+            # bench and the startup view look up too
+            assert [line.split()[:2] for line in known_hosts.read_text().splitlines()
+                    if line.startswith("tpu.4711000000000000001-")] == [["tpu.4711000000000000001-0", "ssh-ed25519"]]
 
 
 async def _open_from_fleet_until_modal(pilot: Any) -> None:
