@@ -313,8 +313,8 @@ class TpuConsoleApp(App[None]):
         if isinstance(self.screen, CommandScreen):
             return
         fleet = self.fleet_screen
-        names = [n.name for n in fleet.snapshot.nodes] if fleet and fleet.snapshot else []
-        await self.push_screen(CommandScreen(candidates(names)), self.run_command)
+        nodes = fleet.snapshot.nodes if fleet and fleet.snapshot else []
+        await self.push_screen(CommandScreen(candidates(nodes, readonly=self.readonly)), self.run_command)
 
     def run_command(self, text: str | None) -> None:
         """Run what was typed in command mode (``None``: closed); a bad command is a toast."""
@@ -325,7 +325,7 @@ class TpuConsoleApp(App[None]):
         fleet = self.fleet_screen
         nodes = {n.name: n for n in fleet.snapshot.nodes} if fleet and fleet.snapshot else {}
         try:
-            command = parse_command(text, list(nodes))
+            command = parse_command(text, list(nodes.values()), readonly=self.readonly)
         except ValueError as exc:
             self.notify(str(exc), title=f":{text.strip()}", severity="warning")
             return

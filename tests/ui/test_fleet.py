@@ -220,11 +220,11 @@ async def test_command_mode_jumps_to_views_and_nodes_with_completion(services: S
         titles = [c.title for c in pilot.app.get_system_commands(screen)]
         assert "Command mode (:)" in titles
         assert titles.count("Help: all keys") == 1 and "Keys" not in titles   # one help entry, not Textual's too
-        await pilot.press("colon", *"be", "tab")               # tab completes to the first node's bench
+        await pilot.press("colon", *"be", "tab")               # tab completes to the first READY node's bench
         await pilot.pause()
         assert isinstance(pilot.app.screen, CommandScreen)
         box = pilot.app.screen.query_one("#command", Input)
-        assert box.value == "bench vllm-new-e"
+        assert box.value == "bench batch-preempt-f"             # not vllm-new-e (CREATING), the first row
         box.value = ""
         await pilot.press(*"bench vllm-v5e-a", "enter")
         await pilot.pause()
@@ -248,18 +248,65 @@ async def test_command_mode_jumps_to_views_and_nodes_with_completion(services: S
 def test_parse_command() -> None:
     import pytest
 
-    from console.screens.command import Command, complete, parse_command
+    from console.screens.command import Command, candidates, complete, cycle, parse_command
+    from remote.models import Node
 
     names = ["vllm-flex-b", "vllm-v5e-a"]
-    assert parse_command(":History", names) == Command("history")
-    assert parse_command("vllm-flex-b", names) == Command("node", "vllm-flex-b")
-    assert parse_command("watch vllm-v5e-a", names) == Command("startup", "vllm-v5e-a")
-    assert parse_command("history vllm-v5e-a", names) == Command("history", "vllm-v5e-a")
+    nodes = [Node("p", "z", name, "READY", "v6e-8") for name in names]
+    assert parse_command(":History", nodes) == Command("history")
+    assert parse_command("vllm-flex-b", nodes) == Command("node", "vllm-flex-b")
+    assert parse_command("watch vllm-v5e-a", nodes) == Command("startup", "vllm-v5e-a")
+    assert parse_command("history vllm-v5e-a", nodes) == Command("history", "vllm-v5e-a")
     for bad, message in (("bogus", "Unknown command"), ("bench", "one node name"), ("swap x", "No node named")):
         with pytest.raises(ValueError, match=message):
-            parse_command(bad, names)
+            parse_command(bad, nodes)
     assert complete("no", ["node vllm-flex-b", "node vllm-v5e-a"]) == "node vllm-flex-b"
     assert complete("zz", ["node a"]) == "zz"
+    options = ["node a", "node b", "bench a", "node c"]
+    assert cycle("no", "node a", options) == "node b"
+    assert cycle("no", "node c", options) == "node a"          # wraps round
+    assert cycle("zz", "zz", options) == "zz"
+    # Actions only where they can run: a CREATING node can be watched, not swapped or benchmarked;
+    # a PREEMPTED one has no startup to watch; read-only mode offers no swap or rollback.
+    fleet = [Node("p", "z", "up", "READY", "v6e-8"), Node("p", "z", "new", "CREATING", "v6e-8"),
+             Node("p", "z", "gone", "PREEMPTED", "v6e-8")]
+    offered = candidates(fleet)
+    assert {"swap up", "bench up", "rollback up", "startup up", "startup new", "node gone", "history gone"} \
+        <= set(offered)
+    assert not {"swap new", "bench new", "rollback new", "swap gone", "startup gone"} & set(offered)
+    assert not any(o.startswith(("swap ", "rollback ", "request")) for o in candidates(fleet, readonly=True))
+    assert "bench up" in candidates(fleet, readonly=True)
+    with pytest.raises(ValueError, match="swap needs a READY node: new is CREATING"):
+        parse_command("swap new", fleet)
+    with pytest.raises(ValueError, match="gone is PREEMPTED: it will not be READY"):
+        parse_command("startup gone", fleet)
+    with pytest.raises(ValueError, match="read-only"):
+        parse_command("rollback up", fleet, readonly=True)
+
+
+async def test_command_mode_lists_one_match_per_line_and_tab_cycles(services: Services) -> None:
+    from console.screens.command import CommandScreen
+
+    async with TpuConsoleApp(services).run_test(size=(160, 45)) as pilot:
+        await _loaded(pilot)
+        await pilot.press("colon", *"swap ")
+        await pilot.pause()
+        command = pilot.app.screen
+        assert isinstance(command, CommandScreen)
+        listed = text_of(command.query_one("#command-matches", Static)).splitlines()
+        assert "\\n" not in "".join(listed)
+        assert listed == ["swap batch-preempt-f", "swap vllm-spot-c", "swap vllm-flex-b", "swap vllm-ondemand-g",
+                          "swap vllm-reserved-d", "swap vllm-v5e-16", "swap vllm-v5e-a", "swap research-v5e-1"]
+        box = command.query_one("#command", Input)
+        seen = []
+        for _ in range(9):
+            await pilot.press("tab")
+            seen.append(box.value)
+        assert seen == [*listed, listed[0]]                     # every READY node in turn, then round again
+        assert text_of(command.query_one("#command-matches", Static)).splitlines() == listed
+        await pilot.press("backspace", *"x")                    # an edit ends the cycle: matches follow the text
+        await pilot.pause()
+        assert text_of(command.query_one("#command-matches", Static)).strip() == "no match"
 
 
 async def test_y_copies_the_selected_rows_json(services: Services) -> None:
