@@ -25,7 +25,6 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import (
     Button,
     Checkbox,
-    Footer,
     Input,
     Label,
     ProgressBar,
@@ -53,6 +52,7 @@ from console.render.bench_tables import result_view
 from console.render.plain import safe
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen, host_key_question
+from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 from remote.models import Node
 from store.errors import StoreError
@@ -132,7 +132,7 @@ class BenchScreen(ConsoleScreen):
             yield Static("", id="bench-progress")
         with VerticalScroll(id="bench-results"):
             yield Static(Text("Results appear here.", style="dim"), id="results-body")
-        yield Footer()
+        yield ConsoleFooter()
 
     def on_mount(self) -> None:
         node = self.node

@@ -37,7 +37,7 @@ from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer, Input, Label, Static
+from textual.widgets import DataTable, Input, Label, Static
 
 from console.flows import serving as serving_flow
 from console.flows.delete import DeletePlan, owned_nodes, plan_delete
@@ -49,6 +49,7 @@ from console.render.plain import plain, printable, row
 from console.render.serving import serving_cells, serving_rows
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen
+from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 from remote.errors import RemoteError
 from remote.models import FleetSnapshot, Node, QueuedResource
@@ -162,7 +163,7 @@ class FleetScreen(ConsoleScreen):
                 yield DataTable(id="qrs", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="detail"):
                 yield Static("Loading the fleet…", id="detail-body")
-        yield Footer()
+        yield ConsoleFooter()
 
     def on_mount(self) -> None:
         self._apply_detail()
@@ -304,32 +305,30 @@ class FleetScreen(ConsoleScreen):
             self._stop_sampler(key)
 
     def _render_problems(self) -> None:
+        """The ⚠ problems and ⚑ inactive-queued-resource banners, as many as fit whole in the box
+        (``#problems``' max-height), then ``+N more: ...`` naming the rest."""
+        from console.render.fit import fit_items
+
         widget = self.query_one("#problems", Static)
         problems = self.snapshot.problems if self.snapshot else ()
         inactive = inactive_by_zone(self.snapshot) if self.snapshot else []
         widget.display = bool(problems or inactive)
-        lines = Text()
+        items: list[tuple[str, list[Text]]] = []
         for p in problems:
             where = f"{p.project}/{p.zone}" if p.zone else p.project
             code = f"HTTP {p.code}" if p.code else "no answer"
-            if lines:
-                lines.append("\n")
-            lines.append("⚠ ", style="bold red")
-            lines.append(printable(where), style="bold")
-            lines.append(printable(f" ({code}): {p.message}"))
+            items.append((f"⚠ {printable(where)}", [Text.assemble(
+                ("⚠ ", "bold red"), (printable(where), "bold"), printable(f" ({code}): {p.message}"))]))
         readonly = self.console.readonly
         for zone in inactive:
-            if lines:
-                lines.append("\n")
-            lines.append("⚑ ", style="bold yellow")
-            lines.append(printable(zone.headline), style="bold")
+            head = Text.assemble(("⚑ ", "bold yellow"), (printable(zone.headline), "bold"))
             if readonly:
-                lines.append(" (read-only: delete hidden)", style="dim")
-                continue
-            for command in zone.commands:
-                lines.append("\n   ")
-                lines.append(printable(command))
-        widget.update(lines)
+                head.append(" (read-only: delete hidden)", style="dim")
+            lines = [head] + ([] if readonly else [Text("   " + printable(c)) for c in zone.commands])
+            items.append((f"⚑ {printable(zone.project)}/{printable(zone.zone)}", lines))
+        width = (self.size.width or self.app.size.width) - 2              # the box's padding: 0 1
+        max_rows = widget.styles.max_height.value if widget.styles.max_height else 6
+        widget.update(fit_items(items, self.app.console, width, int(max_rows)))
 
     def _now(self) -> datetime:
         return self.console.clock()
@@ -507,7 +506,10 @@ class FleetScreen(ConsoleScreen):
             body.update(Text("Select a row to see every field. j: raw JSON.", style="dim"))
             return
         if self.show_raw:
-            body.update(JSON(json.dumps(item.raw, default=str, sort_keys=True)))
+            raw = JSON(json.dumps(item.raw, default=str, sort_keys=True)).text
+            raw.no_wrap, raw.overflow = False, "fold"           # long values folded, never cut at the edge
+            body.update(Group(raw, Text("j: fields · long values fold at the pane's edge · y copies the JSON",
+                                        style="dim")))
             return
         now = self._now()
         table = Table.grid(padding=(0, 1))
@@ -642,6 +644,7 @@ class FleetScreen(ConsoleScreen):
     def on_resize(self, event: events.Resize) -> None:
         """A new terminal size: the detail pane and the columns that fit follow it."""
         self._apply_detail()
+        self._render_problems()
         self._render_tables()
 
     def action_toggle_detail(self) -> None:

@@ -3,7 +3,7 @@
 The box (``#log-filter``) stays hidden until :meth:`LogPane.open_input` shows it; typing filters
 the lines (or, in search mode, highlights the text), Enter jumps to the next match and closes
 an empty box. The pane's border title says what is shown: lines, lines past the cap, follow,
-filter, search and fold state. The screen owns the keys and calls these methods.
+filter, search and fold state, and whether lines are cut at the pane's edge (``←``/``→`` scroll). The screen owns the keys and calls these methods.
 """
 
 from __future__ import annotations
@@ -64,7 +64,13 @@ class LogPane(Vertical):
             parts.append(f"search: {view.search_text}")
         if not buf.folded:
             parts.append("unfolded")
+        if buf.max_width > view.scrollable_content_region.width > 0:
+            parts.append("long lines cut at the edge: ←/→ scroll")
         view.set_title(Content(printable("Log · " + " · ".join(parts))))     # typed text: never markup
+
+    def on_resize(self) -> None:
+        """A new width may cut lines that fitted (or the other way round): the title says so."""
+        self.update_title()
 
     def toggle_follow(self) -> None:
         """Follow new lines, or stop scrolling to read."""

@@ -23,7 +23,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from console.flows.history_query import (
     HistoryReader,
@@ -48,6 +48,7 @@ from console.screens.history.export import (
     write_export,
 )
 from console.widgets.bench_plot import METRICS, BenchPlot
+from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 from remote.errors import RemoteError
 from store.errors import StoreError
@@ -110,7 +111,7 @@ class HistoryScreen(ConsoleScreen):
                 yield Static("", id="launch-detail-body")
             with VerticalScroll(id="plot-box"):
                 yield BenchPlot(id="bench-plot")
-        yield Footer()
+        yield ConsoleFooter()
 
     def on_mount(self) -> None:
         self._set_columns([])
