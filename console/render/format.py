@@ -88,3 +88,9 @@ def when(value: datetime | None) -> str:
 def dash(value: object) -> str:
     """``str(value)`` made printable (:func:`remote.printable.printable`), or ``-`` for ``None``/empty."""
     return "-" if value is None or value == "" else printable(value)
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 chip``, ``2 chips``, ``0 chips``: ``n`` and the noun in the number it needs (``plural``
+    when adding ``s`` is wrong: ``count(2, "queued resource")`` is fine, ``count(2, "match", "matches")``)."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

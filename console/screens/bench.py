@@ -48,6 +48,7 @@ from console.flows.bench import (
     server_flags_for,
 )
 from console.flows.ssh_target import resolve_target
+from console.render import format as fmt
 from console.render.bench_tables import result_view
 from console.render.plain import safe
 from console.screens.base import ConsoleScreen
@@ -141,7 +142,7 @@ class BenchScreen(ConsoleScreen):
         self.sub_title = f"benchmark {node.name}"
         line = Text()
         line.append(f"Node {node.name}", style="bold")
-        line.append(f"  {node.accelerator_type} · {node.provisioning_model} · {node.chips or '?'} chips · "
+        line.append(f"  {node.accelerator_type} · {node.provisioning_model} · {fmt.count(node.chips, 'chip') if node.chips else '? chips'} · "
                     f"{node.project}/{node.zone} · vLLM port {config.container.port} over SSH")
         line.append(f"\nPrice: {self.pricing.describe()}", style="dim")
         if node.state != "READY":

@@ -208,9 +208,11 @@ class FleetScreen(ConsoleScreen):
             self._last_error = message
             self.sub_title = "refresh failed" + (f" · showing the cache of {clock_time(self.cached_at)}"
                                                  if self.cached_at is not None else "")
-            problems = self.query_one("#problems", Static)
-            problems.update(Text.assemble(("⚠ ", "bold red"), ("refresh failed: ", "bold"), printable(message)))
-            problems.display = True
+            self._render_problems()
+            if self.snapshot is None:        # nothing listed yet: no "loading fleet…" left behind
+                self.query_one("#nodes-title", Label).update("Nodes · not listed: the refresh failed (r retries)")
+                self.query_one("#detail-body", Static).update(
+                    Text("The fleet could not be listed; the reason is above.", style="dim"))
             return
         finally:
             self._refreshing = False
@@ -238,8 +240,9 @@ class FleetScreen(ConsoleScreen):
         self._by_key.update({qr_row_key(q): q for q in snapshot.queued_resources})
         projects = sorted({n.project for n in snapshot.nodes} | {p.project for p in snapshot.problems}
                           | {q.project for q in snapshot.queued_resources})
-        self.sub_title = (f"{len(snapshot.nodes)} nodes · {len(snapshot.queued_resources)} queued resources"
-                          f" · {len(projects)} projects · "
+        self.sub_title = (f"{fmt.count(len(snapshot.nodes), 'node')} · "
+                          f"{fmt.count(len(snapshot.queued_resources), 'queued resource')}"
+                          f" · {fmt.count(len(projects), 'project')} · "
                           + (f"cached {clock_time(cached_at)}" if cached_at is not None
                              else f"refreshed {fmt.when(self._now())}"))
         if cached_at is None:
@@ -312,8 +315,11 @@ class FleetScreen(ConsoleScreen):
         widget = self.query_one("#problems", Static)
         problems = self.snapshot.problems if self.snapshot else ()
         inactive = inactive_by_zone(self.snapshot) if self.snapshot else []
-        widget.display = bool(problems or inactive)
+        widget.display = bool(problems or inactive or self._last_error)
         items: list[tuple[str, list[Text]]] = []
+        if self._last_error is not None:        # the last refresh failed: said first, above what it last listed
+            items.append(("⚠ refresh failed", [Text.assemble(
+                ("⚠ ", "bold red"), ("refresh failed: ", "bold"), printable(self._last_error))]))
         for p in problems:
             where = f"{p.project}/{p.zone}" if p.zone else p.project
             code = f"HTTP {p.code}" if p.code else "no answer"
@@ -441,7 +447,7 @@ class FleetScreen(ConsoleScreen):
                 parts.append(f"sorted by {sort_column} {'descending' if descending else 'ascending'}")
             if hidden_count[table_id]:
                 where = "in the detail pane" if self.detail_shown else "(i: detail pane)"
-                parts.append(f"{hidden_count[table_id]} more columns {where}")
+                parts.append(f"{fmt.count(hidden_count[table_id], 'more column')} {where}")
             self.query_one(f"#{table_id}-title", Label).update(plain(" · ".join(parts)))
         self._render_detail()
 
@@ -832,7 +838,9 @@ class FleetScreen(ConsoleScreen):
     @work(group="delete", exclusive=True, exit_on_error=False)
     async def _delete(self, plan: DeletePlan) -> None:
         qr = plan.qr
-        question = ConfirmScreen(f"Delete queued resource {qr.name}?", " ".join(plan.lines()), [plan.command],
+        # the gcloud line, as the request's confirm shows its create line; the CLI's own line in the text
+        question = ConfirmScreen(f"Delete queued resource {qr.name}?",
+                                 " ".join([*plan.lines(), f"The same from the CLI: {plan.command}"]), [plan.gcloud],
                                  confirm_label="Delete", require_text=qr.name)
         if not await self.ask(question):
             self.app.notify("Not deleted: nothing was changed.", markup=False)

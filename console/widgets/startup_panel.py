@@ -77,7 +77,7 @@ def slice_text(info: PanelInfo) -> Text:
     names = {"worker_init": "worker init", "model_loaded": "model loaded", "kv_cache": "KV cache"}
     for item in info.slice_hbm:
         out.append(f"\n{names.get(item.stage, item.stage)}: {item.used_gib:.2f} / {item.limit_gib:.2f} GiB "
-                   f"over {item.chips} chips ({item.workers} of {item.total_workers} workers)")
+                   f"over {fmt.count(item.chips, 'chip')} ({item.workers} of {item.total_workers} workers)")
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Input, Label, Static
 
 from console.app import TpuConsoleApp
 from console.screens.fleet import FleetScreen
@@ -153,6 +153,9 @@ async def test_refresh_failure_is_a_sentence_on_screen(services: Services) -> No
         text = text_of(app.screen.query_one("#problems", Static))
         assert "refresh failed: No Google credentials: no Application Default Credentials found" in text
         assert "Traceback" not in text
+        title = str(app.screen.query_one("#nodes-title", Label).render())
+        assert "loading" not in title and title == "Nodes · not listed: the refresh failed (r retries)"
+        assert "Loading" not in text_of(app.screen.query_one("#detail-body", Static))
 
 
 def _shown_columns(table: DataTable) -> list[str]:

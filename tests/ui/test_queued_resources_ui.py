@@ -62,9 +62,21 @@ async def test_delete_key_asks_for_the_typed_name_then_deletes(services: Service
         modal = app.screen
         assert isinstance(modal, ConfirmScreen) and modal.require_text == "qr-flex-done"
         assert "Flex-start cost so far: $43.20" in modal.message           # 4 h x 8 chips x $1.35
+        # the gcloud line, as the request's confirm shows its create line; the CLI's line in the text
+        assert modal.commands == ["gcloud alpha compute tpus queued-resources delete qr-flex-done "
+                                  "--project=inference-prod --zone=us-east5-a"]
+        assert "The same from the CLI: tpu-console delete qr-flex-done --project=inference-prod" in modal.message
         await pilot.press(*"qr-flex")
         assert modal.query_one("#confirm-yes", Button).disabled             # a prefix is not the name
-        await pilot.press(*"-done", "enter")
+        await pilot.press("enter")                                          # a wrong name is said, in the modal
+        await pilot.pause()
+        wrong = modal.query_one("#confirm-wrong", Static)
+        assert app.screen is modal and wrong.display
+        assert text_of(wrong).strip() == ("✗ 'qr-flex' is not qr-flex-done: type the name exactly to go ahead, "
+                                          "Escape cancels.")
+        await pilot.press(*"-done")
+        assert not wrong.display                                            # typing again clears it
+        await pilot.press("enter")
         await app.workers.wait_for_complete()
         await pilot.pause()
         await app.workers.wait_for_complete()
