@@ -207,7 +207,7 @@ def fleet_source_for(config: Config, *, project: str | None = None, zone: str | 
     Raises:
         NodeLookupError: no project to search (none configured and none given).
     """
-    from console.config import ProjectConfig
+    from console.config import ProjectConfig, config_file_named
     from remote.tpu.api import FleetSource
 
     if project:
@@ -216,7 +216,7 @@ def fleet_source_for(config: Config, *, project: str | None = None, zone: str | 
     else:
         projects = list(config.projects)
     if not projects:
-        raise NodeLookupError(f"No projects to search: add [[projects]] to {config.path or 'the config file'} "
+        raise NodeLookupError(f"No projects to search: add [[projects]] to {config_file_named(config)} "
                               "or name the node's project.", title="No projects")
     source = FleetSource(projects, api_endpoint=config.api_endpoint, timeout_s=config.request_timeout_s)
     try:

@@ -53,6 +53,7 @@ from console.render.bench_tables import result_view
 from console.render.plain import safe
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen, host_key_question
+from console.widgets.check_box import MarkedCheckbox
 from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 from remote.models import Node
@@ -116,7 +117,7 @@ class BenchScreen(ConsoleScreen):
                     yield Input(placeholder="first of /v1/models", id="f-model")
                 with Vertical(classes="field wide", id="over-limit-field"):
                     yield Label(" ")
-                    yield Checkbox("also probe just over max-model-len", id="f-over_limit")
+                    yield MarkedCheckbox("also probe just over max-model-len", id="f-over_limit")
             for kind, names in ROWS.items():
                 with Horizontal(classes="form-row", id=f"row-{kind}"):
                     for name in names:

@@ -351,13 +351,14 @@ class FleetScreen(ConsoleScreen):
     def _qr_cells(self, q: QueuedResource) -> list[Any]:
         now = self._now()
         failure = plain(q.failure, style="red") if q.failure else Text("-", style="dim")
-        return row(q.name, fmt.styled_state(q.state), fmt.dash(q.accelerator_type), q.provisioning_model,
+        state = Text(fmt.qr_state_label(q.state, q.state_initiator), style=fmt.STATE_STYLES.get(q.state, ""))
+        return row(q.name, state, fmt.dash(q.accelerator_type), q.provisioning_model,
                    self._qr_time_left(q, now), failure, fmt.duration(q.max_run_duration_s), q.project, q.zone,
                    fmt.age(q.create_time, now))
 
     @staticmethod
     def _qr_time_left(q: QueuedResource, now: datetime) -> Text:
-        if q.state in ("SUSPENDED", "SUSPENDING", "FAILED", "DELETING") and q.termination_time is not None:
+        if fmt.qr_run_ended(q.state, q.termination_time):      # as ``nodes`` says it
             return Text("ended", style="dim")
         return fmt.countdown(q.time_left_s(now))
 

@@ -111,3 +111,22 @@ async def test_raw_json_folds_long_values_at_the_pane_edge(services: Services) -
         joined = "".join(line.strip() for line in shown.splitlines())
         assert '"projects/inference-prod/locations/asia-northeast1-b/nodes/vllm-new-e"' in joined
         assert "long values fold at the pane's edge" in " ".join(shown.split())
+
+
+async def test_checked_and_unchecked_boxes_differ_by_more_than_colour() -> None:
+    from textual.app import App, ComposeResult
+
+    from console.widgets.check_box import MarkedCheckbox
+
+    class Boxes(App[None]):
+        def compose(self) -> ComposeResult:
+            yield MarkedCheckbox("--enable-auto-tool-choice", id="off")
+            yield MarkedCheckbox("on", True, id="on")
+
+    app = Boxes()
+    async with app.run_test(size=(60, 5)) as pilot:
+        off, on = app.query_one("#off", MarkedCheckbox), app.query_one("#on", MarkedCheckbox)
+        assert str(off.render()).startswith("▐ ▌") and str(on.render()).startswith("▐✓▌")
+        await pilot.click("#off")
+        await pilot.pause()
+        assert off.value and str(off.render()).startswith("▐✓▌")

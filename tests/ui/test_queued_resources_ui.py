@@ -4,6 +4,7 @@ form (same flow as the verb) and read-only mode."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
@@ -213,3 +214,22 @@ async def test_a_stuck_request_shows_what_to_try_in_the_detail_pane(services: Se
         # An ACTIVE request is not stuck: no advice.
         await _select_qr(pilot, screen, "qr-flex-b")
         assert "What to try" not in text_of(screen.query_one("#detail-body", Static), width=120)
+
+
+async def test_a_suspended_flex_start_request_reads_the_same_in_nodes_and_the_fleet(
+        services: Services, tpu_endpoint: str, tmp_path: Any, capsys: Any, monkeypatch: Any) -> None:
+    from console.cli import main
+
+    monkeypatch.setenv("COLUMNS", "250")
+    config = tmp_path / "config.toml"
+    config.write_text('[[projects]]\nid = "inference-prod"\n')
+    await asyncio.to_thread(main, ["--config", str(config), "nodes", "--api-endpoint", tpu_endpoint])  # own loop
+    line = next(x for x in capsys.readouterr().out.splitlines() if "qr-flex-done" in x)
+    cli_cells = [c.strip() for c in line.split("│")]
+    assert "SUSPENDED by SERVICE" in cli_cells and "ended" in cli_cells and "0m" not in cli_cells
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _loaded(pilot)
+        qrs = screen.query_one("#qrs", DataTable)
+        row = next(r for r in qrs.rows if str(qrs.get_cell(r, "NAME")) == "qr-flex-done")
+        assert (str(qrs.get_cell(row, "STATE")), str(qrs.get_cell(row, "TIME LEFT"))) == ("SUSPENDED by SERVICE", "ended")

@@ -37,3 +37,16 @@ def test_the_swap_confirm_says_nothing_keeps_serving_when_no_container_runs() ->
     swap = plan_swap(new, new.with_changes({"image": "vllm/vllm-tpu:v0.12.0"}))
     assert "pulled first while the old container keeps serving" in confirm_message(swap, node, [])
     assert "pull the image (the old container keeps serving)" in steps_text(swap, {}).plain
+
+
+def test_with_no_config_the_cli_names_the_file_it_looked_for(tmp_path, monkeypatch, capsys) -> None:
+    from console.cli import main
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    looked = tmp_path / "tpu-console" / "config.toml"
+    assert main(["nodes"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"tpu-console: no projects to list: pass --project P or add [[projects]] to {looked} "
+        "(looked for there, not found)")
+    assert main(["watch", "vllm-x"]) == 2
+    assert f"add [[projects]] to {looked} (looked for there, not found)" in capsys.readouterr().err
