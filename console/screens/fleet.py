@@ -72,6 +72,9 @@ DETAIL_MIN_WIDTH = 120
 SERVING_REDRAW_S = 0.2
 #: Cells the detail pane takes (its CSS width, border included).
 DETAIL_WIDTH = 44
+#: Width (cells, padding included) held for the serving columns before their first samples, so the
+#: columns shown do not change when the samples arrive (``unreachable``, a 5-digit rate, a model name).
+SERVING_RESERVED_WIDTH = {"SERVING": 13, "TOK/S": 8, "QUEUE": 7, "MODEL": 24}
 
 
 def clock_time(value: datetime) -> str:
@@ -130,6 +133,8 @@ class FleetScreen(ConsoleScreen):
         self.show_raw = False
         self._refreshing = False
         self._last_error: str | None = None
+        #: table id -> the widest each column has been (cells), see :meth:`_stable_widths`
+        self._widest: dict[str, list[int]] = {}
         self._selected_key: str | None = None
         self._by_key: dict[str, Node | QueuedResource] = {}
         #: ``i`` says shown/hidden; ``None`` follows the width (hidden below :data:`DETAIL_MIN_WIDTH`).
@@ -422,7 +427,8 @@ class FleetScreen(ConsoleScreen):
                 rows = [(item, cells) for item, cells in rows
                         if _matches(self.filter_words, [str(c) for c in cells])]
             rows = self._sorted(table_id, columns, rows)
-            widths = column_widths(columns, [[str(c) for c in cells] for _, cells in rows])
+            widths = self._stable_widths(table_id, columns, column_widths(columns, [[str(c) for c in cells]
+                                                                                   for _, cells in rows]))
             indexes = fit_columns(widths, available)
             shown = [columns[i] for i in indexes]
             table.clear(columns=[c.value for c in table.columns] != shown)
@@ -451,6 +457,15 @@ class FleetScreen(ConsoleScreen):
                 parts.append(f"{fmt.count(hidden_count[table_id], 'more column')} {where}")
             self.query_one(f"#{table_id}-title", Label).update(plain(" · ".join(parts)))
         self._render_detail()
+
+    def _stable_widths(self, table_id: str, columns: Sequence[str], measured: list[int]) -> list[int]:
+        """The widths the columns are fitted by: the widest each has been this session (and the serving
+        columns' reserve), so a refresh, a sample or a filter never swaps one column for another
+        (MODEL gone and PROJECT shown when a long model name arrived); only a resize does."""
+        seen = self._widest.get(table_id) or [0] * len(columns)
+        widths = [max(m, s, SERVING_RESERVED_WIDTH.get(c, 0)) for m, s, c in zip(measured, seen, columns, strict=True)]
+        self._widest[table_id] = widths
+        return widths
 
     def _tick(self) -> None:
         """Once a second: update countdowns and ages from the cached snapshot (no API call)."""

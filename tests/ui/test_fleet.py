@@ -370,3 +370,34 @@ async def test_command_mode_keeps_the_keys_typed_right_after_the_colon(services:
             screen.query_one("#nodes", DataTable).move_cursor(row=0)
             await pilot.pause()
             assert screen.selected is not None and screen.selected.name != "vllm-flex-b"
+
+
+async def test_columns_stay_put_when_samples_and_data_change(services: Services) -> None:
+    """Serving samples arriving (a long model name, 'unreachable', a 5-digit rate), then a filter and a
+    refresh: the columns shown are the same each time (MODEL used to give way to PROJECT)."""
+    from console.flows.serving import ServingSample
+    from console.screens.fleet import node_row_key
+
+    for size in ((160, 45), (130, 40)):
+        async with TpuConsoleApp(services).run_test(size=size) as pilot:
+            screen = await _loaded(pilot)
+            nodes = screen.query_one("#nodes", DataTable)
+            before = _shown_columns(nodes)
+            ready = [n for n in screen.snapshot.nodes if n.state == "READY"]
+            for i, node in enumerate(ready):
+                screen.serving[node_row_key(node)] = ServingSample(
+                    "unreachable" if i % 2 else "ready", model="meta-llama/Llama-3.1-8B-Instruct",
+                    tokens_per_s=12_345.0, running=3, waiting=1)
+            screen._render_tables()
+            await pilot.pause()
+            assert _shown_columns(nodes) == before, size
+            if "MODEL" in before:
+                assert "Llama-3.1-8B-Instruct" in _column(nodes, "MODEL")
+            await pilot.press("slash", *"flex", "enter")
+            await pilot.pause()
+            assert _shown_columns(nodes) == before, size
+            screen.serving.clear()
+            screen.action_refresh_fleet()
+            await pilot.app.workers.wait_for_complete()
+            await pilot.pause()
+            assert _shown_columns(nodes) == before, size

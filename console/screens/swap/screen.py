@@ -214,7 +214,7 @@ class SwapScreen(ConsoleScreen):
         form = self.query_one("#swap-form", SwapForm)
         form.disabled = False
         self._fill(spec)
-        first = self.query_one("#f-max-model-len", Input)
+        first = self.query_one("#f-image", Input)      # the form's first field, where Tab order starts
         first.focus()   # Input selects its value on focus, so typing replaces it; selecting again
                         # after a refresh raced fast typing (keys typed before it were lost).
 
