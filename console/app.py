@@ -52,6 +52,16 @@ FEATURES: dict[str, tuple[str, str]] = {
 
 def binding_ids() -> set[str]:
     """Every binding id of the app and of its screens and modals (what ``[keys]`` may name)."""
+    ids: set[str] = set()
+    for cls in binding_classes():
+        for binding in cls.__dict__.get("BINDINGS", []):
+            if isinstance(binding, Binding) and binding.id:
+                ids.add(binding.id)
+    return ids
+
+
+def binding_classes() -> list[type]:
+    """The app and every screen and modal of the console (each view's module imported first)."""
     from textual.screen import Screen as _Screen
 
     for module_name, _ in FEATURES.values():     # load every view, and the modals they use
@@ -65,20 +75,7 @@ def binding_ids() -> set[str]:
             pending.append(sub)
             if sub.__module__.startswith("console."):
                 classes.append(sub)
-    ids: set[str] = set()
-    for cls in classes:
-        for binding in cls.__dict__.get("BINDINGS", []):
-            if isinstance(binding, Binding) and binding.id:
-                ids.add(binding.id)
-    return ids
-
-
-def unknown_key_ids(keys: dict[str, str]) -> list[str]:
-    """The ids in a ``[keys]`` table that no binding has, sorted."""
-    if not keys:
-        return []     # (binding_ids imports every view: not worth it for an empty table)
-    known = binding_ids()
-    return sorted(k for k in keys if k not in known)
+    return classes
 
 
 def _is_text_field(widget: object) -> bool:

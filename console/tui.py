@@ -105,13 +105,12 @@ def run_tui(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
         if config.keys:
-            from console.app import unknown_key_ids
+            from console.keymap import key_problems
 
-            unknown = unknown_key_ids(config.keys)
-            if unknown:
-                print(f"tpu-console: config error: {config.path}: [keys] names no binding id "
-                      f"{', '.join(repr(k) for k in unknown)} (press ? in the console to see every id)",
-                      file=sys.stderr)
+            problems = key_problems(config.keys)
+            for problem in problems:
+                print(f"tpu-console: config error: {config.path}: {problem}", file=sys.stderr)
+            if problems:
                 return 2
     else:
         print("Starting the sandbox (loopback TPU API, SSH nodes, vLLM)…", file=sys.stderr)
