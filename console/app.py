@@ -170,8 +170,12 @@ class TpuConsoleApp(App[None]):
             self.fleet_cache = services.fleet_cache
         if services.config.keys:
             self.set_keymap(services.config.keys)
-        self.base_title = self._title_for(services.sandbox is not None)
+        shared = services.shared_sandbox_dir
+        self.base_title = self._title_for(services.sandbox is not None or shared is not None)
         self.title = self.base_title
+        if shared is not None:
+            self.notify(f"Using the sandbox already running in {shared} (tpu-console sandbox); it keeps running "
+                        "when you quit.", title="Sandbox", markup=False, timeout=10)
         services.forwards.subscribe(self.show_forwards)
 
     def _title_for(self, sandbox: bool) -> str:
