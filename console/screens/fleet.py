@@ -41,6 +41,7 @@ from textual.widgets import DataTable, Input, Label, Static
 
 from console.flows import serving as serving_flow
 from console.flows.delete import DeletePlan, owned_nodes, plan_delete
+from console.flows.node_lookup import NodeLookupError
 from console.flows.serving import ServingSample
 from console.flows.triage import advice_for, inactive_by_zone, stuck_verdict
 from console.render import format as fmt
@@ -755,8 +756,19 @@ class FleetScreen(ConsoleScreen):
         return node
 
     def action_watch(self) -> None:
-        """Open the startup watch of the selected node."""
-        if (node := self._need_node("watch its startup")) is not None:
+        """Open the startup watch of the selected node; on a queued resource, of the node it creates,
+        followed from the queue (waiting for capacity, the node's creation) to its container's boot."""
+        item = self.selected
+        if isinstance(item, QueuedResource):
+            from console.flows.node_wait import request_node
+
+            try:
+                created = request_node(item, self.snapshot.nodes if self.snapshot else ())
+            except NodeLookupError as exc:
+                self.app.notify(str(exc), title=f"Not following {item.name}", markup=False, severity="warning")
+                return
+            self.open_feature("startup", created)
+        elif (node := self._need_node("watch its startup")) is not None:
             self.open_feature("startup", node)
 
     def action_swap(self) -> None:

@@ -14,6 +14,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Input
 
+from console.render.format import count as fmt_count
 from console.widgets.log_view import LogView
 from remote.printable import printable
 
@@ -54,7 +55,7 @@ class LogPane(Vertical):
         """``Log · N lines · ... · following · filter: x (M shown) · search: y`` on the log's border."""
         view = self.view
         buf = view.buffer
-        parts = [f"{buf.total:,} lines"]
+        parts = [fmt_count(buf.total, "line")]
         if buf.dropped:
             parts.append(f"{buf.dropped:,} oldest not shown (cap {buf.max_lines:,})")
         parts.append("following" if view.follow else "paused (f follows)")

@@ -233,3 +233,33 @@ async def test_a_suspended_flex_start_request_reads_the_same_in_nodes_and_the_fl
         qrs = screen.query_one("#qrs", DataTable)
         row = next(r for r in qrs.rows if str(qrs.get_cell(r, "NAME")) == "qr-flex-done")
         assert (str(qrs.get_cell(row, "STATE")), str(qrs.get_cell(row, "TIME LEFT"))) == ("SUSPENDED by SERVICE", "ended")
+
+
+async def test_w_on_a_queued_resource_follows_its_node_from_the_queue(services: Services) -> None:
+    """``w`` on a waiting request opens the startup view of the node it creates, waiting for capacity
+    (the node does not exist yet); on a FAILED one it says why it does not follow."""
+    from console.screens.startup import StartupScreen
+
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = await _loaded(pilot)
+        await _select_qr(pilot, screen, "qr-flex-wait")
+        await pilot.press("w")
+        for _ in range(200):
+            await pilot.pause(0.02)
+            if isinstance(app.screen, StartupScreen) and app.screen.node_wait:
+                break
+        view = app.screen
+        assert isinstance(view, StartupScreen)
+        assert (view.node.name, view.node.queued_resource) == ("vllm-flex-h", "qr-flex-wait")
+        assert view.node_wait == ("node vllm-flex-h does not exist yet (queued resource qr-flex-wait "
+                                  "WAITING_FOR_RESOURCES); waiting for capacity, then for READY")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen
+        await _select_qr(pilot, screen, "qr-failed")
+        await pilot.press("w")
+        await pilot.pause()
+        assert app.screen is screen
+        assert any("Queued resource qr-failed of node" in n.message and "is FAILED" in n.message
+                   for n in app._notifications)
