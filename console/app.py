@@ -47,6 +47,7 @@ FEATURES: dict[str, tuple[str, str]] = {
     "rollback": ("console.screens.swap.rollback", "RollbackScreen"),
     "request": ("console.screens.request", "RequestScreen"),
     "forwards": ("console.screens.forwards", "ForwardsScreen"),
+    "metrics": ("console.screens.metrics", "MetricsScreen"),
 }
 
 

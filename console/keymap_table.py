@@ -38,6 +38,7 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("rollback", "rollback", "R"),
         ("bench", "bench", "b"),
         ("forward", "forward", "f"),
+        ("metrics", "metrics", "m"),
         ("history", "history", "H"),
         ("request", "request", "n"),
         ("delete", "delete_qr", "d"),
@@ -71,6 +72,9 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("line_close", "close", "escape"),
         ("line_copy", "copy_line", "y"),
         ("line_copy_path", "copy_path", "p"),
+    ),
+    "MetricsScreen": (
+        ("metrics_back", "back", "escape"),
     ),
     "RequestScreen": (
         ("request_create", "create", "ctrl+s"),

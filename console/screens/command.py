@@ -32,9 +32,9 @@ from remote.models import Node
 VIEWS = ("fleet", "history", "request", "forwards", "help", "quit")
 #: Views of one node: command word -> feature name (:data:`console.app.FEATURES`, ``node`` = the fleet row).
 NODE_VIEWS = {"node": "node", "startup": "startup", "watch": "startup", "swap": "swap",
-              "rollback": "rollback", "bench": "bench", "history": "history"}
+              "rollback": "rollback", "bench": "bench", "metrics": "metrics", "history": "history"}
 #: Features that need a serving container, hence a READY node.
-NEEDS_READY = frozenset({"swap", "rollback", "bench"})
+NEEDS_READY = frozenset({"swap", "rollback", "bench", "metrics"})
 #: Features that change the fleet (refused in read-only mode).
 MUTATING = frozenset({"swap", "rollback"})
 #: Most matches listed under the prompt.

@@ -118,6 +118,7 @@ class FleetScreen(ConsoleScreen):
         Binding("R", "rollback", "Roll back", id="rollback"),
         Binding("b", "bench", "Bench", id="bench"),
         Binding("f", "forward", "Forward", id="forward"),
+        Binding("m", "metrics", "Metrics", id="metrics"),
         Binding("H", "history", "History", id="history"),
         Binding("n", "request", "Request", id="request"),
         Binding("d", "delete_qr", "Delete QR", id="delete"),
@@ -824,6 +825,16 @@ class FleetScreen(ConsoleScreen):
             return
         self.app.notify(f"{forward.url} -> {node.name} port {forward.container_port}; it stays open "
                         "(F lists forwards, y there copies the URL).", title="Forward open")
+
+    def action_metrics(self) -> None:
+        """Open the metrics view of the selected READY node (``/metrics`` through its forward)."""
+        node = self._need_node("see what it serves")
+        if node is None:
+            return
+        if node.state != "READY":
+            self.app.notify(f"{node.name} is {node.state}, not READY: nothing serves there yet.", severity="warning")
+            return
+        self.open_feature("metrics", node)
 
     def action_history(self) -> None:
         """Open the history pane."""
