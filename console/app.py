@@ -47,11 +47,22 @@ FEATURES: dict[str, tuple[str, str]] = {
     "rollback": ("console.screens.swap.rollback", "RollbackScreen"),
     "request": ("console.screens.request", "RequestScreen"),
     "forwards": ("console.screens.forwards", "ForwardsScreen"),
+    "metrics": ("console.screens.metrics", "MetricsScreen"),
 }
 
 
 def binding_ids() -> set[str]:
     """Every binding id of the app and of its screens and modals (what ``[keys]`` may name)."""
+    ids: set[str] = set()
+    for cls in binding_classes():
+        for binding in cls.__dict__.get("BINDINGS", []):
+            if isinstance(binding, Binding) and binding.id:
+                ids.add(binding.id)
+    return ids
+
+
+def binding_classes() -> list[type]:
+    """The app and every screen and modal of the console (each view's module imported first)."""
     from textual.screen import Screen as _Screen
 
     for module_name, _ in FEATURES.values():     # load every view, and the modals they use
@@ -65,20 +76,7 @@ def binding_ids() -> set[str]:
             pending.append(sub)
             if sub.__module__.startswith("console."):
                 classes.append(sub)
-    ids: set[str] = set()
-    for cls in classes:
-        for binding in cls.__dict__.get("BINDINGS", []):
-            if isinstance(binding, Binding) and binding.id:
-                ids.add(binding.id)
-    return ids
-
-
-def unknown_key_ids(keys: dict[str, str]) -> list[str]:
-    """The ids in a ``[keys]`` table that no binding has, sorted."""
-    if not keys:
-        return []     # (binding_ids imports every view: not worth it for an empty table)
-    known = binding_ids()
-    return sorted(k for k in keys if k not in known)
+    return classes
 
 
 def _is_text_field(widget: object) -> bool:
@@ -173,8 +171,12 @@ class TpuConsoleApp(App[None]):
             self.fleet_cache = services.fleet_cache
         if services.config.keys:
             self.set_keymap(services.config.keys)
-        self.base_title = self._title_for(services.sandbox is not None)
+        shared = services.shared_sandbox_dir
+        self.base_title = self._title_for(services.sandbox is not None or shared is not None)
         self.title = self.base_title
+        if shared is not None:
+            self.notify(f"Using the sandbox already running in {shared} (tpu-console sandbox); it keeps running "
+                        "when you quit.", title="Sandbox", markup=False, timeout=10)
         services.forwards.subscribe(self.show_forwards)
 
     def _title_for(self, sandbox: bool) -> str:
@@ -313,8 +315,8 @@ class TpuConsoleApp(App[None]):
         if isinstance(self.screen, CommandScreen):
             return
         fleet = self.fleet_screen
-        names = [n.name for n in fleet.snapshot.nodes] if fleet and fleet.snapshot else []
-        await self.push_screen(CommandScreen(candidates(names)), self.run_command)
+        nodes = fleet.snapshot.nodes if fleet and fleet.snapshot else []
+        await self.push_screen(CommandScreen(candidates(nodes, readonly=self.readonly)), self.run_command)
 
     def run_command(self, text: str | None) -> None:
         """Run what was typed in command mode (``None``: closed); a bad command is a toast."""
@@ -325,7 +327,7 @@ class TpuConsoleApp(App[None]):
         fleet = self.fleet_screen
         nodes = {n.name: n for n in fleet.snapshot.nodes} if fleet and fleet.snapshot else {}
         try:
-            command = parse_command(text, list(nodes))
+            command = parse_command(text, list(nodes.values()), readonly=self.readonly)
         except ValueError as exc:
             self.notify(str(exc), title=f":{text.strip()}", severity="warning")
             return

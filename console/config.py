@@ -308,6 +308,14 @@ class _Checker:
         return data
 
 
+def config_file_named(config: Config) -> str:
+    """The file a sentence should name: the config's own, else the default path looked for and not found
+    (``/home/a/.config/tpu-console/config.toml (not there yet)``), never just "the config file"."""
+    if config.path is not None:
+        return str(config.path)
+    return f"{default_config_path()} (looked for there, not found)"
+
+
 def load_config(path: Path | str | None = None, *, required: bool = False) -> Config:
     """Load the config from ``path`` (default: the XDG path).
 

@@ -62,6 +62,8 @@ class Services:
         fleet_cache: where the fleet screen keeps the last fleet it listed (shown at the next start
             before the first refresh), or ``None``: not kept.
         actions: the use cases running remote steps now (a swap, a request...): quitting asks while any run.
+        shared_sandbox_dir: ``--demo`` found a sandbox already running there (``tpu-console sandbox``)
+            and uses it instead of starting another; ``None`` otherwise.
     """
 
     config: Config
@@ -75,6 +77,7 @@ class Services:
     serving_sampler: Callable[[Node], ServingSampler] | None = None
     fleet_cache: FleetCache | None = None
     actions: RunningActions = field(default_factory=RunningActions)
+    shared_sandbox_dir: Path | None = None
     _store: HistoryStore | None = field(default=None, repr=False)
     _queued: QueuedResourceService | None = field(default=None, repr=False)
     _config_mtime_ns: int | None = field(default=None, repr=False)

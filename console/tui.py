@@ -55,6 +55,8 @@ class ServicesStarter:
 
         try:
             config = self.config
+            if self.args.demo and (shared := _running_sandbox_dir()) is not None:
+                return self._shared(shared)
             if self.args.demo:
                 from sandbox.runner import Sandbox
 
@@ -71,6 +73,17 @@ class ServicesStarter:
         finally:
             self._done.set()
 
+    def _shared(self, state_dir: Path) -> Services:
+        """The services over the sandbox ``tpu-console sandbox`` runs in ``state_dir`` (its config, its
+        history; it keeps running when the console quits): a second sandbox is not started."""
+        from console.services import build_services
+
+        config = _with_flags(load_config(str(state_dir / "config.toml")), self.args)
+        db_path = Path(self.args.db) if self.args.db else state_dir / "history.db"
+        services = build_services(config, db_path=db_path, fleet_cache=self.fleet_cache)
+        services.shared_sandbox_dir = state_dir
+        return services
+
     def stop(self) -> None:
         """Stop the sandbox once its start (if one began) is over; nothing to do without ``--demo``."""
         with self._lock:
@@ -80,6 +93,14 @@ class ServicesStarter:
             self._done.wait(START_WAIT_S)
             assert self.sandbox is not None
             self.sandbox.stop()
+
+
+def _running_sandbox_dir() -> Path | None:
+    """The default state dir when a sandbox (``tpu-console sandbox``, another ``--demo``) holds it, else ``None``."""
+    from sandbox.runner import default_state_dir, sandbox_running
+
+    state_dir = default_state_dir()
+    return state_dir if sandbox_running(state_dir) else None
 
 
 def _with_flags(config: Config, args: argparse.Namespace) -> Config:
@@ -105,13 +126,12 @@ def run_tui(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
         if config.keys:
-            from console.app import unknown_key_ids
+            from console.keymap import key_problems
 
-            unknown = unknown_key_ids(config.keys)
-            if unknown:
-                print(f"tpu-console: config error: {config.path}: [keys] names no binding id "
-                      f"{', '.join(repr(k) for k in unknown)} (press ? in the console to see every id)",
-                      file=sys.stderr)
+            problems = key_problems(config.keys)
+            for problem in problems:
+                print(f"tpu-console: config error: {config.path}: {problem}", file=sys.stderr)
+            if problems:
                 return 2
     else:
         print("Starting the sandbox (loopback TPU API, SSH nodes, vLLM)…", file=sys.stderr)

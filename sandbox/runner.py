@@ -148,6 +148,8 @@ class Sandbox:
                  latency_s: float = 0.0, clock: Callable[[], datetime] = utc_now, boot: bool = True,
                  time_scale: float = 1.0, private_nodes: tuple[str, ...] = ()) -> None:
         self._explicit_dir = state_dir is not None
+        #: the state dir is a temporary one (the default was taken): :meth:`stop` removes it
+        self.temporary = False
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self._lock_file: Any = None
         self.boot_s = boot_s
@@ -203,7 +205,8 @@ class Sandbox:
         self.tpu_api.lifecycle.on_node_deleting = self._node_deleting
 
     def _take_state_dir(self) -> None:
-        """Lock the state dir; a second sandbox at the default dir moves to a temporary one."""
+        """Lock the state dir; a second sandbox at the default dir moves to a temporary one, which
+        :meth:`stop` removes (its private key and history are no one else's)."""
         import fcntl
         import tempfile
 
@@ -216,6 +219,7 @@ class Sandbox:
             if self._explicit_dir:
                 raise RuntimeError(f"another sandbox is using {self.state_dir}") from None
             self.state_dir = Path(tempfile.mkdtemp(prefix="tpu-console-sandbox-"))
+            self.temporary = True
             self.config_path = self.state_dir / "config.toml"
             self.db_path = self.state_dir / "history.db"
             self.key_path = self.state_dir / "id_ed25519"
@@ -251,6 +255,10 @@ class Sandbox:
         if self._lock_file is not None:
             self._lock_file.close()
             self._lock_file = None
+        if self.temporary:
+            import shutil
+
+            shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def __enter__(self) -> Sandbox:
         self.start()

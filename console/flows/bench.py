@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from console.render.format import count
 from remote.models import Node, chip_generation
 
 if TYPE_CHECKING:
@@ -168,7 +169,7 @@ class Pricing:
             what = " ".join(x for x in (self.generation, self.provisioning_model) if x) or "this node"
             return f"no price for {what} in the config's [prices]"
         where = ", ".join(x for x in (self.generation, self.provisioning_model) if x)
-        return (f"${self.price_per_chip_hour_usd:.2f} per chip-hour x {self.chips} chips = "
+        return (f"${self.price_per_chip_hour_usd:.2f} per chip-hour x {count(self.chips or 0, 'chip')} = "
                 f"${self.price_per_hour_usd:.2f}/h" + (f" ({where})" if where else ""))
 
 

@@ -6,6 +6,7 @@ the typed confirm (the operator types the queued resource's name).
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -33,6 +34,8 @@ class DeletePlan:
         billed_s: flex-start seconds billed so far (start of the run to now or its end), or ``None``.
         cost_so_far_usd: ``billed_s`` x chips x the flex-start price, or ``None``.
         command: the exact ``tpu-console delete`` line.
+        gcloud: the equivalent ``gcloud alpha compute tpus queued-resources delete`` line (as the request
+            shows its ``create`` line), quoted with ``shlex.join``.
     """
 
     qr: QueuedResource
@@ -42,6 +45,7 @@ class DeletePlan:
     billed_s: float | None
     cost_so_far_usd: float | None
     command: str
+    gcloud: str = ""
 
     def lines(self) -> list[str]:
         """The plan as plain sentences (resource, nodes, cost, force), for a verb or a confirm screen."""
@@ -89,7 +93,14 @@ def plan_delete(qr: QueuedResource, nodes: tuple[Node, ...], prices: dict[str, d
     cost = None if billed is None or price is None else billed / 3600 * price * (chips_of(qr.accelerator_type) or 1)
     needs_force = qr.state in FORCE_STATES
     return DeletePlan(qr=qr, nodes=nodes, needs_force=needs_force, force=force, billed_s=billed, cost_so_far_usd=cost,
-                      command=delete_command(qr.project, qr.zone, qr.name, force=needs_force or force))
+                      command=delete_command(qr.project, qr.zone, qr.name, force=needs_force or force),
+                      gcloud=gcloud_delete_line(qr.project, qr.zone, qr.name, force=needs_force or force))
+
+
+def gcloud_delete_line(project: str, zone: str, name: str, *, force: bool = False) -> str:
+    """``gcloud alpha compute tpus queued-resources delete NAME --project=P --zone=Z [--force]``, quoted."""
+    return shlex.join(["gcloud", "alpha", "compute", "tpus", "queued-resources", "delete", name,
+                       f"--project={project}", f"--zone={zone}", *(["--force"] if force else [])])
 
 
 def owned_nodes(qr: QueuedResource, nodes: tuple[Node, ...] | list[Node]) -> tuple[Node, ...]:

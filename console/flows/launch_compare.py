@@ -120,14 +120,27 @@ def _volume_settings(volumes: Sequence[Any]) -> dict[str, str]:
     return out
 
 
+def _extra_args(extra_args: Sequence[Any], serve_flags: Mapping[str, str]) -> str:
+    """The spec's free-form ``extra_args`` as text, or ``""`` when every flag in them is already one of
+    the serve arguments' flags with the same value (a swap records ``--bogus-flag 3`` in both: it
+    is one setting, compared as ``--bogus-flag``, not twice)."""
+    extra = [str(a) for a in extra_args]
+    own = parse_flags(["-", *extra])
+    words = [a for a in extra if not a.startswith("--")]
+    if own and len(words) <= len(own) and all(serve_flags.get(k) == v for k, v in own.items()):
+        return ""
+    return _text(extra)
+
+
 def spec_settings(launch: Launch) -> dict[str, str]:
     """Every setting of a launch's container, as ``{setting: value}`` (empty values left out)."""
     spec: Mapping[str, Any] = launch.container_spec or {}
     out = {"image": launch.image or spec.get("image") or "",
            "image digest": launch.image_digest or spec.get("image_digest") or "",
            "model": launch.model or spec.get("model") or ""}
-    out.update({f"--{k}": v for k, v in parse_flags(launch.serve_args).items()})
-    out["extra args"] = _text(spec.get("extra_args"))
+    flags = parse_flags(launch.serve_args)
+    out.update({f"--{k}": v for k, v in flags.items()})
+    out["extra args"] = _extra_args(spec.get("extra_args") or (), flags)
     out.update({f"env {k}": str(v) for k, v in (spec.get("env") or {}).items()})
     out.update(_volume_settings(spec.get("volumes") or ()))
     out.update({f"port {p}": str(p) for p in spec.get("ports") or ()})

@@ -225,7 +225,7 @@ def fleet_source_for(config: Config, *, project: str | None = None, zone: str | 
         NodeLookupError: no project to search (none configured and none given), or ``project``
             or ``zone`` breaks GCP's naming rule.
     """
-    from console.config import ProjectConfig
+    from console.config import ProjectConfig, config_file_named
     from remote.tpu.api import FleetSource
 
     check_names(project=project, zone=zone)
@@ -235,7 +235,7 @@ def fleet_source_for(config: Config, *, project: str | None = None, zone: str | 
     else:
         projects = list(config.projects)
     if not projects:
-        raise NodeLookupError(f"No projects to search: add [[projects]] to {config.path or 'the config file'} "
+        raise NodeLookupError(f"No projects to search: add [[projects]] to {config_file_named(config)} "
                               "or name the node's project.", title="No projects")
     source = FleetSource(projects, api_endpoint=config.api_endpoint, timeout_s=config.request_timeout_s)
     try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -155,3 +155,26 @@ async def wait_until_ready(source: FleetLister, target: WaitTarget, *, on_change
             raise TpuApiError(f"node {target.name} still not READY after {timeout_s:g} s")
         await sleep(poll_s)
 
+
+
+def request_node(qr: QueuedResource, nodes: Sequence[Node]) -> Node:
+    """The node a queued resource creates, to follow from the queue to READY (``w`` on a request).
+
+    The listed node when it exists; else a stand-in with the request's project, zone, type and
+    provisioning model, ``queued_resource`` set and the request's state as its state (not READY,
+    so the startup view waits: :func:`wait_until_ready` reads the real node and request).
+
+    Raises:
+        NodeWontBeReady: the request has no node id, or it is FAILED / SUSPENDED ... (its node will
+            not become READY); the message says which.
+    """
+    if not qr.node_ids:
+        raise NodeWontBeReady(f"Queued resource {qr.name} names no node to follow.")
+    name = qr.node_ids[0]
+    listed = next((n for n in nodes if (n.project, n.zone, n.name) == (qr.project, qr.zone, name)), None)
+    if listed is not None:
+        return listed
+    verdict(wait_target(None, qr, name), qr, None)       # FAILED, SUSPENDED ...: said, not followed
+    return Node(project=qr.project, zone=qr.zone, name=name, state=qr.state,
+                accelerator_type=qr.accelerator_type or "", provisioning_model=qr.provisioning_model,
+                queued_resource=qr.name)

@@ -88,3 +88,23 @@ def when(value: datetime | None) -> str:
 def dash(value: object) -> str:
     """``str(value)`` made printable (:func:`remote.printable.printable`), or ``-`` for ``None``/empty."""
     return "-" if value is None or value == "" else printable(value)
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 chip``, ``2 chips``, ``0 chips``: ``n`` and the noun in the number it needs (``plural``
+    when adding ``s`` is wrong: ``count(2, "queued resource")`` is fine, ``count(2, "match", "matches")``)."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+#: Queued-resource states after which a flex-start run's clock has stopped.
+QR_ENDED_STATES = ("SUSPENDED", "SUSPENDING", "FAILED", "DELETING")
+
+
+def qr_state_label(state: str, state_initiator: str | None) -> str:
+    """A queued resource's state as ``nodes`` and the fleet both show it: ``SUSPENDED by SERVICE``."""
+    return printable(state + (f" by {state_initiator}" if state_initiator else ""))
+
+
+def qr_run_ended(state: str, termination_time: datetime | None) -> bool:
+    """Whether a time-limited run is over (``ended`` in the TIME LEFT / LEFT column, not ``0m``)."""
+    return state in QR_ENDED_STATES and termination_time is not None

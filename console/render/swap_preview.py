@@ -90,15 +90,21 @@ def steps_text(plan: SwapPlan, states: Mapping[str, str]) -> Text:
         if text:
             text.append("\n")
         text.append(mark, style=style)
-        text.append(f"{STEP_LABEL[step.kind]}: ", style="bold")
+        label = "pull the image" if step.kind == "pull" and plan.old is None else STEP_LABEL[step.kind]
+        text.append(f"{label}: ", style="bold")
         text.append(printable(step.display), style="dim")
     return text
 
 
 def confirm_message(plan: SwapPlan, node: Node, errors: Sequence[Finding]) -> str:
-    """What the confirm modal says above the commands: what happens, the changes, lint errors."""
-    message = printable(f"The container {plan.new.name} on {node.name} is replaced; the node stays. "
-                        "The image is pulled first while the old container keeps serving.")
+    """What the confirm modal says above the commands: what happens, the changes, lint errors.
+    With no container running (``plan.old`` is ``None``) nothing is replaced and nothing keeps serving."""
+    if plan.old is None:
+        message = printable(f"No container runs on {node.name}: the image is pulled, then {plan.new.name} "
+                            "is started; the node stays.")
+    else:
+        message = printable(f"The container {plan.new.name} on {node.name} is replaced; the node stays. "
+                            "The image is pulled first while the old container keeps serving.")
     if plan.changes:
         message += "\n" + printable("Changes: " + "; ".join(
             f"{field} {'-' if before is None else before} → {'(removed)' if after is None else after}"

@@ -25,7 +25,6 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import (
     Button,
     Checkbox,
-    Footer,
     Input,
     Label,
     ProgressBar,
@@ -49,10 +48,13 @@ from console.flows.bench import (
     server_flags_for,
 )
 from console.flows.ssh_target import resolve_target
+from console.render import format as fmt
 from console.render.bench_tables import result_view
 from console.render.plain import safe
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen, host_key_question
+from console.widgets.check_box import MarkedCheckbox
+from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 from remote.models import Node
 from store.errors import StoreError
@@ -115,7 +117,7 @@ class BenchScreen(ConsoleScreen):
                     yield Input(placeholder="first of /v1/models", id="f-model")
                 with Vertical(classes="field wide", id="over-limit-field"):
                     yield Label(" ")
-                    yield Checkbox("also probe just over max-model-len", id="f-over_limit")
+                    yield MarkedCheckbox("also probe just over max-model-len", id="f-over_limit")
             for kind, names in ROWS.items():
                 with Horizontal(classes="form-row", id=f"row-{kind}"):
                     for name in names:
@@ -132,7 +134,7 @@ class BenchScreen(ConsoleScreen):
             yield Static("", id="bench-progress")
         with VerticalScroll(id="bench-results"):
             yield Static(Text("Results appear here.", style="dim"), id="results-body")
-        yield Footer()
+        yield ConsoleFooter()
 
     def on_mount(self) -> None:
         node = self.node
@@ -141,7 +143,7 @@ class BenchScreen(ConsoleScreen):
         self.sub_title = f"benchmark {node.name}"
         line = Text()
         line.append(f"Node {node.name}", style="bold")
-        line.append(f"  {node.accelerator_type} · {node.provisioning_model} · {node.chips or '?'} chips · "
+        line.append(f"  {node.accelerator_type} · {node.provisioning_model} · {fmt.count(node.chips, 'chip') if node.chips else '? chips'} · "
                     f"{node.project}/{node.zone} · vLLM port {config.container.port} over SSH")
         line.append(f"\nPrice: {self.pricing.describe()}", style="dim")
         if node.state != "READY":

@@ -3,8 +3,11 @@
 Commands (:func:`parse_command`): ``fleet``, ``history``, ``request``, ``forwards``, ``help``, ``quit``;
 ``node NAME`` (or just ``NAME``) selects the node in the fleet; ``startup NAME`` (``watch``),
 ``swap NAME``, ``rollback NAME``, ``bench NAME`` and ``history NAME`` open that view of the node.
-``tab`` completes (the first candidate that starts with what was typed, shown greyed as you
-type), ``enter`` runs, ``escape`` closes. :class:`CommandScreen` dismisses with the text typed.
+Only the actions that can run are offered (:func:`candidates`): ``swap``, ``rollback`` and ``bench``
+for READY nodes, ``startup`` for nodes that are or may become READY, none that change the fleet in
+read-only mode; :func:`parse_command` refuses the others with a sentence. The matches are listed one
+per line; ``tab`` completes to the first match and, pressed again, cycles through the matches of what
+was typed; ``enter`` runs, ``escape`` closes. :class:`CommandScreen` dismisses with the text typed.
 """
 
 from __future__ import annotations
@@ -21,13 +24,21 @@ from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Input, Static
 
+from console.flows.node_wait import NODE_WAIT_STATES
 from console.render.plain import printable
+from remote.models import Node
 
 #: Views that need no node.
 VIEWS = ("fleet", "history", "request", "forwards", "help", "quit")
 #: Views of one node: command word -> feature name (:data:`console.app.FEATURES`, ``node`` = the fleet row).
 NODE_VIEWS = {"node": "node", "startup": "startup", "watch": "startup", "swap": "swap",
-              "rollback": "rollback", "bench": "bench", "history": "history"}
+              "rollback": "rollback", "bench": "bench", "metrics": "metrics", "history": "history"}
+#: Features that need a serving container, hence a READY node.
+NEEDS_READY = frozenset({"swap", "rollback", "bench", "metrics"})
+#: Features that change the fleet (refused in read-only mode).
+MUTATING = frozenset({"swap", "rollback"})
+#: Most matches listed under the prompt.
+MATCHES_SHOWN = 8
 
 
 @dataclass(frozen=True)
@@ -38,42 +49,74 @@ class Command:
     node: str | None = None
 
 
-def candidates(node_names: Sequence[str]) -> list[str]:
-    """Every completion, views first: ``fleet``..., then ``node NAME``, ``bench NAME``... per node."""
-    result = list(VIEWS)
-    for word in NODE_VIEWS:
-        result.extend(f"{word} {name}" for name in node_names)
+def refusal(feature: str, node: Node, *, readonly: bool = False) -> str | None:
+    """Why ``feature`` (a value of :data:`NODE_VIEWS`) cannot run on ``node`` now, or ``None`` when it can."""
+    if readonly and feature in MUTATING:
+        return f"{feature} is refused in read-only mode."
+    if feature in NEEDS_READY and node.state != "READY":
+        return f"{feature} needs a READY node: {printable(node.name)} is {printable(node.state)}."
+    if feature == "startup" and node.state not in NODE_WAIT_STATES | {"READY"}:
+        return f"{printable(node.name)} is {printable(node.state)}: it will not be READY, no startup to watch."
+    return None
+
+
+def candidates(nodes: Sequence[Node], *, readonly: bool = False) -> list[str]:
+    """Every completion, views first: ``fleet``..., then ``node NAME``, ``bench NAME``... per node,
+    each action only for the nodes it can run on (:func:`refusal`)."""
+    result = [v for v in VIEWS if not (readonly and v == "request")]
+    for word, feature in NODE_VIEWS.items():
+        result.extend(f"{word} {n.name}" for n in nodes if refusal(feature, n, readonly=readonly) is None)
     return result
 
 
-def parse_command(text: str, node_names: Sequence[str]) -> Command:
+def parse_command(text: str, nodes: Sequence[Node], *, readonly: bool = False) -> Command:
     """Parse what was typed after ``:`` (case-insensitive words, node names as listed).
 
     Raises:
-        ValueError: an unknown command or node; the message says what is known.
+        ValueError: an unknown command or node, or an action the node cannot run now (:func:`refusal`);
+            the message says what is known or why.
     """
+    by_name = {n.name: n for n in nodes}
     words = text.strip().removeprefix(":").split()
     if not words:
         raise ValueError("Type a view (fleet, history, request, forwards, help, quit) or node NAME, bench NAME…")
     head = words[0].lower()
     if len(words) == 1 and head in VIEWS:
         return Command(head)
-    if len(words) == 1 and words[0] in node_names:
+    if len(words) == 1 and words[0] in by_name:
         return Command("node", words[0])
     if head not in NODE_VIEWS:
         raise ValueError(f"Unknown command {words[0]!r}: try {', '.join(VIEWS)}, or "
                          f"{', '.join(w + ' NAME' for w in NODE_VIEWS)}")
     if len(words) != 2:
         raise ValueError(f"{head} takes one node name: {head} NAME")
-    if words[1] not in node_names:
+    if words[1] not in by_name:
         raise ValueError(f"No node named {words[1]!r} in the fleet")
-    return Command(NODE_VIEWS[head], words[1])
+    feature = NODE_VIEWS[head]
+    if (why := refusal(feature, by_name[words[1]], readonly=readonly)) is not None:
+        raise ValueError(why)
+    return Command(feature, words[1])
+
+
+def matches(text: str, options: Sequence[str]) -> list[str]:
+    """The options that start with ``text`` (case-insensitive), in order; all of them for ``""``."""
+    lowered = text.lower()
+    return [o for o in options if o.lower().startswith(lowered)]
 
 
 def complete(text: str, options: Sequence[str]) -> str:
     """``tab``: the first option that starts with ``text`` (case-insensitive), else ``text``."""
-    lowered = text.lower()
-    return next((o for o in options if o.lower().startswith(lowered) and o != text), text)
+    return next((o for o in matches(text, options) if o != text), text)
+
+
+def cycle(typed: str, current: str, options: Sequence[str]) -> str:
+    """``tab`` again: the match of ``typed`` after ``current`` (wrapping round), else ``current``."""
+    found = matches(typed, options)
+    if not found:
+        return current
+    if current not in found:
+        return found[0]
+    return found[(found.index(current) + 1) % len(found)]
 
 
 class CommandScreen(ModalScreen[str | None]):
@@ -105,6 +148,10 @@ class CommandScreen(ModalScreen[str | None]):
     def __init__(self, options: Sequence[str]) -> None:
         super().__init__()
         self.options = list(options)
+        #: what was typed before the first ``tab`` of a run of tabs (they cycle its matches), else ``None``
+        self._typed: str | None = None
+        #: the value the last ``tab`` put in the box (a change to anything else ends the cycle)
+        self._completed: str | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="command-box"):
@@ -117,26 +164,35 @@ class CommandScreen(ModalScreen[str | None]):
         self._show_matches("")
 
     def _show_matches(self, text: str) -> None:
-        lowered = text.lower()
-        matches = [o for o in self.options if o.lower().startswith(lowered)] if text else list(self.options)
-        shown = matches[:8]
-        more = f"\n… {len(matches) - len(shown)} more" if len(matches) > len(shown) else ""
-        self.query_one("#command-matches", Static).update(
-            Text(printable("\n".join(shown)) + more) if matches else Text("no match", style="dim"))
+        found = matches(text, self.options)
+        shown = found[:MATCHES_SHOWN]
+        lines = Text("\n").join(Text(printable(o), style="bold" if o == text else "") for o in shown)
+        if len(found) > len(shown):
+            lines.append(f"\n… {len(found) - len(shown)} more (type more, or tab to cycle)", style="dim")
+        self.query_one("#command-matches", Static).update(lines if found else Text("no match", style="dim"))
 
     @on(Input.Changed, "#command")
     def _changed(self, event: Input.Changed) -> None:
-        self._show_matches(event.value)
+        if event.value != self._completed:
+            self._typed = self._completed = None
+        self._show_matches(self._typed if self._typed is not None else event.value)
 
     @on(Input.Submitted, "#command")
     def _submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value)
 
     def action_complete(self) -> None:
-        """Complete to the first matching command."""
+        """Complete to the first matching command; pressed again, the next match of what was typed."""
         box = self.query_one("#command", Input)
-        box.value = complete(box.value, self.options)
-        box.cursor_position = len(box.value)
+        if self._typed is None:
+            self._typed = box.value
+            value = complete(box.value, self.options)
+        else:
+            value = cycle(self._typed, box.value, self.options)
+        self._completed = value
+        box.value = value
+        box.cursor_position = len(value)
+        self._show_matches(self._typed)
 
     def action_close(self) -> None:
         """Close without running anything."""

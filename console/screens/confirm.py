@@ -66,6 +66,11 @@ class ConfirmScreen(ModalScreen[bool]):
     #confirm-typed {
         margin-bottom: 1;
     }
+    #confirm-wrong {
+        color: $text-error;
+        text-style: bold;
+        display: none;
+    }
     #confirm-buttons {
         height: auto;
         align-horizontal: right;
@@ -103,6 +108,7 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Static(numbered(self.commands), id="confirm-commands")
             if self.require_text:
                 yield Input(placeholder=printable(f"type {self.require_text} to go ahead"), id="confirm-typed")
+                yield Static("", id="confirm-wrong")
             with Horizontal(id="confirm-buttons"):
                 # with a name to type, y and n are letters of the name: Enter confirms, Escape cancels
                 typed = self.require_text is not None
@@ -126,6 +132,7 @@ class ConfirmScreen(ModalScreen[bool]):
     @on(Input.Changed, "#confirm-typed")
     def _typed(self) -> None:
         self.query_one("#confirm-yes", Button).disabled = not self.allowed
+        self.query_one("#confirm-wrong", Static).display = False
 
     @on(Input.Submitted, "#confirm-typed")
     def _typed_enter(self) -> None:
@@ -146,8 +153,13 @@ class ConfirmScreen(ModalScreen[bool]):
         else:
             self.app.bell()
             if self.require_text is not None:
-                self.notify(printable(f"Type {self.require_text} exactly to go ahead (Escape cancels)."),
-                            severity="warning", markup=False)
+                typed = self.query_one("#confirm-typed", Input).value.strip()
+                said = (f"✗ {typed!r} is not {self.require_text}: type the name exactly to go ahead, Escape cancels."
+                        if typed else f"✗ Type {self.require_text} to go ahead, Escape cancels.")
+                wrong = self.query_one("#confirm-wrong", Static)
+                wrong.update(Text(printable(said)))
+                wrong.display = True
+                self.notify(printable(said), severity="warning", markup=False)
 
     def action_cancel(self) -> None:
         """Close without doing anything."""

@@ -37,10 +37,11 @@ from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer, Input, Label, Static
+from textual.widgets import DataTable, Input, Label, Static
 
 from console.flows import serving as serving_flow
 from console.flows.delete import DeletePlan, owned_nodes, plan_delete
+from console.flows.node_lookup import NodeLookupError
 from console.flows.serving import ServingSample
 from console.flows.triage import advice_for, inactive_by_zone, stuck_verdict
 from console.render import format as fmt
@@ -49,6 +50,7 @@ from console.render.plain import plain, printable, row
 from console.render.serving import serving_cells, serving_rows
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen
+from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 from remote.errors import RemoteError
 from remote.models import FleetSnapshot, Node, QueuedResource
@@ -71,6 +73,9 @@ DETAIL_MIN_WIDTH = 120
 SERVING_REDRAW_S = 0.2
 #: Cells the detail pane takes (its CSS width, border included).
 DETAIL_WIDTH = 44
+#: Width (cells, padding included) held for the serving columns before their first samples, so the
+#: columns shown do not change when the samples arrive (``unreachable``, a 5-digit rate, a model name).
+SERVING_RESERVED_WIDTH = {"SERVING": 13, "TOK/S": 8, "QUEUE": 7, "MODEL": 24}
 
 
 def clock_time(value: datetime) -> str:
@@ -113,6 +118,7 @@ class FleetScreen(ConsoleScreen):
         Binding("R", "rollback", "Roll back", id="rollback"),
         Binding("b", "bench", "Bench", id="bench"),
         Binding("f", "forward", "Forward", id="forward"),
+        Binding("m", "metrics", "Metrics", id="metrics"),
         Binding("H", "history", "History", id="history"),
         Binding("n", "request", "Request", id="request"),
         Binding("d", "delete_qr", "Delete QR", id="delete"),
@@ -129,6 +135,8 @@ class FleetScreen(ConsoleScreen):
         self.show_raw = False
         self._refreshing = False
         self._last_error: str | None = None
+        #: table id -> the widest each column has been (cells), see :meth:`_stable_widths`
+        self._widest: dict[str, list[int]] = {}
         self._selected_key: str | None = None
         self._by_key: dict[str, Node | QueuedResource] = {}
         #: ``i`` says shown/hidden; ``None`` follows the width (hidden below :data:`DETAIL_MIN_WIDTH`).
@@ -162,7 +170,7 @@ class FleetScreen(ConsoleScreen):
                 yield DataTable(id="qrs", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="detail"):
                 yield Static("Loading the fleet…", id="detail-body")
-        yield Footer()
+        yield ConsoleFooter()
 
     def on_mount(self) -> None:
         self._apply_detail()
@@ -207,9 +215,11 @@ class FleetScreen(ConsoleScreen):
             self._last_error = message
             self.sub_title = "refresh failed" + (f" · showing the cache of {clock_time(self.cached_at)}"
                                                  if self.cached_at is not None else "")
-            problems = self.query_one("#problems", Static)
-            problems.update(Text.assemble(("⚠ ", "bold red"), ("refresh failed: ", "bold"), printable(message)))
-            problems.display = True
+            self._render_problems()
+            if self.snapshot is None:        # nothing listed yet: no "loading fleet…" left behind
+                self.query_one("#nodes-title", Label).update("Nodes · not listed: the refresh failed (r retries)")
+                self.query_one("#detail-body", Static).update(
+                    Text("The fleet could not be listed; the reason is above.", style="dim"))
             return
         finally:
             self._refreshing = False
@@ -237,8 +247,9 @@ class FleetScreen(ConsoleScreen):
         self._by_key.update({qr_row_key(q): q for q in snapshot.queued_resources})
         projects = sorted({n.project for n in snapshot.nodes} | {p.project for p in snapshot.problems}
                           | {q.project for q in snapshot.queued_resources})
-        self.sub_title = (f"{len(snapshot.nodes)} nodes · {len(snapshot.queued_resources)} queued resources"
-                          f" · {len(projects)} projects · "
+        self.sub_title = (f"{fmt.count(len(snapshot.nodes), 'node')} · "
+                          f"{fmt.count(len(snapshot.queued_resources), 'queued resource')}"
+                          f" · {fmt.count(len(projects), 'project')} · "
                           + (f"cached {clock_time(cached_at)}" if cached_at is not None
                              else f"refreshed {fmt.when(self._now())}"))
         if cached_at is None:
@@ -304,32 +315,33 @@ class FleetScreen(ConsoleScreen):
             self._stop_sampler(key)
 
     def _render_problems(self) -> None:
+        """The ⚠ problems and ⚑ inactive-queued-resource banners, as many as fit whole in the box
+        (``#problems``' max-height), then ``+N more: ...`` naming the rest."""
+        from console.render.fit import fit_items
+
         widget = self.query_one("#problems", Static)
         problems = self.snapshot.problems if self.snapshot else ()
         inactive = inactive_by_zone(self.snapshot) if self.snapshot else []
-        widget.display = bool(problems or inactive)
-        lines = Text()
+        widget.display = bool(problems or inactive or self._last_error)
+        items: list[tuple[str, list[Text]]] = []
+        if self._last_error is not None:        # the last refresh failed: said first, above what it last listed
+            items.append(("⚠ refresh failed", [Text.assemble(
+                ("⚠ ", "bold red"), ("refresh failed: ", "bold"), printable(self._last_error))]))
         for p in problems:
             where = f"{p.project}/{p.zone}" if p.zone else p.project
             code = f"HTTP {p.code}" if p.code else "no answer"
-            if lines:
-                lines.append("\n")
-            lines.append("⚠ ", style="bold red")
-            lines.append(printable(where), style="bold")
-            lines.append(printable(f" ({code}): {p.message}"))
+            items.append((f"⚠ {printable(where)}", [Text.assemble(
+                ("⚠ ", "bold red"), (printable(where), "bold"), printable(f" ({code}): {p.message}"))]))
         readonly = self.console.readonly
         for zone in inactive:
-            if lines:
-                lines.append("\n")
-            lines.append("⚑ ", style="bold yellow")
-            lines.append(printable(zone.headline), style="bold")
+            head = Text.assemble(("⚑ ", "bold yellow"), (printable(zone.headline), "bold"))
             if readonly:
-                lines.append(" (read-only: delete hidden)", style="dim")
-                continue
-            for command in zone.commands:
-                lines.append("\n   ")
-                lines.append(printable(command))
-        widget.update(lines)
+                head.append(" (read-only: delete hidden)", style="dim")
+            lines = [head] + ([] if readonly else [Text("   " + printable(c)) for c in zone.commands])
+            items.append((f"⚑ {printable(zone.project)}/{printable(zone.zone)}", lines))
+        width = (self.size.width or self.app.size.width) - 2              # the box's padding: 0 1
+        max_rows = widget.styles.max_height.value if widget.styles.max_height else 6
+        widget.update(fit_items(items, self.app.console, width, int(max_rows)))
 
     def _now(self) -> datetime:
         return self.console.clock()
@@ -346,13 +358,14 @@ class FleetScreen(ConsoleScreen):
     def _qr_cells(self, q: QueuedResource) -> list[Any]:
         now = self._now()
         failure = plain(q.failure, style="red") if q.failure else Text("-", style="dim")
-        return row(q.name, fmt.styled_state(q.state), fmt.dash(q.accelerator_type), q.provisioning_model,
+        state = Text(fmt.qr_state_label(q.state, q.state_initiator), style=fmt.STATE_STYLES.get(q.state, ""))
+        return row(q.name, state, fmt.dash(q.accelerator_type), q.provisioning_model,
                    self._qr_time_left(q, now), failure, fmt.duration(q.max_run_duration_s), q.project, q.zone,
                    fmt.age(q.create_time, now))
 
     @staticmethod
     def _qr_time_left(q: QueuedResource, now: datetime) -> Text:
-        if q.state in ("SUSPENDED", "SUSPENDING", "FAILED", "DELETING") and q.termination_time is not None:
+        if fmt.qr_run_ended(q.state, q.termination_time):      # as ``nodes`` says it
             return Text("ended", style="dim")
         return fmt.countdown(q.time_left_s(now))
 
@@ -416,7 +429,8 @@ class FleetScreen(ConsoleScreen):
                 rows = [(item, cells) for item, cells in rows
                         if _matches(self.filter_words, [str(c) for c in cells])]
             rows = self._sorted(table_id, columns, rows)
-            widths = column_widths(columns, [[str(c) for c in cells] for _, cells in rows])
+            widths = self._stable_widths(table_id, columns, column_widths(columns, [[str(c) for c in cells]
+                                                                                   for _, cells in rows]))
             indexes = fit_columns(widths, available)
             shown = [columns[i] for i in indexes]
             table.clear(columns=[c.value for c in table.columns] != shown)
@@ -442,9 +456,18 @@ class FleetScreen(ConsoleScreen):
                 parts.append(f"sorted by {sort_column} {'descending' if descending else 'ascending'}")
             if hidden_count[table_id]:
                 where = "in the detail pane" if self.detail_shown else "(i: detail pane)"
-                parts.append(f"{hidden_count[table_id]} more columns {where}")
+                parts.append(f"{fmt.count(hidden_count[table_id], 'more column')} {where}")
             self.query_one(f"#{table_id}-title", Label).update(plain(" · ".join(parts)))
         self._render_detail()
+
+    def _stable_widths(self, table_id: str, columns: Sequence[str], measured: list[int]) -> list[int]:
+        """The widths the columns are fitted by: the widest each has been this session (and the serving
+        columns' reserve), so a refresh, a sample or a filter never swaps one column for another
+        (MODEL gone and PROJECT shown when a long model name arrived); only a resize does."""
+        seen = self._widest.get(table_id) or [0] * len(columns)
+        widths = [max(m, s, SERVING_RESERVED_WIDTH.get(c, 0)) for m, s, c in zip(measured, seen, columns, strict=True)]
+        self._widest[table_id] = widths
+        return widths
 
     def _tick(self) -> None:
         """Once a second: update countdowns and ages from the cached snapshot (no API call)."""
@@ -507,7 +530,10 @@ class FleetScreen(ConsoleScreen):
             body.update(Text("Select a row to see every field. j: raw JSON.", style="dim"))
             return
         if self.show_raw:
-            body.update(JSON(json.dumps(item.raw, default=str, sort_keys=True)))
+            raw = JSON(json.dumps(item.raw, default=str, sort_keys=True)).text
+            raw.no_wrap, raw.overflow = False, "fold"           # long values folded, never cut at the edge
+            body.update(Group(raw, Text("j: fields · long values fold at the pane's edge · y copies the JSON",
+                                        style="dim")))
             return
         now = self._now()
         table = Table.grid(padding=(0, 1))
@@ -642,6 +668,7 @@ class FleetScreen(ConsoleScreen):
     def on_resize(self, event: events.Resize) -> None:
         """A new terminal size: the detail pane and the columns that fit follow it."""
         self._apply_detail()
+        self._render_problems()
         self._render_tables()
 
     def action_toggle_detail(self) -> None:
@@ -730,8 +757,19 @@ class FleetScreen(ConsoleScreen):
         return node
 
     def action_watch(self) -> None:
-        """Open the startup watch of the selected node."""
-        if (node := self._need_node("watch its startup")) is not None:
+        """Open the startup watch of the selected node; on a queued resource, of the node it creates,
+        followed from the queue (waiting for capacity, the node's creation) to its container's boot."""
+        item = self.selected
+        if isinstance(item, QueuedResource):
+            from console.flows.node_wait import request_node
+
+            try:
+                created = request_node(item, self.snapshot.nodes if self.snapshot else ())
+            except NodeLookupError as exc:
+                self.app.notify(str(exc), title=f"Not following {item.name}", markup=False, severity="warning")
+                return
+            self.open_feature("startup", created)
+        elif (node := self._need_node("watch its startup")) is not None:
             self.open_feature("startup", node)
 
     def action_swap(self) -> None:
@@ -788,6 +826,16 @@ class FleetScreen(ConsoleScreen):
         self.app.notify(f"{forward.url} -> {node.name} port {forward.container_port}; it stays open "
                         "(F lists forwards, y there copies the URL).", title="Forward open")
 
+    def action_metrics(self) -> None:
+        """Open the metrics view of the selected READY node (``/metrics`` through its forward)."""
+        node = self._need_node("see what it serves")
+        if node is None:
+            return
+        if node.state != "READY":
+            self.app.notify(f"{node.name} is {node.state}, not READY: nothing serves there yet.", severity="warning")
+            return
+        self.open_feature("metrics", node)
+
     def action_history(self) -> None:
         """Open the history pane."""
         self.open_feature("history", self.selected_node)
@@ -829,7 +877,9 @@ class FleetScreen(ConsoleScreen):
     @work(group="delete", exclusive=True, exit_on_error=False)
     async def _delete(self, plan: DeletePlan) -> None:
         qr = plan.qr
-        question = ConfirmScreen(f"Delete queued resource {qr.name}?", " ".join(plan.lines()), [plan.command],
+        # the gcloud line, as the request's confirm shows its create line; the CLI's own line in the text
+        question = ConfirmScreen(f"Delete queued resource {qr.name}?",
+                                 " ".join([*plan.lines(), f"The same from the CLI: {plan.command}"]), [plan.gcloud],
                                  confirm_label="Delete", require_text=qr.name)
         if not await self.ask(question):
             self.app.notify("Not deleted: nothing was changed.", markup=False)

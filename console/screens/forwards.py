@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from console.flows.forwards import Forward
 from console.render.plain import plain, row
 from console.screens.base import ConsoleScreen
+from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class ForwardsScreen(ConsoleScreen):
         yield ConsoleHeader()
         yield Static("", id="forwards-empty")
         yield DataTable(id="forwards", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield ConsoleFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#forwards", DataTable)

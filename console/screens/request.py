@@ -18,11 +18,12 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Footer, Input, Label, Select, Static
+from textual.widgets import Input, Label, Select, Static
 
 from console.flows.request import RequestPreview, build_request, explain, preview
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen
+from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 from remote.errors import RemoteError
 from remote.tpu.requests import REQUEST_MODELS
@@ -83,7 +84,7 @@ class RequestScreen(ConsoleScreen):
                     yield Input(placeholder=placeholder, id=f"rq-{field_id}")
             with Vertical(id="request-preview"):
                 yield Static("", id="rq-preview")
-        yield Footer()
+        yield ConsoleFooter()
 
     def on_mount(self) -> None:
         self.sub_title = "request capacity"

@@ -28,12 +28,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
-from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from console.flows.forwards import Forward
@@ -49,6 +48,7 @@ from console.render.plain import log_line_text
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
 from console.screens.long_line import LongLineScreen
+from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 from console.widgets.log_pane import LogPane
 from console.widgets.log_view import LogView
@@ -72,6 +72,8 @@ T = TypeVar("T")
 
 #: Lines the log pane keeps (older lines are counted, not shown).
 LOG_LINES_SHOWN = 5000
+#: Below this many columns the panel (70) is stacked over the log, so the log keeps the full width.
+STACK_BELOW = 110
 #: Lines per tail batch (the reader reads them on the tail's line thread; the loop gets the batch).
 TAIL_BATCH_LINES = 500
 #: Longest the log pane takes writing queued lines in one go (then a frame and keys come first).
@@ -177,7 +179,12 @@ class StartupScreen(ConsoleScreen):
         with Horizontal(id="startup-body"):
             yield StartupPanel(id="startup-panel")
             yield LogPane(LOG_LINES_SHOWN, id="log-pane")
-        yield Footer()
+        yield ConsoleFooter()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Below :data:`STACK_BELOW` columns the panel sits over the log, both full width."""
+        super().on_resize(event)
+        self.set_class(event.size.width < STACK_BELOW, "-stacked")
 
     def on_mount(self) -> None:
         self._db = HistoryReader(self.services.db_path)

@@ -15,7 +15,9 @@ asked about on the terminal (refused when stdin is not a tty). A NODE run is rec
 the history (``--db``, else the config's) against the node's current launch, like the
 console's benchmark screen does (both use :mod:`console.flows.bench`).
 
-``--json`` prints ``{"kind": ..., "base_url": ..., "results": [...]}`` (one result per
+``--json`` prints ``{"kind", "node", "accelerator_type", "provisioning_model", "base_url", "results": [...]}``
+(``node`` the node's name and ``base_url`` ``null`` for a NODE, whose SSH forward closes with the verb;
+the node fields ``null`` and ``base_url`` the server for ``--url``; one result per
 concurrency level for throughput, keys of ``remote.bench.to_json``; throughput entries
 gain ``usd_per_mtok`` when a price is known).
 
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from console.flows.bench import KINDS, parse_depths, parse_streams
 from console.verbs.common import config_or_exit
+from remote.models import Node
 from remote.printable import printable
 
 if TYPE_CHECKING:
@@ -180,8 +183,7 @@ async def _bench(args: argparse.Namespace, params: Any, url: str, pricing: Any, 
     results = await run_benchmark(url, params, on_progress=progress, api_key=api_key, tool_calling=tool_calling)
     if progress is not None:
         _clear_progress()
-    label = f"node {node.name} ({node.accelerator_type}, {node.provisioning_model})" if node is not None else None
-    _report(args.kind, results, pricing=pricing, label=label, as_json=args.json)
+    _report(args.kind, results, pricing=pricing, node=node, as_json=args.json)
     if node is not None:
         await _record(args, config, node, conn, params, results, pricing)
     failed = every_request_failed(results)
@@ -225,13 +227,20 @@ def _clear_progress() -> None:
     sys.stderr.flush()
 
 
-def _report(kind: str, results: list[Any], *, pricing: Any, label: str | None, as_json: bool) -> None:
+def _report(kind: str, results: list[Any], *, pricing: Any, node: Node | None, as_json: bool) -> None:
+    """The results as a table, or ``--json``: ``{"kind", "node", "accelerator_type", "provisioning_model",
+    "base_url", "results"}``; for a NODE, ``node`` is its name and ``base_url`` is ``null`` (the verb's own
+    SSH forward, closed when it ends); for ``--url``, ``node`` and the node fields are ``null``."""
     import json
 
     from console.flows.bench import result_json
 
+    label = f"node {node.name} ({node.accelerator_type}, {node.provisioning_model})" if node is not None else None
     if as_json:
-        print(json.dumps({"kind": kind, "base_url": results[0].base_url, "node": label,
+        print(json.dumps({"kind": kind, "node": node.name if node is not None else None,
+                          "accelerator_type": node.accelerator_type if node is not None else None,
+                          "provisioning_model": node.provisioning_model if node is not None else None,
+                          "base_url": results[0].base_url if node is None else None,
                           "results": [result_json(r, pricing) for r in results]}, indent=2))
         return
     from rich.console import Console

@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, TypeAlias
 
 from console.config import Config, ConfigError, load_config
+from console.keymap import key_problems
 
 if TYPE_CHECKING:
     #: What each verb module's ``add_parser`` registers its verb on.
@@ -28,6 +29,9 @@ def config_or_exit(args: argparse.Namespace) -> Config | None:
         return None
     if getattr(args, "readonly", False):
         config = dataclasses.replace(config, readonly=True)
+    if config.keys and (problems := key_problems(config.keys)):      # as the console refuses them
+        print("\n".join(f"tpu-console: config error: {config.path}: {p}" for p in problems), file=sys.stderr)
+        return None
     return config
 
 

@@ -96,7 +96,7 @@ async def _delete(config: Config, args: argparse.Namespace) -> int:
         plan = plan_delete(qr, tuple(nodes), config.prices, force=args.force)
         out.update(state=qr.state, provisioning_model=qr.provisioning_model, needs_force=plan.needs_force,
                    nodes=[n.name for n in plan.nodes], cost_so_far_usd=None if plan.cost_so_far_usd is None
-                   else round(plan.cost_so_far_usd, 2), command=plan.command)
+                   else round(plan.cost_so_far_usd, 2), command=plan.command, gcloud=plan.gcloud)
         if not args.json:
             for line in plan.lines():
                 _say(line)

@@ -24,8 +24,9 @@ only ``num_gpu_blocks`` and ``block_size`` gets their product marked "derived".
 (mean over engines), ``kv_cache_usage_max_perc``, ``kv_cache_size_tokens`` (stated, else null),
 ``kv_cache_derived_tokens`` (blocks x block size, only when no size is stated), ``max_concurrency``,
 ``gpu_memory_utilization``, ``engines``, ``generation_tokens_per_s``, ``prefix_cache_hit_rate``, ``ttft_p50_s``,
-``ttft_p90_s``, ``itl_p50_s``, ``itl_p90_s``, ``preemptions``, ``window_s``, plus ``url`` and
-``model_names``.
+``ttft_p90_s``, ``itl_p50_s``, ``itl_p90_s``, ``preemptions``, ``window_s``, plus ``node`` (its name, or
+``null`` with ``--url``), ``url`` (the ``--url`` given, ``null`` for a NODE: the verb's own SSH forward is
+closed when it ends) and ``model_names``.
 
 Exit codes: 0 read, 1 the server or node could not be reached (or answered no metrics), 2 bad
 input (including an unknown or ambiguous NODE).
@@ -100,7 +101,7 @@ async def _run(args: argparse.Namespace, config: Config | None) -> int:
                 url = normalize_base_url(args.url)
             except VllmHttpError as exc:
                 return _fail(f"--url: {exc.message}", 2)
-            return await _sample(args, url)
+            return await _sample(args, url, url_shown=url)
         assert config is not None               # (run loads it whenever NODE is given)
         from console.flows.ssh_target import ready_node_target
         from console.verbs.watch import terminal_host_key_prompt
@@ -112,14 +113,17 @@ async def _run(args: argparse.Namespace, config: Config | None) -> int:
             return await terminal_host_key_prompt(target)(fingerprint)
 
         async with open_tunnel(node, target, config.container.port, accept_new_host_key=ask) as tunnel:
-            return await _sample(args, tunnel.base_url)
+            return await _sample(args, tunnel.base_url, node_name=node.name)
     except NodeLookupError as exc:      # unknown or ambiguous NODE: bad input; not READY or API down: unreachable
         return _fail(str(exc), lookup_exit_code(exc))
     except RemoteError as exc:
         return _fail(str(exc), 1)
 
 
-async def _sample(args: argparse.Namespace, url: str) -> int:
+async def _sample(args: argparse.Namespace, url: str, *, url_shown: str | None = None,
+                  node_name: str | None = None) -> int:
+    """Sample ``url``'s ``/metrics`` (twice, or every interval with ``--watch``); the JSON names ``node_name``
+    and ``url_shown`` (``None`` for a node: its URL is the verb's own forward, closed when it ends)."""
     import httpx
 
     from remote.vllm_metrics import MetricsWindow, fetch_metrics
@@ -130,16 +134,17 @@ async def _sample(args: argparse.Namespace, url: str) -> int:
         while True:
             await asyncio.sleep(args.interval)
             window.add(await fetch_metrics(client, url, deadline_s=args.timeout))
-            _print(window, url, as_json=args.json)
+            _print(window, url_shown, node_name, as_json=args.json)
             if not args.watch:
                 return 0
 
 
-def _print(window: Any, url: str, *, as_json: bool) -> None:
+def _print(window: Any, url: str | None, node_name: str | None, *, as_json: bool) -> None:
     figures = window.figures()
     if as_json:
         names = window.latest.model_names if window.latest is not None else ()
-        print(json.dumps({"url": url, "model_names": list(names), **figures.to_json()}), flush=True)
+        print(json.dumps({"node": node_name, "url": url, "model_names": list(names), **figures.to_json()}),
+              flush=True)
         return
     print(_line(figures), flush=True)
 

@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from console.render.format import qr_run_ended, qr_state_label
 from console.verbs.common import config_or_exit
 from remote.printable import printable
 
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
-    from console.config import ProjectConfig
+    from console.config import ProjectConfig, config_file_named
     from remote.errors import CredentialsError
     from remote.models import FleetProblem, FleetSnapshot, utc_now
     from remote.tpu.api import FleetSource
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         projects = list(config.projects)
     if not projects:
-        where = config.path or "the config file"
+        where = config_file_named(config)
         print(f"tpu-console: no projects to list: pass --project P or add [[projects]] to {where}", file=sys.stderr)
         return 2
     endpoint = args.api_endpoint or config.api_endpoint
@@ -207,9 +208,9 @@ def _print_tables(snapshot: FleetSnapshot, now: datetime, *, readonly: bool = Fa
         qrs.add_column(column, no_wrap=column != "FAILURE", min_width=len(column),
                        max_width=70 if column == "FAILURE" else None)
     for q in snapshot.queued_resources:
-        state = q.state + (f" by {q.state_initiator}" if q.state_initiator else "")
-        qrs.add_row(*row(q.project, q.zone, q.name, state, q.provisioning_model, q.accelerator_type or "-",
-                         _span(q.max_run_duration_s), _span(q.time_left_s(now)), _age(q.create_time, now),
+        left = "ended" if qr_run_ended(q.state, q.termination_time) else _span(q.time_left_s(now))
+        qrs.add_row(*row(q.project, q.zone, q.name, qr_state_label(q.state, q.state_initiator), q.provisioning_model,
+                         q.accelerator_type or "-", _span(q.max_run_duration_s), left, _age(q.create_time, now),
                          q.failure or ""))
     console.print(qrs)
     for p in snapshot.problems:

@@ -3,7 +3,7 @@
 The box (``#log-filter``) stays hidden until :meth:`LogPane.open_input` shows it; typing filters
 the lines (or, in search mode, highlights the text), Enter jumps to the next match and closes
 an empty box. The pane's border title says what is shown: lines, lines past the cap, follow,
-filter, search and fold state. The screen owns the keys and calls these methods.
+filter, search and fold state, and whether lines are cut at the pane's edge (``←``/``→`` scroll). The screen owns the keys and calls these methods.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Input
 
+from console.render.format import count as fmt_count
 from console.widgets.log_view import LogView
 from remote.printable import printable
 
@@ -54,7 +55,7 @@ class LogPane(Vertical):
         """``Log · N lines · ... · following · filter: x (M shown) · search: y`` on the log's border."""
         view = self.view
         buf = view.buffer
-        parts = [f"{buf.total:,} lines"]
+        parts = [fmt_count(buf.total, "line")]
         if buf.dropped:
             parts.append(f"{buf.dropped:,} oldest not shown (cap {buf.max_lines:,})")
         parts.append("following" if view.follow else "paused (f follows)")
@@ -64,7 +65,13 @@ class LogPane(Vertical):
             parts.append(f"search: {view.search_text}")
         if not buf.folded:
             parts.append("unfolded")
+        if buf.max_width > view.scrollable_content_region.width > 0:
+            parts.append("long lines cut at the edge: ←/→ scroll")
         view.set_title(Content(printable("Log · " + " · ".join(parts))))     # typed text: never markup
+
+    def on_resize(self) -> None:
+        """A new width may cut lines that fitted (or the other way round): the title says so."""
+        self.update_title()
 
     def toggle_follow(self) -> None:
         """Follow new lines, or stop scrolling to read."""

@@ -68,10 +68,10 @@ class ServingPanel(Vertical):
     ServingPanel .spark-label { color: $text-muted; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, history: int = HISTORY) -> None:
         super().__init__(id=id)
-        self.tokens_per_s: deque[float] = deque(maxlen=HISTORY)
-        self.queue: deque[float] = deque(maxlen=HISTORY)
+        self.tokens_per_s: deque[float] = deque(maxlen=history)
+        self.queue: deque[float] = deque(maxlen=history)
         self.problem: str | None = None
 
     def compose(self) -> ComposeResult:

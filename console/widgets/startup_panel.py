@@ -8,7 +8,7 @@ GiB with two decimals, tokens with thousands separators, concurrency as ``35.15x
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -27,7 +27,7 @@ from console.widgets.serving_panel import ServingPanel
 from remote.accelerators import generation_by_hbm_limit, generation_facts
 from remote.container.tail import TailStatus
 from remote.secrets import scrub_text
-from remote.startup import CompileProgress, Phase, StartupState
+from remote.startup import CompileProgress, Phase, PhaseMark, StartupState
 from remote.vllm_log.workers import CompileWatch, SliceHbm
 
 #: The step in flight is cut to this many characters (jax array reprs run to kilobytes).
@@ -100,7 +100,7 @@ def slice_text(info: PanelInfo) -> Text:
     names = {"worker_init": "worker init", "model_loaded": "model loaded", "kv_cache": "KV cache"}
     for item in info.slice_hbm:
         out.append(f"\n{names.get(item.stage, item.stage)}: {item.used_gib:.2f} / {item.limit_gib:.2f} GiB "
-                   f"over {item.chips} chips ({item.workers} of {item.total_workers} workers)")
+                   f"over {fmt.count(item.chips, 'chip')} ({item.workers} of {item.total_workers} workers)")
     watch = info.compile_watch
     if watch is not None:
         for step in watch.steps:
@@ -308,8 +308,31 @@ def _eta(info: PanelInfo, elapsed: float | None) -> Text:
     return Text(f"over the median of past boots ({median}) by {fmt.duration(-left)}", style="yellow")
 
 
+def phase_spans(marks: Sequence[PhaseMark],
+                now: datetime | None) -> list[tuple[Phase, datetime | None, float | None, int]]:
+    """Each phase once, in the order first entered: ``(phase, first start, seconds spent in it over all
+    its visits or None when a time is missing, visits)``. tpu-inference revisits phases (it sizes the
+    KV cache, precompiles, allocates, precompiles again), so the timeline holds ``compiling`` and
+    ``allocating_kv_cache`` twice in one boot; the panel lists each once with its total. The last,
+    unfinished visit runs to ``now``; READY / FAILED count no time."""
+    first: dict[Phase, datetime | None] = {}
+    total: dict[Phase, float | None] = {}
+    visits: dict[Phase, int] = {}
+    for i, mark in enumerate(marks):
+        first.setdefault(mark.phase, mark.started_at)
+        visits[mark.phase] = visits.get(mark.phase, 0) + 1
+        spent = total.setdefault(mark.phase, 0.0)
+        if mark.phase in (Phase.READY, Phase.FAILED):
+            continue
+        end = marks[i + 1].started_at if i + 1 < len(marks) else now
+        total[mark.phase] = (None if spent is None or end is None or mark.started_at is None
+                             else spent + max(0.0, (end - mark.started_at).total_seconds()))
+    return [(phase, first[phase], total[phase], visits[phase]) for phase in first]
+
+
 def timeline_table(info: PanelInfo) -> RenderableType:
-    """Phases entered, with start time and duration (the current one runs to ``now``)."""
+    """Phases entered, each once (:func:`phase_spans`), with first start and time spent (the current one
+    runs to ``now``, ``▸``; a phase visited more than once says ``×N``)."""
     state = info.state
     if not state.timeline:
         return Text("no phase yet", style="dim")
@@ -317,22 +340,20 @@ def timeline_table(info: PanelInfo) -> RenderableType:
     grid.add_column(no_wrap=True)
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column(justify="right", no_wrap=True)
-    marks = state.timeline
-    for i, mark in enumerate(marks):
-        start = mark.started_at.strftime("%H:%M:%S") if mark.started_at else "-"
-        if mark.phase in (Phase.READY, Phase.FAILED):
-            style = "bold green" if mark.phase is Phase.READY else "bold red"
-            grid.add_row(Text(mark.phase.value, style=style), start, "")
+    current = state.timeline[-1].phase
+    for phase, first, total, visits in phase_spans(state.timeline, info.now):
+        start = first.strftime("%H:%M:%S") if first else "-"
+        if phase in (Phase.READY, Phase.FAILED):
+            style = "bold green" if phase is Phase.READY else "bold red"
+            grid.add_row(Text(phase.value, style=style), start, "")
             continue
-        following = marks[i + 1].started_at if i + 1 < len(marks) else None
-        if i + 1 < len(marks):
-            took = fmt.duration((following - mark.started_at).total_seconds()) \
-                if following and mark.started_at else "-"
-            grid.add_row(mark.phase.value, start, took)
+        took = fmt.duration(total) if total is not None else ("…" if phase is current else "-")
+        label = Text(phase.value) + (Text(f" ×{visits}", style="dim") if visits > 1 else Text(""))
+        if phase is current:
+            label.stylize("bold yellow", 0, len(phase.value))
+            grid.add_row(label, start, Text(f"{took} ▸", style="yellow"))
         else:
-            running = (fmt.duration((info.now - mark.started_at).total_seconds())
-                       if info.now and mark.started_at else "…")
-            grid.add_row(Text(mark.phase.value, style="bold yellow"), start, Text(f"{running} ▸", style="yellow"))
+            grid.add_row(label, start, took)
     return grid
 
 

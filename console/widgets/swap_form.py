@@ -17,6 +17,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Checkbox, Input, Label, Static, TextArea
 
+from console.widgets.check_box import MarkedCheckbox
 from remote.container.parse import parse_serve_args, split_volume
 from remote.container.spec import (
     KNOWN_SERVE_FLAGS,
@@ -142,7 +143,7 @@ class SwapForm(VerticalScroll):
             yield Static("", id=f"e-{key}", classes="field-error")
         with Horizontal(classes="field-row"):
             yield Label("tool calls", classes="field-label")
-            yield Checkbox("--enable-auto-tool-choice", id="f-enable-auto-tool-choice")
+            yield MarkedCheckbox("--enable-auto-tool-choice", id="f-enable-auto-tool-choice")
         yield Label("extra arguments (shell-quoted)", classes="field-head")
         yield Input(id="f-extra", placeholder="--flag value ...", classes="field-input")
         yield Static("", id="e-extra", classes="field-error")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Input, Label, Static
 
 from console.app import TpuConsoleApp
 from console.screens.fleet import FleetScreen
@@ -153,6 +153,9 @@ async def test_refresh_failure_is_a_sentence_on_screen(services: Services) -> No
         text = text_of(app.screen.query_one("#problems", Static))
         assert "refresh failed: No Google credentials: no Application Default Credentials found" in text
         assert "Traceback" not in text
+        title = str(app.screen.query_one("#nodes-title", Label).render())
+        assert "loading" not in title and title == "Nodes · not listed: the refresh failed (r retries)"
+        assert "Loading" not in text_of(app.screen.query_one("#detail-body", Static))
 
 
 def _shown_columns(table: DataTable) -> list[str]:
@@ -220,11 +223,11 @@ async def test_command_mode_jumps_to_views_and_nodes_with_completion(services: S
         titles = [c.title for c in pilot.app.get_system_commands(screen)]
         assert "Command mode (:)" in titles
         assert titles.count("Help: all keys") == 1 and "Keys" not in titles   # one help entry, not Textual's too
-        await pilot.press("colon", *"be", "tab")               # tab completes to the first node's bench
+        await pilot.press("colon", *"be", "tab")               # tab completes to the first READY node's bench
         await pilot.pause()
         assert isinstance(pilot.app.screen, CommandScreen)
         box = pilot.app.screen.query_one("#command", Input)
-        assert box.value == "bench vllm-new-e"
+        assert box.value == "bench batch-preempt-f"             # not vllm-new-e (CREATING), the first row
         box.value = ""
         await pilot.press(*"bench vllm-v5e-a", "enter")
         await pilot.pause()
@@ -248,18 +251,65 @@ async def test_command_mode_jumps_to_views_and_nodes_with_completion(services: S
 def test_parse_command() -> None:
     import pytest
 
-    from console.screens.command import Command, complete, parse_command
+    from console.screens.command import Command, candidates, complete, cycle, parse_command
+    from remote.models import Node
 
     names = ["vllm-flex-b", "vllm-v5e-a"]
-    assert parse_command(":History", names) == Command("history")
-    assert parse_command("vllm-flex-b", names) == Command("node", "vllm-flex-b")
-    assert parse_command("watch vllm-v5e-a", names) == Command("startup", "vllm-v5e-a")
-    assert parse_command("history vllm-v5e-a", names) == Command("history", "vllm-v5e-a")
+    nodes = [Node("p", "z", name, "READY", "v6e-8") for name in names]
+    assert parse_command(":History", nodes) == Command("history")
+    assert parse_command("vllm-flex-b", nodes) == Command("node", "vllm-flex-b")
+    assert parse_command("watch vllm-v5e-a", nodes) == Command("startup", "vllm-v5e-a")
+    assert parse_command("history vllm-v5e-a", nodes) == Command("history", "vllm-v5e-a")
     for bad, message in (("bogus", "Unknown command"), ("bench", "one node name"), ("swap x", "No node named")):
         with pytest.raises(ValueError, match=message):
-            parse_command(bad, names)
+            parse_command(bad, nodes)
     assert complete("no", ["node vllm-flex-b", "node vllm-v5e-a"]) == "node vllm-flex-b"
     assert complete("zz", ["node a"]) == "zz"
+    options = ["node a", "node b", "bench a", "node c"]
+    assert cycle("no", "node a", options) == "node b"
+    assert cycle("no", "node c", options) == "node a"          # wraps round
+    assert cycle("zz", "zz", options) == "zz"
+    # Actions only where they can run: a CREATING node can be watched, not swapped or benchmarked;
+    # a PREEMPTED one has no startup to watch; read-only mode offers no swap or rollback.
+    fleet = [Node("p", "z", "up", "READY", "v6e-8"), Node("p", "z", "new", "CREATING", "v6e-8"),
+             Node("p", "z", "gone", "PREEMPTED", "v6e-8")]
+    offered = candidates(fleet)
+    assert {"swap up", "bench up", "rollback up", "startup up", "startup new", "node gone", "history gone"} \
+        <= set(offered)
+    assert not {"swap new", "bench new", "rollback new", "swap gone", "startup gone"} & set(offered)
+    assert not any(o.startswith(("swap ", "rollback ", "request")) for o in candidates(fleet, readonly=True))
+    assert "bench up" in candidates(fleet, readonly=True)
+    with pytest.raises(ValueError, match="swap needs a READY node: new is CREATING"):
+        parse_command("swap new", fleet)
+    with pytest.raises(ValueError, match="gone is PREEMPTED: it will not be READY"):
+        parse_command("startup gone", fleet)
+    with pytest.raises(ValueError, match="read-only"):
+        parse_command("rollback up", fleet, readonly=True)
+
+
+async def test_command_mode_lists_one_match_per_line_and_tab_cycles(services: Services) -> None:
+    from console.screens.command import CommandScreen
+
+    async with TpuConsoleApp(services).run_test(size=(160, 45)) as pilot:
+        await _loaded(pilot)
+        await pilot.press("colon", *"swap ")
+        await pilot.pause()
+        command = pilot.app.screen
+        assert isinstance(command, CommandScreen)
+        listed = text_of(command.query_one("#command-matches", Static)).splitlines()
+        assert "\\n" not in "".join(listed)
+        assert listed == ["swap batch-preempt-f", "swap vllm-spot-c", "swap vllm-flex-b", "swap vllm-ondemand-g",
+                          "swap vllm-reserved-d", "swap vllm-v5e-16", "swap vllm-v5e-a", "swap research-v5e-1"]
+        box = command.query_one("#command", Input)
+        seen = []
+        for _ in range(9):
+            await pilot.press("tab")
+            seen.append(box.value)
+        assert seen == [*listed, listed[0]]                     # every READY node in turn, then round again
+        assert text_of(command.query_one("#command-matches", Static)).splitlines() == listed
+        await pilot.press("backspace", *"x")                    # an edit ends the cycle: matches follow the text
+        await pilot.pause()
+        assert text_of(command.query_one("#command-matches", Static)).strip() == "no match"
 
 
 async def test_y_copies_the_selected_rows_json(services: Services) -> None:
@@ -320,3 +370,34 @@ async def test_command_mode_keeps_the_keys_typed_right_after_the_colon(services:
             screen.query_one("#nodes", DataTable).move_cursor(row=0)
             await pilot.pause()
             assert screen.selected is not None and screen.selected.name != "vllm-flex-b"
+
+
+async def test_columns_stay_put_when_samples_and_data_change(services: Services) -> None:
+    """Serving samples arriving (a long model name, 'unreachable', a 5-digit rate), then a filter and a
+    refresh: the columns shown are the same each time (MODEL used to give way to PROJECT)."""
+    from console.flows.serving import ServingSample
+    from console.screens.fleet import node_row_key
+
+    for size in ((160, 45), (130, 40)):
+        async with TpuConsoleApp(services).run_test(size=size) as pilot:
+            screen = await _loaded(pilot)
+            nodes = screen.query_one("#nodes", DataTable)
+            before = _shown_columns(nodes)
+            ready = [n for n in screen.snapshot.nodes if n.state == "READY"]
+            for i, node in enumerate(ready):
+                screen.serving[node_row_key(node)] = ServingSample(
+                    "unreachable" if i % 2 else "ready", model="meta-llama/Llama-3.1-8B-Instruct",
+                    tokens_per_s=12_345.0, running=3, waiting=1)
+            screen._render_tables()
+            await pilot.pause()
+            assert _shown_columns(nodes) == before, size
+            if "MODEL" in before:
+                assert "Llama-3.1-8B-Instruct" in _column(nodes, "MODEL")
+            await pilot.press("slash", *"flex", "enter")
+            await pilot.pause()
+            assert _shown_columns(nodes) == before, size
+            screen.serving.clear()
+            screen.action_refresh_fleet()
+            await pilot.app.workers.wait_for_complete()
+            await pilot.pause()
+            assert _shown_columns(nodes) == before, size

@@ -89,22 +89,46 @@ async def test_launches_newest_first_with_figures_and_key_flags(seeded: Services
         assert "6 launches · newest first" in text_of(screen.query_one("#history-status", Static))
 
 
-async def test_opened_from_a_node_is_filtered_to_it(seeded: Services) -> None:
+async def _history_from_the_fleet(pilot: Any, node_name: str) -> HistoryScreen:
+    await _until(pilot, lambda: isinstance(pilot.app.screen, FleetScreen) and pilot.app.screen.snapshot,
+                 "the fleet")
+    fleet = pilot.app.screen
+    nodes = fleet.query_one("#nodes", DataTable)
+    names = [str(nodes.get_cell(r, "NAME")) for r in nodes.rows]
+    nodes.move_cursor(row=names.index(node_name))
+    await pilot.pause()
+    await pilot.press("H")
+    await _until(pilot, lambda: isinstance(pilot.app.screen, HistoryScreen) and pilot.app.screen.benches_loaded,
+                 "the history pane")
+    return pilot.app.screen
+
+
+async def test_opened_from_a_node_lists_every_launch_with_the_nodes_newest_selected(seeded: Services) -> None:
     async with TpuConsoleApp(seeded).run_test(size=(200, 50)) as pilot:
-        await _until(pilot, lambda: isinstance(pilot.app.screen, FleetScreen) and pilot.app.screen.snapshot,
-                     "the fleet")
-        fleet = pilot.app.screen
-        nodes = fleet.query_one("#nodes", DataTable)
-        names = [str(nodes.get_cell(r, "NAME")) for r in nodes.rows]
-        nodes.move_cursor(row=names.index("vllm-v5e-a"))
-        await pilot.pause()
-        await pilot.press("H")
-        await _until(pilot, lambda: isinstance(pilot.app.screen, HistoryScreen) and pilot.app.screen.benches_loaded,
-                     "the history pane")
-        screen = pilot.app.screen
-        assert screen.query_one("#history-filter", Input).value == "node:vllm-v5e-a"
+        screen = await _history_from_the_fleet(pilot, "vllm-v5e-a")
+        assert screen.query_one("#history-filter", Input).value == ""
+        assert _ids(screen) == [6, 5, 4, 3, 2, 1]                  # every launch: the filter is opt-in
+        assert screen.selected is not None and screen.selected.id == 3   # vllm-v5e-a's newest
+        status = text_of(screen.query_one("#history-status", Static))
+        assert "6 launches" in status and "N: vllm-v5e-a's launches only" in status
+        loads = screen.loads
+        await pilot.press("N")                                      # opt in: this node only
+        await _until(pilot, lambda: screen.loads > loads and screen.benches_loaded, "the node's launches")
         assert _ids(screen) == [3, 2, 1]
+        assert screen.query_one("#history-filter", Input).value == "node:vllm-v5e-a"
         assert "filter node=vllm-v5e-a" in text_of(screen.query_one("#history-status", Static))
+        loads = screen.loads
+        await pilot.press("N")                                      # again: every launch
+        await _until(pilot, lambda: screen.loads > loads and screen.benches_loaded, "every launch")
+        assert _ids(screen) == [6, 5, 4, 3, 2, 1]
+
+
+async def test_opened_from_a_node_without_launches_says_so(seeded: Services) -> None:
+    async with TpuConsoleApp(seeded).run_test(size=(200, 50)) as pilot:
+        screen = await _history_from_the_fleet(pilot, "vllm-new-e")   # the first row, CREATING
+        assert _ids(screen) == [6, 5, 4, 3, 2, 1]
+        assert screen.selected is not None and screen.selected.id == 6
+        assert "no launch of vllm-new-e in this list" in text_of(screen.query_one("#history-status", Static))
 
 
 async def test_filter_terms_words_and_a_bad_key(seeded: Services) -> None:
@@ -235,6 +259,27 @@ async def test_relaunch_opens_the_swap_form_with_the_launch_spec(seeded: Service
         assert target is not None and target.image == "vllm/vllm-tpu:v0.12.0"
         assert target.flag("max-model-len") == "8192" and target.flag("kv-cache-dtype") == "fp8"
         assert target.env["HF_TOKEN"] == "hf_live_value_123456"
+
+
+async def test_the_list_is_read_again_when_a_relaunch_returns(seeded: Services) -> None:
+    """A relaunch records its launch while the swap form is on top; back in the pane it is listed
+    (no ``r`` needed), and the selection stays where it was."""
+    from console.screens.history.relaunch import RelaunchScreen
+    from store.history import HistoryStore
+
+    async with TpuConsoleApp(seeded).run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        await _select(pilot, screen, 3)
+        await pilot.press("L")
+        await _until(pilot, lambda: isinstance(pilot.app.screen, RelaunchScreen), "the swap form")
+        with HistoryStore(seeded.db_path) as store:   # what the swap records when it runs
+            new_id = store.start_launch(node="vllm-v5e-a", project="inference-prod", zone="us-west4-a",
+                                        accelerator_type="v5litepod-4", outcome="unwatched",
+                                        requested_at="2026-11-30T11:59:00Z", replaced_launch_id=3)
+        loads = screen.loads
+        pilot.app.pop_screen()
+        await _until(pilot, lambda: screen.loads > loads, "the list read again")
+        assert _ids(screen)[0] == new_id and screen.selected is not None and screen.selected.id == 3
 
 
 async def test_relaunch_says_when_the_node_is_gone_or_no_spec_was_recorded(seeded: Services) -> None:

@@ -111,3 +111,18 @@ async def test_lines_written_move_the_vertical_bar_and_the_end_with_them() -> No
         assert bar.window_virtual_size == rows + 30 and bar.window_size == view.container_size.height - 1
         assert view.scroll_y == view.max_scroll_y == rows + 30 - (view.container_size.height - 1)    # followed
         assert view.shown_lines()[-1].endswith("more 29")
+
+
+async def test_the_title_says_when_lines_are_cut_at_the_edge_and_how_to_scroll() -> None:
+    app = PaneApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        pane = app.query_one(LogPane)
+        assert "cut at the edge" not in str(pane.view.border_title)     # 40-character lines fit in 120
+        pane.view.write_lines(["INFO " + "x" * 300])
+        pane.update_title()
+        await pilot.pause()
+        assert str(pane.view.border_title).endswith("· long lines cut at the edge: ←/→ scroll")
+        await pilot.resize_terminal(400, 30)                            # wide enough again: no hint
+        await pilot.pause()
+        await pilot.pause()
+        assert "cut at the edge" not in str(pane.view.border_title)

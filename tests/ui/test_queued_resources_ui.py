@@ -4,6 +4,7 @@ form (same flow as the verb) and read-only mode."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
@@ -62,9 +63,21 @@ async def test_delete_key_asks_for_the_typed_name_then_deletes(services: Service
         modal = app.screen
         assert isinstance(modal, ConfirmScreen) and modal.require_text == "qr-flex-done"
         assert "Flex-start cost so far: $43.20" in modal.message           # 4 h x 8 chips x $1.35
+        # the gcloud line, as the request's confirm shows its create line; the CLI's line in the text
+        assert modal.commands == ["gcloud alpha compute tpus queued-resources delete qr-flex-done "
+                                  "--project=inference-prod --zone=us-east5-a"]
+        assert "The same from the CLI: tpu-console delete qr-flex-done --project=inference-prod" in modal.message
         await pilot.press(*"qr-flex")
         assert modal.query_one("#confirm-yes", Button).disabled             # a prefix is not the name
-        await pilot.press(*"-done", "enter")
+        await pilot.press("enter")                                          # a wrong name is said, in the modal
+        await pilot.pause()
+        wrong = modal.query_one("#confirm-wrong", Static)
+        assert app.screen is modal and wrong.display
+        assert text_of(wrong).strip() == ("✗ 'qr-flex' is not qr-flex-done: type the name exactly to go ahead, "
+                                          "Escape cancels.")
+        await pilot.press(*"-done")
+        assert not wrong.display                                            # typing again clears it
+        await pilot.press("enter")
         await app.workers.wait_for_complete()
         await pilot.pause()
         await app.workers.wait_for_complete()
@@ -201,3 +214,52 @@ async def test_a_stuck_request_shows_what_to_try_in_the_detail_pane(services: Se
         # An ACTIVE request is not stuck: no advice.
         await _select_qr(pilot, screen, "qr-flex-b")
         assert "What to try" not in text_of(screen.query_one("#detail-body", Static), width=120)
+
+
+async def test_a_suspended_flex_start_request_reads_the_same_in_nodes_and_the_fleet(
+        services: Services, tpu_endpoint: str, tmp_path: Any, capsys: Any, monkeypatch: Any) -> None:
+    from console.cli import main
+
+    monkeypatch.setenv("COLUMNS", "250")
+    config = tmp_path / "config.toml"
+    config.write_text('[[projects]]\nid = "inference-prod"\n')
+    await asyncio.to_thread(main, ["--config", str(config), "nodes", "--api-endpoint", tpu_endpoint])  # own loop
+    line = next(x for x in capsys.readouterr().out.splitlines() if "qr-flex-done" in x)
+    cli_cells = [c.strip() for c in line.split("│")]
+    assert "SUSPENDED by SERVICE" in cli_cells and "ended" in cli_cells and "0m" not in cli_cells
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _loaded(pilot)
+        qrs = screen.query_one("#qrs", DataTable)
+        row = next(r for r in qrs.rows if str(qrs.get_cell(r, "NAME")) == "qr-flex-done")
+        assert (str(qrs.get_cell(row, "STATE")), str(qrs.get_cell(row, "TIME LEFT"))) == ("SUSPENDED by SERVICE", "ended")
+
+
+async def test_w_on_a_queued_resource_follows_its_node_from_the_queue(services: Services) -> None:
+    """``w`` on a waiting request opens the startup view of the node it creates, waiting for capacity
+    (the node does not exist yet); on a FAILED one it says why it does not follow."""
+    from console.screens.startup import StartupScreen
+
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = await _loaded(pilot)
+        await _select_qr(pilot, screen, "qr-flex-wait")
+        await pilot.press("w")
+        for _ in range(200):
+            await pilot.pause(0.02)
+            if isinstance(app.screen, StartupScreen) and app.screen.node_wait:
+                break
+        view = app.screen
+        assert isinstance(view, StartupScreen)
+        assert (view.node.name, view.node.queued_resource) == ("vllm-flex-h", "qr-flex-wait")
+        assert view.node_wait == ("node vllm-flex-h does not exist yet (queued resource qr-flex-wait "
+                                  "WAITING_FOR_RESOURCES); waiting for capacity, then for READY")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen
+        await _select_qr(pilot, screen, "qr-failed")
+        await pilot.press("w")
+        await pilot.pause()
+        assert app.screen is screen
+        assert any("Queued resource qr-failed of node" in n.message and "is FAILED" in n.message
+                   for n in app._notifications)

@@ -85,3 +85,35 @@ async def test_a_section_that_grows_is_laid_out_to_its_new_height() -> None:
         assert update_in_place(box, "a row " * box.size.width) is True     # wraps at the box's width
         await pilot.pause()
         assert box.size.height == len(text_of(box, width=box.size.width).splitlines()) > 3
+
+
+def test_a_revisited_phase_is_listed_once_with_its_total_time() -> None:
+    """tpu-inference sizes the KV cache, compiles, allocates, compiles again: the phases list shows
+    compiling and allocating_kv_cache once each, with the time over both visits and ×2."""
+    from datetime import UTC, datetime, timedelta
+
+    from console.widgets.startup_panel import PanelInfo, phase_spans, timeline_table
+    from remote.startup import Phase, PhaseMark, StartupState
+    from tests.ui.conftest import text_of
+
+    t0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    at = [t0 + timedelta(seconds=s) for s in (0, 30, 60, 90, 100, 400, 410)]
+    marks = (PhaseMark(Phase.STARTING, at[0], 1), PhaseMark(Phase.LOADING_WEIGHTS, at[1], 10),
+             PhaseMark(Phase.ALLOCATING_KV_CACHE, at[2], 20), PhaseMark(Phase.COMPILING, at[3], 30),
+             PhaseMark(Phase.ALLOCATING_KV_CACHE, at[4], 40), PhaseMark(Phase.COMPILING, at[5], 50),
+             PhaseMark(Phase.READY, at[6], 60))
+    assert phase_spans(marks, None) == [
+        (Phase.STARTING, at[0], 30.0, 1), (Phase.LOADING_WEIGHTS, at[1], 30.0, 1),
+        (Phase.ALLOCATING_KV_CACHE, at[2], 30.0 + 300.0, 2), (Phase.COMPILING, at[3], 10.0 + 10.0, 2),
+        (Phase.READY, at[6], 0.0, 1)]
+
+    class Shown:
+        content = timeline_table(PanelInfo(state=StartupState(timeline=marks), now=at[6]))
+
+    rows = [line.split() for line in text_of(Shown()).splitlines()]
+    assert [r[0] for r in rows] == ["starting", "loading_weights", "allocating_kv_cache", "compiling", "ready"]
+    assert rows[2] == ["allocating_kv_cache", "×2", "12:01:00", "5m30s"] and rows[3] == ["compiling", "×2", "12:01:30", "20s"]
+    running = (*marks[:-1],)                                  # still compiling, 60 s into its second visit
+    Shown.content = timeline_table(PanelInfo(state=StartupState(timeline=running), now=at[5] + timedelta(seconds=60)))
+    rows = [line.split() for line in text_of(Shown()).splitlines()]
+    assert rows[-1] == ["compiling", "×2", "12:01:30", "1m10s", "▸"]

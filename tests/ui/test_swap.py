@@ -415,16 +415,20 @@ async def test_lint_errors_require_typing_the_node_name(tmp_path: Path) -> None:
 
 
 async def test_typing_right_after_the_form_opens_keeps_every_key(tmp_path: Path) -> None:
-    """The first field is focused with its value selected: keys typed at once replace it, none lost."""
+    """The first field (the image) is focused with its value selected: keys typed at once replace it,
+    none lost; Tab goes on to the next field (the model), in the form's order."""
     app = FormApp(tmp_path)
     async with app.run_test(size=(180, 50)) as pilot:
         screen = await _loaded(pilot, SwapScreen)
-        assert _field(screen, "max-model-len").has_focus
-        await pilot.press(*"131072")          # no pause between the form opening and the keys
+        fields = [w for w in screen.query_one("#swap-form").query("Input")]
+        assert fields[0] is _field(screen, "image") and _field(screen, "image").has_focus
+        await pilot.press(*"vllm/vllm-tpu:v0.12.0")   # no pause between the form opening and the keys
         for _ in range(20):
             await pilot.pause()
-        assert _field(screen, "max-model-len").value == "131072"
-        assert screen.spec is not None and screen.spec.flag("max-model-len") == "131072"
+        assert _field(screen, "image").value == "vllm/vllm-tpu:v0.12.0"
+        assert screen.spec is not None and screen.spec.image == "vllm/vllm-tpu:v0.12.0"
+        await pilot.press("tab")
+        assert _field(screen, "model").has_focus
 
 
 async def test_typing_at_100_keys_per_second_keeps_every_key(tmp_path: Path) -> None:
@@ -440,6 +444,8 @@ async def test_typing_at_100_keys_per_second_keeps_every_key(tmp_path: Path) -> 
     app = FormApp(tmp_path)
     async with app.run_test(size=(180, 50)) as pilot:
         screen = await _loaded(pilot, SwapScreen)
+        _field(screen, "max-model-len").focus()               # (the form opens on its first field, the image)
+        await pilot.pause()
         await type_at_100_per_s("16384")                      # replaces the selected value
         extra = _field(screen, "extra")
         extra.focus()

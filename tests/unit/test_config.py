@@ -138,7 +138,7 @@ def test_unknown_binding_id_in_keys_stops_the_console(tmp_path: Path, capsys: py
     path = write(tmp_path, "[[projects]]\nid = \"p\"\n[keys]\nrefresh = \"ctrl+r\"\nbogus_id = \"x\"\n")
     assert main(["--config", str(path)]) == 2
     err = capsys.readouterr().err
-    assert f"{path}: [keys] names no binding id 'bogus_id'" in err and "Traceback" not in err
+    assert f"{path}: [keys] bogus_id = 'x': no binding has the id 'bogus_id'" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize(("body", "where", "words"), [

@@ -112,3 +112,23 @@ def test_a_tag_pinned_to_its_recorded_digest_is_pinned_not_changed(store: Histor
     assert spec_diff(pinned, tag) == [FlagChange("image", DIGEST_A, "vllm/vllm-tpu:latest", "unpinned")]
     assert spec_diff(tag, other) == [FlagChange("image", "vllm/vllm-tpu:latest", DIGEST_B, "changed"),
                                      FlagChange("image digest", DIGEST_A, DIGEST_B, "changed")]
+
+
+def test_an_extra_flag_is_one_difference_not_two(store: HistoryStore) -> None:
+    """A swap records an unknown flag both in the serve arguments and in the spec's extra_args:
+    compare lists ``--bogus-flag`` once (it listed ``extra args`` as well)."""
+    a, _ = _pair(store)
+    spec = _spec(["/dev/shm:/dev/shm"], {"TPU_BACKEND_TYPE": "jax"}, DIGEST_A) | {"extra_args": ["--bogus-flag", "3"]}
+    b_id = store.start_launch(node="vllm-a", accelerator_type="v6e-8", model="Qwen/Qwen3-8B",
+                              image="vllm/vllm-tpu:latest", image_digest=DIGEST_A,
+                              serve_args=["Qwen/Qwen3-8B", "--max-model-len", "8192", "--bogus-flag", "3"],
+                              container_spec=spec, requested_at="2026-11-30T11:00:00Z", outcome="ready")
+    b = store.get_launch(b_id)
+    assert spec_diff(a, b) == [FlagChange("--bogus-flag", None, "3", "added")]
+    # extra args the serve arguments do not hold (a positional word, another value) still show
+    odd = _spec(["/dev/shm:/dev/shm"], {"TPU_BACKEND_TYPE": "jax"}, DIGEST_A) | {"extra_args": ["stray", "--x", "1"]}
+    c = store.get_launch(store.start_launch(node="vllm-a", accelerator_type="v6e-8", model="Qwen/Qwen3-8B",
+                                            image="vllm/vllm-tpu:latest", image_digest=DIGEST_A,
+                                            serve_args=["Qwen/Qwen3-8B", "--max-model-len", "8192"],
+                                            container_spec=odd, requested_at="2026-11-30T12:00:00Z"))
+    assert FlagChange("extra args", None, "stray --x 1", "added") in spec_diff(a, c)

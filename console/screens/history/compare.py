@@ -13,11 +13,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from console.flows.launch_compare import FigureDelta, FlagChange, figure_diff, spec_diff
 from console.render.launch_compare import figure_table, flag_table, who
 from console.screens.base import ConsoleScreen
+from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 from store.records import BenchmarkRecord, Launch
 
@@ -50,7 +51,7 @@ class CompareScreen(ConsoleScreen):
             yield Static(id="compare-who")
             yield Static(id="flag-diff")
             yield Static(id="figure-diff")
-        yield Footer()
+        yield ConsoleFooter()
 
     def on_mount(self) -> None:
         self.sub_title = f"compare launches {self.a.id} and {self.b.id}"

@@ -3,7 +3,10 @@
 Keys (ids in brackets, remappable through ``[keys]`` in the config): ``/`` filter [filter],
 ``m`` mark [history_mark], ``c`` compare the marked launch with the selected one
 [history_compare], ``L`` relaunch [history_relaunch], ``e`` export [history_export],
-``p`` next plot figure [history_plot], ``r`` refresh [refresh], ``escape`` back [history_back].
+``p`` next plot figure [history_plot], ``r`` refresh [refresh], ``escape`` back [history_back];
+opened from a node, every launch is listed with that node's newest launch selected, and ``N``
+shows that node's launches only, again every launch [history_node_only]. The list is read again
+each time the pane comes back on top (after a relaunch, a compare...).
 
 Every database read runs in the pane's reader thread (:class:`HistoryReader`): the table
 fills first, then the benchmarks of the rows shown (detail panel and plot).
@@ -20,7 +23,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from console.flows.history_query import (
     HistoryReader,
@@ -36,7 +39,7 @@ from console.render.history_detail import (
     launch_detail,
     masked_secrets,
 )
-from console.render.plain import plain
+from console.render.plain import plain, printable
 from console.screens.base import ConsoleScreen
 from console.screens.history.compare import CompareScreen
 from console.screens.history.export import (
@@ -45,6 +48,7 @@ from console.screens.history.export import (
     write_export,
 )
 from console.widgets.bench_plot import METRICS, BenchPlot
+from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 from remote.errors import RemoteError
 from store.errors import StoreError
@@ -63,7 +67,7 @@ class HistoryScreen(ConsoleScreen):
     """Launches from the history database, filterable, with detail, compare, relaunch and export.
 
     Args:
-        node: a ``remote.models.Node`` to prefill the filter with (``node:NAME``), or ``None``.
+        node: a ``remote.models.Node`` whose newest launch is selected first (``N`` filters to it), or ``None``.
     """
 
     CSS_PATH = "history.tcss"
@@ -75,6 +79,7 @@ class HistoryScreen(ConsoleScreen):
         Binding("L", "relaunch", "Relaunch", id="history_relaunch"),
         Binding("e", "export", "Export", id="history_export"),
         Binding("p", "next_metric", "Plot figure", id="history_plot"),
+        Binding("N", "node_only", "This node only", id="history_node_only"),
         Binding("r", "reload", "Refresh", id="refresh"),
         Binding("escape", "back", "Back", id="history_back"),
     ]
@@ -82,7 +87,7 @@ class HistoryScreen(ConsoleScreen):
     def __init__(self, node: Node | None = None) -> None:
         super().__init__()
         self.node = node
-        self.launch_filter = LaunchFilter(node=node.name) if node is not None else LaunchFilter()
+        self.launch_filter = LaunchFilter()
         self.launches: list[Launch] = []
         self.benches: dict[int, list[BenchmarkRecord]] = {}
         self.marked: Launch | None = None
@@ -96,8 +101,8 @@ class HistoryScreen(ConsoleScreen):
 
     def compose(self) -> ComposeResult:
         yield ConsoleHeader()
-        value = f"node:{self.node.name}" if self.node is not None else ""
-        yield Input(value, placeholder="filter: node:NAME model:M accelerator:TYPE outcome:failed words… (Enter)",
+        node = self.node.name if self.node is not None else "NAME"
+        yield Input("", placeholder=f"filter: node:{node} model:M accelerator:TYPE outcome:failed words… (Enter)",
                     id="history-filter")
         yield Static("Loading the history…", id="history-status")
         yield DataTable(id="launches", cursor_type="row", zebra_stripes=True)
@@ -106,7 +111,7 @@ class HistoryScreen(ConsoleScreen):
                 yield Static("", id="launch-detail-body")
             with VerticalScroll(id="plot-box"):
                 yield BenchPlot(id="bench-plot")
-        yield Footer()
+        yield ConsoleFooter()
 
     def on_mount(self) -> None:
         self._set_columns([])
@@ -119,6 +124,15 @@ class HistoryScreen(ConsoleScreen):
     def on_unmount(self) -> None:
         if self._reader is not None:
             self._reader.close()
+
+    def on_screen_resume(self) -> None:
+        """Back on top (from a relaunch's swap, a compare...): read the list again, the selection kept."""
+        if self.loads:
+            self._load(self.launch_filter)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``N`` (this node only) exists when the pane was opened from a node."""
+        return not (action == "node_only" and self.node is None)
 
     def _say(self, message: str, **kwargs: Any) -> None:
         """A notification whose text is never read as markup (paths, error messages)."""
@@ -176,6 +190,9 @@ class HistoryScreen(ConsoleScreen):
         self._set_columns([cells for _, cells in rows])
         for key, cells in rows:
             table.add_row(*(TableCell(text, style) for text, style in cells), key=key)
+        if keep is None and self.loads == 0 and self.node is not None:
+            keep = next((x.id for x in launches if x.node == self.node.name
+                         and x.project in (None, "", self.node.project)), None)
         if keep is not None and str(keep) in table.rows:
             table.move_cursor(row=table.get_row_index(str(keep)), animate=False)
         self._selected_id = self._row_id(table)
@@ -206,6 +223,10 @@ class HistoryScreen(ConsoleScreen):
                 text.append(f" · the {flt.limit} newest (limit:N shows more)", style="yellow")
         if flt.describe():
             text.append(f" · filter {flt.describe()}", style="dim")
+        if self.node is not None and flt.node != self.node.name:
+            if not any(x.node == self.node.name for x in self.launches):
+                text.append(f" · no launch of {printable(self.node.name)} in this list", style="yellow")
+            text.append(f" · N: {printable(self.node.name)}'s launches only", style="dim")
         if self.marked is not None:
             text.append(f" · marked {self.marked.id}: select another, c compares", style="magenta")
         self.query_one("#history-status", Static).update(text)
@@ -245,6 +266,16 @@ class HistoryScreen(ConsoleScreen):
         self._render_plot()
 
     # --- filter -------------------------------------------------------------------------
+
+    def action_node_only(self) -> None:
+        """Show only the launches of the node the pane was opened from; again: every launch."""
+        if self.node is None:
+            return
+        line = "" if self.launch_filter.node == self.node.name else f"node:{self.node.name}"
+        box = self.query_one("#history-filter", Input)
+        with box.prevent(Input.Changed):
+            box.value = line
+        self.apply_filter(line)
 
     def action_focus_filter(self) -> None:
         """Focus the filter line."""

@@ -26,7 +26,6 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import (
     Checkbox,
-    Footer,
     Input,
     Label,
     OptionList,
@@ -42,6 +41,7 @@ from console.render import swap_preview as preview
 from console.render.plain import plain, printable
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen, host_key_question
+from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 from console.widgets.swap_form import SwapForm, secrets_of
 from remote.container.lint import Finding
@@ -129,7 +129,7 @@ class SwapScreen(ConsoleScreen):
                 yield Static("", id="swap-commands")
                 yield Label("Progress", classes="section-title", id="swap-steps-title")
                 yield Static("", id="swap-steps")
-        yield Footer()
+        yield ConsoleFooter()
 
     def on_mount(self) -> None:
         self.sub_title = f"{'Roll back' if self.MODE == 'rollback' else 'Swap'} the container on {self.node.name}"
@@ -214,7 +214,7 @@ class SwapScreen(ConsoleScreen):
         form = self.query_one("#swap-form", SwapForm)
         form.disabled = False
         self._fill(spec)
-        first = self.query_one("#f-max-model-len", Input)
+        first = self.query_one("#f-image", Input)      # the form's first field, where Tab order starts
         first.focus()   # Input selects its value on focus, so typing replaces it; selecting again
                         # after a refresh raced fast typing (keys typed before it were lost).
 

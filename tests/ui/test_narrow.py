@@ -1,0 +1,132 @@
+"""Narrow terminals (80x24, 100x30): the startup view stacks, footers keep ``?`` and ``q`` and never
+overflow, cut lists say "+N more", raw JSON folds at the pane's edge."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+from textual.widgets import Static
+from textual.widgets._footer import FooterKey
+
+from console.app import TpuConsoleApp
+from console.render.fit import fit_items
+from console.screens.fleet import FleetScreen
+from console.screens.startup import StartupScreen
+from console.services import Services
+from console.widgets.footer import ConsoleFooter
+from tests.ui.conftest import fleet_node, text_of
+
+
+async def _fleet(pilot: Any) -> FleetScreen:
+    for _ in range(200):
+        await pilot.pause(0.02)
+        screen = pilot.app.screen
+        if isinstance(screen, FleetScreen) and screen.snapshot is not None and screen.cached_at is None:
+            await pilot.pause()
+            return screen
+    raise AssertionError("the fleet never loaded")
+
+
+def _footer_fits(screen: Any) -> list[str]:
+    """The footer's keys, after checking none lies under the palette key or past the edge."""
+    footer = screen.query_one(ConsoleFooter)
+    keys = list(footer.query(FooterKey))
+    palette = next(k for k in keys if k.has_class("-command-palette"))
+    assert footer.virtual_size.width <= footer.size.width, "the footer's row overflows (stale cells)"
+    for key in keys:
+        if key is not palette:
+            assert key.region.right <= palette.region.x, f"{key.key_display} lies under the palette key"
+    assert palette.region.right == screen.size.width
+    return [k.key_display for k in keys]
+
+
+async def test_fleet_footer_keeps_help_and_quit_and_never_overflows(services: Services) -> None:
+    for size in ((80, 24), (100, 30), (160, 45)):
+        async with TpuConsoleApp(services).run_test(size=size) as pilot:
+            screen = await _fleet(pilot)
+            await pilot.pause()
+            shown = _footer_fits(screen)
+            assert "?" in shown and "q" in shown, size
+            assert shown[:2] == ["r", "/"], size                      # the screen's first keys first
+
+
+async def test_the_inactive_queued_resource_lines_that_do_not_fit_are_named(services: Services) -> None:
+    async with TpuConsoleApp(services).run_test(size=(80, 24)) as pilot:
+        screen = await _fleet(pilot)
+        text = text_of(screen.query_one("#problems", Static), width=78)
+        assert "⚠ denied-project (HTTP 403)" in text
+        assert "+2 more: ⚑ inference-prod/asia-northeast1-b, ⚑ inference-prod/us-east5-a" in text
+        await pilot.resize_terminal(100, 30)
+        await pilot.pause()
+        text = text_of(screen.query_one("#problems", Static), width=98)
+        assert "tpu-console delete qr-failed --project=inference-prod --zone=asia-northeast1-b" in text
+        assert text.rstrip().endswith("+1 more: ⚑ inference-prod/us-east5-a")
+        await pilot.resize_terminal(200, 50)
+        await pilot.pause()
+        text = text_of(screen.query_one("#problems", Static), width=198)
+        assert "more:" not in text and "qr-flex-done --project=inference-prod --zone=us-east5-a" in text
+
+
+def test_fit_items_counts_wrapped_rows_and_names_what_is_cut() -> None:
+    console = Console(width=200)
+    items = [("a", [Text("x" * 30)]), ("b", [Text("y" * 10), Text("z")]), ("c", [Text("w")])]
+    assert fit_items(items, console, 40, 6).plain.splitlines() == ["x" * 30, "y" * 10, "z", "w"]
+    assert fit_items(items, console, 20, 4).plain.splitlines() == ["x" * 30, "+2 more: b, c"]  # x: 2 rows
+    assert fit_items(items, console, 20, 1).plain == "+3 more: a, b, c"
+
+
+async def test_startup_view_stacks_the_panel_over_the_log_below_110_columns(services: Services) -> None:
+    async with TpuConsoleApp(services).run_test(size=(80, 24)) as pilot:
+        await _fleet(pilot)
+        pilot.app.open_feature("startup", await fleet_node(services, "vllm-new-e"))   # CREATING: waits, no SSH
+        for _ in range(100):
+            await pilot.pause(0.02)
+            if isinstance(pilot.app.screen, StartupScreen):
+                break
+        screen = pilot.app.screen
+        assert isinstance(screen, StartupScreen)
+        await pilot.pause()
+        panel, log = screen.query_one("#startup-panel").region, screen.query_one("#log-pane").region
+        assert log.width >= 40 and log.width == 80 and panel.width == 80
+        assert panel.bottom <= log.y                                       # the panel above the log
+        assert _footer_fits(screen)[-3:] == ["?", "q", "^p"]
+        await pilot.resize_terminal(160, 45)
+        await pilot.pause()
+        await pilot.pause()
+        panel, log = screen.query_one("#startup-panel").region, screen.query_one("#log-pane").region
+        assert panel.y == log.y and panel.right <= log.x and log.width == 160 - 70  # side by side again
+
+
+async def test_raw_json_folds_long_values_at_the_pane_edge(services: Services) -> None:
+    async with TpuConsoleApp(services).run_test(size=(80, 24)) as pilot:
+        screen = await _fleet(pilot)
+        await pilot.press("i", "j")
+        await pilot.pause()
+        body = screen.query_one("#detail-body", Static)
+        width = body.content_region.width
+        shown = text_of(body, width=width)
+        assert max(len(line) for line in shown.splitlines()) <= width
+        joined = "".join(line.strip() for line in shown.splitlines())
+        assert '"projects/inference-prod/locations/asia-northeast1-b/nodes/vllm-new-e"' in joined
+        assert "long values fold at the pane's edge" in " ".join(shown.split())
+
+
+async def test_checked_and_unchecked_boxes_differ_by_more_than_colour() -> None:
+    from textual.app import App, ComposeResult
+
+    from console.widgets.check_box import MarkedCheckbox
+
+    class Boxes(App[None]):
+        def compose(self) -> ComposeResult:
+            yield MarkedCheckbox("--enable-auto-tool-choice", id="off")
+            yield MarkedCheckbox("on", True, id="on")
+
+    app = Boxes()
+    async with app.run_test(size=(60, 5)) as pilot:
+        off, on = app.query_one("#off", MarkedCheckbox), app.query_one("#on", MarkedCheckbox)
+        assert str(off.render()).startswith("▐ ▌") and str(on.render()).startswith("▐✓▌")
+        await pilot.click("#off")
+        await pilot.pause()
+        assert off.value and str(off.render()).startswith("▐✓▌")
