@@ -11,16 +11,23 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from console.flows.history_access import HistoryAccess, LaunchHistory
 from console.render.format import count
 from remote.models import Node, chip_generation
+from store.errors import StoreError
 
 if TYPE_CHECKING:
+    import asyncssh
+
+    from console.config import Config
+    from console.services import FleetLister
     from remote.bench.longctx import LongCtxResult
     from remote.bench.smoke import SmokeResult
     from remote.bench.throughput import ThroughputResult
+    from remote.ssh import SshTarget
 
     #: One benchmark result of any kind.
     BenchResult = SmokeResult | ThroughputResult | LongCtxResult
@@ -202,11 +209,11 @@ class Tunnel:
 
     node: Node
     base_url: str
-    conn: Any
+    conn: asyncssh.SSHClientConnection
 
 
 @asynccontextmanager
-async def open_tunnel(node: Node, target: Any, vllm_port: int, *,
+async def open_tunnel(node: Node, target: SshTarget, vllm_port: int, *,
                       accept_new_host_key: HostKeyQuestion | None = None) -> AsyncIterator[Tunnel]:
     """SSH to ``target`` (worker 0 of ``node``) and forward ``vllm_port`` there to a free local port.
 
@@ -282,7 +289,7 @@ class ServerFlags:
     tool_calling: bool | None = None
 
 
-async def server_flags_for(conn: Any, container: str, *, given: str | None = None, label: str = "") -> ServerFlags:
+async def server_flags_for(conn: asyncssh.SSHClientConnection | None, container: str, *, given: str | None = None, label: str = "") -> ServerFlags:
     """The key a benchmark sends (``given`` (``--api-key``), else the operator's ``VLLM_API_KEY``,
     else the running container's, :func:`container_api_key`) and whether the container has tool
     calling (:func:`container_tool_calling`), from one ``docker inspect`` over ``conn``; an
@@ -303,12 +310,13 @@ async def server_flags_for(conn: Any, container: str, *, given: str | None = Non
     return ServerFlags(given or container_api_key(inspect), container_tool_calling(inspect))
 
 
-async def api_key_for(conn: Any, container: str, *, given: str | None = None, label: str = "") -> str | None:
+async def api_key_for(conn: asyncssh.SSHClientConnection | None, container: str, *, given: str | None = None, label: str = "") -> str | None:
     """The key a benchmark sends: :func:`server_flags_for`'s ``api_key``."""
     return (await server_flags_for(conn, container, given=given, label=label)).api_key
 
 
-async def current_launch_id(store: Any, node: Node, conn: Any, container: str) -> int | None:
+async def current_launch_id(store: LaunchHistory, node: Node, conn: asyncssh.SSHClientConnection | None,
+                            container: str) -> int | None:
     """The history launch the benchmark measures, or ``None``.
 
     The launch with the running container's id (``docker inspect`` over ``conn``); a running
@@ -416,18 +424,20 @@ def every_request_failed(results: Sequence[BenchResult]) -> bool:
     return bool(results) and all(failed(r) for r in results)
 
 
-def result_json(result: Any, pricing: Pricing) -> dict[str, Any]:
+def result_json(result: BenchResult, pricing: Pricing) -> dict[str, Any]:
     """``remote.bench.to_json(result)``; throughput gains the price used and ``usd_per_mtok``."""
     from remote.bench import to_json
+    from remote.bench.throughput import ThroughputResult
 
     out = to_json(result)
-    if result.kind == "throughput":
+    if isinstance(result, ThroughputResult):
         out["price_per_chip_hour_usd"], out["chips"] = pricing.price_per_chip_hour_usd, pricing.chips
         out["usd_per_mtok"] = pricing.usd_per_mtok(result.metrics.output_throughput)
     return out
 
 
-def record_result(store: Any, launch_id: int | None, node: Node | None, params: BenchParams, result: Any,
+def record_result(store: LaunchHistory | None, launch_id: int | None, node: Node | None, params: BenchParams,
+                  result: BenchResult,
                   pricing: Pricing) -> int | None:
     """Add one history row for ``result`` (one per sweep level); its id, or ``None`` without a store.
 
@@ -442,3 +452,96 @@ def record_result(store: Any, launch_id: int | None, node: Node | None, params: 
     results = result_json(result, pricing)
     return int(store.add_benchmark(launch_id, params.kind, {**params.to_json(concurrency), **extra}, results,
                                    pricing.price_per_hour_usd, results.get("usd_per_mtok")))
+
+
+# --- the use case ------------------------------------------------------------------------------
+
+
+@dataclass
+class BenchCase:
+    """One benchmark of a node's vLLM server: the use case behind ``tpu-console bench NODE`` and the
+    benchmark view (``b``).
+
+    It reaches the node the one way every connection does (:func:`console.flows.ssh_target.resolve_target`,
+    then :func:`open_tunnel`), finds the launch the results belong to (:func:`current_launch_id`), reads
+    the server's flags (API key, tool calling) from its container, runs :func:`run_benchmark` and records
+    each result as it completes (a cancelled sweep keeps its finished levels). A history that cannot be
+    opened or written is one sentence (``history.problem``) and the benchmark goes on.
+
+    Args:
+        node: the READY node.
+        config: the console's config (``container``, ``ssh``).
+        params: what to run.
+        pricing: the $ per chip-hour used for $/Mtok (:func:`pricing_for`).
+        history: the history (:class:`~console.flows.history_access.HistoryAccess`).
+        fleet: the TPU API (the workers' published host keys), or ``None``.
+        worker: the worker whose server is used (0: where vLLM serves).
+        api_key: ``--api-key`` given by the operator, else read from the container.
+    """
+
+    node: Node
+    config: Config
+    params: BenchParams
+    pricing: Pricing
+    history: HistoryAccess
+    fleet: FleetLister | None = None
+    worker: int = 0
+    api_key: str | None = None
+    recorded: list[int] = field(default_factory=list)
+
+    async def run(self, *, accept_new_host_key: HostKeyQuestion | None = None,
+                  on_status: Callable[[str], None] | None = None,
+                  on_progress: Callable[[Any], None] | None = None,
+                  on_result: Callable[[BenchResult, int | None], None] | None = None) -> list[BenchResult]:
+        """Connect, run and record; returns the results (one per sweep level).
+
+        Args:
+            accept_new_host_key: asked with ``(target, fingerprint)`` for an unknown host key.
+            on_status: a sentence at each stage ("Connecting to ... over SSH…").
+            on_progress: each :class:`remote.bench.BenchProgress`.
+            on_result: each result as it completes, with its history row id (``None``: not recorded).
+
+        Raises:
+            RemoteError: SSH, the forward or the server failed. ValueError: arguments the library refuses.
+        """
+        from console.flows.ssh_target import resolve_target
+
+        say = on_status or (lambda _sentence: None)
+        say(f"Connecting to {self.node.name} over SSH…")
+        target = await resolve_target(self.node, self.config, self.worker, self.fleet)
+        container = self.config.container
+        async with open_tunnel(self.node, target, container.port, accept_new_host_key=accept_new_host_key) as tunnel:
+            launch_id = await self._launch_id(tunnel.conn)
+            flags = await server_flags_for(tunnel.conn, container.name, given=self.api_key, label=target.label)
+            say(f"Running {self.params.kind} through {tunnel.base_url} (→ port {container.port} on the node)…")
+
+            def done(result: BenchResult) -> None:
+                row = self._record(launch_id, result)
+                if on_result is not None:
+                    on_result(result, row)
+
+            return await run_benchmark(tunnel.base_url, self.params, on_progress=on_progress, on_result=done,
+                                       api_key=flags.api_key, tool_calling=flags.tool_calling)
+
+    async def _launch_id(self, conn: asyncssh.SSHClientConnection) -> int | None:
+        store = self.history.get()
+        if store is None:
+            return None
+        try:
+            return await current_launch_id(store, self.node, conn, self.config.container.name)
+        except StoreError as exc:
+            self.history.failed(exc)
+            return None
+
+    def _record(self, launch_id: int | None, result: BenchResult) -> int | None:
+        store = self.history.get()
+        if store is None:
+            return None
+        try:
+            row = record_result(store, launch_id, self.node, self.params, result, self.pricing)
+        except StoreError as exc:       # the figures are kept; the history says why not
+            self.history.failed(exc)
+            return None
+        if row is not None:
+            self.recorded.append(row)
+        return row

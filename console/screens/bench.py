@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -35,19 +35,15 @@ from textual.worker import Worker
 
 from console.flows.bench import (
     KINDS,
+    BenchCase,
     BenchParams,
     Pricing,
-    current_launch_id,
-    open_tunnel,
     parse_depths,
     parse_positive,
     parse_streams,
     pricing_for,
-    record_result,
-    run_benchmark,
-    server_flags_for,
 )
-from console.flows.ssh_target import resolve_target
+from console.flows.history_access import HistoryAccess
 from console.render import format as fmt
 from console.render.bench_tables import result_view
 from console.render.plain import safe
@@ -57,7 +53,9 @@ from console.widgets.check_box import MarkedCheckbox
 from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 from remote.models import Node
-from store.errors import StoreError
+
+if TYPE_CHECKING:
+    from console.flows.bench import BenchResult
 
 #: form field -> (label, default text, parser of the text; raises ValueError with the reason)
 FIELDS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
@@ -241,20 +239,14 @@ class BenchScreen(ConsoleScreen):
         from remote.errors import RemoteError
 
         services = self.services
-        config = services.config
+        assert self.pricing is not None
+        history = HistoryAccess(lambda: services.store, owned=False)
+        case = BenchCase(self.node, services.config, params, self.pricing, history, fleet=services.fleet)
         try:
-            self._status(f"Connecting to {self.node.name} over SSH…")
-            target = await resolve_target(self.node, config, 0, services.fleet)
-            async with open_tunnel(self.node, target, config.container.port,
-                                   accept_new_host_key=self._ask_host_key) as tunnel:
-                store = self._store()
-                launch_id = await current_launch_id(store, self.node, tunnel.conn, config.container.name)
-                flags = await server_flags_for(tunnel.conn, config.container.name, label=target.label)
-                self._status(f"Running {params.kind} through {tunnel.base_url} "
-                             f"(→ port {config.container.port} on the node)…")
-                await run_benchmark(tunnel.base_url, params, on_progress=self._on_progress,
-                                    on_result=lambda r: self._on_result(store, launch_id, params, r),
-                                    api_key=flags.api_key, tool_calling=flags.tool_calling)
+            await case.run(accept_new_host_key=self._ask_host_key, on_status=self._status,
+                           on_progress=self._on_progress, on_result=lambda r, row: self._on_result(params, r, row))
+            if history.problem:
+                self.app.notify(f"Results not recorded: {history.problem}", severity="warning")
             self._finish(Text(self._summary("Done"), style="green"))
         except asyncio.CancelledError:
             self._finish(Text(self._summary("Cancelled"), style="yellow"))
@@ -268,13 +260,6 @@ class BenchScreen(ConsoleScreen):
             # line, then the app's worker-failure route shows the traceback (a bug).
             self._finish(Text(f"Unexpected error ({type(exc).__name__}): {exc}", style="bold red"))
             raise
-
-    def _store(self) -> Any:
-        try:
-            return self.services.store
-        except StoreError as exc:     # the benchmark still runs without a history
-            self.app.notify(f"History unavailable, results will not be recorded: {exc}", severity="warning")
-            return None
 
     def _summary(self, word: str) -> str:
         elapsed = time.monotonic() - self._started
@@ -305,16 +290,11 @@ class BenchScreen(ConsoleScreen):
             self._level += 1
         self._progress = progress
 
-    def _on_result(self, store: Any, launch_id: int | None, params: BenchParams, result: Any) -> None:
+    def _on_result(self, params: BenchParams, result: BenchResult, row: int | None) -> None:
         self.results.append(result)
         assert self.pricing is not None
-        try:
-            row = record_result(store, launch_id, self.node, params, result, self.pricing)
-        except StoreError as exc:     # keep the figures on screen even if the DB failed
-            self.app.notify(f"Could not record the result in the history: {exc}", severity="error")
-        else:
-            if row is not None:
-                self.recorded.append(row)
+        if row is not None:
+            self.recorded.append(row)
         self.show_results(params.kind, self.results, self.pricing)
 
     def _draw_progress(self) -> None:

@@ -38,6 +38,9 @@ from remote.models import Node
 from remote.printable import printable
 
 if TYPE_CHECKING:
+    from console.config import Config
+    from console.flows.bench import BenchParams, Pricing
+    from console.services import FleetLister
     from console.verbs.common import Subparsers
 
 
@@ -126,14 +129,12 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc), 2)
 
 
-async def _run(args: argparse.Namespace, config: Any) -> int:
+async def _run(args: argparse.Namespace, config: Config | None) -> int:
     from console.flows.bench import (
         BenchParams,
         Pricing,
         api_key_for,
-        open_tunnel,
         pricing_for,
-        server_flags_for,
     )
     from console.flows.node_lookup import (
         NodeLookupError,
@@ -150,64 +151,67 @@ async def _run(args: argparse.Namespace, config: Any) -> int:
             pricing = Pricing(args.price_per_chip_hour, args.chips)
             return await _bench(args, params, args.url, pricing,
                                 api_key=await api_key_for(None, "", given=args.api_key))
-        from console.flows.ssh_target import ready_node_target
-        from console.verbs.watch import terminal_host_key_prompt
+        from console.flows.node_lookup import find_node, fleet_source_for
 
-        node, target = await ready_node_target(config, args.node, project=args.project, zone=args.zone,
-                                                 worker=args.worker)
-        pricing = pricing_for(node, config.prices, provisioning_model=args.provisioning_model)
-        if args.price_per_chip_hour is not None or args.chips is not None:
-            pricing = Pricing(args.price_per_chip_hour or pricing.price_per_chip_hour_usd, args.chips or node.chips,
-                              pricing.generation, pricing.provisioning_model)
-
-        async def ask(target: Any, fingerprint: str) -> bool:
-            return await terminal_host_key_prompt(target)(fingerprint)
-
-        async with open_tunnel(node, target, config.container.port, accept_new_host_key=ask) as tunnel:
-            flags = await server_flags_for(tunnel.conn, config.container.name, given=args.api_key,
-                                           label=target.label)
-            return await _bench(args, params, tunnel.base_url, pricing, node=node, conn=tunnel.conn, config=config,
-                                api_key=flags.api_key, tool_calling=flags.tool_calling)
+        assert config is not None               # (run loads it whenever NODE is given)
+        with fleet_source_for(config, project=args.project, zone=args.zone) as source:
+            node = await find_node(source, args.node, project=args.project, zone=args.zone, require_ready=True)
+            pricing = pricing_for(node, config.prices, provisioning_model=args.provisioning_model)
+            if args.price_per_chip_hour is not None or args.chips is not None:
+                pricing = Pricing(args.price_per_chip_hour or pricing.price_per_chip_hour_usd,
+                                  args.chips or node.chips, pricing.generation, pricing.provisioning_model)
+            return await _bench_node(args, config, node, params, pricing, source)
     except NodeLookupError as exc:      # unknown or ambiguous NODE: bad input; not READY or API down: unreachable
         return _fail(str(exc), lookup_exit_code(exc))
     except RemoteError as exc:
         return _fail(str(exc), 1)
 
 
-async def _bench(args: argparse.Namespace, params: Any, url: str, pricing: Any, *, node: Any = None,
-                 conn: Any = None, config: Any = None, api_key: str | None = None,
-                 tool_calling: bool | None = None) -> int:
+async def _bench(args: argparse.Namespace, params: BenchParams, url: str, pricing: Pricing, *,
+                 api_key: str | None = None) -> int:
+    """``--url``: the server given, no node, nothing recorded."""
     from console.flows.bench import every_request_failed, run_benchmark
 
     progress = None if args.json or not sys.stderr.isatty() else _progress_line
-    results = await run_benchmark(url, params, on_progress=progress, api_key=api_key, tool_calling=tool_calling)
+    results = await run_benchmark(url, params, on_progress=progress, api_key=api_key)
     if progress is not None:
         _clear_progress()
-    _report(args.kind, results, pricing=pricing, node=node, as_json=args.json)
-    if node is not None:
-        await _record(args, config, node, conn, params, results, pricing)
+    _report(args.kind, results, pricing=pricing, node=None, as_json=args.json)
     failed = every_request_failed(results)
     if failed:
         print("tpu-console: every request failed (see the errors above)", file=sys.stderr)
     return 1 if failed else 0
 
 
-async def _record(args: argparse.Namespace, config: Any, node: Any, conn: Any, params: Any,
-                  results: list[Any], pricing: Any) -> None:
-    """Add the results to the history, attached to the node's current launch (warn on failure)."""
-    from console.flows.bench import current_launch_id, record_result
-    from console.flows.history_store import history_path, open_history
-    from store import StoreError
+async def _bench_node(args: argparse.Namespace, config: Config, node: Node, params: BenchParams,
+                      pricing: Pricing, fleet: FleetLister) -> int:
+    """The node's benchmark through the use case (:class:`console.flows.bench.BenchCase`): the same
+    connection, launch, flags and recording as the benchmark view."""
+    from console.flows.bench import BenchCase, every_request_failed
+    from console.flows.history_access import HistoryAccess
+    from console.flows.history_store import open_history
+    from console.verbs.watch import terminal_host_key_prompt
+    from remote.ssh import SshTarget
 
-    path = history_path(config, getattr(args, "db", None))
+    async def ask(target: SshTarget, fingerprint: str) -> bool:
+        return await terminal_host_key_prompt(target)(fingerprint)
+
+    history = HistoryAccess(lambda: open_history(config, getattr(args, "db", None)))
+    case = BenchCase(node, config, params, pricing, history, fleet=fleet, worker=args.worker, api_key=args.api_key)
+    progress = None if args.json or not sys.stderr.isatty() else _progress_line
     try:
-        with open_history(config, path) as store:
-            launch_id = await current_launch_id(store, node, conn, config.container.name)
-            for result in results:
-                record_result(store, launch_id, node, params, result, pricing)
-    except StoreError as exc:
-        print(printable(f"tpu-console: the results were not recorded in the history ({path}): {exc}"),
-              file=sys.stderr)
+        results = await case.run(accept_new_host_key=ask, on_progress=progress)
+    finally:
+        history.close()
+        if progress is not None:
+            _clear_progress()
+    _report(args.kind, results, pricing=pricing, node=node, as_json=args.json)
+    if history.problem:
+        print(printable(f"tpu-console: the results were not recorded: {history.problem}"), file=sys.stderr)
+    failed = every_request_failed(results)
+    if failed:
+        print("tpu-console: every request failed (see the errors above)", file=sys.stderr)
+    return 1 if failed else 0
 
 
 # --- output ---------------------------------------------------------------------------------

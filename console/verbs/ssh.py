@@ -24,17 +24,20 @@ import argparse
 import asyncio
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from console.verbs.common import add_node_arguments, config_or_exit
+from console.verbs.common import add_node_arguments, config_or_exit, plain_help
 from remote.printable import printable
 
+if TYPE_CHECKING:
+    from console.verbs.common import Subparsers
 
-def add_parser(subparsers: Any) -> None:
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register the ``ssh`` verb."""
     p = subparsers.add_parser("ssh", help="a shell or a command on a node's workers (gcloud's tpu-vm ssh)",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_node_arguments(p)
+                              description=plain_help(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_node_arguments(p, worker_help=None)
     p.add_argument("--worker", default="0", metavar="N|all", help="worker index, or all (default 0)")
     p.add_argument("--command", metavar="CMD", help="run CMD instead of a shell (needed with --worker all)")
     p.add_argument("--internal-ip", action="store_true", help="connect to the workers' internal IPs")
