@@ -17,13 +17,17 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from console.flows.ssh_login import SshLogin, resolver_for
 from console.flows.ssh_target import guest_attributes, host_keys_of, pinned_target
 from remote.models import Node
 from remote.ssh import SshFailure, SshTarget, has_known_host
 from remote.ssh.connect import expand_proxy_words, proxy_values
+
+if TYPE_CHECKING:
+    from console.config import Config
+    from console.services import FleetLister
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,7 @@ class NodeShell:
         program: the OpenSSH client to name (``ssh``).
     """
 
-    def __init__(self, config: Any, fleet: Any, *, program: str = "ssh") -> None:
+    def __init__(self, config: Config, fleet: FleetLister | None, *, program: str = "ssh") -> None:
         self.config = config
         self.fleet = fleet
         self.program = program

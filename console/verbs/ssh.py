@@ -24,17 +24,21 @@ import argparse
 import asyncio
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from console.verbs.common import add_node_arguments, config_or_exit, plain_help
+from console.verbs.common import config_or_exit
 from remote.printable import printable
 
 if TYPE_CHECKING:
+    from console.config import Config
+    from console.flows.ssh_shell import ShellPlan
     from console.verbs.common import Subparsers
 
 
 def add_parser(subparsers: Subparsers) -> None:
     """Register the ``ssh`` verb."""
+    from console.verbs.common import add_node_arguments, plain_help
+
     p = subparsers.add_parser("ssh", help="a shell or a command on a node's workers (gcloud's tpu-vm ssh)",
                               description=plain_help(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_node_arguments(p, worker_help=None)
@@ -66,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     return _run_ssh([list(shell.argv) for shell in planned.shells])
 
 
-async def _plan(args: argparse.Namespace, config: Any) -> Any:
+async def _plan(args: argparse.Namespace, config: Config) -> ShellPlan | int:
     """The :class:`~console.flows.ssh_shell.ShellPlan`, or the exit code after saying why not."""
     from console.flows.node_lookup import NodeLookupError, find_node, fleet_source_for, lookup_exit_code
     from console.flows.ssh_shell import NodeShell, ShellOptions

@@ -11,7 +11,7 @@ import pytest
 from console.cli import VERB_MODULES, build_parser, main
 
 VERBS = [m.replace("_", "-") for m in VERB_MODULES]
-NODE_VERBS = ("watch", "swap", "rollback", "bench", "metrics", "forward")
+NODE_VERBS = ("watch", "ssh", "swap", "rollback", "bench", "metrics", "forward")
 
 
 def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -37,8 +37,8 @@ def test_every_node_verb_takes_the_one_node_grammar(verb: str, capsys: pytest.Ca
     args = build_parser().parse_args([verb, "europe-west4-a/vllm-flex-b", "--project", "p1", "--zone",
                                       "europe-west4-a", "--worker", "2"]
                                      + (["--kind", "smoke"] if verb == "bench" else []))
-    assert (args.node, args.project, args.zone, args.worker) == ("europe-west4-a/vllm-flex-b", "p1",
-                                                                  "europe-west4-a", 2)
+    assert (args.node, args.project, args.zone, int(args.worker)) == ("europe-west4-a/vllm-flex-b", "p1",
+                                                                       "europe-west4-a", 2)   # ssh: "2" or "all"
 
 
 def test_global_options_before_or_after_the_verb() -> None:
