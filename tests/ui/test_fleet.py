@@ -44,7 +44,7 @@ async def test_fleet_lists_every_project_and_the_403_problem(services: Services)
         qrs = screen.query_one("#qrs", DataTable)
         states = dict(zip(_column(qrs, "NAME"), _column(qrs, "STATE"), strict=True))
         assert states["qr-flex-wait"] == "WAITING_FOR_RESOURCES"
-        assert states["qr-flex-done"] == "SUSPENDED"
+        assert states["qr-flex-done"] == "SUSPENDED by SERVICE"       # as `nodes` says it
         assert states["qr-failed"] == "FAILED"
 
 
