@@ -167,8 +167,8 @@ class FleetScreen(ConsoleScreen):
         #: table id -> row key -> (item, its serving sample, cells, cells' plain text): a row is
         #: rebuilt only when its item or sample changed (a refresh, a sample), not per keystroke
         self._row_cache: dict[str, dict[str, tuple[Any, Any, list[Any], list[str]]]] = {}
-        #: table id -> (columns shown, row keys in order, each row's shown cells as (text, style))
-        self._drawn: dict[str, tuple[list[str], list[str], dict[str, list[tuple[str, str]]]]] = {}
+        #: table id -> (columns shown, row keys in order, each row's cells' plain text)
+        self._drawn: dict[str, tuple[list[str], list[str], dict[str, list[str]]]] = {}
         self._drawn_width: int | None = None
         #: when the fleet shown was saved, while it comes from the cache (``None``: live, or nothing yet)
         self.cached_at: datetime | None = None
@@ -242,15 +242,16 @@ class FleetScreen(ConsoleScreen):
         self._last_error = None
         self.services.reload_ssh_hosts()     # a node made READY since (e.g. requested here) may have a host entry now
         self.show_snapshot(snapshot)
-        self._save_cache(snapshot)
+        await self._save_cache(snapshot)
 
-    def _save_cache(self, snapshot: FleetSnapshot) -> None:
-        """Keep the fleet for the next start's first frame (a failure to write is logged, not shown)."""
+    async def _save_cache(self, snapshot: FleetSnapshot) -> None:
+        """Keep the fleet for the next start's first frame, written on a thread (50,000 nodes are ~20 MB
+        of JSON: seconds the keys would wait on the loop); a failure to write is logged, not shown."""
         cache = self.console.fleet_cache
         if cache is None:
             return
         try:
-            cache.save(snapshot, self._now())
+            await asyncio.to_thread(cache.save, snapshot, self._now())
         except OSError as exc:
             self.log.warning(f"fleet cache not written: {cache.path}: {exc}")
 
@@ -464,6 +465,8 @@ class FleetScreen(ConsoleScreen):
             key = key_of(item)
             sample = serving.get(key)
             entry = cache.get(key)
+            if entry is not None and entry[1] is sample and entry[0] is not item and entry[0] == item:
+                entry = self._with_times(item, sample, entry)     # a refresh, the same node
             if entry is None or entry[0] is not item or entry[1] is not sample:
                 cells = cells_of(item)
                 entry = (item, sample, cells, [c.plain if isinstance(c, Text) else str(c) for c in cells])
@@ -472,6 +475,19 @@ class FleetScreen(ConsoleScreen):
         self._row_cache[table_id] = fresh
         return rows
 
+    def _with_times(self, item: Node | QueuedResource, sample: Any,
+                    entry: tuple[Any, Any, list[Any], list[str]]) -> tuple[Any, Any, list[Any], list[str]]:
+        """``entry``'s cells for ``item``, equal to the item they were built from, with TIME LEFT and AGE
+        counted again (a refresh costs two cells a row, not the row)."""
+        now = self._now()
+        cells, plains = list(entry[2]), list(entry[3])
+        columns = NODE_COLUMNS if isinstance(item, Node) else QR_COLUMNS
+        left = (fmt.countdown(item.time_left_s(now)) if isinstance(item, Node) else self._qr_time_left(item, now))
+        for column, cell in (("TIME LEFT", left), ("AGE", plain(fmt.age(item.create_time, now)))):
+            index = columns.index(column)
+            cells[index], plains[index] = cell, cell.plain
+        return item, sample, cells, plains
+
     def _draw(self, table: FleetTable, shown: list[str], widths: list[int], indexes: list[int],
               rows: list[_Row]) -> None:
         """Put ``rows`` in ``table``: when the columns and the rows' order are as drawn last, only the
@@ -479,17 +495,17 @@ class FleetScreen(ConsoleScreen):
         and the cursor goes back to the selected row. ``widths``: each shown column's, padding included."""
         table_id = table.id or ""
         keys = [r[3] for r in rows]
-        drawn_cells = {r[3]: [(r[1][i], str(getattr(r[2][i], "style", ""))) for i in indexes] for r in rows}
+        drawn_cells = {r[3]: r[1] for r in rows}     # a cell's style follows from its text
         drawn = self._drawn.get(table_id)
         width_of = {column: width - 2 for column, width in zip(shown, widths, strict=True)}
         if drawn is not None and drawn[0] == shown and drawn[1] == keys:
             table.set_widths(width_of)
             before = drawn[2]
-            for _, _, cells, key in rows:
-                now, then = drawn_cells[key], before.get(key)
-                if now != then:
+            for _, now, cells, key in rows:
+                then = before.get(key)
+                if now is not then and now != then:
                     for j, i in enumerate(indexes):
-                        if then is None or now[j] != then[j]:
+                        if then is None or now[i] != then[i]:
                             table.update_cell(key, shown[j], cells[i])
         else:
             table.clear(columns=[c.value for c in table.columns] != shown)
@@ -497,8 +513,7 @@ class FleetScreen(ConsoleScreen):
                 for column in shown:
                     table.add_column(column, key=column, width=width_of[column])
             table.set_widths(width_of)
-            for _, _, cells, key in rows:
-                table.add_row(*(cells[i] for i in indexes), key=key)
+            table.add_rows_keyed((key, [cells[i] for i in indexes]) for _, _, cells, key in rows)
             if self._selected_key is not None and self._selected_key in table.rows:
                 table.move_cursor(row=table.get_row_index(self._selected_key), animate=False)
         self._drawn[table_id] = (shown, keys, drawn_cells)
