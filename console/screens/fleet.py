@@ -70,8 +70,11 @@ QR_COLUMNS = ("NAME", "STATE", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "FAIL
               "ZONE", "AGE")
 #: Below this terminal width the detail pane hides itself (``i`` shows it again).
 DETAIL_MIN_WIDTH = 120
-#: Seconds from a serving sample's return to the redraw of the tables (samples close together: one).
-SERVING_REDRAW_S = 0.2
+#: Seconds from a serving sample's return to the redraw of the tables (samples within it: one redraw;
+#: every cell update makes the table draw its visible rows again, so a fleet's samples are batched).
+SERVING_REDRAW_S = 1.0
+#: Seconds between two looks for serving samples that are due (:class:`~console.flows.serving.SamplingQueue`).
+SAMPLE_DUE_S = 0.2
 #: Cells the detail pane takes (its CSS width, border included).
 DETAIL_WIDTH = 44
 #: Width (cells, padding included) held for the serving columns before their first samples, so the
@@ -284,7 +287,7 @@ class FleetScreen(ConsoleScreen):
             return
         if self._sampling is None:
             self._sampling = SamplingQueue(serving_flow.SAMPLE_CONCURRENCY, serving_flow.SAMPLE_INTERVAL_S)
-            self.set_interval(SERVING_REDRAW_S, self._sample_due)
+            self.set_interval(SAMPLE_DUE_S, self._sample_due)
         self._ready_nodes = {node_row_key(n): n for n in snapshot.nodes if n.state == "READY"}
         for key in [k for k in self.serving if k not in self._ready_nodes]:
             self._stop_sampler(key)
@@ -296,7 +299,7 @@ class FleetScreen(ConsoleScreen):
     def _sample_due(self) -> None:
         """Start the samples the queue says are due (the rows on screen first)."""
         queue = self._sampling
-        if queue is None:
+        if queue is None or not self.is_mounted:
             return
         queue.set_visible(self.query_one("#nodes", FleetTable).visible_row_keys())
         for key in queue.take():
@@ -325,7 +328,7 @@ class FleetScreen(ConsoleScreen):
                 if not self._serving_dirty:   # samples that come back together: one redraw
                     self._serving_dirty = True
                     self.set_timer(SERVING_REDRAW_S, self._redraw_serving)
-            if key not in self.query_one("#nodes", FleetTable).visible_row_keys():
+            if not self.is_mounted or key not in self.query_one("#nodes", FleetTable).visible_row_keys():
                 self._samplers.pop(key, None)
                 await sampler.aclose()
         except asyncio.CancelledError:        # the node left the fleet, or the screen closes
