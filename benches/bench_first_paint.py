@@ -50,51 +50,102 @@ LIVE = b"refreshed "
 TARGET_MS = 500.0
 
 
+class PtyConsole:
+    """The real console on a pseudo-terminal (160x45): spawn it, wait for what it draws, read its
+    memory, quit it with ``q`` (also used by ``bench_fleet_scale``).
+
+    Args:
+        command: the argv to run.
+        state: a folder for ``$XDG_STATE_HOME`` / ``_DATA_HOME`` / ``_CONFIG_HOME`` (``state``, ``data``, ``config``).
+    """
+
+    def __init__(self, command: list[str], state: str) -> None:
+        env = {**os.environ, "XDG_STATE_HOME": f"{state}/state", "XDG_DATA_HOME": f"{state}/data",
+               "XDG_CONFIG_HOME": f"{state}/config", "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "45"}
+        self.started = time.perf_counter()
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: the console on the pseudo-terminal
+            os.execve(command[0], command, env)
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 45, 160, 0, 0))
+        self.seen = b""
+        self.last_chunk_ms = 0.0
+        self.exited = False
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+    def read(self, wait_s: float = 0.5) -> bytes:
+        """What the console wrote within ``wait_s`` (``b""``: nothing, or it closed the terminal)."""
+        ready, _, _ = select.select([self.fd], [], [], wait_s)
+        if not ready:
+            return b""
+        try:
+            chunk = os.read(self.fd, 65536)
+        except OSError:
+            return b""
+        self.seen = (self.seen + chunk)[-8192:]
+        self.last_chunk_ms = self.elapsed_ms()
+        return chunk
+
+    def wait_for(self, marker: bytes, timeout_s: float) -> float | None:
+        """Milliseconds from spawn to the output chunk that brought ``marker`` (the last 8 KiB read
+        are searched first), or ``None`` when it did not come within ``timeout_s``."""
+        deadline = time.perf_counter() + timeout_s
+        while time.perf_counter() < deadline:
+            if marker in self.seen:
+                return self.last_chunk_ms
+            self.read()
+            if marker in self.seen:
+                return self.last_chunk_ms
+            if os.waitpid(self.pid, os.WNOHANG) != (0, 0):
+                self.exited = True
+                return None
+        return None
+
+    def peak_rss_mib(self) -> float | None:
+        """The console's peak resident memory so far (``VmHWM``), MiB."""
+        try:
+            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return None
+
+    def quit(self, timeout_s: float = 10.0) -> float | None:
+        """Press ``q``; seconds until the process exited (killed past ``timeout_s``: ``None``)."""
+        if self.exited:
+            return None
+        try:
+            pressed = time.perf_counter()
+            os.write(self.fd, b"q")
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline and os.waitpid(self.pid, os.WNOHANG) == (0, 0):
+                self.read(0.02)
+            if os.waitpid(self.pid, os.WNOHANG) == (0, 0):
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+                return None
+            return time.perf_counter() - pressed
+        except ChildProcessError:
+            return time.perf_counter() - pressed
+        finally:
+            self.exited = True
+            os.close(self.fd)
+
+
 def one_run(command: list[str], state: str, first_marker: bytes, timeout_s: float = 60.0) -> tuple[float, float]:
     """Milliseconds from spawn to the first output holding ``first_marker``, and to :data:`LIVE`."""
-    env = {**os.environ, "XDG_STATE_HOME": f"{state}/state", "XDG_DATA_HOME": f"{state}/data",
-           "XDG_CONFIG_HOME": f"{state}/config", "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "45"}
-    started = time.perf_counter()
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: the console on the pseudo-terminal
-        os.execve(command[0], command, env)
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 45, 160, 0, 0))
-    seen = b""
-    first_ms: float | None = None
+    console = PtyConsole(command, state)
     try:
-        while time.perf_counter() - started < timeout_s:
-            ready, _, _ = select.select([fd], [], [], 0.5)
-            if not ready:
-                continue
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen = (seen + chunk)[-8192:]
-            now_ms = (time.perf_counter() - started) * 1000
-            if first_ms is None and first_marker in seen:
-                first_ms = now_ms
-            if first_ms is not None and LIVE in seen:
-                return first_ms, now_ms
-        raise SystemExit(f"no {first_marker!r} / live fleet within {timeout_s:.0f} s; last output: {seen[-300:]!r}")
+        first_ms = console.wait_for(first_marker, timeout_s)
+        live_ms = console.wait_for(LIVE, timeout_s) if first_ms is not None else None
+        if first_ms is None or live_ms is None:
+            raise SystemExit(f"no {first_marker!r} / live fleet within {timeout_s:.0f} s; "
+                             f"last output: {console.seen[-300:]!r}")
+        return first_ms, live_ms
     finally:
-        try:
-            os.write(fd, b"q")
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and os.waitpid(pid, os.WNOHANG) == (0, 0):
-                select.select([fd], [], [], 0.1)
-                try:
-                    os.read(fd, 65536)
-                except OSError:
-                    pass
-            if os.waitpid(pid, os.WNOHANG) == (0, 0):
-                os.kill(pid, signal.SIGTERM)
-                os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
-        os.close(fd)
+        console.quit()
 
 
 def compile_project() -> str:

@@ -304,3 +304,50 @@ def default_world(now: datetime) -> SandboxWorld:
                             runtime=v6e_rt, ip_base=(50, 121)))
     world.add_project("denied-project", ("us-central1-a",), denied=True)
     return world
+
+
+#: Zones of each project of :func:`scale_world`.
+SCALE_ZONES = ("us-central1-a", "us-east5-a", "us-west4-a", "europe-west4-a")
+
+
+def scale_world(nodes: int, projects: int, now: datetime) -> SandboxWorld:
+    """A generated fleet of ``nodes`` nodes spread over ``projects`` projects (``scale-00`` ...), for
+    the fleet-at-scale bench and tests.
+
+    Each project has the four :data:`SCALE_ZONES`; node ``i`` is ``node-IIIII`` (5 digits), in zone
+    ``i % 4`` of project ``i % projects``. One node in 10 is a flex-start node ending 1-4 h from
+    ``now`` (with its ACTIVE queued resource ``qr-IIIII``, so the TIME LEFT countdowns tick), one in
+    10 spot, one in 20 CREATING, one in 20 PREEMPTED; the rest READY on-demand. Node ids are unique.
+
+    Returns:
+        The world (``queued resources`` = the flex-start nodes' requests).
+    """
+    world = SandboxWorld()
+    ids = [f"scale-{p:02d}" for p in range(projects)]
+    for pid in ids:
+        world.add_project(pid, SCALE_ZONES)
+    runtime = "v2-alpha-tpuv6e"
+    for i in range(nodes):
+        pid, zone, name = ids[i % projects], SCALE_ZONES[i % 4], f"node-{i:05d}"
+        kind = i % 20
+        scheduling: JsonDict = {}
+        state, queued = "READY", None
+        if kind in (0, 10):
+            termination = now + timedelta(hours=1 + i % 4, minutes=i % 60)
+            scheduling = {"terminationTimestamp": rfc3339(termination)}
+            queued = f"qr-{i:05d}"
+            world.add_queued_resource(pid, queued_resource_json(
+                pid, zone, queued, node_id=name, accelerator="v6e-8", runtime=runtime,
+                created=now - timedelta(hours=1), state={"state": "ACTIVE", "activeData": {}}, flex_s=14400,
+                termination=termination))
+        elif kind in (1, 11):
+            scheduling = {"spot": True, "provisioningModel": "SPOT"}
+        elif kind == 2:
+            state = "CREATING"
+        elif kind == 3:
+            state = "PREEMPTED"
+        world.add_node(pid, node_json(pid, zone, name, node_id=str(9_000_000_000_000_000_000 + i), accelerator="v6e-8",
+                                      topology="2x4", state=state, created=now - timedelta(hours=2 + i % 100),
+                                      runtime=runtime, scheduling=scheduling, queued_resource=queued,
+                                      ip_base=(i // 250 % 250, i % 250 + 2), health=None if state != "READY" else "HEALTHY"))
+    return world

@@ -103,8 +103,13 @@ def _check_text(item: Node | QueuedResource) -> None:
             raise TypeError("worker address is not text")
 
 
+#: The fields read back (computed once: ``dataclasses.fields`` per record was most of a 50,000-node load).
+_NODE_FIELDS = frozenset(f.name for f in dataclasses.fields(Node)) - {"raw"}
+_QR_FIELDS = frozenset(f.name for f in dataclasses.fields(QueuedResource)) - {"raw"}
+
+
 def _node(data: dict[str, Any]) -> Node:
-    fields = {k: v for k, v in data.items() if k in {f.name for f in dataclasses.fields(Node)} and k != "raw"}
+    fields = {k: v for k, v in data.items() if k in _NODE_FIELDS}
     for name in _TIME_FIELDS:
         fields[name] = _time(fields.get(name))
     fields["symptoms"] = tuple(str(s) for s in fields.get("symptoms") or ())
@@ -115,8 +120,7 @@ def _node(data: dict[str, Any]) -> Node:
 
 
 def _queued(data: dict[str, Any]) -> QueuedResource:
-    names = {f.name for f in dataclasses.fields(QueuedResource)} - {"raw"}
-    fields = {k: v for k, v in data.items() if k in names}
+    fields = {k: v for k, v in data.items() if k in _QR_FIELDS}
     for name in _TIME_FIELDS:
         fields[name] = _time(fields.get(name))
     fields["node_ids"] = tuple(str(s) for s in fields.get("node_ids") or ())

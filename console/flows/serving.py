@@ -15,7 +15,8 @@ No Textual here.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 SAMPLE_TIMEOUT_S = 5.0
 #: Seconds between two samples of one node (tok/s is the rate between samples).
 SAMPLE_INTERVAL_S = 5.0
+#: Nodes the fleet samples at once (each sample is an SSH connection, ``docker inspect`` and a
+#: ``/metrics`` read): a fleet of thousands of READY nodes is sampled this many at a time.
+SAMPLE_CONCURRENCY = 8
 #: The serving state shown before a node's first sample has come back.
 PENDING = "…"
 
@@ -256,6 +260,81 @@ async def sample_nodes(samplers: Iterable[ServingSampler], timeout_s: float = SA
     finally:
         for sampler in samplers:
             await sampler.aclose()
+
+
+class SamplingQueue:
+    """Which READY nodes the fleet samples next: at most ``limit`` at once, the rows on screen first,
+    and no node more often than every ``period_s`` (its last sample's start to the next one's).
+
+    The fleet tells it the READY nodes after each refresh (:meth:`set_nodes`) and the rows on screen
+    as they scroll (:meth:`set_visible`); :meth:`take` hands out the keys to start now and marks
+    them running until :meth:`finished`. Order among due nodes: visible ones in screen order, then
+    nodes never sampled in the fleet's order, then the longest unsampled.
+
+    Args:
+        limit: samples running at once (:data:`SAMPLE_CONCURRENCY`).
+        period_s: seconds between two samples of one node (:data:`SAMPLE_INTERVAL_S`).
+        clock: monotonic seconds (tests pass one they step).
+    """
+
+    def __init__(self, limit: int = SAMPLE_CONCURRENCY, period_s: float = SAMPLE_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit = max(1, limit)
+        self.period_s = period_s
+        self._clock = clock
+        self._nodes: dict[str, None] = {}           # READY node keys, in the fleet's order
+        self._fresh: dict[str, None] = {}           # READY nodes never sampled, in the fleet's order
+        self._visible: tuple[str, ...] = ()
+        self._started: dict[str, float] = {}        # key -> when its last sample started, oldest first
+        self.running: set[str] = set()
+
+    def set_nodes(self, keys: Iterable[str]) -> None:
+        """The READY nodes now (their order is the order never-sampled nodes are taken in); a node
+        no longer READY is forgotten (a sample of it still running stays counted until finished)."""
+        self._nodes = dict.fromkeys(keys)
+        self._started = {k: t for k, t in self._started.items() if k in self._nodes}
+        self._fresh = {k: None for k in self._nodes if k not in self._started}
+
+    def set_visible(self, keys: Sequence[str]) -> None:
+        """The node rows on screen, top to bottom (keys that are not READY nodes are ignored)."""
+        self._visible = tuple(keys)
+
+    def take(self) -> list[str]:
+        """The keys to sample now (at most ``limit`` minus the running ones), marked running.
+
+        Costs the visible rows plus the keys taken (the started ones are kept oldest first)."""
+        free = self.limit - len(self.running)
+        if free <= 0:
+            return []
+        now = self._clock()
+        due_by = now - self.period_s
+        chosen: dict[str, None] = {}
+        for key in self._visible:
+            if len(chosen) == free:
+                break
+            started = self._started.get(key)
+            if key in self._nodes and key not in self.running and (started is None or started <= due_by):
+                chosen[key] = None
+        for key in self._fresh:
+            if len(chosen) == free:
+                break
+            if key not in self.running:
+                chosen.setdefault(key, None)
+        for key, started in self._started.items():
+            if len(chosen) == free or started > due_by:
+                break
+            if key not in self.running:
+                chosen.setdefault(key, None)
+        for key in chosen:
+            self._fresh.pop(key, None)
+            self._started.pop(key, None)
+            self._started[key] = now
+            self.running.add(key)
+        return list(chosen)
+
+    def finished(self, key: str) -> None:
+        """The sample of ``key`` is over (whatever it said)."""
+        self.running.discard(key)
 
 
 def _count(value: float | None) -> int | None:

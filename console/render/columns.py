@@ -42,8 +42,12 @@ def column_widths(labels: Sequence[str], rows: Sequence[Sequence[str]], *, paddi
     widths = [cell_len(label) for label in labels]
     for cells in rows:
         for index, cell in enumerate(cells):
-            widest = max((cell_len(line) for line in cell.splitlines()), default=0)
-            widths[index] = max(widths[index], widest)
+            if cell.isascii() and "\n" not in cell:      # one cell per character: most cells, at a fleet's scale
+                widest = len(cell)
+            else:
+                widest = max((cell_len(line) for line in cell.splitlines()), default=0)
+            if widest > widths[index]:
+                widths[index] = widest
     return [w + 2 * padding for w in widths]
 
 

@@ -42,7 +42,7 @@ from textual.widgets import DataTable, Input, Label, Static
 from console.flows import serving as serving_flow
 from console.flows.delete import DeletePlan, owned_nodes, plan_delete
 from console.flows.node_lookup import NodeLookupError
-from console.flows.serving import ServingSample
+from console.flows.serving import SamplingQueue, ServingSample
 from console.flows.triage import advice_for, inactive_by_zone, stuck_verdict
 from console.render import format as fmt
 from console.render.columns import column_widths, fit_columns, natural_key
@@ -50,6 +50,7 @@ from console.render.plain import plain, printable, row
 from console.render.serving import serving_cells, serving_rows
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen
+from console.widgets.fleet_table import FleetTable
 from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 from remote.errors import RemoteError
@@ -69,8 +70,11 @@ QR_COLUMNS = ("NAME", "STATE", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "FAIL
               "ZONE", "AGE")
 #: Below this terminal width the detail pane hides itself (``i`` shows it again).
 DETAIL_MIN_WIDTH = 120
-#: Seconds from a serving sample's return to the redraw of the tables (samples close together: one).
-SERVING_REDRAW_S = 0.2
+#: Seconds from a serving sample's return to the redraw of the tables (samples within it: one redraw;
+#: every cell update makes the table draw its visible rows again, so a fleet's samples are batched).
+SERVING_REDRAW_S = 1.0
+#: Seconds between two looks for serving samples that are due (:class:`~console.flows.serving.SamplingQueue`).
+SAMPLE_DUE_S = 0.2
 #: Cells the detail pane takes (its CSS width, border included).
 DETAIL_WIDTH = 44
 #: Width (cells, padding included) held for the serving columns before their first samples, so the
@@ -97,6 +101,10 @@ def _health(node: Node) -> Text:
     if node.symptoms:
         return Text(printable(f"{node.health or '?'} ({', '.join(node.symptoms)})"), style="bold red")
     return fmt.styled_state(node.health)
+
+
+#: One table row: (node or queued resource, its cells' plain text, its cells, its row key).
+_Row = tuple[Node | QueuedResource, list[str], list[Any], str]
 
 
 def _matches(words: list[str], cells: list[str]) -> bool:
@@ -152,8 +160,19 @@ class FleetScreen(ConsoleScreen):
         self._logins_loading: set[str] = set()
         #: node row key -> its last serving sample (READY nodes being sampled)
         self.serving: dict[str, ServingSample] = {}
-        self._samplers: dict[str, tuple[Any, asyncio.Task[None]]] = {}
+        #: node row key -> its sampler (kept between samples while the row is on screen)
+        self._samplers: dict[str, ServingSampler] = {}
+        self._sample_tasks: dict[str, asyncio.Task[None]] = {}
+        #: which READY nodes are sampled next: a bounded number at once, the rows on screen first
+        self._sampling: SamplingQueue | None = None
+        self._ready_nodes: dict[str, Node] = {}
         self._serving_dirty = False
+        #: table id -> row key -> (item, its serving sample, cells, cells' plain text): a row is
+        #: rebuilt only when its item or sample changed (a refresh, a sample), not per keystroke
+        self._row_cache: dict[str, dict[str, tuple[Any, Any, list[Any], list[str]]]] = {}
+        #: table id -> (columns shown, row keys in order, each row's cells' plain text)
+        self._drawn: dict[str, tuple[list[str], list[str], dict[str, list[str]]]] = {}
+        self._drawn_width: int | None = None
         #: when the fleet shown was saved, while it comes from the cache (``None``: live, or nothing yet)
         self.cached_at: datetime | None = None
         self._refresh_timer: Any = None
@@ -165,9 +184,9 @@ class FleetScreen(ConsoleScreen):
         with Horizontal(id="fleet-body"):
             with Vertical(id="tables"):
                 yield Label("Nodes", id="nodes-title", classes="section-title")
-                yield DataTable(id="nodes", cursor_type="row", zebra_stripes=True)
+                yield FleetTable(id="nodes", cursor_type="row", zebra_stripes=True)
                 yield Label("Queued resources", id="qrs-title", classes="section-title")
-                yield DataTable(id="qrs", cursor_type="row", zebra_stripes=True)
+                yield FleetTable(id="qrs", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="detail"):
                 yield Static("Loading the fleet…", id="detail-body")
         yield ConsoleFooter()
@@ -226,15 +245,16 @@ class FleetScreen(ConsoleScreen):
         self._last_error = None
         self.services.reload_ssh_hosts()     # a node made READY since (e.g. requested here) may have a host entry now
         self.show_snapshot(snapshot)
-        self._save_cache(snapshot)
+        await self._save_cache(snapshot)
 
-    def _save_cache(self, snapshot: FleetSnapshot) -> None:
-        """Keep the fleet for the next start's first frame (a failure to write is logged, not shown)."""
+    async def _save_cache(self, snapshot: FleetSnapshot) -> None:
+        """Keep the fleet for the next start's first frame, written on a thread (50,000 nodes are ~20 MB
+        of JSON: seconds the keys would wait on the loop); a failure to write is logged, not shown."""
         cache = self.console.fleet_cache
         if cache is None:
             return
         try:
-            cache.save(snapshot, self._now())
+            await asyncio.to_thread(cache.save, snapshot, self._now())
         except OSError as exc:
             self.log.warning(f"fleet cache not written: {cache.path}: {exc}")
 
@@ -260,39 +280,64 @@ class FleetScreen(ConsoleScreen):
     # --- serving columns ----------------------------------------------------------------------
 
     def _sync_samplers(self, snapshot: FleetSnapshot) -> None:
-        """One sampling task per READY node; a node gone or no longer READY loses its task and sample."""
-        if not self.console.ready:
+        """The READY nodes go to the sampling queue; a node gone or no longer READY loses its sampler
+        and sample. Samples run :data:`~console.flows.serving.SAMPLE_CONCURRENCY` at a time, the rows
+        on screen first, each node at most every ``SAMPLE_INTERVAL_S`` (:meth:`_sample_due`)."""
+        if not self.console.ready or self.services.serving_sampler is None:
             return
-        make = self.services.serving_sampler
-        if make is None:
-            return
-        ready = {node_row_key(n): n for n in snapshot.nodes if n.state == "READY"}
-        for key in [k for k in self._samplers if k not in ready]:
+        if self._sampling is None:
+            self._sampling = SamplingQueue(serving_flow.SAMPLE_CONCURRENCY, serving_flow.SAMPLE_INTERVAL_S)
+            self.set_interval(SAMPLE_DUE_S, self._sample_due)
+        self._ready_nodes = {node_row_key(n): n for n in snapshot.nodes if n.state == "READY"}
+        for key in [k for k in self.serving if k not in self._ready_nodes]:
             self._stop_sampler(key)
-        for key, node in ready.items():
-            if key not in self._samplers:
-                sampler = make(node)
-                self.serving[key] = ServingSample()
-                task = asyncio.create_task(self._sample_loop(key, sampler), name=f"serving {node.name}")
-                task.add_done_callback(self._sampler_ended)
-                self._samplers[key] = (sampler, task)
+        for key in self._ready_nodes:
+            self.serving.setdefault(key, ServingSample())
+        self._sampling.set_nodes(self._ready_nodes)
+        self._sample_due()
 
-    async def _sample_loop(self, key: str, sampler: ServingSampler) -> None:
-        """Sample one node every ``SAMPLE_INTERVAL_S``, each sample bounded by ``SAMPLE_TIMEOUT_S``
-        (:mod:`console.flows.serving`)."""
+    def _sample_due(self) -> None:
+        """Start the samples the queue says are due (the rows on screen first)."""
+        queue = self._sampling
+        if queue is None or not self.is_mounted:
+            return
+        queue.set_visible(self.query_one("#nodes", FleetTable).visible_row_keys())
+        for key in queue.take():
+            node = self._ready_nodes.get(key)
+            if node is None:
+                queue.finished(key)
+                continue
+            task = asyncio.create_task(self._sample_once(key, node), name=f"serving {node.name}")
+            task.add_done_callback(self._sampler_ended)
+            self._sample_tasks[key] = task
+
+    async def _sample_once(self, key: str, node: Node) -> None:
+        """One sample of ``node``, bounded by ``SAMPLE_TIMEOUT_S`` (:mod:`console.flows.serving`); the
+        sampler (its SSH connection) is kept while the row is on screen, else closed."""
+        sampler = self._samplers.get(key)
+        if sampler is None:
+            make = self.services.serving_sampler
+            assert make is not None
+            sampler = self._samplers[key] = make(node)
         try:
-            while True:
-                sample = await serving_flow.sample_within(
-                    sampler, serving_flow.SAMPLE_TIMEOUT_S, model=self.serving.get(key, ServingSample()).model,
-                    now=self._now)
-                if key in self._samplers:
-                    self.serving[key] = sample
-                    if not self._serving_dirty:   # samples that come back together: one redraw
-                        self._serving_dirty = True
-                        self.set_timer(SERVING_REDRAW_S, self._redraw_serving)
-                await asyncio.sleep(serving_flow.SAMPLE_INTERVAL_S)
-        finally:
+            sample = await serving_flow.sample_within(
+                sampler, serving_flow.SAMPLE_TIMEOUT_S, model=self.serving.get(key, ServingSample()).model,
+                now=self._now)
+            if key in self._ready_nodes:
+                self.serving[key] = sample
+                if not self._serving_dirty:   # samples that come back together: one redraw
+                    self._serving_dirty = True
+                    self.set_timer(SERVING_REDRAW_S, self._redraw_serving)
+            if not self.is_mounted or key not in self.query_one("#nodes", FleetTable).visible_row_keys():
+                self._samplers.pop(key, None)
+                await sampler.aclose()
+        except asyncio.CancelledError:        # the node left the fleet, or the screen closes
             await sampler.aclose()
+            raise
+        finally:
+            self._sample_tasks.pop(key, None)
+            if self._sampling is not None:
+                self._sampling.finished(key)
 
     def _redraw_serving(self) -> None:
         self._serving_dirty = False
@@ -305,13 +350,16 @@ class FleetScreen(ConsoleScreen):
             self.console.report_unexpected(task.get_name(), error)
 
     def _stop_sampler(self, key: str) -> None:
-        entry = self._samplers.pop(key, None)
+        sampler = self._samplers.pop(key, None)
+        task = self._sample_tasks.pop(key, None)
         self.serving.pop(key, None)
-        if entry is not None:
-            entry[1].cancel()
+        if task is not None:
+            task.cancel()
+        if sampler is not None:
+            sampler.close()
 
     def on_unmount(self) -> None:
-        for key in list(self._samplers):
+        for key in list(self.serving):
             self._stop_sampler(key)
 
     def _render_problems(self) -> None:
@@ -390,15 +438,14 @@ class FleetScreen(ConsoleScreen):
             return sample.tokens_per_s if column == "TOK/S" else sample.queue
         return None
 
-    def _sorted(self, table_id: str, columns: Sequence[str],
-                rows: list[tuple[Node | QueuedResource, list[Any]]]) -> list[tuple[Node | QueuedResource, list[Any]]]:
+    def _sorted(self, table_id: str, columns: Sequence[str], rows: list[_Row]) -> list[_Row]:
         column, descending = self.sort_by.get(table_id, (None, False))
         if column is None or column not in columns:
             return rows
         index = columns.index(column)
         numeric = column in ("TIME LEFT", "AGE", "MAX RUN", "TOK/S", "QUEUE")
 
-        def key(entry: tuple[Node | QueuedResource, list[Any]]) -> Any:
+        def key(entry: _Row) -> Any:
             if numeric:
                 return self._numeric_sort_value(column, entry[0])
             text = str(entry[1][index]).strip()
@@ -408,41 +455,98 @@ class FleetScreen(ConsoleScreen):
         missing = [e for e in rows if key(e) is None]    # blanks last, whichever the direction
         return sorted(present, key=key, reverse=descending) + missing
 
+    def _table_rows(self, table_id: str, items: Sequence[Any], cells_of: Callable[[Any], list[Any]],
+                    key_of: Callable[[Any], str]) -> list[_Row]:
+        """Each item's row ``(item, cells' plain text, cells, row key)``; a row's cells are built again
+        only when its item or its serving sample is another object (a refresh, a sample), so a
+        keystroke of the filter, a sort or a resize costs no cell building."""
+        cache = self._row_cache.get(table_id, {})
+        fresh: dict[str, tuple[Any, Any, list[Any], list[str]]] = {}
+        rows: list[_Row] = []
+        serving = self.serving if table_id == "nodes" else {}
+        for item in items:
+            key = key_of(item)
+            sample = serving.get(key)
+            entry = cache.get(key)
+            if entry is not None and entry[1] is sample and entry[0] is not item and entry[0] == item:
+                entry = self._with_times(item, sample, entry)     # a refresh, the same node
+            if entry is None or entry[0] is not item or entry[1] is not sample:
+                cells = cells_of(item)
+                entry = (item, sample, cells, [c.plain if isinstance(c, Text) else str(c) for c in cells])
+            fresh[key] = entry
+            rows.append((item, entry[3], entry[2], key))
+        self._row_cache[table_id] = fresh
+        return rows
+
+    def _with_times(self, item: Node | QueuedResource, sample: Any,
+                    entry: tuple[Any, Any, list[Any], list[str]]) -> tuple[Any, Any, list[Any], list[str]]:
+        """``entry``'s cells for ``item``, equal to the item they were built from, with TIME LEFT and AGE
+        counted again (a refresh costs two cells a row, not the row)."""
+        now = self._now()
+        cells, plains = list(entry[2]), list(entry[3])
+        columns = NODE_COLUMNS if isinstance(item, Node) else QR_COLUMNS
+        left = (fmt.countdown(item.time_left_s(now)) if isinstance(item, Node) else self._qr_time_left(item, now))
+        for column, cell in (("TIME LEFT", left), ("AGE", plain(fmt.age(item.create_time, now)))):
+            index = columns.index(column)
+            cells[index], plains[index] = cell, cell.plain
+        return item, sample, cells, plains
+
+    def _draw(self, table: FleetTable, shown: list[str], widths: list[int], indexes: list[int],
+              rows: list[_Row]) -> None:
+        """Put ``rows`` in ``table``: when the columns and the rows' order are as drawn last, only the
+        cells that changed are updated (the cursor and the scroll stay); else the rows are laid anew
+        and the cursor goes back to the selected row. ``widths``: each shown column's, padding included."""
+        table_id = table.id or ""
+        keys = [r[3] for r in rows]
+        drawn_cells = {r[3]: r[1] for r in rows}     # a cell's style follows from its text
+        drawn = self._drawn.get(table_id)
+        width_of = {column: width - 2 for column, width in zip(shown, widths, strict=True)}
+        if drawn is not None and drawn[0] == shown and drawn[1] == keys:
+            table.set_widths(width_of)
+            before = drawn[2]
+            for _, now, cells, key in rows:
+                then = before.get(key)
+                if now is not then and now != then:
+                    for j, i in enumerate(indexes):
+                        if then is None or now[i] != then[i]:
+                            table.update_cell(key, shown[j], cells[i])
+        else:
+            table.clear(columns=[c.value for c in table.columns] != shown)
+            if not table.columns:
+                for column in shown:
+                    table.add_column(column, key=column, width=width_of[column])
+            table.set_widths(width_of)
+            table.add_rows_keyed((key, [cells[i] for i in indexes]) for _, _, cells, key in rows)
+            if self._selected_key is not None and self._selected_key in table.rows:
+                table.move_cursor(row=table.get_row_index(self._selected_key), animate=False)
+        self._drawn[table_id] = (shown, keys, drawn_cells)
+
     def _render_tables(self) -> None:
         if self.snapshot is None:
             return
-        nodes_table = self.query_one("#nodes", DataTable)
-        qrs_table = self.query_one("#qrs", DataTable)
+        nodes_table = self.query_one("#nodes", FleetTable)
+        qrs_table = self.query_one("#qrs", FleetTable)
         shown_count: dict[str, int] = {}
         hidden_count: dict[str, int] = {}
-        tables: tuple[tuple[DataTable[Any], Sequence[str], Sequence[Any], Callable[[Any], list[Any]],
+        tables: tuple[tuple[FleetTable, Sequence[str], Sequence[Any], Callable[[Any], list[Any]],
                             Callable[[Any], str]], ...] = (
             (nodes_table, NODE_COLUMNS, self.snapshot.nodes, self._node_cells, node_row_key),
             (qrs_table, QR_COLUMNS, self.snapshot.queued_resources, self._qr_cells, qr_row_key),
         )
-        available = self._tables_width()
+        available = self._drawn_width = self._tables_width()
         for table, columns, items, cells_of, key_of in tables:
             table_id = table.id or ""
-            cursor_key = self._selected_key
-            rows = [(item, cells_of(item)) for item in items]
+            rows = self._table_rows(table_id, items, cells_of, key_of)
             if self.filter_words:
-                rows = [(item, cells) for item, cells in rows
-                        if _matches(self.filter_words, [str(c) for c in cells])]
+                rows = [r for r in rows if _matches(self.filter_words, r[1])]
             rows = self._sorted(table_id, columns, rows)
-            widths = self._stable_widths(table_id, columns, column_widths(columns, [[str(c) for c in cells]
-                                                                                   for _, cells in rows]))
+            measured = column_widths(columns, [r[1] for r in rows])
+            widths = self._stable_widths(table_id, columns, measured)
             indexes = fit_columns(widths, available)
-            shown = [columns[i] for i in indexes]
-            table.clear(columns=[c.value for c in table.columns] != shown)
-            if not table.columns:
-                for column in shown:
-                    table.add_column(column, key=column)
-            for item, cells in rows:
-                table.add_row(*(cells[i] for i in indexes), key=key_of(item))
+            # fitted by the widest each column has been; drawn as wide as its cells are now
+            self._draw(table, [columns[i] for i in indexes], [measured[i] for i in indexes], indexes, rows)
             shown_count[table_id] = table.row_count
             hidden_count[table_id] = len(columns) - len(indexes)
-            if cursor_key is not None and cursor_key in table.rows:
-                table.move_cursor(row=table.get_row_index(cursor_key), animate=False)
         shown_keys = [k.value for table in (nodes_table, qrs_table) for k in table.rows]
         if self._selected_key not in shown_keys:   # the filter hid the selection: follow the cursor
             self._selected_key = shown_keys[0] if shown_keys else None
@@ -470,23 +574,25 @@ class FleetScreen(ConsoleScreen):
         return widths
 
     def _tick(self) -> None:
-        """Once a second: update countdowns and ages from the cached snapshot (no API call)."""
+        """Once a second: count down the TIME LEFT of the rows on screen from the cached snapshot (no
+        API call; a row scrolled into view counts down from the next tick)."""
         if self.snapshot is None:
             return
         selected = self.selected
         if selected is not None and selected.termination_time is not None and not self.show_raw:
             self._render_detail()           # its time_left_s counts down with the table
-        nodes_table = self.query_one("#nodes", DataTable)
         now = self._now()
-        for n in self.snapshot.nodes:
-            key = node_row_key(n)
-            if key in nodes_table.rows and n.termination_time is not None and "TIME LEFT" in nodes_table.columns:
-                nodes_table.update_cell(key, "TIME LEFT", fmt.countdown(n.time_left_s(now)))
-        qrs_table = self.query_one("#qrs", DataTable)
-        for q in self.snapshot.queued_resources:
-            key = qr_row_key(q)
-            if key in qrs_table.rows and q.termination_time is not None and "TIME LEFT" in qrs_table.columns:
-                qrs_table.update_cell(key, "TIME LEFT", self._qr_time_left(q, now))
+        for table_id in ("nodes", "qrs"):
+            table = self.query_one(f"#{table_id}", FleetTable)
+            if "TIME LEFT" not in table.columns:
+                continue
+            for key in table.visible_row_keys():
+                item = self._by_key.get(key)
+                if item is None or item.termination_time is None:
+                    continue
+                left = (fmt.countdown(item.time_left_s(now)) if isinstance(item, Node)
+                        else self._qr_time_left(item, now))
+                table.update_cell(key, "TIME LEFT", left)
 
     # --- selection and detail --------------------------------------------------------------
 
@@ -666,10 +772,12 @@ class FleetScreen(ConsoleScreen):
         self.query_one("#detail").display = self.detail_shown
 
     def on_resize(self, event: events.Resize) -> None:
-        """A new terminal size: the detail pane and the columns that fit follow it."""
+        """A new terminal size: the detail pane and the columns that fit follow it (drawn again only
+        when the tables' width changed)."""
         self._apply_detail()
         self._render_problems()
-        self._render_tables()
+        if self._tables_width() != self._drawn_width:
+            self._render_tables()
 
     def action_toggle_detail(self) -> None:
         """Show or hide the detail pane (the tables get its width and show more columns)."""

@@ -12,7 +12,7 @@ sample has no rate; null for a node that is not READY), or SERVING / QUEUE / MOD
 Each node also says whether it needs OS Login: ``"os_login"`` (true/false), ``"os_login_source"``
 (``node metadata``, ``project metadata`` or ``default``) and ``"os_login_note"`` (why the decision
 is less sure, e.g. the project's metadata answered 403; else null): see :mod:`console.flows.ssh_login`.
-Without it: two tables (rich), one line per problem, and per zone the inactive (SUSPENDED /
+Without it: two plain-text tables (columns aligned, nothing cut), one line per problem, and per zone the inactive (SUSPENDED /
 FAILED) queued resources that may hold quota with their delete commands.
 
 Exit codes: 0 every project answered, 1 some did not (or no credentials), 2 bad arguments or config.
@@ -169,22 +169,17 @@ def _age(created: datetime | None, now: datetime) -> str:
 def _print_tables(snapshot: FleetSnapshot, now: datetime, *, readonly: bool = False,
                   samples: dict[tuple[str, str, str], Any] | None = None,
                   verdicts: list[Any] | None = None) -> None:
-    """Nodes and queued resources as rich tables (with SERVING / QUEUE / MODEL given ``samples``,
-    OS LOGIN from ``verdicts``), then one line per problem."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from console.render.plain import row
+    """Nodes and queued resources as plain-text tables (:func:`console.render.text_table.text_table`:
+    a Rich table took 63 s for 50,000 nodes), with SERVING / QUEUE / MODEL given ``samples``,
+    OS LOGIN from ``verdicts``; then one line per problem."""
     from console.render.serving import serving_cells
+    from console.render.text_table import text_table
 
-    console = Console(width=None if sys.stdout.isatty() else 250, highlight=False, markup=False)
-    nodes = Table(title=f"TPU nodes ({len(snapshot.nodes)})", title_justify="left")
+    out = sys.stdout
     serving_columns = ("SERVING", "QUEUE", "MODEL") if samples is not None else ()
-    for column in ("PROJECT", "ZONE", "NAME", "STATE", "TYPE", "PROVISIONING", "LEFT", *serving_columns,
-                   "EXTERNAL IP", "INTERNAL IP", "HEALTH", "RUNTIME", "QUEUED RESOURCE", "AGE", "OS LOGIN"):
-        nodes.add_column(column, no_wrap=column != "HEALTH", min_width=len(column))
     verdicts = verdicts or []
     notes: dict[str, str] = {}
+    rows: list[tuple[Any, ...]] = []
     for i, n in enumerate(snapshot.nodes):
         verdict = verdicts[i] if i < len(verdicts) else None
         login = "-" if verdict is None else ("yes" if verdict.enabled else "no")
@@ -196,23 +191,26 @@ def _print_tables(snapshot: FleetSnapshot, now: datetime, *, readonly: bool = Fa
         served: tuple[Any, ...] = ()
         if samples is not None:
             serving, _, queue, model = serving_cells(samples.get(n.key))
-            served = (serving, queue, model)
-        nodes.add_row(*row(n.project, n.zone, n.name, n.state, n.accelerator_type, n.provisioning_model,
-                           _span(n.time_left_s(now)), *served, n.external_ip or "-", n.internal_ip or "-", health,
-                           n.runtime_version or "-", n.queued_resource or "-", _age(n.create_time, now), login))
-    console.print(nodes)
+            served = (str(serving), str(queue), str(model))
+        rows.append((n.project, n.zone, n.name, n.state, n.accelerator_type, n.provisioning_model,
+                     _span(n.time_left_s(now)), *served, n.external_ip or "-", n.internal_ip or "-", health,
+                     n.runtime_version or "-", n.queued_resource or "-", _age(n.create_time, now), login))
+    out.write(text_table(f"TPU nodes ({len(snapshot.nodes)})",
+                         ("PROJECT", "ZONE", "NAME", "STATE", "TYPE", "PROVISIONING", "LEFT", *serving_columns,
+                          "EXTERNAL IP", "INTERNAL IP", "HEALTH", "RUNTIME", "QUEUED RESOURCE", "AGE", "OS LOGIN"),
+                         rows))
     for project, note in notes.items():
-        console.print(printable(f"os login: {project}: {note}"), markup=False)
-    qrs = Table(title=f"Queued resources ({len(snapshot.queued_resources)})", title_justify="left")
-    for column in ("PROJECT", "ZONE", "NAME", "STATE", "PROVISIONING", "TYPE", "MAX RUN", "LEFT", "AGE", "FAILURE"):
-        qrs.add_column(column, no_wrap=column != "FAILURE", min_width=len(column),
-                       max_width=70 if column == "FAILURE" else None)
-    for q in snapshot.queued_resources:
-        left = "ended" if qr_run_ended(q.state, q.termination_time) else _span(q.time_left_s(now))
-        qrs.add_row(*row(q.project, q.zone, q.name, qr_state_label(q.state, q.state_initiator), q.provisioning_model,
-                         q.accelerator_type or "-", _span(q.max_run_duration_s), left, _age(q.create_time, now),
-                         q.failure or ""))
-    console.print(qrs)
+        out.write(printable(f"os login: {project}: {note}") + "\n")
+    qr_rows = [(q.project, q.zone, q.name, qr_state_label(q.state, q.state_initiator), q.provisioning_model,
+                q.accelerator_type or "-", _span(q.max_run_duration_s),
+                "ended" if qr_run_ended(q.state, q.termination_time) else _span(q.time_left_s(now)),
+                _age(q.create_time, now), q.failure or "") for q in snapshot.queued_resources]
+    out.write("\n" + text_table(f"Queued resources ({len(snapshot.queued_resources)})",
+                                ("PROJECT", "ZONE", "NAME", "STATE", "PROVISIONING", "TYPE", "MAX RUN", "LEFT", "AGE",
+                                 "FAILURE"), qr_rows))
+    from rich.console import Console
+
+    console = Console(width=None if out.isatty() else 250, highlight=False, markup=False)
     for p in snapshot.problems:
         where = f"{p.project}/{p.zone}" if p.zone else p.project
         console.print(printable(f"problem: {where}: {p.code or 'no answer'}: {p.message}"), markup=False)

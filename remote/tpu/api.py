@@ -498,7 +498,9 @@ class FleetSource:
                 problems.append(FleetProblem(pid, None, failed.code, "flex-start fields unavailable "
                                              f"(v2alpha1 {what} list failed): {failed.message}"))
 
-        nodes, qrs, unreadable = project_from_json(v2_nodes.items, a_nodes.items, v2_qrs.items, a_qrs.items)
+        # on the pool, not the caller's loop: a project of thousands of nodes parses for seconds
+        nodes, qrs, unreadable = await asyncio.get_running_loop().run_in_executor(
+            self._pool, project_from_json, v2_nodes.items, a_nodes.items, v2_qrs.items, a_qrs.items)
         unreadable = v2_qrs.unreadable + v2_nodes.unreadable + unreadable
         problems.extend(FleetProblem(pid, None, 0, message) for message in unreadable)
         return nodes, qrs, _dedupe(problems)

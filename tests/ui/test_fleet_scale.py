@@ -1,0 +1,129 @@
+"""The fleet view on a generated fleet of 300 nodes (sandbox.fleet_data.scale_world) through the
+real google-cloud-tpu client: a refresh updates cells in place (cursor, scroll and rows kept), and
+the serving sampler samples a bounded number of nodes at a time, the rows on screen first."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from console.app import TpuConsoleApp
+from console.config import Config, ProjectConfig
+from console.flows import serving
+from console.flows.serving import ServingSample
+from console.screens.fleet import FleetScreen
+from console.services import Services
+from console.widgets.fleet_table import FleetTable
+from tests.ui.conftest import FROZEN_NOW
+
+NODES, PROJECTS = 300, 5
+
+
+@pytest.fixture
+def scale() -> Iterator[tuple[Any, Any]]:
+    """The sandbox TPU API serving the generated fleet, and its world (edited by the tests)."""
+    from sandbox.fleet_data import scale_world
+    from sandbox.tpu_server import SandboxTpuApi
+
+    world = scale_world(NODES, PROJECTS, FROZEN_NOW)
+    server = SandboxTpuApi(world, page_size=100)
+    server.start()
+    yield server, world
+    server.stop()
+
+
+@pytest.fixture
+def scale_services(scale: tuple[Any, Any], tmp_path: Path) -> Iterator[Services]:
+    from remote.tpu.api import FleetSource
+
+    server, _ = scale
+    projects = tuple(ProjectConfig(f"scale-{p:02d}") for p in range(PROJECTS))
+    config = Config(projects=projects, api_endpoint=server.endpoint, refresh_interval_s=3600)
+    fleet = FleetSource(projects, api_endpoint=server.endpoint, timeout_s=10)
+    services = Services(config=config, fleet=fleet, db_path=tmp_path / "history.db", clock=lambda: FROZEN_NOW)
+    yield services
+    services.close()
+
+
+async def _until(pilot: Any, predicate: Any, what: str) -> None:
+    for _ in range(300):
+        if predicate():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class HeldSampler:
+    """A sampler whose samples wait until the test lets them go; records which nodes it started."""
+
+    started: list[str] = []
+    release = asyncio.Event()
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+    async def sample(self) -> ServingSample:
+        HeldSampler.started.append(self.node.name)
+        await HeldSampler.release.wait()
+        return ServingSample("ready", model="m")
+
+    def close(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_refresh_updates_changed_cells_in_place(scale: tuple[Any, Any], scale_services: Services) -> None:
+    _, world = scale
+    app = TpuConsoleApp(scale_services)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await _until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.snapshot is not None,
+                     "the fleet")
+        screen = app.screen
+        assert isinstance(screen, FleetScreen)
+        table = screen.query_one("#nodes", FleetTable)
+        assert table.row_count == NODES
+        table.move_cursor(row=150, animate=False)
+        await pilot.pause()
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+        scroll_y, row = table.scroll_y, table.rows[key]
+        assert scroll_y > 0 and screen._selected_key == key.value
+        name = key.value.rsplit("/", 1)[-1]
+        with world.lock:                      # the selected node starts repairing
+            project = world.projects[key.value.split("/")[0].removeprefix("node:")]
+            node_json = next(n for n in project.nodes.values() if n["name"].endswith("/" + name))
+            node_json["state"] = "REPAIRING"
+        screen.action_refresh_fleet()
+        await _until(pilot, lambda: str(table.get_cell(key, "STATE")) == "REPAIRING", "the refresh")
+        assert table.rows[key] is row                         # updated in place, not laid anew
+        assert table.coordinate_to_cell_key(table.cursor_coordinate).row_key == key
+        assert table.scroll_y == scroll_y and screen._selected_key == key.value
+
+
+async def test_the_sampler_samples_a_bounded_number_the_rows_on_screen_first(
+        scale_services: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+    HeldSampler.started = []
+    HeldSampler.release = asyncio.Event()
+    monkeypatch.setattr(serving, "SAMPLE_CONCURRENCY", 4)
+    scale_services.serving_sampler = HeldSampler
+    app = TpuConsoleApp(scale_services)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await _until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.snapshot is not None,
+                     "the fleet")
+        screen = app.screen
+        assert isinstance(screen, FleetScreen)
+        table = screen.query_one("#nodes", FleetTable)
+        table.move_cursor(row=200, animate=False)            # other rows on screen now
+        await _until(pilot, lambda: len(HeldSampler.started) == 4, "the first samples")
+        await pilot.pause(0.3)
+        assert len(HeldSampler.started) == 4                 # never more than the bound at once
+        HeldSampler.release.set()
+        await _until(pilot, lambda: len(HeldSampler.started) >= 8, "the next samples")
+        on_screen = [k.rsplit("/", 1)[-1] for k in table.visible_row_keys()
+                     if screen._by_key[k].state == "READY"]
+        assert HeldSampler.started[4:8] == on_screen[:4]    # the rows on screen first, top to bottom
