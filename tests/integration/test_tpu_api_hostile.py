@@ -198,7 +198,7 @@ async def test_a_trickling_answer_times_out_on_the_whole_call_and_leaves_no_thre
         source.close()
     assert snapshot.nodes == ()
     assert [(p.project, p.zone, p.code, p.message) for p in snapshot.problems] == [
-        (PROJECT, None, 0, "no answer within 1 s (timed out)")]
+        (PROJECT, None, 0, f"no answer within 1 s (timed out) from {url}")]   # the endpoint named
     others = [t for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
     assert others == []               # nothing that would keep a verb's process from exiting
 
@@ -210,7 +210,7 @@ async def test_trickled_headers_time_out_on_the_whole_call_too(hostile) -> None:
     snapshot = await list_fleet(url, timeout_s=1.0)
     assert snapshot.nodes == ()
     assert [(p.project, p.zone, p.code, p.message) for p in snapshot.problems] == [
-        (PROJECT, None, 0, "no answer within 1 s (timed out)")]
+        (PROJECT, None, 0, f"no answer within 1 s (timed out) from {url}")]   # the endpoint named
 
 
 @pytest.mark.parametrize("mode", ["repeat", "int-token", "trickle"])
