@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -44,7 +43,6 @@ from console.flows.node_wait import needs_wait, wait_target, wait_until_ready
 from console.flows.ssh_target import login_target
 from console.flows.startup_watch import Replacement, StartupWatch, no_container_hint, read_followed
 from console.heap import freeze_new, refreeze
-from console.render.plain import log_line_text
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
 from console.screens.long_line import LongLineScreen
@@ -76,18 +74,6 @@ LOG_LINES_SHOWN = 5000
 STACK_BELOW = 110
 #: Lines per tail batch (the reader reads them on the tail's line thread; the loop gets the batch).
 TAIL_BATCH_LINES = 500
-#: Longest the log pane takes writing queued lines in one go (then a frame and keys come first).
-DRAIN_BUDGET_S = 0.010
-#: Shortest time between two writes to the pane (the rest of a burst waits, coalesced).
-DRAIN_INTERVAL_S = 0.1
-#: Lines written to the pane per step of a drain (the budget is checked between steps).
-DRAIN_STEP_LINES = 100
-#: A drain that finds at least this many lines waiting (shown or only counted) means a flood: the next
-#: write waits :data:`FLOOD_DRAIN_INTERVAL_S`, so the pane costs ~4 frames a second, not 10
-#: (each ~20-25 ms of the loop beside a 20,000 lines/s burst, whose lines nobody reads live).
-FLOOD_DRAIN_LINES = 500
-#: Shortest time between two writes to the pane during a flood.
-FLOOD_DRAIN_INTERVAL_S = 0.25
 #: Seconds between panel refreshes (the panel also ticks once a second for running durations).
 PANEL_REFRESH_S = 0.25
 #: /v1/models probes after the log says ready (one second apart) before giving up.
@@ -115,13 +101,6 @@ class StartupScreen(ConsoleScreen):
         Binding("y", "copy_url", "Copy URL", id="copy_url"),
         Binding("e", "whole_line", "Whole line", id="log_whole_line"),
     ]
-
-    class LinesArrived(Message):
-        """Log lines are waiting in the screen's pending list (one message in flight at a time)."""
-
-        def __init__(self, watch: StartupWatch) -> None:
-            super().__init__()
-            self.watcher = watch
 
     class StatusChanged(Message):
         """The tail's status changed."""
@@ -166,11 +145,6 @@ class StartupScreen(ConsoleScreen):
         self._restarts_shown = 0
         self._dirty = True
         self._ticks = 0
-        self._pending: list[str] = []
-        self._skipped = 0
-        self._draining = False
-        self._drained_at = 0.0
-        self._drain_interval_s = DRAIN_INTERVAL_S
 
     # --- layout --------------------------------------------------------------------------
 
@@ -178,7 +152,7 @@ class StartupScreen(ConsoleScreen):
         yield ConsoleHeader()
         with Horizontal(id="startup-body"):
             yield StartupPanel(id="startup-panel")
-            yield LogPane(LOG_LINES_SHOWN, id="log-pane")
+            yield LogPane(LOG_LINES_SHOWN, id="log-pane", on_written=self._lines_written)
         yield ConsoleFooter()
 
     def on_resize(self, event: events.Resize) -> None:
@@ -211,8 +185,7 @@ class StartupScreen(ConsoleScreen):
         self._tunnel_started = False
         self._container_id = None
         self._restarts_shown = 0
-        self._pending, self._skipped = [], 0
-        self.query_one("#log", LogView).clear()
+        self.query_one(LogPane).clear()
         who = (f"all {self._workers_count()} workers" if self.worker is None
                else f"worker {self.worker} of {self._workers_count()}")
         self.sub_title = f"{self.node.name} · {who} · container {self.services.config.container.name}"
@@ -318,68 +291,22 @@ class StartupScreen(ConsoleScreen):
             self._set_problem(f"{type(error).__name__}: {error}", title="Unexpected error")
 
     def _queue_lines(self, watch: StartupWatch, batch: list[Any]) -> None:
-        """Tail callback (the reader has read ``batch``): queue the text for the log pane.
-
-        Only one :class:`LinesArrived` is in flight; lines beyond the pane's cap are counted,
-        not kept, so a burst the screen cannot draw in time costs no memory and no key latency.
-        """
+        """Tail callback (the reader has read ``batch``): hand the text to the log pane, which
+        writes it at its own pace (:meth:`LogPane.queue_lines`)."""
         worker = self._worker_of(watch)
         if watch is not self.watcher and worker is None:
             return
-        notify = not self._pending and not self._skipped and not self._draining
         if worker is None:
-            self._pending.extend(text for _, text in batch)
+            self.query_one(LogPane).queue_lines([text for _, text in batch])
         else:
-            self._pending.extend(f"w{worker}| {text}" for _, text in batch)
-        over = len(self._pending) - LOG_LINES_SHOWN
-        if over > 0:
-            del self._pending[:over]
-            self._skipped += over
-        if notify:
-            self.post_message(self.LinesArrived(watch))
+            self.query_one(LogPane).queue_lines([f"w{worker}| {text}" for _, text in batch])
 
     def _write_marker(self, text: str) -> None:
         """A line of the console's own (a gap, a wait) in the log, in order with the queued lines."""
-        notify = not self._pending and not self._skipped and not self._draining
-        self._pending.append(log_line_text(text))  # the pane's lines are cleaned and masked when queued
-        if notify and self.watcher is not None:
-            self.post_message(self.LinesArrived(self.watcher))
-        elif notify:
-            self._drain()
+        self.query_one(LogPane).queue_marker(text)
 
-    @on(LinesArrived)
-    def _lines(self, message: LinesArrived) -> None:
-        if message.watcher is not self.watcher and self._worker_of(message.watcher) is None:
-            self._pending, self._skipped = [], 0
-            return
-        wait = self._drained_at + self._drain_interval_s - time.monotonic()
-        if wait > 0:
-            self._draining = True          # no new message: the timer writes what comes meanwhile
-            self.set_timer(wait, self._drain)
-        else:
-            self._drain()
-
-    def _drain(self) -> None:
-        """Write queued lines to the pane for at most :data:`DRAIN_BUDGET_S`, at most once per
-        :data:`DRAIN_INTERVAL_S` (one pane refresh per write; :data:`FLOOD_DRAIN_INTERVAL_S` after
-        a drain that found :data:`FLOOD_DRAIN_LINES` or more waiting): during a flood the loop
-        stays free for keys and frames, and the lines beyond the pane's cap are only counted."""
-        self._drained_at = time.monotonic()
-        view = self.query_one("#log", LogView)
-        deadline = time.perf_counter() + DRAIN_BUDGET_S
-        waiting = len(self._pending) + self._skipped
-        while self._pending or self._skipped:
-            lines, skipped = self._pending[:DRAIN_STEP_LINES], self._skipped
-            del self._pending[:DRAIN_STEP_LINES]
-            self._skipped = 0
-            view.write_lines(lines, skipped, masked=True)   # cleaned and masked on the watch's line thread
-            if time.perf_counter() > deadline:
-                break
-        self._drain_interval_s = FLOOD_DRAIN_INTERVAL_S if waiting >= FLOOD_DRAIN_LINES else DRAIN_INTERVAL_S
-        self._draining = bool(self._pending)
-        if self._draining:
-            self.set_timer(self._drain_interval_s, self._drain)
-        self._update_log_title()
+    def _lines_written(self) -> None:
+        """The pane wrote queued lines: the panel may show something new."""
         self._dirty = True
 
     @on(StatusChanged)

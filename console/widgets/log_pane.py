@@ -3,23 +3,48 @@
 The box (``#log-filter``) stays hidden until :meth:`LogPane.open_input` shows it; typing filters
 the lines (or, in search mode, highlights the text), Enter jumps to the next match and closes
 an empty box. The pane's border title says what is shown: lines, lines past the cap, follow,
-filter, search and fold state, and whether lines are cut at the pane's edge (``←``/``→`` scroll). The screen owns the keys and calls these methods.
+filter, search and fold state, and whether lines are cut at the pane's edge (``←``/``→`` scroll).
+The screen owns the keys and calls these methods.
+
+Flood control lives here, as toolong keeps it in its log view: the screen hands each batch of
+lines to :meth:`LogPane.queue_lines` (on the loop, already cleaned and masked) and the pane writes
+them to the view at most every :data:`DRAIN_INTERVAL_S` (:data:`FLOOD_DRAIN_INTERVAL_S` during a
+flood), for at most :data:`DRAIN_BUDGET_S` per write; lines beyond the view's cap are counted, not
+kept, so a burst the screen cannot draw in time costs no memory and no key latency.
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
+from textual.message import Message
 from textual.widgets import Input
 
 from console.render.format import count as fmt_count
+from console.render.plain import log_line_text
 from console.widgets.log_view import LogView
 from remote.printable import printable
 
 FILTER_PLACEHOLDER = "filter: lines containing this text (Esc clears)"
 SEARCH_PLACEHOLDER = "search: highlight this text, Enter/n jumps to the next match (Esc clears)"
+
+#: Longest the pane takes writing queued lines in one go (then a frame and keys come first).
+DRAIN_BUDGET_S = 0.010
+#: Shortest time between two writes to the view (the rest of a burst waits, coalesced).
+DRAIN_INTERVAL_S = 0.1
+#: Lines written to the view per step of a drain (the budget is checked between steps).
+DRAIN_STEP_LINES = 100
+#: A drain that finds at least this many lines waiting (shown or only counted) means a flood: the next
+#: write waits :data:`FLOOD_DRAIN_INTERVAL_S`, so the pane costs ~4 frames a second, not 10
+#: (each ~20-25 ms of the loop beside a 20,000 lines/s burst, whose lines nobody reads live).
+FLOOD_DRAIN_LINES = 500
+#: Shortest time between two writes to the view during a flood.
+FLOOD_DRAIN_INTERVAL_S = 0.25
 
 
 class LogPane(Vertical):
@@ -30,10 +55,21 @@ class LogPane(Vertical):
         id: the widget id.
     """
 
-    def __init__(self, max_lines: int, *, id: str | None = None) -> None:
+    class LinesArrived(Message):
+        """Lines are waiting in the pane's queue (one message in flight at a time)."""
+
+    def __init__(self, max_lines: int, *, id: str | None = None,
+                 on_written: Callable[[], None] | None = None) -> None:
         super().__init__(id=id)
         self.max_lines = max_lines
         self.search_mode = False
+        #: called after each write of queued lines to the view (the screen's panel may change)
+        self.on_written = on_written
+        self._pending: list[str] = []
+        self._skipped = 0
+        self._draining = False
+        self._drained_at = 0.0
+        self._drain_interval_s = DRAIN_INTERVAL_S
 
     def compose(self) -> ComposeResult:
         box = Input(placeholder=FILTER_PLACEHOLDER, id="log-filter")
@@ -50,6 +86,73 @@ class LogPane(Vertical):
     def box(self) -> Input:
         """The filter/search box."""
         return self.query_one("#log-filter", Input)
+
+    # --- flood control -------------------------------------------------------------------
+
+    @property
+    def waiting(self) -> int:
+        """Lines queued and not written to the view yet (kept or only counted)."""
+        return len(self._pending) + self._skipped
+
+    def queue_lines(self, lines: list[str]) -> None:
+        """Queue lines (cleaned and masked already, e.g. on a watch's line thread) for the view.
+
+        Only one :class:`LinesArrived` is in flight; beyond the view's cap the oldest queued
+        lines are counted, not kept.
+        """
+        notify = not self._pending and not self._skipped and not self._draining
+        self._pending.extend(lines)
+        over = len(self._pending) - self.max_lines
+        if over > 0:
+            del self._pending[:over]
+            self._skipped += over
+        if notify:
+            self.post_message(self.LinesArrived())
+
+    def queue_marker(self, text: str) -> None:
+        """A line of the console's own (a gap, a wait), in order with the queued lines (cleaned here)."""
+        self.queue_lines([log_line_text(text)])
+
+    def clear(self) -> None:
+        """Forget every line, shown or queued."""
+        self._pending, self._skipped = [], 0
+        self.view.clear()
+
+    @on(LinesArrived)
+    def _lines_arrived(self, event: LinesArrived) -> None:
+        event.stop()
+        wait = self._drained_at + self._drain_interval_s - time.monotonic()
+        if wait > 0:
+            self._draining = True          # no new message: the timer writes what comes meanwhile
+            self.set_timer(wait, self._drain)
+        else:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Write queued lines to the view for at most :data:`DRAIN_BUDGET_S`, at most once per
+        :data:`DRAIN_INTERVAL_S` (one view refresh per write; :data:`FLOOD_DRAIN_INTERVAL_S` after
+        a drain that found :data:`FLOOD_DRAIN_LINES` or more waiting): during a flood the loop
+        stays free for keys and frames, and the lines beyond the view's cap are only counted."""
+        self._drained_at = time.monotonic()
+        view = self.view
+        deadline = time.perf_counter() + DRAIN_BUDGET_S
+        waiting = self.waiting
+        while self._pending or self._skipped:
+            lines, skipped = self._pending[:DRAIN_STEP_LINES], self._skipped
+            del self._pending[:DRAIN_STEP_LINES]
+            self._skipped = 0
+            view.write_lines(lines, skipped, masked=True)   # cleaned and masked before they were queued
+            if time.perf_counter() > deadline:
+                break
+        self._drain_interval_s = FLOOD_DRAIN_INTERVAL_S if waiting >= FLOOD_DRAIN_LINES else DRAIN_INTERVAL_S
+        self._draining = bool(self._pending)
+        if self._draining:
+            self.set_timer(self._drain_interval_s, self._drain)
+        self.update_title()
+        if self.on_written is not None:
+            self.on_written()
+
+    # --- title and keys ----------------------------------------------------------------
 
     def update_title(self) -> None:
         """``Log · N lines · ... · following · filter: x (M shown) · search: y`` on the log's border."""

@@ -126,3 +126,40 @@ async def test_the_title_says_when_lines_are_cut_at_the_edge_and_how_to_scroll()
         await pilot.pause()
         await pilot.pause()
         assert "cut at the edge" not in str(pane.view.border_title)
+
+
+async def test_queued_lines_are_written_in_order_and_a_burst_past_the_cap_is_counted_not_kept() -> None:
+    """The pane's own flood control: the screen only hands it lines (and markers, in order)."""
+    class QueueApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield LogPane(100, id="log-pane", on_written=lambda: written.append(pane_of(self).view.buffer.total))
+
+    def pane_of(app: App[None]) -> LogPane:
+        return app.query_one(LogPane)
+
+    written: list[int] = []
+    app = QueueApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        pane = pane_of(app)
+        pane.queue_lines(LINES[:3])
+        pane.queue_marker("──── connection lost\x1b[2J ────")
+        assert pane.waiting == 4 and pane.view.buffer.total == 0          # written on the pane's turn, not now
+        for _ in range(200):
+            if not pane.waiting:
+                break
+            await pilot.pause(0.01)
+        assert pane.view.shown_lines() == [*LINES[:3], "──── connection lost ────"]   # the marker cleaned
+        assert written == [4]
+        pane.queue_lines(LINES * 2)                                       # 402 lines past a cap of 100
+        assert pane.waiting == 402 and len(pane._pending) == 100
+        for _ in range(200):
+            if not pane.waiting:
+                break
+            await pilot.pause(0.02)
+        buffer = pane.view.buffer
+        assert buffer.total == 4 + 402 and buffer.dropped == 4 + 302 and len(buffer.entries) == 100
+        assert pane.view.shown_lines()[-1] == LINES[-1]
+        assert "406 lines · 306 oldest not shown (cap 100)" in str(pane.view.border_title)
+        pane.queue_lines(LINES[:5])
+        pane.clear()
+        assert pane.waiting == 0 and pane.view.buffer.total == 0

@@ -15,6 +15,7 @@ from textual.widgets import Static
 from console.app import TpuConsoleApp
 from console.screens.confirm import ConfirmScreen
 from console.screens.startup import StartupScreen
+from console.widgets.log_pane import LogPane
 from console.widgets.log_view import LogView
 from console.widgets.startup_panel import PanelInfo, StartupPanel
 from remote.container.tail import TailStatus
@@ -630,7 +631,7 @@ async def test_a_long_line_is_cut_in_the_pane_kept_whole_on_disk_and_opened_whol
 
 async def test_a_flood_is_written_to_the_pane_at_most_four_times_a_second_and_every_line_counted(
         sandbox: Any, sandbox_services: Any) -> None:
-    from console.screens import startup
+    from console.widgets import log_pane
     from sandbox.runner import serve_args_for
 
     vm = sandbox.vms["vllm-flex-b"]
@@ -641,17 +642,18 @@ async def test_a_flood_is_written_to_the_pane_at_most_four_times_a_second_and_ev
     async with app.run_test(size=(200, 50)) as pilot:
         screen = await _open(pilot)
         drains: list[tuple[float, int]] = []        # (when, lines waiting) of each pane write
-        drain = screen._drain
+        pane = screen.query_one(LogPane)              # the pane keeps the flood control, the screen hands it lines
+        drain = pane._drain
 
         def timed_drain() -> None:
-            drains.append((time.monotonic(), len(screen._pending) + screen._skipped))
+            drains.append((time.monotonic(), pane.waiting))
             drain()
 
-        screen._drain = timed_drain  # type: ignore[method-assign]
+        pane._drain = timed_drain  # type: ignore[method-assign]
         view = screen.query_one("#log", LogView)
         await _until(pilot, lambda: view.buffer.total >= len(plan.lines), timeout_s=60)
         assert screen.watcher.lines_received == len(plan.lines)
-        flood = [(a, b) for a, b in zip(drains, drains[1:]) if a[1] >= startup.FLOOD_DRAIN_LINES]
+        flood = [(a, b) for a, b in zip(drains, drains[1:]) if a[1] >= log_pane.FLOOD_DRAIN_LINES]
         assert len(flood) >= 3, drains                  # the burst was seen as a flood
         gaps = [b[0] - a[0] for a, b in flood]
-        assert min(gaps) >= startup.FLOOD_DRAIN_INTERVAL_S * 0.95, gaps
+        assert min(gaps) >= log_pane.FLOOD_DRAIN_INTERVAL_S * 0.95, gaps
