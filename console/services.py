@@ -21,6 +21,7 @@ from remote.models import FleetSnapshot, Node, QueuedResource, utc_now
 if TYPE_CHECKING:
     from console.flows.fleet_cache import FleetCache
     from console.flows.serving import ServingSampler
+    from console.flows.ssh_login import LoginResolver
     from remote.container.spec import ContainerSpec
     from remote.startup import StartupState
     from remote.tpu.requests import QueuedResourceService
@@ -64,6 +65,8 @@ class Services:
         actions: the use cases running remote steps now (a swap, a request...): quitting asks while any run.
         shared_sandbox_dir: ``--demo`` found a sandbox already running there (``tpu-console sandbox``)
             and uses it instead of starting another; ``None`` otherwise.
+        logins: which user each connection logs in as (:attr:`logins`: one resolver, its caches shared by
+            every screen of the console).
     """
 
     config: Config
@@ -80,6 +83,7 @@ class Services:
     shared_sandbox_dir: Path | None = None
     _store: HistoryStore | None = field(default=None, repr=False)
     _queued: QueuedResourceService | None = field(default=None, repr=False)
+    _logins: LoginResolver | None = field(default=None, repr=False)
     _config_mtime_ns: int | None = field(default=None, repr=False)
 
     @property
@@ -98,6 +102,17 @@ class Services:
                 raise RemoteError("this fleet source cannot create or delete queued resources")
             self._queued = QueuedResourceService(self.fleet)
         return self._queued
+
+    @property
+    def logins(self) -> LoginResolver:
+        """The console's :class:`~console.flows.ssh_login.LoginResolver` (built on first use; it reads
+        the config as it is now: project metadata and OS Login profiles are cached across screens)."""
+        if self._logins is None:
+            from console.flows.ssh_login import LoginResolver
+
+            self._logins = LoginResolver(self.config)
+        self._logins.config = self.config
+        return self._logins
 
     @property
     def store(self) -> HistoryStore:
@@ -150,8 +165,11 @@ class Services:
         return True
 
     def close(self) -> None:
-        """Close what was opened (forwards, store, API client)."""
+        """Close what was opened (forwards, store, API clients)."""
         self.forwards.close_all()
+        if self._logins is not None:
+            self._logins.close()
+            self._logins = None
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -197,4 +215,5 @@ def serving_sampler_for(services: Services, node: Node) -> ServingSampler:
 
     # the config as it is now: the fleet makes a node's sampler after taking new [ssh.hosts] entries
     return sampler_for(node, services.config, services.fleet, forward_url=forward_url,
-                       watched=lambda: services.watching.get(node.key), clock=services.clock)
+                       watched=lambda: services.watching.get(node.key), clock=services.clock,
+                       logins=services.logins)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import asyncssh
 
     from console.config import Config
+    from console.flows.ssh_login import LoginResolver
     from console.services import FleetLister
     from remote.bench.longctx import LongCtxResult
     from remote.bench.smoke import SmokeResult
@@ -477,6 +478,8 @@ class BenchCase:
         fleet: the TPU API (the workers' published host keys), or ``None``.
         worker: the worker whose server is used (0: where vLLM serves).
         api_key: ``--api-key`` given by the operator, else read from the container.
+        logins: the resolver of the SSH user (the console's ``Services.logins``), or ``None``: one for
+            this run.
     """
 
     node: Node
@@ -488,6 +491,7 @@ class BenchCase:
     worker: int = 0
     api_key: str | None = None
     recorded: list[int] = field(default_factory=list)
+    logins: LoginResolver | None = None
 
     async def run(self, *, accept_new_host_key: HostKeyQuestion | None = None,
                   on_status: Callable[[str], None] | None = None,
@@ -508,7 +512,7 @@ class BenchCase:
 
         say = on_status or (lambda _sentence: None)
         say(f"Connecting to {self.node.name} over SSH…")
-        target = await resolve_target(self.node, self.config, self.worker, self.fleet)
+        target = await resolve_target(self.node, self.config, self.worker, self.fleet, logins=self.logins)
         container = self.config.container
         async with open_tunnel(self.node, target, container.port, accept_new_host_key=accept_new_host_key) as tunnel:
             launch_id = await self._launch_id(tunnel.conn)

@@ -26,6 +26,7 @@ from remote.startup import Phase, StartupState
 
 if TYPE_CHECKING:
     from console.config import Config
+    from console.flows.ssh_login import LoginResolver
     from console.services import FleetLister
     from remote.models import Node
 
@@ -221,14 +222,14 @@ class ServingSampler:
 
 def sampler_for(node: Node, config: Config, fleet: FleetLister, *, forward_url: Callable[[], str | None] = lambda: None,
                 watched: Callable[[], StartupState | None] = lambda: None,
-                clock: Callable[[], datetime] | None = None) -> ServingSampler:
+                clock: Callable[[], datetime] | None = None, logins: LoginResolver | None = None) -> ServingSampler:
     """The :class:`ServingSampler` of ``node`` under ``config`` (worker 0 through the one SSH target
     resolution, :func:`console.flows.ssh_target.resolve_target`, with ``fleet`` for gcloud's
-    host-key alias; ``config.container``'s name and port)."""
+    host-key alias and ``logins`` for the user; ``config.container``'s name and port)."""
     from console.flows.ssh_target import resolve_target
 
     async def target() -> Any:
-        return await resolve_target(node, config, 0, fleet)
+        return await resolve_target(node, config, 0, fleet, logins=logins)
 
     return ServingSampler(node, target, container=config.container.name, container_port=config.container.port,
                           forward_url=forward_url, watched=watched, clock=clock)

@@ -14,7 +14,8 @@ The verdict is worked out in every case, so a refused key on an OS Login node is
 OS Login's roles. A project whose metadata cannot be read (403 without ``compute.projects.get``,
 or no answer) is not fatal: the node's metadata alone decides, and the login says so in its notes.
 Project metadata is cached for :data:`PROJECT_METADATA_TTL_S`, a profile's POSIX name for the
-process. A config whose TPU ``api_endpoint`` is ``http://`` (a loopback stand-in) and that names no
+resolver's life. There is no process-wide resolver: the console's ``Services.logins`` holds one for
+the TUI's screens, and each verb makes its own once per run (or one per call: ``logins=None``). A config whose TPU ``api_endpoint`` is ``http://`` (a loopback stand-in) and that names no
 ``[os_login] compute_api_endpoint`` has no Compute API to ask: project metadata counts as unset.
 """
 
@@ -211,20 +212,3 @@ def _public_key_of(ssh: SshConfig) -> str:
     from remote.ssh import public_key_line
 
     return public_key_line(ssh.private_key)
-
-
-_RESOLVERS: dict[tuple[Any, ...], LoginResolver] = {}
-
-
-def resolver_for(config: Config) -> LoginResolver:
-    """The process's :class:`LoginResolver` for ``config`` (one per account, endpoints and key,
-    so every screen and verb of a run shares the caches)."""
-    key = (config.os_login, config.ssh.private_key, config.ssh.user, config.ssh.user_configured,
-           config.request_timeout_s)
-    resolver = _RESOLVERS.get(key)
-    if resolver is None:
-        resolver = _RESOLVERS[key] = LoginResolver(config)
-    else:
-        resolver.config = config
-    return resolver
-

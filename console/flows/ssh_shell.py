@@ -19,7 +19,7 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from console.flows.ssh_login import SshLogin, resolver_for
+from console.flows.ssh_login import LoginResolver, SshLogin
 from console.flows.ssh_target import guest_attributes, host_keys_of, pinned_target
 from remote.models import Node
 from remote.ssh import SshFailure, SshTarget, has_known_host
@@ -130,12 +130,16 @@ class NodeShell:
         config: the console's config (``ssh``, ``os_login``).
         fleet: the fleet source (guest attributes), or ``None``.
         program: the OpenSSH client to name (``ssh``).
+        logins: the resolver of the user (the console's ``Services.logins``), or ``None``: one per
+            :meth:`plan`, closed after it (the verb's one run).
     """
 
-    def __init__(self, config: Config, fleet: FleetLister | None, *, program: str = "ssh") -> None:
+    def __init__(self, config: Config, fleet: FleetLister | None, *, program: str = "ssh",
+                 logins: LoginResolver | None = None) -> None:
         self.config = config
         self.fleet = fleet
         self.program = program
+        self.logins = logins
 
     async def plan(self, node: Node, options: ShellOptions, *, dry_run: bool = False) -> ShellPlan:
         """The connections to ``node``'s workers.
@@ -153,7 +157,12 @@ class NodeShell:
                              title="Bad arguments")
         if options.internal_ip and options.tunnel_through_iap:
             raise SshFailure("--internal-ip and --tunnel-through-iap exclude each other.", title="Bad arguments")
-        login = await resolver_for(self.config).login(node, user=options.user, import_key=not dry_run)
+        resolver = self.logins or LoginResolver(self.config)
+        try:
+            login = await resolver.login(node, user=options.user, import_key=not dry_run)
+        finally:
+            if resolver is not self.logins:
+                resolver.close()
         shells, notes = [], list(login.notes)
         for worker in chosen:
             attributes = await guest_attributes(self.fleet, node, worker)

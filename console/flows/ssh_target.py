@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from console.flows.ssh_login import SshLogin, resolver_for
+from console.flows.ssh_login import LoginResolver, SshLogin
 from remote.errors import RemoteError
 from remote.printable import printable
 from remote.ssh import SshFailure, SshTarget, has_known_host, pin_host_keys, target_for
@@ -185,8 +185,9 @@ def pinned_target(node: Node, ssh: SshConfig, worker: int, attributes: dict[str,
 
 
 async def login_target(node: Node, config: Config, worker: int = 0, fleet: FleetLister | None = None, *,
-                       user: str | None = None, pin: bool = True) -> tuple[SshTarget, SshLogin]:
-    """``(target, login)``: the user worked out (:func:`console.flows.ssh_login.resolver_for`:
+                       user: str | None = None, pin: bool = True,
+                       logins: LoginResolver | None = None) -> tuple[SshTarget, SshLogin]:
+    """``(target, login)``: the user worked out (:class:`console.flows.ssh_login.LoginResolver`:
     ``--user``, ``[ssh] user``, OS Login, local user) and :func:`pinned_target` with the host keys
     read through ``fleet`` (:func:`guest_host_keys`), pinned unless ``pin`` is false (a dry run).
 
@@ -196,23 +197,32 @@ async def login_target(node: Node, config: Config, worker: int = 0, fleet: Fleet
         worker: worker index.
         fleet: the fleet source (guest attributes), or ``None``.
         user: ``--user``, or ``None``.
+        logins: the resolver whose caches to share (the console's ``Services.logins``, a verb's own),
+            or ``None``: one for this call, closed after it.
 
     Raises:
         SshFailure: as :func:`choose_target`. OsLoginError: an OS Login node whose user cannot be
             worked out (see :meth:`console.flows.ssh_login.LoginResolver.login`).
     """
-    login = await resolver_for(config).login(node, user=user, import_key=pin)
+    own = logins is None
+    resolver = LoginResolver(config) if logins is None else logins
+    try:
+        login = await resolver.login(node, user=user, import_key=pin)
+    finally:
+        if own:
+            resolver.close()
     attributes = await guest_attributes(fleet, node, worker)
     return pinned_target(node, config.ssh, worker, attributes, login=login, pin=pin), login
 
 
-async def resolve_target(node: Node, config: Config, worker: int = 0, fleet: FleetLister | None = None) -> SshTarget:
+async def resolve_target(node: Node, config: Config, worker: int = 0, fleet: FleetLister | None = None, *,
+                         logins: LoginResolver | None = None) -> SshTarget:
     """The target of :func:`login_target` (for callers that show only the target).
 
     Raises:
         SshFailure, OsLoginError: as :func:`login_target`.
     """
-    return (await login_target(node, config, worker, fleet))[0]
+    return (await login_target(node, config, worker, fleet, logins=logins))[0]
 
 
 async def ready_node_target(config: Config, spec: str, *, project: str | None = None, zone: str | None = None,

@@ -241,7 +241,8 @@ class BenchScreen(ConsoleScreen):
         services = self.services
         assert self.pricing is not None
         history = HistoryAccess(lambda: services.store, owned=False)
-        case = BenchCase(self.node, services.config, params, self.pricing, history, fleet=services.fleet)
+        case = BenchCase(self.node, services.config, params, self.pricing, history, fleet=services.fleet,
+                         logins=services.logins)
         try:
             await case.run(accept_new_host_key=self._ask_host_key, on_status=self._status,
                            on_progress=self._on_progress, on_result=lambda r, row: self._on_result(params, r, row))

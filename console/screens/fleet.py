@@ -687,10 +687,8 @@ class FleetScreen(ConsoleScreen):
     @work(group="login", exit_on_error=False)
     async def _resolve_login(self, node: Node) -> None:
         """Which user the console would log in as on ``node`` (read only: no key is imported here)."""
-        from console.flows.ssh_login import resolver_for
-
         key = node_row_key(node)
-        resolver = resolver_for(self.services.config)
+        resolver = self.services.logins
         try:
             login = await resolver.login(node, import_key=False)
         except RemoteError as exc:
@@ -920,7 +918,7 @@ class FleetScreen(ConsoleScreen):
 
         config = self.services.config
         try:
-            target = await resolve_target(node, config, 0, self.services.fleet)
+            target = await resolve_target(node, config, 0, self.services.fleet, logins=self.services.logins)
 
             async def ask(fingerprint: str) -> bool:
                 return await self.ask(host_key_question(target, fingerprint))

@@ -206,8 +206,10 @@ class StartupScreen(ConsoleScreen):
                 self._waiting(f"node {self.node.name} is READY")
                 self.node_wait = None
             chosen = list(range(self._workers_count())) if self.worker is None else [self.worker]
-            pairs = [await login_target(self.node, config, w, self.services.fleet) for w in chosen]
-            quiet_pair = await login_target(self.node, config, 0, self.services.fleet) if self.worker else None
+            logins = self.services.logins
+            pairs = [await login_target(self.node, config, w, self.services.fleet, logins=logins) for w in chosen]
+            quiet_pair = (await login_target(self.node, config, 0, self.services.fleet, logins=logins)
+                          if self.worker else None)
         except RemoteError as exc:
             self._set_problem(exc.message, title=exc.title)
             return

@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _run(args: argparse.Namespace, config: Config) -> int:
     from console.flows.node_wait import NodeWontBeReady
-    from console.flows.ssh_login import resolver_for
+    from console.flows.ssh_login import LoginResolver
     from console.flows.ssh_target import pinned_target
     from console.flows.startup_watch import no_container_hint
     from remote.errors import RemoteError
@@ -117,7 +117,11 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
     node, host_keys, config = found
     pairs: dict[int, tuple[Any, Any]] = {}
     try:
-        login = await resolver_for(config).login(node, user=args.user)
+        logins = LoginResolver(config)          # this run's one resolver (no process-wide registry)
+        try:
+            login = await logins.login(node, user=args.user)
+        finally:
+            logins.close()
         for worker, keys in sorted(host_keys.items()):
             target = pinned_target(node, config.ssh, worker, keys, login=login)
             if args.accept_new_host_key:

@@ -236,3 +236,32 @@ async def test_an_os_login_user_without_sudo_is_told_about_os_admin_login(box) -
     async with await connect(target) as conn:
         with pytest.raises(SudoPasswordRequired, match="roles/compute.osAdminLogin"):
             await run_command(conn, ["docker", "ps"], sudo=True)
+
+
+async def test_the_console_shares_one_resolver_and_a_call_without_one_caches_nothing(box, tmp_path) -> None:
+    """No process-wide registry: the console's ``Services.logins`` is its one resolver (the profile is
+    read once for every screen), a verb makes its own, and ``logins=None`` keeps nothing between calls."""
+    from console.flows.ssh_target import login_target
+    from console.services import build_services
+
+    def profile_reads() -> int:
+        return sum(1 for method, path in box.google_apis.requests if method == "GET" and "/loginProfile" in path)
+
+    config = load_config(box.config_path)
+    node = await _node(config, OS_LOGIN_NODE)
+    services = build_services(config, db_path=tmp_path / "history.db")
+    try:
+        resolver = services.logins
+        assert services.logins is resolver
+        first = await login_target(node, services.config, 0, services.fleet, logins=services.logins)
+        reads = profile_reads()
+        second = await login_target(node, services.config, 0, services.fleet, logins=services.logins)
+        assert first[1].user == second[1].user == POSIX_NAME and first[0] == second[0]
+        assert profile_reads() == reads >= 1                         # the second came from the shared cache
+        for _ in range(2):                                           # each call its own resolver, closed after it
+            assert (await login_target(node, config, 0, services.fleet))[1].user == POSIX_NAME
+        assert profile_reads() == reads + 2
+        assert LoginResolver(config) is not LoginResolver(config)
+    finally:
+        services.close()
+    assert services._logins is None and resolver.api._pool._shutdown       # closed with the console's services

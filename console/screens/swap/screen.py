@@ -177,7 +177,8 @@ class SwapScreen(ConsoleScreen):
 
         if self._conn is not None and not self._conn.is_closed():
             return self._conn
-        target = await resolve_target(self.node, self.services.config, 0, self.services.fleet)
+        target = await resolve_target(self.node, self.services.config, 0, self.services.fleet,
+                                      logins=self.services.logins)
 
         async def trust(fingerprint: str) -> bool:
             return await self.ask(host_key_question(target, fingerprint))
