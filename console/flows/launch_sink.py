@@ -184,6 +184,13 @@ class ThreadedRecorderSink:
         """:meth:`LaunchRecorder.record_exit`, in the history thread."""
         await self._call(lambda recorder: recorder.record_exit(state, exit_code))
 
+    async def served(self, kv_cache_tokens: int | None, max_concurrency: float | None, engines: int,
+                     gpu_memory_utilization: float | None) -> None:
+        """What the server's ``/metrics`` said after ready (:meth:`LaunchRecorder.record_served`), in
+        the history thread."""
+        await self._call(lambda recorder: recorder.record_served(kv_cache_tokens, max_concurrency, engines,
+                                                                 gpu_memory_utilization))
+
     async def compile_eta_s(self, compile_key: str) -> float | None:
         """The history's compile time estimate for ``compile_key`` (seconds), or ``None`` (none
         known, or no history: see :attr:`recording`).

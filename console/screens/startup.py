@@ -23,9 +23,6 @@ search [log_search], ``n`` next match [log_next], ``z`` fold [log_fold], ``W`` n
 from __future__ import annotations
 
 import asyncio
-import functools
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -38,10 +35,12 @@ from console.flows.forwards import Forward
 from console.flows.history_query import HistoryReader
 from console.flows.launch_log import log_opener
 from console.flows.launch_recorder import LaunchRecorder
+from console.flows.launch_sink import ThreadedRecorderSink
 from console.flows.node_wait import POLL_S as NODE_POLL_S
 from console.flows.node_wait import needs_wait, wait_target, wait_until_ready
+from console.flows.slice_watch import SliceEvent, SliceWatch, WorkerTarget
 from console.flows.ssh_target import login_target
-from console.flows.startup_watch import Replacement, StartupWatch, no_container_hint, read_followed
+from console.flows.startup_watch import FollowedContainer, StartupWatch, no_container_hint
 from console.heap import freeze_new, refreeze
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import host_key_question
@@ -52,21 +51,15 @@ from console.widgets.log_pane import LogPane
 from console.widgets.log_view import LogView
 from console.widgets.serving_panel import ServingPanel
 from console.widgets.startup_panel import PanelInfo, ServedKv, StartupPanel
-from remote.container.tail import TailStatus
+from remote.container.tail import LogLine, TailStatus
 from remote.errors import RemoteError
+from remote.models import Node
 from remote.printable import printable
-from remote.startup import Phase, StartupState
-from remote.vllm_log.workers import compile_watch, failing_worker, ready_from_worker_0
-from remote.vllm_log.workers import slice_hbm as slice_hbm_of
+from remote.ssh import SshTarget
+from remote.startup import Phase
+from remote.vllm_log.workers import compile_watch
 from remote.vllm_metrics import ServingFigures
 from store.errors import StoreError
-
-if TYPE_CHECKING:
-    from console.config import Config
-    from remote.models import Node
-    from remote.ssh import SshTarget
-
-T = TypeVar("T")
 
 #: Lines the log pane keeps (older lines are counted, not shown).
 LOG_LINES_SHOWN = 5000
@@ -102,13 +95,13 @@ class StartupScreen(ConsoleScreen):
         Binding("e", "whole_line", "Whole line", id="log_whole_line"),
     ]
 
-    class StatusChanged(Message):
-        """The tail's status changed."""
+    class WatchEvent(Message):
+        """The slice watch said something (a marker, a new container, a refused worker...)."""
 
-        def __init__(self, watch: StartupWatch, status: TailStatus) -> None:
+        def __init__(self, watch: SliceWatch, event: SliceEvent) -> None:
             super().__init__()
-            self.watcher = watch
-            self.status = status
+            self.slice_watch = watch
+            self.event = event
 
     def __init__(self, node: Node, worker: int | None = None, *, poll_s: float = NODE_POLL_S) -> None:
         super().__init__()
@@ -117,18 +110,12 @@ class StartupScreen(ConsoleScreen):
         self._frozen = False          # what is alive frozen once this view follows a container
         #: The worker followed alone, or ``None``: every worker of a multi-host slice at once.
         self.worker: int | None = worker if worker is not None or self._workers_count() > 1 else 0
-        #: Workers 1..N of a slice followed beside :attr:`watcher` (worker 0), in worker order.
-        self.side_watchers: list[StartupWatch] = []
-        #: Worker 0, followed quietly while worker N > 0 is watched alone: only its log says ready.
-        self.ready_watcher: StartupWatch | None = None
         self.poll_s = poll_s
-        self.watcher: StartupWatch | None = None
-        self.recorder: LaunchRecorder | None = None
-        self.ssh_user: str | None = None
+        #: the watch of the worker(s) followed now (:class:`console.flows.slice_watch.SliceWatch`)
+        self.slice_watch: SliceWatch | None = None
+        #: where the launch is recorded (the history thread), made on mount
+        self.sink: ThreadedRecorderSink | None = None
         self._db: HistoryReader | None = None
-        self._state_to_record: tuple[StartupState, str | None] | None = None
-        self._recording = False
-        self._recorder_lock = asyncio.Lock()
         self.problem: str | None = None
         self.node_wait: str | None = None
         self.compile_eta_s: float | None = None
@@ -141,10 +128,34 @@ class StartupScreen(ConsoleScreen):
         self.forward: Forward | None = None
         self._forward_seen: str | None = None
         self._tunnel_started = False
-        self._container_id: str | None = None
-        self._restarts_shown = 0
+        self._version_shown = -1
         self._dirty = True
         self._ticks = 0
+
+    # --- what the watch holds (the tests and benches read these) --------------------------
+
+    @property
+    def watcher(self) -> StartupWatch | None:
+        """The primary worker's watch (worker 0 of a slice followed whole, else the worker followed)."""
+        return self.slice_watch.primary if self.slice_watch is not None else None
+
+    @property
+    def side_watchers(self) -> list[StartupWatch]:
+        """Workers 1..N of a slice followed beside :attr:`watcher`, in worker order (connected ones)."""
+        watch = self.slice_watch
+        if watch is None:
+            return []
+        return [each for worker, each in watch.followed.items() if worker != watch.primary_worker]
+
+    @property
+    def ready_watcher(self) -> StartupWatch | None:
+        """Worker 0, followed quietly while worker N > 0 is watched alone: only its log says ready."""
+        return self.slice_watch.quiet if self.slice_watch is not None else None
+
+    @property
+    def recorder(self) -> LaunchRecorder | None:
+        """The recorder of this view's launches (in the history thread), once it wrote."""
+        return self.sink.recorder if self.sink is not None else None
 
     # --- layout --------------------------------------------------------------------------
 
@@ -162,10 +173,12 @@ class StartupScreen(ConsoleScreen):
 
     def on_mount(self) -> None:
         self._db = HistoryReader(self.services.db_path)
+        self.sink = ThreadedRecorderSink(self._db, self.node, clock=self.services.clock,
+                                         on_problem=lambda sentence: self.app.notify(
+                                             sentence, severity="warning", timeout=8))
         self.query_one("#log", LogView).focus()
         self.set_interval(PANEL_REFRESH_S, self._refresh_panel)
         self._start()
-
 
     def _workers_count(self) -> int:
         return max(1, len(getattr(self.node, "workers", ()) or ()))
@@ -173,9 +186,7 @@ class StartupScreen(ConsoleScreen):
     def _start(self) -> None:
         """(Re)start the watch of the current worker from an empty view."""
         self.workers.cancel_group(self, "startup-tunnel")
-        self.watcher = None
-        self.side_watchers = []
-        self.ready_watcher = None
+        self.slice_watch = None
         self.problem = None
         self.node_wait = None
         self.tunnel_note = None
@@ -183,8 +194,6 @@ class StartupScreen(ConsoleScreen):
         self.served_kv = None
         self.forward = None
         self._tunnel_started = False
-        self._container_id = None
-        self._restarts_shown = 0
         self.query_one(LogPane).clear()
         who = (f"all {self._workers_count()} workers" if self.worker is None
                else f"worker {self.worker} of {self._workers_count()}")
@@ -197,88 +206,72 @@ class StartupScreen(ConsoleScreen):
 
     @work(exclusive=True, group="startup-watch", exit_on_error=False)
     async def _run_watch(self) -> None:
-        config = self.services.config
+        targets = await self._targets()
+        if targets is None:
+            return
+        watch = self._slice_watch_of(*targets)
+        self.slice_watch = watch
+        try:
+            if await watch.connect():
+                await watch.follow()
+        finally:
+            await watch.close()
+
+    async def _targets(self) -> tuple[list[WorkerTarget], WorkerTarget | None] | None:
+        """Wait for the node to be READY, then each chosen worker's target and the quiet worker 0's
+        (``None`` after saying why not)."""
+        config, fleet, logins = self.services.config, self.services.fleet, self.services.logins
+        chosen = list(range(self._workers_count())) if self.worker is None else [self.worker]
         try:
             if needs_wait(self.node):
                 # CREATING, or its queued resource not ACTIVE yet: poll the TPU API until READY
-                self.node = await wait_until_ready(self.services.fleet, wait_target(self.node),
-                                                   on_change=self._waiting, poll_s=self.poll_s)
+                self.node = await wait_until_ready(fleet, wait_target(self.node), on_change=self._waiting,
+                                                   poll_s=self.poll_s)
                 self._waiting(f"node {self.node.name} is READY")
                 self.node_wait = None
-            chosen = list(range(self._workers_count())) if self.worker is None else [self.worker]
-            logins = self.services.logins
-            pairs = [await login_target(self.node, config, w, self.services.fleet, logins=logins) for w in chosen]
-            quiet_pair = (await login_target(self.node, config, 0, self.services.fleet, logins=logins)
-                          if self.worker else None)
+            pairs = {w: await login_target(self.node, config, w, fleet, logins=logins)
+                     for w in [*chosen, *([0] if self.worker else [])]}
         except RemoteError as exc:
             self._set_problem(exc.message, title=exc.title)
-            return
-        targets = [target for target, _ in pairs]
-        login = pairs[0][1]
-        self.ssh_user = login.user
-        if self.recorder is not None:
-            self.recorder.ssh_user = login.user
+            return None
+        login = pairs[chosen[0]][1]
+        if self.sink is not None:
+            self.sink.node, self.sink.ssh_user = self.node, login.user
         if login.verdict.enabled or login.notes or login.source == "--user":
             self._write_marker(f"──── {printable(login.describe())} ────")
-        every = [self._make_watch(target, config, worker) for target, worker in zip(targets, chosen, strict=True)]
-        self.watcher, self.side_watchers = every[0], every[1:]
-        if quiet_pair is not None:
-            self.ready_watcher = self._make_quiet_watch(quiet_pair[0], config)
-            every.append(self.ready_watcher)
-        try:
-            for watch in every:
-                try:
-                    await watch.connect()
-                except RemoteError as exc:
-                    self._set_problem(exc.message, title=exc.title)   # the title is the toast's, not repeated
-                    return
-            await asyncio.gather(*(watch.follow() for watch in every))
-        finally:
-            for watch in every:
-                await watch.close()
+        followed = [self._worker_target(w, pairs[w][0]) for w in chosen]
+        return followed, (self._worker_target(0, pairs[0][0]) if self.worker else None)
 
-    def _make_watch(self, target: SshTarget, config: Config, worker: int) -> StartupWatch:
+    def _worker_target(self, worker: int, target: SshTarget) -> WorkerTarget:
+        """``worker``'s target; an unknown host key is asked about in a modal."""
         async def ask(fingerprint: str) -> bool:
             return await self.ask(host_key_question(target, fingerprint))
 
-        watch = StartupWatch(
-            target, container=config.container.name, container_port=config.container.port,
-            accept_new_host_key=ask,
-            on_lines=lambda batch: self._queue_lines(watch, batch),
-            on_status=lambda status: self._post_status(watch, status),
-            tail_options={"max_batch_lines": TAIL_BATCH_LINES},
-            log_for=log_opener(config.logs.folder, self.node.name, worker,
-                               max_mib=config.logs.max_mib, keep=config.logs.keep))
+        return WorkerTarget(worker, target, ask)
+
+    def _slice_watch_of(self, followed: list[WorkerTarget], ready_from: WorkerTarget | None) -> SliceWatch:
+        """The view's slice watch: its lines go to the log pane, its events come back as messages."""
+        config = self.services.config
+        logs, container = config.logs, config.container
+        node_name = self.node.name
+
+        def said(event: SliceEvent) -> None:         # handled in the view's turn (it may write, notify)
+            self.post_message(self.WatchEvent(watch, event))
+
+        watch = SliceWatch(
+            followed, container=container.name, container_port=container.port, ready_from=ready_from,
+            sink=self.sink, on_event=said,
+            on_lines=lambda worker, batch: self._queue_lines(watch, worker, batch),
+            log_for=lambda worker: log_opener(logs.folder, node_name, worker, max_mib=logs.max_mib, keep=logs.keep),
+            waiting_hint=no_container_hint(self.node, container.name, image=container.image, model=container.model),
+            tail_options={"max_batch_lines": TAIL_BATCH_LINES})
         return watch
-
-    def _make_quiet_watch(self, target: SshTarget, config: Config) -> StartupWatch:
-        """Worker 0 of a slice, followed for its readiness only (no lines shown, no launch, no file)."""
-        async def ask(fingerprint: str) -> bool:
-            return await self.ask(host_key_question(target, fingerprint))
-
-        def lines(_batch: list[Any]) -> None:
-            self._dirty = True
-
-        return StartupWatch(target, container=config.container.name, container_port=config.container.port,
-                            accept_new_host_key=ask, on_lines=lines, on_status=lambda _status: None,
-                            tail_options={"max_batch_lines": TAIL_BATCH_LINES})
-
-    def _worker_of(self, watch: StartupWatch) -> int | None:
-        """The worker number ``watch`` follows in the all-workers view, else ``None`` (no prefix)."""
-        if not self.side_watchers:
-            return None
-        if watch is self.watcher:
-            return 0
-        return self.side_watchers.index(watch) + 1 if watch in self.side_watchers else None
 
     def _waiting(self, sentence: str) -> None:
         """A state change of the node waited for: one marker line in the log."""
         self._write_marker(f"──── {sentence} ────")
         self.node_wait = sentence
         self._dirty = True
-
-    def _post_status(self, watch: StartupWatch, status: TailStatus) -> None:
-        self.post_message(self.StatusChanged(watch, status))
 
     def _set_problem(self, sentence: str, *, title: str = "Startup watch") -> None:
         self.problem = sentence
@@ -292,16 +285,15 @@ class StartupScreen(ConsoleScreen):
             self.log.error(f"worker {event.worker.name} failed", error)
             self._set_problem(f"{type(error).__name__}: {error}", title="Unexpected error")
 
-    def _queue_lines(self, watch: StartupWatch, batch: list[Any]) -> None:
+    def _queue_lines(self, watch: SliceWatch, worker: int, batch: list[LogLine]) -> None:
         """Tail callback (the reader has read ``batch``): hand the text to the log pane, which
-        writes it at its own pace (:meth:`LogPane.queue_lines`)."""
-        worker = self._worker_of(watch)
-        if watch is not self.watcher and worker is None:
+        writes it at its own pace (:meth:`LogPane.queue_lines`); ``wN| `` first on a slice."""
+        if watch is not self.slice_watch:
             return
-        if worker is None:
-            self.query_one(LogPane).queue_lines([text for _, text in batch])
-        else:
+        if watch.multi:
             self.query_one(LogPane).queue_lines([f"w{worker}| {text}" for _, text in batch])
+        else:
+            self.query_one(LogPane).queue_lines([text for _, text in batch])
 
     def _write_marker(self, text: str) -> None:
         """A line of the console's own (a gap, a wait) in the log, in order with the queued lines."""
@@ -311,132 +303,71 @@ class StartupScreen(ConsoleScreen):
         """The pane wrote queued lines: the panel may show something new."""
         self._dirty = True
 
-    @on(StatusChanged)
-    def _status(self, message: StatusChanged) -> None:
-        status = message.status
-        worker = self._worker_of(message.watcher)
-        if message.watcher is not self.watcher:
-            if worker is not None and ((status.kind == "reconnecting" and status.attempt == 1)
-                                       or status.kind in ("exited", "error")
-                                       or status.message.startswith(("resumed", "container "))):
-                self.query_one("#log", LogView).write_lines([f"──── w{worker}| {status.message.split(';')[0]} ────"])
-                self._dirty = True
+    @on(WatchEvent)
+    def _watch_event(self, message: WatchEvent) -> None:
+        """Show what the slice watch said: markers in the log, a refusal, the compile ETA."""
+        watch, event = message.slice_watch, message.event
+        if watch is not self.slice_watch:
             return
-        if status.container_id and status.container_id != self._container_id:
-            watch, gone = message.watcher, None
-            if self._container_id is not None and watch.replaced and watch.replaced[-1].new_id == status.container_id:
-                gone = watch.replaced[-1]           # the new container has its own reader and launch
-                self._write_marker(f"──── {gone.marker()} ────")
-            self._container_id = status.container_id
-            self._observe(message.watcher, status.container_id, gone)
-            if not self._frozen:        # the view, its watch and render caches out of a flood's collections
-                self._frozen = True
-                self.call_after_refresh(freeze_new)
-        if status.kind == "waiting" and self._container_id is None and not self._hinted:
-            self._hinted = True        # once: what the view waits for and how to start a container
-            container = self.services.config.container
-            hint = no_container_hint(self.node, container.name, image=container.image, model=container.model)
-            self.query_one("#log", LogView).write_lines([f"──── {hint} ────"])
-        restart = message.watcher.restarts[-1] if message.watcher.restarts else None
-        if restart is not None and restart.restart_count == status.restart_count \
-                and restart.restart_count > self._restarts_shown:
-            self._restarts_shown = restart.restart_count      # a fresh boot section: its own reader
-            self.query_one("#log", LogView).write_lines([f"──── {restart.marker()} ────"])
-            self._write_restart(restart.old_state, restart.restart_count)
-            self._tunnel_started = False
-        if status.kind == "exited":
-            self._write_exit(message.watcher.state, status.exit_code)
-        if status.kind == "error":
-            self.app.notify(status.message, title="Log tail stopped", severity="error", timeout=10)
-        if (status.kind == "reconnecting" and status.attempt == 1) or status.message.startswith("resumed"):
-            # the gap and its end, in the log itself: "connection lost (last line ...)", "... caught up"
-            self._write_marker(f"──── {status.message.split(';')[0]} ────")
         self._dirty = True
+        other = event.worker is not None and event.worker != watch.primary_worker
+        prefix = f"w{event.worker}| " if watch.multi and other else ""
+        if event.kind in ("restarted", "replaced"):
+            self._write_marker(f"──── {prefix}{event.text} ────")       # a fresh boot section: its own reader
+            if event.kind == "restarted" and not other:
+                self._tunnel_started = False
+        elif event.kind == "refused" and event.error is not None:
+            self._refused(event.error, event.worker if other else None)
+        elif event.kind == "container" and not self._frozen:
+            self._frozen = True        # the view, its watch and render caches out of a flood's collections
+            self.call_after_refresh(freeze_new)
+        elif event.kind == "observed" and event.found is not None:
+            self._compile_eta(event.found)
+        elif event.kind == "hint" and not self._hinted:
+            self._hinted = True        # once: what the view waits for and how to start a container
+            self._write_marker(f"──── {event.text} ────")
+        elif event.kind == "status" and event.status is not None:
+            self._status(event.status, prefix, other)
+        elif event.kind == "warning":
+            self.log.warning(event.text)
 
-    # --- history ------------------------------------------------------------------------
+    def _refused(self, error: RemoteError, worker: int | None) -> None:
+        """A refused connection: the whole watch's problem, or (a worker past the primary) that worker's alone."""
+        if worker is None:
+            self._set_problem(error.message, title=error.title)   # the title is the toast's, not repeated
+            return
+        self._write_marker(f"──── w{worker}| not followed: {error.message} ────")
+        self.app.notify(f"Worker {worker} is not followed (the others are): {error.message}", title=error.title,
+                        severity="warning", timeout=10)
 
-    async def _history(self, write: Callable[[], T]) -> T | None:
-        """Run ``write()`` (a recorder call) in the history thread, never on the UI loop.
-
-        The recorder is created there, on the thread's own store, the first time; a history
-        that cannot be opened is said once, then nothing is recorded.
-        """
-        if self._db is None:
-            return None
-        async with self._recorder_lock:   # one recorder, even when two workers start at once
-            if self.recorder is None:
-                clock = self.services.clock
-                try:
-                    self.recorder = await self._db.call(lambda store: LaunchRecorder(
-                        store, self.node, clock=clock, ssh_user=self.ssh_user))
-                except StoreError as exc:     # say it once, carry on without a history
-                    self.app.notify(f"History unavailable: {exc}", severity="warning", timeout=8)
-                    self.recorder = LaunchRecorder(None, self.node, clock=clock, ssh_user=self.ssh_user)
-        if self.recorder.store is None:
-            return None
-        return await self._db.call(lambda _store: write())
+    def _status(self, status: TailStatus, prefix: str, other: bool) -> None:
+        """A tail status: the gap and its end in the log; a stopped tail said (a worker's in the log)."""
+        if status.kind == "error" and not other:
+            self.app.notify(status.message, title="Log tail stopped", severity="error", timeout=10)
+        elif (status.kind == "reconnecting" and status.attempt == 1) or status.message.startswith("resumed") \
+                or (other and status.kind in ("exited", "error")):
+            # the gap and its end: "connection lost (last line ...)", "... caught up"
+            self._write_marker(f"──── {prefix}{status.message.split(';')[0]} ────")
 
     @work(group="startup-observe", exit_on_error=False)
-    async def _observe(self, watch: StartupWatch, container_id: str, replaced: Replacement | None = None) -> None:
-        """Close the launch of the container ``replaced`` (with what was seen of it), inspect the new
-        container, find or start its launch, and look up the compile ETA."""
+    async def _compile_eta(self, found: FollowedContainer) -> None:
+        """The compile ETA of the container now followed, from the history (in its thread)."""
         from store.records import compile_key
 
-        if replaced is not None:
-            await self._history(lambda: self._recorder().record_replaced(replaced.old_state, replaced.marker(),
-                                                                         replaced.old_id))
-        found = await read_followed(watch, container_id)
         if found.problem is not None:
             self.log.warning(found.problem)
-        await self._history(lambda: self._recorder().observe_container(
-            container_id, found.spec, requested_at=found.requested_at))
-        spec = found.spec
-        if spec is not None and self.node.accelerator_type:
-            key = compile_key(self.node.accelerator_type, spec.model, spec.serve_args())
-            try:
-                eta = await self._history(lambda: self._recorder()._db.compile_eta_s(key))
-            except StoreError as exc:     # no ETA is fine; say why in the log
-                self.log.warning(f"compile ETA: {exc}")
-            else:
-                if self.recorder is not None and self.recorder.store is not None:
-                    self.compile_eta_s, self.history_known = eta, True
-        self._dirty = True
-
-    def _recorder(self) -> LaunchRecorder:
-        assert self.recorder is not None      # _history creates it before any write
-        return self.recorder
-
-    def _record(self, state: StartupState, container_id: str | None) -> None:
-        """Queue ``state`` (of container ``container_id``) for the history; one write in flight,
-        the newest state wins."""
-        self._state_to_record = (state, container_id)
-        if not self._recording:
-            self._recording = True
-            self._write_states()
-
-    @work(group="startup-record", exit_on_error=False)
-    async def _write_states(self) -> None:
-        """Write the queued states in the history thread until none is left."""
+        spec, sink = found.spec, self.sink
+        if spec is None or sink is None or not self.node.accelerator_type:
+            return
+        key = compile_key(self.node.accelerator_type, spec.model, spec.serve_args())
         try:
-            while self._state_to_record is not None:
-                (state, container_id), self._state_to_record = self._state_to_record, None
-                await self._history(functools.partial(self._record_in_thread, state, container_id))
-        finally:
-            self._recording = False
-
-    def _record_in_thread(self, state: StartupState, container_id: str | None) -> dict[str, Any]:
-        return self._recorder().record(state, container_id)
-
-    @work(group="startup-record", exit_on_error=False)
-    async def _write_restart(self, state: StartupState, restart_count: int) -> None:
-        """The container restarted in place: its launch keeps its row with the restart count
-        (:meth:`LaunchRecorder.record_restart`), in the history thread."""
-        await self._history(lambda: self._recorder().record_restart(state, restart_count))
-
-    @work(group="startup-record", exit_on_error=False)
-    async def _write_exit(self, state: StartupState, exit_code: int | None) -> None:
-        """The container exited: its launch ends (:meth:`LaunchRecorder.record_exit`), in the history thread."""
-        await self._history(lambda: self._recorder().record_exit(state, exit_code))
+            eta = await sink.compile_eta_s(key)
+        except StoreError as exc:     # no ETA is fine; say why in the log
+            self.log.warning(f"compile ETA: {exc}")
+            return
+        if sink.recording:
+            self.compile_eta_s, self.history_known = eta, True
+        self._dirty = True
 
     # --- tunnel ------------------------------------------------------------------------
 
@@ -483,7 +414,7 @@ class StartupScreen(ConsoleScreen):
         window = MetricsWindow()
         panel = self.query_one("#panel-serving", ServingPanel)
         async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:
-            while (watch is self.watcher or watch is self.ready_watcher) and forward.state != "closed":
+            while self.slice_watch is not None and watch is self.slice_watch.lead and forward.state != "closed":
                 if forward.state == "open":
                     try:
                         window.add(await fetch_metrics(client, forward.url))
@@ -501,64 +432,58 @@ class StartupScreen(ConsoleScreen):
         if served == self.served_kv:
             return
         self.served_kv, self._dirty = served, True
-        self._write_served(served)
+        if self.sink is not None:
+            self._write_served(self.sink, served)
 
     @work(group="startup-record", exit_on_error=False)
-    async def _write_served(self, served: ServedKv) -> None:
-        await self._history(lambda: self._recorder().record_served(
-            served.kv_cache_tokens, served.max_concurrency, served.engines, served.gpu_memory_utilization))
+    async def _write_served(self, sink: ThreadedRecorderSink, served: ServedKv) -> None:
+        await sink.served(served.kv_cache_tokens, served.max_concurrency, served.engines,
+                          served.gpu_memory_utilization)
 
     # --- panel --------------------------------------------------------------------------
 
     def panel_info(self) -> PanelInfo:
-        """What the panel shows now."""
-        watch = self.watcher
-        recorder_problem = self.recorder.error if self.recorder is not None else None
+        """What the panel shows now (the slice's state: a failure on any worker, worker 0's ready)."""
+        watch = self.slice_watch
+        recorder_problem = self.sink.error if self.sink is not None else None
         forward = self.forward
         forward_note = None
         if forward is not None and forward.state != "open":
             forward_note = f"forward {forward.url}: {forward.describe()}"
-        state = watch.state if watch is not None else PanelInfo().state
-        slice_hbm: tuple[Any, ...] = ()
-        steps = None
-        if watch is not None and self.side_watchers:
-            states = [state, *(side.state for side in self.side_watchers)]
-            slice_hbm = tuple(slice_hbm_of(states))
-            steps = compile_watch(states, self.services.clock(), self.compile_eta_s)
-            state = _failed_on_any_worker(states)
-        if watch is not None and self.ready_watcher is not None:
-            state = ready_from_worker_0(state, self.ready_watcher.reader.state)
+        steps = (compile_watch(watch.worker_states(), self.services.clock(), self.compile_eta_s)
+                 if watch is not None and watch.multi else None)
         return PanelInfo(
-            state=state, workers=1 + len(self.side_watchers), slice_hbm=slice_hbm,
-            now=self.services.clock(), status=watch.status if watch is not None else None,
+            state=watch.state if watch is not None else PanelInfo().state,
+            workers=len(watch.watches) if watch is not None else 1,
+            slice_hbm=tuple(watch.slice_hbm()) if watch is not None else (),
+            now=self.services.clock(), status=watch.primary.status if watch is not None else None,
             problem=self.problem, compile_eta_s=self.compile_eta_s, history_known=self.history_known,
             tunnel_url=forward.url if forward is not None and forward.state == "open" else None,
             tunnel_note=self.tunnel_note or forward_note or recorder_problem, served_models=self.served_models,
-            served_kv=self.served_kv, compile_watch=steps,
-            node_wait=self.node_wait)
+            served_kv=self.served_kv, compile_watch=steps, node_wait=self.node_wait)
 
     def _refresh_panel(self) -> None:
         self._ticks += 1
+        watch = self.slice_watch
         seen = self.forward.describe() if self.forward is not None else None
         if seen != self._forward_seen:        # the forward dropped, re-opened or was closed elsewhere
             self._forward_seen, self._dirty = seen, True
+        if watch is not None and watch.version != self._version_shown:     # lines or a status of any worker
+            self._version_shown, self._dirty = watch.version, True
         if not self._dirty:
-            state = self.watcher.state if self.watcher is not None else None
+            state = watch.primary.state if watch is not None else None
             running = state is not None and bool(state.timeline) and state.phase not in (Phase.READY, Phase.FAILED)
             if not running or self._ticks % int(1 / PANEL_REFRESH_S):
                 return                      # once a second while a phase runs (its duration grows)
         self._dirty = False
         info = self.panel_info()
         self.query_one("#startup-panel", StartupPanel).show(info)
-        watch = self.watcher
         if watch is None:
             return
         self.services.watching[self.node.key] = info.state      # the fleet's SERVING column reads it (kept after)
-        if self.recorder is not None:
-            self._record(info.state, watch.reader_container_id)
         if info.state.ready and not self._tunnel_started:
             self._tunnel_started = True
-            self._tunnel(self.ready_watcher if self.ready_watcher is not None else watch)
+            self._tunnel(watch.lead)
 
     def _update_log_title(self) -> None:
         self.query_one(LogPane).update_title()
@@ -642,23 +567,10 @@ class StartupScreen(ConsoleScreen):
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "startup-tunnel")
         self.workers.cancel_group(self, "startup-watch")
-        for watch in (self.watcher, *self.side_watchers):
-            if watch is not None:
-                watch.stop()                  # the worker's finally closes its connections; the forward stays
+        if self.slice_watch is not None:
+            self.slice_watch.stop()           # the worker's finally closes its connections; the forward stays
+        if self.sink is not None:
+            self.sink.close()
         if self._db is not None:
             self._db.close()                  # after the writes already queued
         self.app.call_later(refreeze)         # what this view left in cycles, collected once it is gone
-
-
-def _failed_on_any_worker(states: list[StartupState]) -> StartupState:
-    """Worker 0's state, failed when another worker failed first (its failure, naming the worker)."""
-    import dataclasses
-
-    worker = failing_worker(states)
-    if worker is None or worker == 0:
-        return states[0]
-    failure = states[worker].failure
-    assert failure is not None
-    named = dataclasses.replace(failure, message=f"worker {worker}: {failure.message}",
-                                explanation=f"On worker {worker}: {failure.explanation}")
-    return dataclasses.replace(states[0], failure=named, ready=False, phase=Phase.FAILED)
