@@ -10,8 +10,9 @@ one after the other. Both sinks write through one
   its own loop, nothing else to keep responsive).
 - :class:`ThreadedRecorderSink`: every call in the history thread of a
   :class:`~console.flows.history_query.HistoryReader`, never on the UI loop; :meth:`record` keeps
-  only the newest state while a write is in flight. The recorder is made in that thread on the
-  first write; a history that cannot be opened is said once (``on_problem``), then nothing is recorded.
+  only the newest state while a write is in flight, at most one write per :data:`RECORD_INTERVAL_S`.
+  The recorder is made in that thread on the first write; a history that cannot be opened is
+  said once (``on_problem``), then nothing is recorded.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     from console.flows.startup_watch import FollowedContainer, Replacement, Restart
 
 T = TypeVar("T")
+
+#: Shortest time between two state writes of :class:`ThreadedRecorderSink` (the newest state wins).
+RECORD_INTERVAL_S = 0.25
 
 
 class LaunchSink(Protocol):
@@ -165,6 +169,7 @@ class ThreadedRecorderSink:
         while self._newest is not None:
             (state, container_id), self._newest = self._newest, None
             await self._call(functools.partial(_record, state=state, container_id=container_id))
+            await asyncio.sleep(RECORD_INTERVAL_S)      # a flood's states coalesce: a few writes a second
 
     async def observe(self, container_id: str, found: FollowedContainer) -> None:
         """:meth:`LaunchRecorder.observe_container`, in the history thread."""
