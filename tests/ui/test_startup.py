@@ -506,6 +506,40 @@ async def test_a_slice_is_followed_on_every_worker_with_prefixed_lines_and_summe
         assert "worker 0 of 4" in screen.sub_title and not screen.query_one("#panel-slice").display
 
 
+async def test_a_changed_host_key_on_one_worker_refuses_that_worker_only(sandbox: Any, sandbox_services: Any) -> None:
+    """Worker 1's key changed: worker 1 is refused (a marker and a toast), workers 0, 2 and 3 are followed to READY."""
+    import asyncssh
+
+    vms = sandbox.workers["vllm-v5e-16"]
+    plans = [sandbox.call(_plan(vm)) for vm in vms]
+    node = await fleet_node(sandbox_services, "vllm-v5e-16")
+    alias = f"tpu.{node.node_id}-1"
+    impostor = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+    lines = sandbox.known_hosts_path.read_text().splitlines()
+    assert any(line.startswith(f"{alias} ") for line in lines)
+    sandbox.known_hosts_path.write_text("".join(f"{alias} {impostor}\n" if line.startswith(f"{alias} ")
+                                                else f"{line}\n" for line in lines))
+    app = StartupApp(sandbox_services, node)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        view = screen.query_one("#log", LogView)
+        followed = [0, 2, 3]
+        total = sum(len(plans[w].lines) for w in followed)
+        await _until(pilot, lambda: screen.panel_info().state.ready
+                     and sum(1 for e in view.buffer.entries if not e.text.startswith("────")) >= total)
+        texts = [e.text for e in view.buffer.entries]
+        for worker in followed:
+            assert [t.split("| ", 1)[1] for t in texts if t.startswith(f"w{worker}| ")] \
+                == [line for _, line in plans[worker].lines]
+        assert not any(t.startswith("w1| ") for t in texts)
+        refused = [t for t in texts if t.startswith("──── w1| not followed: ")]
+        assert len(refused) == 1 and f"known_hosts -R {alias}` and connect again. ────" in refused[0], refused
+        assert any(n.title == "Host key changed" and n.message.startswith("Worker 1 is not followed (the others are): ")
+                   for n in app._notifications)
+        assert screen.problem is None and sorted(screen.slice_watch.followed) == followed
+        assert screen.slice_watch.refused.keys() == {1}
+
+
 async def test_one_worker_past_0_alone_ends_ready_from_worker_0s_log(sandbox: Any, sandbox_services: Any) -> None:
     """Worker 2 alone: its lines only, and READY (with the forward and /v1/models) when worker 0's log says so."""
     vms = sandbox.workers["vllm-v5e-16"]
