@@ -1,6 +1,7 @@
-"""Follow one node's vLLM startup: the SSH connection, the log tail, the reader and the tunnel.
+"""Follow one worker's vLLM startup: the SSH connection, the log tail, the reader and the tunnel.
 
-Shared by the startup view (``console/screens/startup.py``) and ``tpu-console watch``: both
+Shared by the startup view (``console/screens/startup.py``) and ``tpu-console watch`` through
+:class:`console.flows.slice_watch.SliceWatch` (one of these per followed worker): both
 connect the same way (an unknown host key goes to a callback), follow ``docker logs -f
 --timestamps`` with :class:`remote.container.tail.LogTail`, feed :class:`remote.vllm_log.reader.StartupReader`,
 and, once ready, reach ``/v1/models`` through an SSH local port forward (``watch``'s one-shot

@@ -7,8 +7,10 @@ connects to the node with the config's SSH settings (an unknown host key asks th
 a modal; a multi-host slice: every worker at once, each log line prefixed ``w0| ``..``w3| ``, the
 panel summing HBM over the workers and a failure on any worker failing the boot, ``W`` cycles
 all workers -> worker 0 -> ... -> all), follows ``docker logs -f --timestamps`` of ``config.container.name``
-and feeds every line to the startup reader (:class:`console.flows.startup_watch.StartupWatch`, shared
-with ``tpu-console watch``). Once the log says ready, the node's forward to ``config.container.port``
+and feeds every line to the startup reader: the watch is :class:`console.flows.slice_watch.SliceWatch`,
+shared with ``tpu-console watch``; this view collects its input and shows its lines (the log pane
+paces them) and events. A worker past worker 0 whose host key is refused is refused alone (a
+marker and a toast); the others are followed. Once the log says ready, the node's forward to ``config.container.port``
 is opened in the app's forwards (:class:`console.flows.forwards.ForwardRegistry`: its local port is
 the node's, it stays open when the screen is left and re-opens on the same port when SSH drops) and
 ``/v1/models`` probed through it; the serving panel reads ``/metrics`` through it too. What the
