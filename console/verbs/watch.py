@@ -101,14 +101,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, config: Config) -> int:
-    from console.flows.launch_log import log_opener
-    from console.flows.launch_sink import RecorderSink
     from console.flows.node_wait import NodeWontBeReady
-    from console.flows.slice_watch import SliceWatch
-    from console.flows.startup_watch import no_container_hint
     from remote.errors import RemoteError
 
-    try:
+    try:                                       # the first TPU API call before the watch's own imports
         found = await find_node(config, args.node, project=args.project, zone=args.zone, worker=args.worker,
                                 poll_s=args.poll_s)
     except NodeWontBeReady as exc:
@@ -118,6 +114,11 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
         print(f"tpu-console: {printable(found)}", file=sys.stderr)
         return 2
     node, attributes, config = found
+    from console.flows.launch_log import log_opener
+    from console.flows.launch_sink import RecorderSink
+    from console.flows.slice_watch import SliceWatch
+    from console.flows.startup_watch import no_container_hint
+
     try:
         login, targets = await _worker_targets(args, config, node, attributes)
     except RemoteError as exc:

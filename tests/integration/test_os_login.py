@@ -264,4 +264,4 @@ async def test_the_console_shares_one_resolver_and_a_call_without_one_caches_not
         assert LoginResolver(config) is not LoginResolver(config)
     finally:
         services.close()
-    assert services._logins is None and resolver.api._pool._shutdown       # closed with the console's services
+    assert services._logins is None and resolver.api._pool._closed        # closed with the console's services

@@ -16,7 +16,7 @@ from console.flows.launch_recorder import LaunchRecorder
 from console.flows.launch_sink import RecorderSink
 from console.flows.slice_watch import SliceEvent, SliceWatch, WorkerTarget
 from console.flows.ssh_login import LoginResolver
-from console.flows.ssh_target import choose_target
+from console.flows.ssh_target import pinned_target
 from console.verbs.watch import find_node
 from remote.models import Node
 from remote.ssh import HostKeyChanged
@@ -39,14 +39,14 @@ async def _slice_targets(box: Sandbox) -> tuple[Config, Node, list[WorkerTarget]
     """Every worker's target, as ``watch`` resolves them (no host-key question: unknown is refused)."""
     found = await find_node(load_config(box.config_path), SLICE, project=None, zone=None, worker=None)
     assert not isinstance(found, str), found
-    node, suffixes, config = found
+    node, attributes, config = found
     logins = LoginResolver(config)
     try:
         login = await logins.login(node)
     finally:
         logins.close()
-    return config, node, [WorkerTarget(w, choose_target(node, config.ssh, w, suffix, login=login))
-                          for w, suffix in sorted(suffixes.items())]
+    return config, node, [WorkerTarget(w, pinned_target(node, config.ssh, w, published, login=login))
+                          for w, published in sorted(attributes.items())]
 
 
 def _change_host_key(box: Sandbox, alias: str) -> None:
