@@ -25,6 +25,7 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Input, Static
 
 from console.flows.node_wait import NODE_WAIT_STATES
+from console.flows.policy import FLEET_CHANGING_ACTIONS, readonly_sentence
 from console.render.plain import printable
 from remote.models import Node
 
@@ -35,8 +36,8 @@ NODE_VIEWS = {"node": "node", "startup": "startup", "watch": "startup", "swap": 
               "rollback": "rollback", "bench": "bench", "metrics": "metrics", "history": "history"}
 #: Features that need a serving container, hence a READY node.
 NEEDS_READY = frozenset({"swap", "rollback", "bench", "metrics"})
-#: Features that change the fleet (refused in read-only mode).
-MUTATING = frozenset({"swap", "rollback"})
+#: Features that change the fleet (refused in read-only mode: :data:`console.flows.policy.FLEET_CHANGING_ACTIONS`).
+MUTATING = frozenset({"swap", "rollback"}) & FLEET_CHANGING_ACTIONS
 #: Most matches listed under the prompt.
 MATCHES_SHOWN = 8
 
@@ -52,7 +53,7 @@ class Command:
 def refusal(feature: str, node: Node, *, readonly: bool = False) -> str | None:
     """Why ``feature`` (a value of :data:`NODE_VIEWS`) cannot run on ``node`` now, or ``None`` when it can."""
     if readonly and feature in MUTATING:
-        return f"{feature} is refused in read-only mode."
+        return readonly_sentence(feature)           # the policy's own sentence, as every other door says
     if feature in NEEDS_READY and node.state != "READY":
         return f"{feature} needs a READY node: {printable(node.name)} is {printable(node.state)}."
     if feature == "startup" and node.state not in NODE_WAIT_STATES | {"READY"}:
