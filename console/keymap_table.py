@@ -46,6 +46,7 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("copy", "copy_row", "y"),
         ("sort", "cycle_sort", "o"),
         ("sort_reverse", "reverse_sort", "O"),
+        ("shell", "shell", "S"),
     ),
     "ForwardsScreen": (
         ("forward_close", "close_forward", "x"),

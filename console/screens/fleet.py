@@ -134,6 +134,7 @@ class FleetScreen(ConsoleScreen):
         Binding("y", "copy_row", "Copy JSON", id="copy"),
         Binding("o", "cycle_sort", "Sort", id="sort"),
         Binding("O", "reverse_sort", "Reverse sort", id="sort_reverse"),
+        Binding("S", "shell", "Shell", id="shell", show=False),    # (? lists it; the footer stays as it was)
     ]
 
     def __init__(self) -> None:
@@ -855,6 +856,46 @@ class FleetScreen(ConsoleScreen):
                             "for the live refresh.", title=what, severity="warning")
             return False
         return True
+
+    def action_shell(self) -> None:
+        """A shell on worker 0 of the selected READY node, as ``tpu-console ssh NODE`` opens it (gcloud's
+        command line): the console steps aside while it runs and comes back when it ends (k9s's shell)."""
+        node = self._need_node("open a shell on")
+        if node is None or not self.console.need_services("Shell"):
+            return
+        if node.state != "READY":
+            self.app.notify(f"{node.name} is {node.state}: a shell needs a READY node.", severity="warning")
+            return
+        self._shell(node)
+
+    @work(group="shell", exclusive=True, exit_on_error=False)
+    async def _shell(self, node: Node) -> None:
+        import subprocess
+
+        from textual.app import SuspendNotSupported
+
+        from console.flows.ssh_shell import NodeShell, ShellOptions
+
+        services = self.services
+        try:
+            plan = await NodeShell(services.config, services.fleet, logins=services.logins).plan(node, ShellOptions())
+        except RemoteError as exc:
+            self.app.notify(str(exc), title=f"No shell on {node.name}", severity="error", timeout=10)
+            return
+        shell = plan.shells[0]
+        try:
+            with self.app.suspend():
+                for note in plan.notes:
+                    print(note, flush=True)
+                code = await asyncio.to_thread(subprocess.call, list(shell.argv))
+        except SuspendNotSupported:        # no terminal to hand over (a test, a web driver)
+            self.app.notify(f"This terminal cannot be handed over; run: {shell.command_line}", title="Shell",
+                            severity="warning", timeout=15)
+            return
+        except OSError as exc:
+            self.app.notify(f"Could not run ssh: {exc}", title="Shell", severity="error")
+            return
+        self.app.notify(f"The shell on {node.name} ended (exit {code}).", title="Shell")
 
     def _need_node(self, verb: str) -> Node | None:
         node = self.selected_node

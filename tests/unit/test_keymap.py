@@ -49,7 +49,7 @@ def test_the_table_matches_the_screens_bindings() -> None:
 
 def test_fine_tables_pass() -> None:
     assert key_problems({}) == []
-    assert key_problems({"refresh": "ctrl+r", "sort": "S", "command": "ctrl+k"}) == []
+    assert key_problems({"refresh": "ctrl+r", "sort": "ctrl+o", "command": "ctrl+k"}) == []
 
 
 def test_an_unknown_id_and_a_key_given_twice_are_said() -> None:
