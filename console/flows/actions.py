@@ -10,7 +10,8 @@ was interrupted (the history then says so instead of a launch that never ends).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 
@@ -61,3 +62,16 @@ class RunningActions:
             if callback is not None:
                 callback()
             self.end(action)
+
+
+@contextmanager
+def tracked(actions: RunningActions | None, what: str, state: str,
+            on_abandon: Callable[[], None] | None = None) -> Iterator[RunningAction | None]:
+    """``with tracked(actions, "delete of qr-x", "the delete call runs"):`` registers the action for
+    the block (nothing without ``actions``) and ends it however the block ends."""
+    action = actions.begin(what, state, on_abandon) if actions is not None else None
+    try:
+        yield action
+    finally:
+        if action is not None and actions is not None:
+            actions.end(action)

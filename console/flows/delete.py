@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from console.flows.actions import RunningActions
+from console.flows.actions import RunningActions, tracked
 from console.flows.policy import HasReadonly, refuse_in_readonly
 from remote.models import Node, QueuedResource, chips_of, utc_now
 
@@ -158,10 +158,6 @@ class DeleteCase:
         if refused:
             raise ValueError(refused)
         q = self.plan.qr
-        action = (self.actions.begin(f"delete of {q.name}", "the delete call runs; the queued resource may be "
-                                     "deleting already") if self.actions is not None else None)
-        try:
+        with tracked(self.actions, f"delete of {q.name}",
+                     "the delete call runs; the queued resource may be deleting already"):
             await self.service.delete(q.project, q.zone, q.name, force=self.plan.force)
-        finally:
-            if action is not None and self.actions is not None:
-                self.actions.end(action)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from console.flows.actions import RunningActions
+from console.flows.actions import RunningActions, tracked
 from console.flows.policy import HasReadonly, refuse_in_readonly
 
 if TYPE_CHECKING:
@@ -58,13 +58,8 @@ class ProbeCase:
         from remote.tpu.probe import probe, probe_name
 
         refuse_in_readonly(self.config, "probe")
-        action = (self.actions.begin(f"probe of {self.accelerator_type} in {self.zone}",
-                                     f"a spot queued resource {probe_name(self.accelerator_type)}-… may exist in "
-                                     f"{self.project}/{self.zone} until the probe deletes it")
-                  if self.actions is not None else None)
-        try:
+        with tracked(self.actions, f"probe of {self.accelerator_type} in {self.zone}",
+                     f"a spot queued resource {probe_name(self.accelerator_type)}-… may exist in "
+                     f"{self.project}/{self.zone} until the probe deletes it"):
             return await probe(self.service, self.project, self.zone, self.accelerator_type, self.runtime_version,
                                wait_s=self.wait_s, on_state=on_state)
-        finally:
-            if action is not None and self.actions is not None:
-                self.actions.end(action)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from console.flows.actions import RunningActions
+from console.flows.actions import RunningActions, tracked
 from console.flows.history_access import HistoryAccess
 from console.flows.policy import HasReadonly, refuse_in_readonly
 from remote.bench.cost import lookup_price
@@ -246,10 +246,5 @@ class RequestCase:
         """
         refuse_in_readonly(self.config, "request")
         r = self.request
-        action = (self.actions.begin(f"request {r.name}", f"the create call for {r.name} in {r.zone} runs")
-                  if self.actions is not None else None)
-        try:
+        with tracked(self.actions, f"request {r.name}", f"the create call for {r.name} in {r.zone} runs"):
             return await self.service.create(r, timeout_s=timeout_s)
-        finally:
-            if action is not None and self.actions is not None:
-                self.actions.end(action)

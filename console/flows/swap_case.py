@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from console.flows import swap as swap_flow
-from console.flows.actions import RunningAction, RunningActions
+from console.flows.actions import RunningAction, RunningActions, tracked
 from console.flows.history_access import HistoryAccess
 from console.flows.policy import HasReadonly, refuse_in_readonly
 from remote.container.lint import Finding
@@ -282,14 +282,9 @@ class SwapCase:
         from console.flows.swap_run import SwapRunner
 
         assert isinstance(runner, SwapRunner)
-        self._action = (self.actions.begin(f"{self.mode} on {self.node.name}", _state_before(plan, self.node),
-                                           on_abandon=runner.abandon)
-                        if self.actions is not None else None)
-        try:
+        with tracked(self.actions, f"{self.mode} on {self.node.name}", _state_before(plan, self.node),
+                     on_abandon=runner.abandon) as self._action:
             return await runner.run(plan)
-        finally:
-            if self._action is not None and self.actions is not None:
-                self.actions.end(self._action)
 
     def _tracking(self, on_step: Callable[[SwapStep, CommandResult | None, StepStates], None] | None
                   ) -> Callable[[SwapStep, CommandResult | None, StepStates], None]:
