@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from typing import Any
 
 from textual.widgets import Button, DataTable, Input, Static
@@ -225,7 +226,7 @@ async def test_a_suspended_flex_start_request_reads_the_same_in_nodes_and_the_fl
     config.write_text('[[projects]]\nid = "inference-prod"\n')
     await asyncio.to_thread(main, ["--config", str(config), "nodes", "--api-endpoint", tpu_endpoint])  # own loop
     line = next(x for x in capsys.readouterr().out.splitlines() if "qr-flex-done" in x)
-    cli_cells = [c.strip() for c in line.split("│")]
+    cli_cells = re.split(r"\s{2,}", line.strip())           # the plain table: columns two spaces apart
     assert "SUSPENDED by SERVICE" in cli_cells and "ended" in cli_cells and "0m" not in cli_cells
     app = TpuConsoleApp(services)
     async with app.run_test(size=(200, 50)) as pilot:
