@@ -80,7 +80,7 @@ SKIP_HINT = b"]     "
 
 
 class _CompileSteps:
-    """Compile-step lines the hot loop read on their bytes (:meth:`read`, or the C scanner) and
+    """Compile-step lines the hot loop read on their bytes (itself, :meth:`read`, or the C scanner) and
     has not yet written to the boot: the counts and figures ``BootState.fold_compile_steps``
     takes, written by :meth:`flush` before any handler runs (so each handler sees the state it
     would have seen line by line)."""
@@ -105,23 +105,15 @@ class _CompileSteps:
 
     def read(self, raw: bytes, p: int, h: Callable[[BootState, str, str], None], boot: BootState) -> bool:
         """Count the compile step of ASCII line ``raw`` (message at ``p``, its head's handler ``h``:
-        ``on_precompile``, ``on_compile`` or ``on_aot``) as that handler would while the boot
-        compiles: the bytes twin of those handlers for tpu-inference's C4 shapes (vLLM 0.26+
-        ``compilation_manager.py``): ``Precompile <name> --> <shape>``, ``AOT lower skipped ...``,
-        ``Compilation of <name> ... finished in 0.69 [secs].``
+        ``on_aot`` or ``on_compile``) as that handler would while the boot compiles: the bytes twin
+        of those handlers for tpu-inference's C4 shapes (vLLM 0.26+ ``compilation_manager.py``),
+        ``AOT lower skipped ...`` and ``Compilation of <name> ... finished in 0.69 [secs].``
+        (``Precompile <name> --> <shape>``, half the steps, is counted in the hot loop itself).
 
         Returns:
             False when the line is another shape, for the handler to read; True when done (a line
             the handler would ignore too included).
         """
-        if h is _ON_PRECOMPILE:         # "Precompile <name> --> <shape>"
-            i = raw.find(b" --> ", p)
-            if i > p:
-                if not self.dirty:
-                    self.dirty, self.total = True, boot.c_total
-                self.started += 1
-                self.in_flight = (raw, p, i)
-            return True
         if h is _ON_AOT:
             if raw.startswith(b"AOT lower skipped", p):
                 if not self.dirty:
@@ -400,8 +392,8 @@ class StartupReader:
 
         With ``fold`` (the bulk path), the C scanner reads the lines up to the next one that needs a
         handler here (:meth:`_scan_run`), and compile-step lines are read on their bytes while the boot
-        compiles (:meth:`_CompileSteps.read`). The common path (envelope, head, skip, handler) stays
-        inline: helpers only for the C scanner, compile steps, bare lines and multi-line messages."""
+        compiles (``Precompile`` here, the others by :meth:`_CompileSteps.read`). The common path stays
+        inline (a call per line costs); bare lines and multi-line messages go to helpers."""
         boot = self._boot
         n = boot.lines_read
         n0 = n + 1          # the number of ``lines[0]``
@@ -428,14 +420,8 @@ class StartupReader:
                 taken, acc, steady = self._offer_to_message(raw, n, stamps, n - n0, fold)
                 if taken:
                     continue
-            p = raw.find(b"] ", 0, 200)
-            if p > 1 and 47 < raw[p - 1] < 58:  # "...file.py:123] message"
-                q = raw.rfind(b".py:", 0, p)
-                if q < 0 or p - q > 12:
-                    p = -1
-            else:
-                p = -1
-            if p < 0:
+            p = raw.find(b"] ", 0, 200)     # "...file.py:123] message", else a bare line
+            if not (p > 1 and 47 < raw[p - 1] < 58 and (q := raw.rfind(b".py:", 0, p)) >= 0 and p - q <= 12):
                 if fold and raw in quiet and not boot.in_tb:
                     continue
                 acc, steady = self._bare_line(raw, n, stamps, n - n0, fold)
@@ -443,9 +429,16 @@ class StartupReader:
             p += 2
             head = raw[p:p + 4]
             h = heads.get(head)
-            if steady and (h is _ON_PRECOMPILE or h is _ON_COMPILE or h is _ON_AOT) \
-                    and raw.isascii() and steps.read(raw, p, h, boot):
-                continue
+            if steady and (h is _ON_PRECOMPILE or h is _ON_COMPILE or h is _ON_AOT) and raw.isascii():
+                if h is _ON_PRECOMPILE:         # "Precompile <name> --> <shape>": half the steps, inline
+                    if (i := raw.find(b" --> ", p)) > p:
+                        if not steps.dirty:
+                            steps.dirty, steps.total = True, boot.c_total
+                        steps.started += 1
+                        steps.in_flight = (raw, p, i)
+                    continue
+                if steps.read(raw, p, h, boot):     # AOT lower skipped, Compilation of ... finished
+                    continue
             if h is None:
                 c = head[:1]
                 if c == b" ":
