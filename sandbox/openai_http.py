@@ -205,7 +205,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
             # Every token is out (or, unstreamed, about to go in one body): record before the
             # last bytes leave, so a client that has its answer also finds it in the stats.
             record(finish)
-            self._end_completion(chat, stream, request, reply, head, prompt_tokens)
+            self._end_completion(chat, stream, bool(options.get("include_usage")), reply, head, prompt_tokens)
         except OSError:
             self.close_connection = True
             if not recorded:
@@ -219,15 +219,16 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
 
-    def _end_completion(self, chat: bool, stream: bool, request: dict[str, Any], reply: Reply,
+    def _end_completion(self, chat: bool, stream: bool, include_usage: bool, reply: Reply,
                         head: dict[str, object], prompt_tokens: int) -> None:
-        """Send what follows the last token: a stream's usage chunk (``stream_options.include_usage``),
-        ``[DONE]`` and its last chunk; or the whole unstreamed body (``chat.completion`` with the
-        message, or ``text_completion``), each with vLLM's usage."""
+        """Send what follows the last token: a stream's usage chunk (with ``include_usage``, the
+        request's ``stream_options.include_usage``), ``[DONE]`` and its last chunk; or the whole
+        unstreamed body (``chat.completion`` with the message, or ``text_completion``), each with
+        vLLM's usage."""
         usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + len(reply.pieces),
                  "completion_tokens": len(reply.pieces), "prompt_tokens_details": None}
         if stream:
-            if (request.get("stream_options") or {}).get("include_usage"):
+            if include_usage:
                 self._chunk({**head, "choices": [], "usage": usage})
             self._chunk("[DONE]")
             self.wfile.write(b"0\r\n\r\n")

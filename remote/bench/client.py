@@ -13,7 +13,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -275,13 +275,13 @@ def _mark_refusal(record: RequestRecord, message: str) -> None:
         record.error = f"{record.error} ({refusal.advice})"
 
 
-def payload_max_tokens(payload: dict[str, Any]) -> int | None:
+def payload_max_tokens(payload: Mapping[str, object]) -> int | None:
     """The output limit a chat payload asks for (``max_tokens``, else ``max_completion_tokens``), or ``None``."""
     value = payload.get("max_tokens", payload.get("max_completion_tokens"))
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def overrun_limit_tokens(payload: dict[str, Any]) -> int | None:
+def overrun_limit_tokens(payload: Mapping[str, object]) -> int | None:
     """Tokens past which a stream has run "far past" its ``max_tokens``: twice the limit plus 16
     (a server may count a token or two differently; thousands for 16 asked is a broken server);
     ``None`` when the payload sets no limit."""
@@ -298,7 +298,7 @@ def _fail_stream(record: RequestRecord, parts: list[str], message: str) -> None:
 
 async def stream_chat(
     client: httpx.AsyncClient,
-    payload: dict[str, Any],
+    payload: Mapping[str, object],
     on_token: Callable[[int], None] | None = None,
     *,
     prompt_tokens: int | None = None,
@@ -389,7 +389,7 @@ class _ChatStream:
     carries from one event to the next (the text so far, the last token chunk's time, the running
     usage). The clock starts when it is made (``record.start_s``)."""
 
-    def __init__(self, payload: dict[str, Any], on_token: Callable[[int], None] | None) -> None:
+    def __init__(self, payload: Mapping[str, object], on_token: Callable[[int], None] | None) -> None:
         self.on_token = on_token
         self.asked_tokens = payload_max_tokens(payload)
         self.limit_tokens = overrun_limit_tokens(payload)
