@@ -30,8 +30,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from console.app import TpuConsoleApp
+    from console.screens.startup import StartupScreen
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -147,19 +152,56 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
 
 
+@dataclass
+class BurstFigures:
+    """What :func:`client` measured: lines, key round trips (s), loop stalls (s), CPU (s), RSS (MiB)."""
+
+    total_lines: int            # lines the container's log holds in all
+    burst_lines: int            # of them in the burst
+    burst_wall_s: float
+    to_action_s: list[float]    # key event -> action ran
+    to_refresh_s: list[float]   # key event -> screen refreshed
+    keys_unanswered: int
+    stalls_s: list[float]       # the 10 ms heartbeat's overshoots
+    loop_cpu_s: float
+    line_cpu_s: float
+    cpu_s: float                # the console process, burst and startup
+    rss_before_mib: float
+    rss_samples_mib: list[float]
+    rss_after_mib: float
+    received: int
+    ready: bool
+    shown_total: int
+    kept: int
+    sampler: StallSampler | None
+
+
 async def client(rate: int, seconds: float, chunk_mib: float = 7.0, as_json: bool = False,
                  stall_stacks: bool = False) -> None:
-    import asyncssh
-    from textual import events
-
-    from console.app import TpuConsoleApp
-    from console.config import Config, ContainerConfig, SshConfig
-    from console.screens.startup import StartupScreen
-    from console.services import Services
-    from console.widgets.log_view import LogView
-    from remote.models import Node, WorkerEndpoint
-
+    """Open the startup view of a bursting sandbox node, press keys through the burst, print the figures."""
     work = Path(tempfile.mkdtemp(prefix="bench_startup_ui_"))
+    child, hello = start_child(work, rate, seconds, chunk_mib)
+    app, screen_class = bench_app(work, hello)
+    async with app.run_test(size=(200, 50)):
+        for _ in range(200):
+            await asyncio.sleep(0.05)
+            screen = app.screen
+            if isinstance(screen, screen_class) and screen.watcher is not None and screen.watcher.status is not None:
+                break
+        screen = app.screen
+        assert isinstance(screen, screen_class), "the startup view did not open"
+        figures = await burst(app, screen, child, rate, seconds, chunk_mib, stall_stacks)
+    assert child.stdin is not None
+    child.stdin.close()
+    child.wait(timeout=10)
+    print_figures(figures, rate, seconds, as_json)
+
+
+def start_child(work: Path, rate: int, seconds: float, chunk_mib: float) -> tuple[subprocess.Popen[str], dict[str, object]]:
+    """Start :func:`serve` in a child process with a new client key in ``work``; (child, its hello:
+    ``port`` and ``host_key``)."""
+    import asyncssh
+
     key = asyncssh.generate_private_key("ssh-ed25519")
     (work / "id").write_bytes(key.export_private_key())
     os.chmod(work / "id", 0o600)
@@ -167,7 +209,20 @@ async def client(rate: int, seconds: float, chunk_mib: float = 7.0, as_json: boo
                               "--chunk-mib", str(chunk_mib), "--key", key.export_public_key().decode().strip()],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None and child.stdin is not None
-    hello = json.loads(child.stdout.readline())
+    return child, json.loads(child.stdout.readline())
+
+
+def bench_app(work: Path, hello: dict[str, object]) -> tuple[TpuConsoleApp, type[StartupScreen]]:
+    """The real console app (headless) that opens the startup view of the child's node; (app, the
+    startup screen's class)."""
+    from textual import events
+
+    from console.app import TpuConsoleApp
+    from console.config import Config, ContainerConfig, SshConfig
+    from console.screens.startup import StartupScreen
+    from console.services import Services
+    from remote.models import Node, WorkerEndpoint
+
     node = Node(project="bench", zone="us-west4-a", name="bench-node", state="READY", accelerator_type="v5litepod-4",
                 node_id="77", workers=(WorkerEndpoint(0, "127.0.0.1", None),))
     (work / "known_hosts").write_text(f"tpu.77-0 {hello['host_key']}\n")
@@ -188,91 +243,99 @@ async def client(rate: int, seconds: float, chunk_mib: float = 7.0, as_json: boo
             event.prevent_default()
             self.push_screen(StartupScreen(node))
 
+    return BenchApp(services), StartupScreen
+
+
+async def burst(app: TpuConsoleApp, screen: StartupScreen, child: subprocess.Popen[str], rate: int, seconds: float,
+                chunk_mib: float, stall_stacks: bool) -> BurstFigures:
+    """Start the child's container and press ``f`` every :data:`KEY_EVERY_S` through its burst,
+    timing each press, the loop's stalls, CPU and RSS; then wait for ready."""
+    from textual import events
+
+    from console.widgets.log_view import LogView
+
+    assert child.stdout is not None and child.stdin is not None
     to_action: list[float] = []
     to_refresh: list[float] = []
     sent: dict[str, float] = {}
-    app = BenchApp(services)
-    async with app.run_test(size=(200, 50)):
-        for _ in range(200):
-            await asyncio.sleep(0.05)
-            screen = app.screen
-            if isinstance(screen, StartupScreen) and screen.watcher is not None and screen.watcher.status is not None:
-                break
-        screen = app.screen
-        assert isinstance(screen, StartupScreen), "the startup view did not open"
-        original = screen.action_toggle_follow
+    original = screen.action_toggle_follow
 
-        def timed_toggle() -> None:
-            start = sent.pop("t", None)
-            original()
-            if start is not None:
-                to_action.append(time.perf_counter() - start)
-                app.call_after_refresh(lambda: to_refresh.append(time.perf_counter() - start))
+    def timed_toggle() -> None:
+        start = sent.pop("t", None)
+        original()
+        if start is not None:
+            to_action.append(time.perf_counter() - start)
+            app.call_after_refresh(lambda: to_refresh.append(time.perf_counter() - start))
 
-        screen.action_toggle_follow = timed_toggle  # type: ignore[method-assign]
-        await asyncio.sleep(0.5)
-        rss_before = rss_mib()
-        cpu_before = time.process_time()
-        child.stdin.write("go\n")
-        child.stdin.flush()
-        total_lines = json.loads(await asyncio.get_running_loop().run_in_executor(None, child.stdout.readline))["lines"]
-        started = time.monotonic()
-        burst_lines = int(rate * seconds) + (int(chunk_mib * 1e6) // 1401 if chunk_mib else 0)
-        rss_samples = []
-        stalls: list[float] = []
-        sampler = StallSampler() if stall_stacks else None
-        if sampler is not None:
-            sampler.start()
-        beat = asyncio.create_task(heartbeat_sampled(stalls, sampler))
-        loop_cpu_before = time.thread_time()
-        while screen.watcher.lines_received < burst_lines and time.monotonic() - started < seconds * 6:
-            sent["t"] = time.perf_counter()
-            app.post_message(events.Key("f", None))
-            await asyncio.sleep(KEY_EVERY_S)
-            rss_samples.append(rss_mib())
-        burst_wall = time.monotonic() - started
-        beat.cancel()
-        if sampler is not None:
-            sampler.stop()
-        loop_cpu = time.thread_time() - loop_cpu_before
-        line_thread = getattr(screen.watcher, "tail_thread", None)      # None before issue 18's thread
-        line_cpu = thread_cpu_s(line_thread.native_id if line_thread is not None else None)
-        while not state_of(screen.watcher).ready and time.monotonic() - started < seconds * 6 + 30:
-            await asyncio.sleep(0.1)
-        await asyncio.sleep(0.5)
-        cpu = time.process_time() - cpu_before
-        rss_after = rss_mib()
-        view = screen.query_one("#log", LogView)
-        received = screen.watcher.lines_received
-        ready = state_of(screen.watcher).ready
-        shown_total = view.buffer.total
-        kept = len(view.buffer.entries)
-    child.stdin.close()
-    child.wait(timeout=10)
+    screen.action_toggle_follow = timed_toggle  # type: ignore[method-assign]
+    await asyncio.sleep(0.5)
+    rss_before = rss_mib()
+    cpu_before = time.process_time()
+    child.stdin.write("go\n")
+    child.stdin.flush()
+    total_lines = json.loads(await asyncio.get_running_loop().run_in_executor(None, child.stdout.readline))["lines"]
+    started = time.monotonic()
+    burst_lines = int(rate * seconds) + (int(chunk_mib * 1e6) // 1401 if chunk_mib else 0)
+    rss_samples = []
+    stalls: list[float] = []
+    sampler = StallSampler() if stall_stacks else None
+    if sampler is not None:
+        sampler.start()
+    beat = asyncio.create_task(heartbeat_sampled(stalls, sampler))
+    loop_cpu_before = time.thread_time()
+    while screen.watcher.lines_received < burst_lines and time.monotonic() - started < seconds * 6:
+        sent["t"] = time.perf_counter()
+        app.post_message(events.Key("f", None))
+        await asyncio.sleep(KEY_EVERY_S)
+        rss_samples.append(rss_mib())
+    burst_wall = time.monotonic() - started
+    beat.cancel()
+    if sampler is not None:
+        sampler.stop()
+    loop_cpu = time.thread_time() - loop_cpu_before
+    line_thread = getattr(screen.watcher, "tail_thread", None)      # None before issue 18's thread
+    line_cpu = thread_cpu_s(line_thread.native_id if line_thread is not None else None)
+    while not state_of(screen.watcher).ready and time.monotonic() - started < seconds * 6 + 30:
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.5)
+    cpu = time.process_time() - cpu_before
+    rss_after = rss_mib()
+    view = screen.query_one("#log", LogView)
+    return BurstFigures(
+        total_lines=total_lines, burst_lines=burst_lines, burst_wall_s=burst_wall, to_action_s=to_action,
+        to_refresh_s=to_refresh, keys_unanswered=len(sent), stalls_s=stalls, loop_cpu_s=loop_cpu,
+        line_cpu_s=line_cpu, cpu_s=cpu, rss_before_mib=rss_before, rss_samples_mib=rss_samples,
+        rss_after_mib=rss_after, received=screen.watcher.lines_received, ready=state_of(screen.watcher).ready,
+        shown_total=view.buffer.total, kept=len(view.buffer.entries), sampler=sampler)
+
+
+def print_figures(f: BurstFigures, rate: int, seconds: float, as_json: bool) -> None:
+    """Print :func:`burst`'s figures (and with ``as_json`` one JSON line of the headline ones)."""
+    to_action, to_refresh, stalls, received = f.to_action_s, f.to_refresh_s, f.stalls_s, f.received
     load = Path("/proc/loadavg").read_text().split()[:3]
     print(f"machine: {os.cpu_count()} cores, load average {' '.join(load)} (shared; wall figures scale with it)")
-    print(f"burst: {rate:,} lines/s for {seconds:g} s = {burst_lines:,} lines, then a startup log "
-          f"({total_lines:,} lines in all)")
-    print(f"received {received:,} lines (log pane counted {shown_total:,}, keeps the last {kept:,}); "
-          f"burst read in {burst_wall:.1f} s wall; ready={ready}")
-    print(f"key 'f' during the burst: {len(to_action)} presses answered of {len(to_action) + len(sent)} sent")
+    print(f"burst: {rate:,} lines/s for {seconds:g} s = {f.burst_lines:,} lines, then a startup log "
+          f"({f.total_lines:,} lines in all)")
+    print(f"received {received:,} lines (log pane counted {f.shown_total:,}, keeps the last {f.kept:,}); "
+          f"burst read in {f.burst_wall_s:.1f} s wall; ready={f.ready}")
+    print(f"key 'f' during the burst: {len(to_action)} presses answered of {len(to_action) + f.keys_unanswered} sent")
     print(f"  key event -> action ran:       p50 {pct(to_action, .5) * 1000:.1f} ms, p99 "
           f"{pct(to_action, .99) * 1000:.1f} ms, max {max(to_action or [0]) * 1000:.1f} ms")
     print(f"  key event -> screen refreshed: p50 {pct(to_refresh, .5) * 1000:.1f} ms, p99 "
           f"{pct(to_refresh, .99) * 1000:.1f} ms, max {max(to_refresh or [0]) * 1000:.1f} ms (target < 100 ms)")
     print(f"event loop stalls during the burst (10 ms heartbeat, {len(stalls)} beats): p50 "
           f"{pct(stalls, .5) * 1000:.1f} ms, p99 {pct(stalls, .99) * 1000:.1f} ms, max {max(stalls or [0]) * 1000:.1f} ms")
-    print(f"CPU during the burst: loop thread {loop_cpu:.1f} s, tail line thread {line_cpu:.1f} s")
-    print(f"RSS: before the burst {rss_before:.1f} MiB, during max {max(rss_samples or [0]):.1f} MiB, "
-          f"after ready {rss_after:.1f} MiB, peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MiB")
-    print(f"CPU (console process): {cpu:.1f} s for {received:,} lines = {cpu / max(received, 1) * 1e6:.0f} us/line "
+    print(f"CPU during the burst: loop thread {f.loop_cpu_s:.1f} s, tail line thread {f.line_cpu_s:.1f} s")
+    print(f"RSS: before the burst {f.rss_before_mib:.1f} MiB, during max {max(f.rss_samples_mib or [0]):.1f} MiB, "
+          f"after ready {f.rss_after_mib:.1f} MiB, peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MiB")
+    print(f"CPU (console process): {f.cpu_s:.1f} s for {received:,} lines = {f.cpu_s / max(received, 1) * 1e6:.0f} us/line "
           f"(SSH, tail, reader, log pane, panel, rendering)")
-    if sampler is not None:
-        sampler.report()
+    if f.sampler is not None:
+        f.sampler.report()
     if as_json:
         print(json.dumps({"key_p50_ms": round(pct(to_refresh, .5) * 1000, 1),
                           "key_p99_ms": round(pct(to_refresh, .99) * 1000, 1),
-                          "lines_sent": total_lines, "lines_received": received,
+                          "lines_sent": f.total_lines, "lines_received": received,
                           "rss_mib_max": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
 
 

@@ -25,6 +25,10 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from remote.vllm_log.reader import StartupReader
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -53,7 +57,63 @@ def rss_mib() -> float:
     return 0.0
 
 
+class Consumer:
+    """The tail's ``on_lines``: feeds every line to the reader, times it (``--consumer-us`` more per
+    line), counts lines and batches, and keeps each batch's delivery lag (s); ``done`` is set once the
+    boot is ready or failed fatally."""
+
+    def __init__(self, reader: StartupReader, expected_burst: int, consumer_us: float) -> None:
+        self.reader = reader
+        self.expected_burst = expected_burst
+        self.consumer_us = consumer_us
+        self.lines = 0
+        self.batches = 0
+        self.parse_s = 0.0
+        self.first: float | None = None         # monotonic time of the first batch
+        self.burst_done: float | None = None    # ... of the batch that completed the burst
+        self.lags: list[float] = []
+        self.done = asyncio.Event()
+
+    def on_lines(self, batch: list[tuple[datetime | None, str]]) -> None:
+        now = time.time()
+        if self.first is None:
+            self.first = time.monotonic()
+        started = time.perf_counter()
+        reader = self.reader
+        for ts, text in batch:
+            reader.feed_line(text, ts)
+        if self.consumer_us:                     # a slow consumer: memory must stay flat anyway
+            time.sleep(self.consumer_us * len(batch) / 1e6)
+        self.parse_s += time.perf_counter() - started
+        self.lines += len(batch)
+        self.batches += 1
+        if batch[-1][0] is not None:
+            lag = now - batch[-1][0].timestamp()
+            self.lags.append(lag)
+        if self.burst_done is None and self.lines >= self.expected_burst:
+            self.burst_done = time.monotonic()
+        if reader.state.ready or (reader.state.failure and reader.state.failure.fatal):
+            self.done.set()
+
+
+async def ticker(stall: dict[str, float]) -> None:
+    """Keep ``stall["max_s"]``: how late a 10 ms timer fired at worst."""
+    while True:
+        before = time.monotonic()
+        await asyncio.sleep(0.01)
+        stall["max_s"] = max(stall["max_s"], time.monotonic() - before - 0.01)
+
+
+async def sample_rss(rss: list[tuple[float, float]]) -> None:
+    """Append ``(seconds since start, RSS MiB)`` every 0.5 s."""
+    start = time.monotonic()
+    while True:
+        rss.append((time.monotonic() - start, rss_mib()))
+        await asyncio.sleep(0.5)
+
+
 async def client(rate: int, seconds: float, consumer_us: float = 0.0) -> None:
+    """Follow a bursting sandbox node's container log into the reader; print the figures."""
     import asyncssh
 
     from remote.container.tail import LogTail
@@ -70,55 +130,18 @@ async def client(rate: int, seconds: float, consumer_us: float = 0.0) -> None:
     known.write_text(f"tpu.bench-0 {hello['host_key']}\n")
     target = SshTarget("127.0.0.1", hello["port"], "bench", None, known, "tpu.bench-0", client_keys=(key,))
 
-    reader = StartupReader()
-    total = {"lines": 0, "batches": 0, "parse_s": 0.0, "lag_max_s": 0.0, "first": None, "burst_done": None}
-    lags: list[float] = []
+    consumer = Consumer(StartupReader(), int(rate * seconds), consumer_us)
     rss: list[tuple[float, float]] = []
     stall = {"max_s": 0.0}
-    expected_burst = int(rate * seconds)
-    done = asyncio.Event()
-
-    def on_lines(batch: list[tuple[datetime | None, str]]) -> None:
-        now = time.time()
-        if total["first"] is None:
-            total["first"] = time.monotonic()
-        started = time.perf_counter()
-        for ts, text in batch:
-            reader.feed_line(text, ts)
-        if consumer_us:                          # a slow consumer: memory must stay flat anyway
-            time.sleep(consumer_us * len(batch) / 1e6)
-        total["parse_s"] += time.perf_counter() - started
-        total["lines"] += len(batch)
-        total["batches"] += 1
-        if batch[-1][0] is not None:
-            lag = now - batch[-1][0].timestamp()
-            lags.append(lag)
-        if total["burst_done"] is None and total["lines"] >= expected_burst:
-            total["burst_done"] = time.monotonic()
-        if reader.state.ready or (reader.state.failure and reader.state.failure.fatal):
-            done.set()
-
-    async def ticker() -> None:
-        while True:
-            before = time.monotonic()
-            await asyncio.sleep(0.01)
-            stall["max_s"] = max(stall["max_s"], time.monotonic() - before - 0.01)
-
-    async def sampler() -> None:
-        start = time.monotonic()
-        while True:
-            rss.append((time.monotonic() - start, rss_mib()))
-            await asyncio.sleep(0.5)
-
-    tail = LogTail(lambda: connect(target), "vllm", on_lines=on_lines, on_status=lambda s: None,
+    tail = LogTail(lambda: connect(target), "vllm", on_lines=consumer.on_lines, on_status=lambda s: None,
                    poll_interval_s=0.05)
-    tasks = [asyncio.create_task(t) for t in (tail.run(), ticker(), sampler())]
+    tasks = [asyncio.create_task(t) for t in (tail.run(), ticker(stall), sample_rss(rss))]
     await asyncio.sleep(0.3)                      # connected and waiting for the container
     child.stdin.write("go\n")
     child.stdin.flush()
     started = time.monotonic()
     try:
-        await asyncio.wait_for(done.wait(), timeout=seconds * 4 + 60)
+        await asyncio.wait_for(consumer.done.wait(), timeout=seconds * 4 + 60)
     finally:
         tail.stop()
         for task in tasks[1:]:
@@ -128,31 +151,39 @@ async def client(rate: int, seconds: float, consumer_us: float = 0.0) -> None:
         child.wait(timeout=10)
         known.unlink(missing_ok=True)
     elapsed = time.monotonic() - started
+    print_figures(consumer, rate, seconds, started, elapsed, stall["max_s"], rss)
+
+
+def print_figures(consumer: Consumer, rate: int, seconds: float, started: float, elapsed: float,
+                  stall_max_s: float, rss: list[tuple[float, float]]) -> None:
+    """Print what :func:`client` measured (``started``: monotonic time of "go"; ``elapsed`` s since)."""
+    lines, batches, parse_s, lags = consumer.lines, consumer.batches, consumer.parse_s, consumer.lags
+    expected_burst = consumer.expected_burst
     load = Path("/proc/loadavg").read_text().split()[:3]
-    burst_wall = (total["burst_done"] or time.monotonic()) - (total["first"] or started)
+    burst_wall = (consumer.burst_done or time.monotonic()) - (consumer.first or started)
     lags.sort()
     steady = [r for t, r in rss if t >= 1.0]
     print(f"machine: {os.cpu_count()} cores, load average {' '.join(load)} (shared; wall figures scale with it)")
-    if consumer_us:
-        print(f"slow consumer: +{consumer_us:g} us per line in on_lines")
+    if consumer.consumer_us:
+        print(f"slow consumer: +{consumer.consumer_us:g} us per line in on_lines")
     print(f"burst: {rate:,} lines/s for {seconds:g} s = {expected_burst:,} lines, then a startup log")
-    print(f"received and parsed: {total['lines']:,} lines in {elapsed:.1f} s; ready={reader.state.ready}")
+    print(f"received and parsed: {lines:,} lines in {elapsed:.1f} s; ready={consumer.reader.state.ready}")
     print(f"burst throughput: {expected_burst / burst_wall:,.0f} lines/s received "
           f"(burst took {burst_wall:.2f} s wall, source rate {rate:,}/s)")
-    print(f"reader: {total['lines'] / max(total['parse_s'], 1e-9):,.0f} lines/s parse speed "
-          f"({total['parse_s']:.2f} s wall in feed_line)")
-    print(f"batches: {total['batches']:,} ({total['batches'] / elapsed:.1f}/s, "
-          f"{total['lines'] / max(total['batches'], 1):.0f} lines each)")
+    print(f"reader: {lines / max(parse_s, 1e-9):,.0f} lines/s parse speed "
+          f"({parse_s:.2f} s wall in feed_line)")
+    print(f"batches: {batches:,} ({batches / elapsed:.1f}/s, "
+          f"{lines / max(batches, 1):.0f} lines each)")
     if lags:
         print(f"delivery lag (docker timestamp -> on_lines): p50 {lags[len(lags) // 2] * 1000:.0f} ms, "
               f"p99 {lags[int(len(lags) * 0.99)] * 1000:.0f} ms, max {lags[-1] * 1000:.0f} ms")
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     me = resource.getrusage(resource.RUSAGE_SELF)
     client_cpu = me.ru_utime + me.ru_stime
-    print(f"CPU: client {client_cpu:.1f} s ({client_cpu / max(total['lines'], 1) * 1e6:.1f} us/line incl. SSH, "
-          f"tail and reader = {total['lines'] / client_cpu:,.0f} lines/s per core), "
+    print(f"CPU: client {client_cpu:.1f} s ({client_cpu / max(lines, 1) * 1e6:.1f} us/line incl. SSH, "
+          f"tail and reader = {lines / client_cpu:,.0f} lines/s per core), "
           f"sandbox VM process {children.ru_utime + children.ru_stime:.1f} s")
-    print(f"worst event-loop stall: {stall['max_s'] * 1000:.0f} ms")
+    print(f"worst event-loop stall: {stall_max_s * 1000:.0f} ms")
     print(f"RSS: peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MiB; "
           f"after 1 s min {min(steady or [0]):.1f} / max {max(steady or [0]):.1f} MiB "
           f"({len(rss)} samples every 0.5 s)")

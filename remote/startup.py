@@ -323,64 +323,15 @@ def summary_json(state: StartupState) -> dict[str, Any]:
     scrubbed of secrets (:func:`remote.secrets.scrub_value`): a failure line that echoes a
     token or ``--api-key`` does not carry it into the JSON or the panel.
     """
-    model = state.hbm_model_loaded
-    after_kv = state.hbm_after_kv
-    failure = state.failure
-    detail: Any = None
-    if failure is not None:
-        if failure.kind in _NUMERIC_DETAIL and failure.numbers:
-            detail = dict(failure.numbers)
-        else:
-            detail = failure.message
-            if failure.fatal and state.container_status and state.container_status != "Exited (0)":
-                name = f"{state.container_name} " if state.container_name else ""
-                detail = f"{detail}; container {name}{state.container_status}"
-    blocks_key = "num_tpu_blocks" if state.device_blocks_label == "TPU" else "gpu_blocks"
-    comp = state.compile
     summary: dict[str, Any] = scrub_value({
         "phase": state.phase.value,
         "phase_timeline": [{"phase": m.phase.value, "started_at": _iso(m.started_at),
                             "line": m.line_no} for m in state.timeline],
         "ready": state.ready,
         "server_url": state.server_url,
-        "failure": failure.kind.value if failure else None,
-        "failure_detail": detail,
-        "failure_fatal": failure.fatal if failure else None,
-        "failure_evidence": failure.evidence_line if failure else None,
-        "failure_explanation": failure.explanation if failure else None,
-        "failure_hint": failure.hint if failure else None,
-        "failure_at": _iso(failure.at) if failure else None,
-        "hbm_used_gib": list(model.used_gib) if model else None,
-        "hbm_limit_gib": list(model.limit_gib) if model else None,
-        "hbm_after_kv_used_gib": list(after_kv.used_gib) if after_kv else None,
-        "hbm_snapshots": [{"label": s.label, "stage": s.stage, "used": list(s.used_gib),
-                           "limit": list(s.limit_gib), "unit_suffix": s.unit_suffix,
-                           "at": _iso(s.at)} for s in state.hbm_snapshots],
-        "memory_statistics": (dict(state.memory_statistics)
-                              if state.memory_statistics is not None else None),
-        "kv_cache_tokens": state.kv_cache_tokens,
-        "kv_cache_label": state.kv_cache_label,
-        "kv_cache_shape": state.kv_cache_shape,
-        "max_concurrency": state.max_concurrency,
-        "max_concurrency_tokens_per_request": state.max_concurrency_tokens_per_request,
-        "kv_cache_note": state.kv_cache_note,
-        blocks_key: state.device_blocks,
-        "cpu_blocks": state.cpu_blocks,
-        "num_gpu_blocks_computed": state.num_gpu_blocks_computed,
-        "num_gpu_blocks_override": state.num_gpu_blocks_override,
-        "compile_seconds": state.compile_seconds,
-        "engine_init_seconds": state.engine_init_seconds,
-        "compile_steps_finished": comp.steps_finished,
-        "compile_steps_started": comp.steps_started,
-        "compile_steps_done": comp.steps_done,
-        "compile_deferred_done": comp.deferred_done,
-        "compile_in_progress": comp.in_flight,
-        "compile_last_step_seconds": comp.last_step_seconds,
-        "compile_step_seconds_total": comp.step_seconds_total,
-        "compile_started_at": _iso(comp.started_at),
-        "compile_deferred_steps": comp.deferred_steps,
-        "warmup_passes": comp.warmup_passes,
-        "warmup_seconds_total": comp.warmup_seconds_total,
+        **_failure_fields(state),
+        **_memory_fields(state),
+        **_compile_fields(state),
         "num_chips": state.num_chips,
         "tpu_type": state.tpu_type,
         "platform": state.platform,
@@ -399,3 +350,78 @@ def summary_json(state: StartupState) -> dict[str, Any]:
         "last_line_at": _iso(state.last_line_at),
     })
     return summary
+
+
+def _failure_fields(state: StartupState) -> dict[str, object]:
+    """:func:`summary_json`'s ``failure*`` keys (unscrubbed): the kind, its detail (the figures for
+    :data:`_NUMERIC_DETAIL` kinds, else the message with the container's exit status when fatal),
+    fatal, evidence line, explanation, hint and time; all ``None`` without a failure."""
+    failure = state.failure
+    detail: Mapping[str, float | int] | str | None = None
+    if failure is not None:
+        if failure.kind in _NUMERIC_DETAIL and failure.numbers:
+            detail = dict(failure.numbers)
+        else:
+            detail = failure.message
+            if failure.fatal and state.container_status and state.container_status != "Exited (0)":
+                name = f"{state.container_name} " if state.container_name else ""
+                detail = f"{detail}; container {name}{state.container_status}"
+    return {
+        "failure": failure.kind.value if failure else None,
+        "failure_detail": detail,
+        "failure_fatal": failure.fatal if failure else None,
+        "failure_evidence": failure.evidence_line if failure else None,
+        "failure_explanation": failure.explanation if failure else None,
+        "failure_hint": failure.hint if failure else None,
+        "failure_at": _iso(failure.at) if failure else None,
+    }
+
+
+def _memory_fields(state: StartupState) -> dict[str, object]:
+    """:func:`summary_json`'s HBM, memory statistics, KV cache and block keys (unscrubbed):
+    per-chip GiB after the weights and after the KV cache, every snapshot, the KV cache figures,
+    and the device blocks as ``num_tpu_blocks`` (a TPU log) or ``gpu_blocks``."""
+    model = state.hbm_model_loaded
+    after_kv = state.hbm_after_kv
+    blocks_key = "num_tpu_blocks" if state.device_blocks_label == "TPU" else "gpu_blocks"
+    return {
+        "hbm_used_gib": list(model.used_gib) if model else None,
+        "hbm_limit_gib": list(model.limit_gib) if model else None,
+        "hbm_after_kv_used_gib": list(after_kv.used_gib) if after_kv else None,
+        "hbm_snapshots": [{"label": s.label, "stage": s.stage, "used": list(s.used_gib),
+                           "limit": list(s.limit_gib), "unit_suffix": s.unit_suffix,
+                           "at": _iso(s.at)} for s in state.hbm_snapshots],
+        "memory_statistics": (dict(state.memory_statistics)
+                              if state.memory_statistics is not None else None),
+        "kv_cache_tokens": state.kv_cache_tokens,
+        "kv_cache_label": state.kv_cache_label,
+        "kv_cache_shape": state.kv_cache_shape,
+        "max_concurrency": state.max_concurrency,
+        "max_concurrency_tokens_per_request": state.max_concurrency_tokens_per_request,
+        "kv_cache_note": state.kv_cache_note,
+        blocks_key: state.device_blocks,
+        "cpu_blocks": state.cpu_blocks,
+        "num_gpu_blocks_computed": state.num_gpu_blocks_computed,
+        "num_gpu_blocks_override": state.num_gpu_blocks_override,
+    }
+
+
+def _compile_fields(state: StartupState) -> dict[str, object]:
+    """:func:`summary_json`'s compile and warm-up keys: seconds, steps started, finished and done
+    (deferred to warm-up included), the step in flight, step seconds, start time, warm-up passes."""
+    comp = state.compile
+    return {
+        "compile_seconds": state.compile_seconds,
+        "engine_init_seconds": state.engine_init_seconds,
+        "compile_steps_finished": comp.steps_finished,
+        "compile_steps_started": comp.steps_started,
+        "compile_steps_done": comp.steps_done,
+        "compile_deferred_done": comp.deferred_done,
+        "compile_in_progress": comp.in_flight,
+        "compile_last_step_seconds": comp.last_step_seconds,
+        "compile_step_seconds_total": comp.step_seconds_total,
+        "compile_started_at": _iso(comp.started_at),
+        "compile_deferred_steps": comp.deferred_steps,
+        "warmup_passes": comp.warmup_passes,
+        "warmup_seconds_total": comp.warmup_seconds_total,
+    }

@@ -163,30 +163,14 @@ class OpenAIHandler(BaseHTTPRequestHandler):
 
     def _complete(self, chat: bool, stream: bool, request: dict[str, Any], reply: Reply, prompt_tokens: int,
                   arrival: float, cached_tokens: int = 0) -> None:
+        """Answer a completion as vLLM does: ``reply``'s pieces decoded at the engine's pace, streamed
+        as SSE chunks (``stream``) or sent in one body; the request is recorded in the stats once
+        every token is out (``"abort"`` when the client hung up before)."""
         app = self.server.app
         head = {"id": ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(16),
                 "object": "chat.completion.chunk" if chat else "text_completion", "created": int(time.time()),
                 "model": request.get("model") or app._served_name}
         sent = [0]
-        name = reply.tool_call["function"]["name"] if reply.tool_call else ""
-        arguments = reply.tool_call["function"]["arguments"] if reply.tool_call else ""
-
-        def choice(start: int, end: int) -> dict[str, Any]:
-            finish = reply.finish if end == len(reply.pieces) else None
-            text = "".join(reply.pieces[start:end])
-            if not chat:
-                return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
-            if reply.tool_call:
-                cut = slice(max(0, start * CHARS_PER_TOKEN - len(name)), max(0, end * CHARS_PER_TOKEN - len(name)))
-                call: dict[str, Any] = {"index": 0, "function": {"arguments": arguments[cut]}}
-                if start == 0:
-                    call = {"index": 0, "id": reply.tool_call["id"], "type": "function",
-                            "function": {"name": name, "arguments": arguments[cut]}}
-                delta: dict[str, Any] = {"tool_calls": [call]}
-            else:
-                delta = {"content": text}
-            return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-
         options = request.get("stream_options") or {}
         running = bool(options.get("include_usage") and options.get("continuous_usage_stats"))
 
@@ -200,7 +184,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
                 if start == 0 and chat:
                     self._chunk({**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                                       "logprobs": None, "finish_reason": None}], **so_far(0)})
-                self._chunk({**head, "choices": [choice(start, end)], **so_far(end)})
+                self._chunk({**head, "choices": [_choice(reply, chat, start, end)], **so_far(end)})
             sent[0] = end
 
         times: list[float] = []
@@ -215,37 +199,72 @@ class OpenAIHandler(BaseHTTPRequestHandler):
 
         try:
             if stream:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
+                self._start_stream()
             app._decode(reply.pieces, app._admit(prompt_tokens, min(cached_tokens, prompt_tokens - 1)), emit, times, prompt_tokens=prompt_tokens,
                         arrival_s=arrival)
-            usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + len(reply.pieces),
-                     "completion_tokens": len(reply.pieces), "prompt_tokens_details": None}
             # Every token is out (or, unstreamed, about to go in one body): record before the
             # last bytes leave, so a client that has its answer also finds it in the stats.
             record(finish)
-            if stream:
-                if (request.get("stream_options") or {}).get("include_usage"):
-                    self._chunk({**head, "choices": [], "usage": usage})
-                self._chunk("[DONE]")
-                self.wfile.write(b"0\r\n\r\n")
-            elif chat:
-                content = None if reply.tool_call else "".join(reply.pieces)
-                message = {"role": "assistant", "content": content, "reasoning_content": None,
-                           "tool_calls": [reply.tool_call] if reply.tool_call else []}
-                self._json(200, {**head, "object": "chat.completion", "choices": [{
-                    "index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish,
-                    "stop_reason": None}], "usage": usage, "prompt_logprobs": None})
-            else:
-                self._json(200, {**head, "choices": [{**choice(0, len(reply.pieces)), "prompt_logprobs": None}],
-                                 "usage": usage})
+            self._end_completion(chat, stream, bool(options.get("include_usage")), reply, head, prompt_tokens)
         except OSError:
             self.close_connection = True
             if not recorded:
                 record("abort")
+
+    def _start_stream(self) -> None:
+        """The head of a streamed answer: 200, SSE in chunked transfer encoding."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _end_completion(self, chat: bool, stream: bool, include_usage: bool, reply: Reply,
+                        head: dict[str, object], prompt_tokens: int) -> None:
+        """Send what follows the last token: a stream's usage chunk (with ``include_usage``, the
+        request's ``stream_options.include_usage``), ``[DONE]`` and its last chunk; or the whole
+        unstreamed body (``chat.completion`` with the message, or ``text_completion``), each with
+        vLLM's usage."""
+        usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + len(reply.pieces),
+                 "completion_tokens": len(reply.pieces), "prompt_tokens_details": None}
+        if stream:
+            if include_usage:
+                self._chunk({**head, "choices": [], "usage": usage})
+            self._chunk("[DONE]")
+            self.wfile.write(b"0\r\n\r\n")
+        elif chat:
+            content = None if reply.tool_call else "".join(reply.pieces)
+            message = {"role": "assistant", "content": content, "reasoning_content": None,
+                       "tool_calls": [reply.tool_call] if reply.tool_call else []}
+            self._json(200, {**head, "object": "chat.completion", "choices": [{
+                "index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish,
+                "stop_reason": None}], "usage": usage, "prompt_logprobs": None})
+        else:
+            self._json(200, {**head, "choices": [{**_choice(reply, chat, 0, len(reply.pieces)),
+                                                  "prompt_logprobs": None}], "usage": usage})
+
+
+def _choice(reply: Reply, chat: bool, start: int, end: int) -> dict[str, object]:
+    """The choice carrying ``reply``'s pieces ``start:end``: a chat delta (its content, or its tool
+    call's arguments cut at the same characters, the call's id, type and name in the first) or a
+    completion's text; the finish reason with the last piece."""
+    finish = reply.finish if end == len(reply.pieces) else None
+    text = "".join(reply.pieces[start:end])
+    if not chat:
+        return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+    delta: dict[str, object]
+    if reply.tool_call:
+        name = reply.tool_call["function"]["name"]
+        arguments = reply.tool_call["function"]["arguments"]
+        cut = slice(max(0, start * CHARS_PER_TOKEN - len(name)), max(0, end * CHARS_PER_TOKEN - len(name)))
+        call: dict[str, object] = {"index": 0, "function": {"arguments": arguments[cut]}}
+        if start == 0:
+            call = {"index": 0, "id": reply.tool_call["id"], "type": "function",
+                    "function": {"name": name, "arguments": arguments[cut]}}
+        delta = {"tool_calls": [call]}
+    else:
+        delta = {"content": text}
+    return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
 
 
 def json_object(body: bytes) -> dict[str, Any]:

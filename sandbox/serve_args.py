@@ -93,13 +93,54 @@ def parse_serve_args(argv: Sequence[str]) -> ServeArgs:
             (:func:`remote.vllm_flags.is_vllm_serve_flag`; vLLM's ``FlexibleArgumentParser.error``
             hands it to argparse, which prints ``vllm serve: error: ...`` and exits 2).
     """
+    words = list(argv)
+    if words[:2] == ["vllm", "serve"]:  # tolerate the whole container command
+        words = words[2:]
+    values, extra, unknown, positional = _place_words(words)
+    model = positional[0] if positional else values.get("--model", "")
+    if not model:
+        raise ValueError("the following arguments are required: model_tag")
+    if len(positional) > 1 or unknown:       # argparse's parse_args: every word it could not place
+        raise ValueError(f"unrecognized arguments: {' '.join(unknown + positional[1:])}")
+    max_model_len = _human_int("--max-model-len", values["--max-model-len"]) \
+        if "--max-model-len" in values else None
+    util = _number(values, "--gpu-memory-utilization", float)
+    tp = _number(values, "--tensor-parallel-size", int)
+    mnbt = _number(values, "--max-num-batched-tokens", int)
+    seqs = _number(values, "--max-num-seqs", int)
+    port = _number(values, "--port", int)
+    kv_dtype = values.get("--kv-cache-dtype", "auto")
+    if kv_dtype not in KV_CACHE_DTYPES:
+        raise ValueError(f"argument --kv-cache-dtype: invalid choice: '{kv_dtype}' "
+                         f"(choose from {', '.join(KV_CACHE_DTYPES)})")
+    _check_ranges(util, max_model_len, tp, mnbt, seqs)
+    return ServeArgs(
+        model=model, served_model_name=values.get("--served-model-name"),
+        max_model_len=max_model_len,
+        gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION if util is None else float(util),
+        tensor_parallel_size=1 if tp is None else int(tp),
+        max_num_batched_tokens=None if mnbt is None else int(mnbt),
+        max_num_seqs=None if seqs is None else int(seqs), kv_cache_dtype=kv_dtype,
+        extra=tuple(extra), host=values.get("--host", "0.0.0.0"),
+        port=8000 if port is None else int(port))
+
+
+def _place_words(words: list[str]) -> tuple[dict[str, str], list[str], list[str], list[str]]:
+    """Place each word of ``vllm serve``'s arguments as argparse would.
+
+    Returns:
+        ``(values, extra, unknown, positional)``: the value of each flag in ``_VALUED`` (the last
+        one given wins; ``-tp`` as ``--tensor-parallel-size``), the other flags vLLM has with the
+        value each took (verbatim, in order), the flags vLLM does not have (with their values),
+        and the positional words.
+
+    Raises:
+        ValueError: ``argument --flag: expected one argument`` for a valued flag given none.
+    """
     values: dict[str, str] = {}
     extra: list[str] = []
     unknown: list[str] = []
     positional: list[str] = []
-    words = list(argv)
-    if words[:2] == ["vllm", "serve"]:  # tolerate the whole container command
-        words = words[2:]
     i = 0
     while i < len(words):
         word = words[i]
@@ -128,32 +169,32 @@ def parse_serve_args(argv: Sequence[str]) -> ServeArgs:
             taken.append(words[i])
             i += 1
         (extra if is_vllm_serve_flag(word) else unknown).extend(taken)
-    model = positional[0] if positional else values.get("--model", "")
-    if not model:
-        raise ValueError("the following arguments are required: model_tag")
-    if len(positional) > 1 or unknown:       # argparse's parse_args: every word it could not place
-        raise ValueError(f"unrecognized arguments: {' '.join(unknown + positional[1:])}")
+    return values, extra, unknown, positional
 
-    def number(flag: str, kind: type) -> float | int | None:
-        if flag not in values:
-            return None
-        try:
-            value: float | int = kind(values[flag])
-        except ValueError:
-            raise ValueError(f"argument {flag}: invalid {kind.__name__} value: '{values[flag]}'") from None
-        return value
 
-    max_model_len = _human_int("--max-model-len", values["--max-model-len"]) \
-        if "--max-model-len" in values else None
-    util = number("--gpu-memory-utilization", float)
-    tp = number("--tensor-parallel-size", int)
-    mnbt = number("--max-num-batched-tokens", int)
-    seqs = number("--max-num-seqs", int)
-    port = number("--port", int)
-    kv_dtype = values.get("--kv-cache-dtype", "auto")
-    if kv_dtype not in KV_CACHE_DTYPES:
-        raise ValueError(f"argument --kv-cache-dtype: invalid choice: '{kv_dtype}' "
-                         f"(choose from {', '.join(KV_CACHE_DTYPES)})")
+def _number(values: dict[str, str], flag: str, kind: type[float] | type[int]) -> float | int | None:
+    """``flag``'s value in ``values`` read as ``kind``, or ``None`` when unset.
+
+    Raises:
+        ValueError: argparse's ``argument --flag: invalid float value: 'x'``.
+    """
+    if flag not in values:
+        return None
+    try:
+        value: float | int = kind(values[flag])
+    except ValueError:
+        raise ValueError(f"argument {flag}: invalid {kind.__name__} value: '{values[flag]}'") from None
+    return value
+
+
+def _check_ranges(util: float | int | None, max_model_len: int | None, tp: float | int | None,
+                  mnbt: float | int | None, seqs: float | int | None) -> None:
+    """vLLM's pydantic checks of the figures given (``None``: unset), in its order.
+
+    Raises:
+        ValueError: pydantic's wording, e.g. ``1 validation error for CacheConfig
+            gpu_memory_utilization: Input should be greater than 0 [...]``.
+    """
     if util is not None:
         _positive("CacheConfig", "gpu_memory_utilization", util)
         if util > 1:
@@ -166,12 +207,3 @@ def parse_serve_args(argv: Sequence[str]) -> ServeArgs:
                                  ("SchedulerConfig", "max_num_seqs", seqs)):
         if figure is not None:
             _positive(config, name, figure)
-    return ServeArgs(
-        model=model, served_model_name=values.get("--served-model-name"),
-        max_model_len=max_model_len,
-        gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION if util is None else float(util),
-        tensor_parallel_size=1 if tp is None else int(tp),
-        max_num_batched_tokens=None if mnbt is None else int(mnbt),
-        max_num_seqs=None if seqs is None else int(seqs), kv_cache_dtype=kv_dtype,
-        extra=tuple(extra), host=values.get("--host", "0.0.0.0"),
-        port=8000 if port is None else int(port))

@@ -13,7 +13,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -275,13 +275,13 @@ def _mark_refusal(record: RequestRecord, message: str) -> None:
         record.error = f"{record.error} ({refusal.advice})"
 
 
-def payload_max_tokens(payload: dict[str, Any]) -> int | None:
+def payload_max_tokens(payload: Mapping[str, object]) -> int | None:
     """The output limit a chat payload asks for (``max_tokens``, else ``max_completion_tokens``), or ``None``."""
     value = payload.get("max_tokens", payload.get("max_completion_tokens"))
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def overrun_limit_tokens(payload: dict[str, Any]) -> int | None:
+def overrun_limit_tokens(payload: Mapping[str, object]) -> int | None:
     """Tokens past which a stream has run "far past" its ``max_tokens``: twice the limit plus 16
     (a server may count a token or two differently; thousands for 16 asked is a broken server);
     ``None`` when the payload sets no limit."""
@@ -298,7 +298,7 @@ def _fail_stream(record: RequestRecord, parts: list[str], message: str) -> None:
 
 async def stream_chat(
     client: httpx.AsyncClient,
-    payload: dict[str, Any],
+    payload: Mapping[str, object],
     on_token: Callable[[int], None] | None = None,
     *,
     prompt_tokens: int | None = None,
@@ -340,13 +340,8 @@ async def stream_chat(
     if deadline_s is None:
         deadline_s = client.timeout.read
     deadline_at = None if deadline_s is None else asyncio.get_running_loop().time() + deadline_s
-    limit = overrun_limit_tokens(payload)
-    record = RequestRecord(start_s=time.perf_counter())   # request built: time the exchange only
-    last_token = record.start_s
-    parts: list[str] = []
-    done = False
-    counted = 0          # completion tokens by the running usage so far
-    per_chunk = True     # every token chunk carried a running usage
+    stream = _ChatStream(payload, on_token)   # starts the clock: request built, time the exchange only
+    record = stream.record
     try:
         response = await client.send(request, stream=True)
     except httpx.HTTPError as exc:
@@ -355,105 +350,175 @@ async def stream_chat(
         return record
     try:
         if response.status_code != 200:
-            await response.aread()
-            record.status_code = response.status_code
-            message = error_message(response)
-            record.error = f"HTTP {response.status_code}: {message}"
-            try:
-                record.error_type, record.error_code = _error_fields(response.json())
-            except ValueError:
-                pass
-            _mark_refusal(record, message)
+            await _refused_by_status(record, response)
             return record
         async with asyncio.timeout_at(deadline_at):      # the whole request, not the gap between reads
-            async for line in response.aiter_lines():
-                if done:
-                    continue  # after [DONE]: read to the end of the body, parse nothing
-                if not line.startswith("data:"):
-                    continue  # blank separators, ": ping" comments, event names
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    done = True
-                    continue
-                now = time.perf_counter()
-                try:
-                    event = json.loads(data)
-                except ValueError:
-                    record.error = f"unreadable stream event: {data[:200]}"
-                    record.text = "".join(parts)
-                    return record
-                if not isinstance(event, dict):
-                    continue
-                if "choices" not in event and (event_message := message_of(event)):
-                    record.status_code = 200
-                    record.error_type, record.error_code = _error_fields(event)
-                    record.error = "error during the stream: " + event_message + (
-                        f" ({record.error_type}, code {record.error_code})" if record.error_type else "")
-                    record.text = "".join(parts)
-                    _mark_refusal(record, event_message)
-                    return record
-                running: int | None = None
-                if isinstance(usage := event.get("usage"), dict):
-                    running = int(usage.get("completion_tokens") or 0)
-                    record.usage_reported = True
-                    record.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-                    record.output_tokens = running
-                token_chunk = False
-                for choice in event.get("choices") or ():
-                    delta = choice.get("delta") if isinstance(choice, dict) else None
-                    if not isinstance(delta, dict) or not _has_token(delta):
-                        continue
-                    token_chunk = True
-                    parts.append(delta.get("content") or "")
-                if token_chunk:
-                    if record.token_chunks == 0:
-                        record.ttft_s = now - record.start_s
-                    else:
-                        record.itl_s.append(now - last_token)
-                    record.token_chunks += 1
-                    last_token = now
-                    if running is None:
-                        per_chunk = False
-                    else:
-                        record.chunk_tokens.append(running - counted)
-                    if on_token is not None:
-                        on_token(1)
-                if running is not None:
-                    counted = running
-                if limit is not None and max(counted, record.token_chunks) > limit:
-                    _fail_stream(record, parts, f"the stream ran far past max_tokens ({payload_max_tokens(payload)} "
-                                 f"asked, {max(counted, record.token_chunks)} tokens so far): the server ignores the limit")
-                    return record
-                if token_chunk:
-                    # Let the loop read the other streams' sockets between chunks: a stream whose next
-                    # chunks are already buffered would otherwise be parsed back to back while everyone
-                    # else's pile up, and chunks read together are stamped together (at 64 streams on the
-                    # sandbox the median ITL read 0.02 ms in 1 of 3 runs without this, on aiohttp's
-                    # transport too; vllm bench serve reads ~10 ms there). ~50 us per chunk.
-                    await asyncio.sleep(0)
+            if not await stream.read(response):
+                return record
     except TimeoutError:
-        if not done:     # after [DONE] only the body's tail was left unread: the answer is whole
-            _fail_stream(record, parts, f"the stream did not end within {deadline_s:g} s (timed out; "
-                         f"{max(counted, record.token_chunks)} tokens, no [DONE] or finish_reason)")
+        if not stream.done:     # after [DONE] only the body's tail was left unread: the answer is whole
+            stream.fail(f"the stream did not end within {deadline_s:g} s (timed out; "
+                        f"{stream.tokens_so_far} tokens, no [DONE] or finish_reason)")
             return record
     except httpx.HTTPError as exc:
         record.status_code = 0
         record.error = str(transport_error(exc, str(client.base_url)))
-        record.text = "".join(parts)
+        record.text = "".join(stream.parts)
         return record
     finally:
         await response.aclose()
-    end = time.perf_counter()
-    record.latency_s = end - record.start_s
-    record.last_token_s = last_token - record.start_s
-    record.text = "".join(parts)
-    if not per_chunk or any(k < 1 for k in record.chunk_tokens):
-        record.chunk_tokens.clear()   # no (or an inconsistent) running usage: counts unknown
-    if not record.usage_reported:
-        record.output_tokens = record.token_chunks
-        record.output_tokens_estimated = True
-        record.prompt_tokens = prompt_tokens or 0
-    record.success = record.token_chunks > 0
-    if not record.success:
-        record.error = "the stream ended without any token"
-    return record
+    return stream.finish(prompt_tokens)
+
+
+async def _refused_by_status(record: RequestRecord, response: httpx.Response) -> None:
+    """Fill ``record`` from an answer with an error status (not 200), read whole here: the status,
+    the server's message, its error type and code, and advice for a too-long prompt."""
+    await response.aread()
+    record.status_code = response.status_code
+    message = error_message(response)
+    record.error = f"HTTP {response.status_code}: {message}"
+    try:
+        record.error_type, record.error_code = _error_fields(response.json())
+    except ValueError:
+        pass
+    _mark_refusal(record, message)
+
+
+class _ChatStream:
+    """One chat stream as :func:`stream_chat` reads it: the record it fills and what the reading
+    carries from one event to the next (the text so far, the last token chunk's time, the running
+    usage). The clock starts when it is made (``record.start_s``)."""
+
+    def __init__(self, payload: Mapping[str, object], on_token: Callable[[int], None] | None) -> None:
+        self.on_token = on_token
+        self.asked_tokens = payload_max_tokens(payload)
+        self.limit_tokens = overrun_limit_tokens(payload)
+        self.parts: list[str] = []
+        self.done = False           # ``data: [DONE]`` read: the rest of the body is not parsed
+        self.counted = 0            # completion tokens by the running usage so far
+        self.per_chunk = True       # every token chunk carried a running usage
+        self.record = RequestRecord(start_s=time.perf_counter())
+        self.last_token = self.record.start_s   # perf_counter() at the last token chunk
+
+    @property
+    def tokens_so_far(self) -> int:
+        """Output tokens read so far: the running usage, or the token chunks if more."""
+        return max(self.counted, self.record.token_chunks)
+
+    def fail(self, message: str) -> None:
+        """Mark the 200 stream failed by the client (overrun, deadline): not a transport failure."""
+        _fail_stream(self.record, self.parts, message)
+
+    async def read(self, response: httpx.Response) -> bool:
+        """Read the server-sent events of a 200 answer to the body's end.
+
+        Returns:
+            True when the stream was read whole (:meth:`finish` makes the record), False when it
+            failed on the way (the record says why: an unreadable event, an error event, an
+            overrun of ``max_tokens``).
+        """
+        record = self.record
+        async for line in response.aiter_lines():
+            if self.done:
+                continue  # after [DONE]: read to the end of the body, parse nothing
+            if not line.startswith("data:"):
+                continue  # blank separators, ": ping" comments, event names
+            data = line[5:].strip()
+            if data == "[DONE]":
+                self.done = True
+                continue
+            now = time.perf_counter()
+            try:
+                event = json.loads(data)
+            except ValueError:
+                record.error = f"unreadable stream event: {data[:200]}"
+                record.text = "".join(self.parts)
+                return False
+            if not isinstance(event, dict):
+                continue
+            if "choices" not in event and (event_message := message_of(event)):
+                self._error_event(event, event_message)
+                return False
+            token_chunk = self._take(event.get("usage"), event.get("choices"), now)
+            if self.limit_tokens is not None and self.tokens_so_far > self.limit_tokens:
+                self.fail(f"the stream ran far past max_tokens ({self.asked_tokens} asked, "
+                          f"{self.tokens_so_far} tokens so far): the server ignores the limit")
+                return False
+            if token_chunk:
+                # Let the loop read the other streams' sockets between chunks: a stream whose next
+                # chunks are already buffered would otherwise be parsed back to back while everyone
+                # else's pile up, and chunks read together are stamped together (at 64 streams on the
+                # sandbox the median ITL read 0.02 ms in 1 of 3 runs without this, on aiohttp's
+                # transport too; vllm bench serve reads ~10 ms there). ~50 us per chunk.
+                await asyncio.sleep(0)
+        return True
+
+    def _error_event(self, event: dict[str, object], message: str) -> None:
+        """An error event inside the 200 stream (``{"error": {...}}`` or ``{"message": ...}``
+        without ``choices``): the record fails with the server's message, type and code."""
+        record = self.record
+        record.status_code = 200
+        record.error_type, record.error_code = _error_fields(event)
+        record.error = "error during the stream: " + message + (
+            f" ({record.error_type}, code {record.error_code})" if record.error_type else "")
+        record.text = "".join(self.parts)
+        _mark_refusal(record, message)
+
+    def _take(self, usage: object, choices: Iterable[object] | None, now: float) -> bool:
+        """Read one event's ``usage`` and ``choices``, read at ``now`` (``perf_counter()``): the
+        running usage, the text, and for a token chunk its time (TTFT, or one more ITL gap) and
+        token count (``chunk_tokens``); ``on_token`` is called for it.
+
+        Returns:
+            Whether the event was a token chunk (content, reasoning or a tool call).
+        """
+        record = self.record
+        running: int | None = None
+        if isinstance(usage, dict):
+            running = int(usage.get("completion_tokens") or 0)
+            record.usage_reported = True
+            record.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            record.output_tokens = running
+        token_chunk = False
+        for choice in choices or ():
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if not isinstance(delta, dict) or not _has_token(delta):
+                continue
+            token_chunk = True
+            self.parts.append(delta.get("content") or "")
+        if token_chunk:
+            if record.token_chunks == 0:
+                record.ttft_s = now - record.start_s
+            else:
+                record.itl_s.append(now - self.last_token)
+            record.token_chunks += 1
+            self.last_token = now
+            if running is None:
+                self.per_chunk = False
+            else:
+                record.chunk_tokens.append(running - self.counted)
+            if self.on_token is not None:
+                self.on_token(1)
+        if running is not None:
+            self.counted = running
+        return token_chunk
+
+    def finish(self, prompt_tokens: int | None) -> RequestRecord:
+        """The record of a stream read to its end, timed now: latency, TPOT's end, the text; the
+        per-chunk token counts dropped when any chunk lacked a running usage; without usage the
+        output counted in token chunks (estimated) and the prompt as ``/tokenize`` sized it."""
+        record = self.record
+        end = time.perf_counter()
+        record.latency_s = end - record.start_s
+        record.last_token_s = self.last_token - record.start_s
+        record.text = "".join(self.parts)
+        if not self.per_chunk or any(k < 1 for k in record.chunk_tokens):
+            record.chunk_tokens.clear()   # no (or an inconsistent) running usage: counts unknown
+        if not record.usage_reported:
+            record.output_tokens = record.token_chunks
+            record.output_tokens_estimated = True
+            record.prompt_tokens = prompt_tokens or 0
+        record.success = record.token_chunks > 0
+        if not record.success:
+            record.error = "the stream ended without any token"
+        return record

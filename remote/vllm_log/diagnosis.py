@@ -279,8 +279,15 @@ def explain(kind: K, numbers: Mapping[str, float | int], facts: Facts) -> tuple[
     Returns:
         ``(explanation, hint)``, both plain sentences.
     """
-    n = numbers
-    figures, advice = allocation_advice(n, facts)
+    figures, advice = allocation_advice(numbers, facts)
+    hbm = _explain_hbm(kind, numbers, facts, figures, advice)
+    return hbm if hbm is not None else _explain_other(kind, numbers, facts)
+
+
+def _explain_hbm(kind: K, n: Mapping[str, float | int], facts: Facts, figures: str,
+                 advice: str) -> tuple[str, str] | None:
+    """:func:`explain` for the kinds where HBM ran out or its budget did not hold the weights,
+    with :func:`allocation_advice`'s ``figures`` and ``advice``; ``None`` for any other kind."""
     if kind is K.HBM_OOM_LOAD:       # no KV cache yet: a lower utilization frees nothing
         if "required_gib" in n and not figures:
             figures = f" (needs {_gib(n.get('required_gib'))})"
@@ -319,6 +326,12 @@ def explain(kind: K, numbers: Mapping[str, float | int], facts: Facts) -> tuple[
                 "the KV cache.",
                 f"Raise --gpu-memory-utilization{target}, or use more chips "
                 "(--tensor-parallel-size) or a quantized checkpoint.")
+    return None
+
+
+def _explain_other(kind: K, n: Mapping[str, float | int], facts: Facts) -> tuple[str, str]:
+    """:func:`explain` for the kinds that are not about HBM (VMEM, lengths, configuration,
+    crashes); the engine-core exception's sentence for any kind not named here."""
     if kind is K.VMEM_OOM_COMPILE:
         return ("A TPU kernel ran out of on-chip VMEM/SMEM while compiling.",
                 "Lower --max-num-batched-tokens (and --max-num-seqs), or try another "

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
@@ -79,6 +79,66 @@ SKIP_HEAD = re.compile(
 SKIP_HINT = b"]     "
 
 
+class _CompileSteps:
+    """Compile-step lines the hot loop read on their bytes (itself, :meth:`read`, or the C scanner) and
+    has not yet written to the boot: the counts and figures ``BootState.fold_compile_steps``
+    takes, written by :meth:`flush` before any handler runs (so each handler sees the state it
+    would have seen line by line)."""
+
+    __slots__ = ("deferred", "dirty", "finished", "in_flight", "last", "started", "total")
+
+    def __init__(self) -> None:
+        self.dirty = False          # steps read since the last flush
+        self.started = 0            # ``Precompile <name> --> <shape>`` lines
+        self.finished = 0           # ``Compilation of ... finished in N [secs]`` lines
+        self.deferred = 0           # ``AOT lower skipped`` lines
+        self.total = 0.0            # the boot's ``c_total`` after them, s
+        self.last = 0.0             # N of the last finished one, s (used only if ``finished``)
+        #: ``(line, message start, index of " --> ")`` of the last step if a Precompile (in flight)
+        self.in_flight: tuple[bytes, int, int] | None = None
+
+    def flush(self, boot: BootState) -> None:
+        """Write the steps read to ``boot`` and start counting again."""
+        boot.fold_compile_steps(self.started, self.finished, self.total, self.last, self.deferred,
+                                self.in_flight)
+        self.dirty, self.started, self.finished, self.deferred, self.in_flight = False, 0, 0, 0, None
+
+    def read(self, raw: bytes, p: int, h: Callable[[BootState, str, str], None], boot: BootState) -> bool:
+        """Count the compile step of ASCII line ``raw`` (message at ``p``, its head's handler ``h``:
+        ``on_aot`` or ``on_compile``) as that handler would while the boot compiles: the bytes twin
+        of those handlers for tpu-inference's C4 shapes (vLLM 0.26+ ``compilation_manager.py``),
+        ``AOT lower skipped ...`` and ``Compilation of <name> ... finished in 0.69 [secs].``
+        (``Precompile <name> --> <shape>``, half the steps, is counted in the hot loop itself).
+
+        Returns:
+            False when the line is another shape, for the handler to read; True when done (a line
+            the handler would ignore too included).
+        """
+        if h is _ON_AOT:
+            if raw.startswith(b"AOT lower skipped", p):
+                if not self.dirty:
+                    self.dirty, self.total = True, boot.c_total
+                self.deferred += 1
+                self.in_flight = None
+            return True
+        if raw.startswith(b"Compilation of ", p):   # "... finished in 0.69 [secs]."
+            i = raw.rfind(b" finished in ", p) + 13
+            j = raw.find(b" ", i)
+            if i > 12 and j > 0 and not raw.startswith(b"in ", i):
+                try:
+                    secs = float(raw[i:j])
+                except ValueError:
+                    return True             # the handler ignores the line too
+                if not self.dirty:
+                    self.dirty, self.total = True, boot.c_total
+                self.finished += 1
+                self.last = secs
+                self.total += secs
+                self.in_flight = None
+                return True
+        return False
+
+
 class StartupReader:
     """Incremental reader. Keeps state, not lines (memory flat).
 
@@ -101,6 +161,8 @@ class StartupReader:
         self._snapshot_version = -1
         #: bare lines seen to do nothing (``BootState.bare_line_is_quiet``), skipped when repeated
         self._quiet: set[bytes] = set()
+        #: compile steps the hot loop read on their bytes, written to the boot before it returns
+        self._steps = _CompileSteps()
 
     # ---- input --------------------------------------------------------------------
     def feed(self, data: str | bytes | bytearray | memoryview) -> None:
@@ -326,15 +388,12 @@ class StartupReader:
     def _lines(self, lines: list[bytes], fold: bool = False,
                stamps: list[datetime | None] | None = None) -> None:
         """Dispatch each line on the first 4 bytes of its message; decode only those used.
+        ``stamps`` (:meth:`feed_lines`): each line's explicit time, set on the boot before its handler.
 
-        ``stamps`` (:meth:`feed_lines`): each line's explicit time, set on the boot before the
-        line is handed to it.
-
-        With ``fold`` (the bulk path), the C scanner (``_scan.scan``, where built) reads the lines up
-        to the next one that needs a handler here; and compile-step lines of an ASCII line are read on their
-        bytes while the boot is compiling (``progress`` COMPILING and its start time known, so
-        no line's time is needed): the twin of ``BootState.on_precompile`` / ``on_compile`` /
-        ``on_aot`` for the C4 shapes; any other shape goes to the handler."""
+        With ``fold`` (the bulk path), the C scanner reads the lines up to the next one that needs a
+        handler here (:meth:`_scan_run`), and compile-step lines are read on their bytes while the boot
+        compiles (``Precompile`` here, the others by :meth:`_CompileSteps.read`). The common path stays
+        inline (a call per line costs); bare lines and multi-line messages go to helpers."""
         boot = self._boot
         n = boot.lines_read
         n0 = n + 1          # the number of ``lines[0]``
@@ -342,31 +401,15 @@ class StartupReader:
         quiet = self._quiet
         acc = boot.accum is not None
         steady = fold and boot.progress is _COMPILING and boot.c_started_at is not None
-        # compile steps read but not yet written to ``boot`` (written before any handler runs)
-        dirty, started, finished, deferred, total, last = False, 0, 0, 0, 0.0, 0.0
-        in_flight: tuple[bytes, int, int] | None = None
-        scan = _scan if fold else None
+        steps = self._steps     # read but not yet written to ``boot`` (written before any handler runs)
+        scan = fold and _scan is not None
         last_index = len(lines) - 1
         it = iter(lines)
         for raw in it:
             n += 1
-            if scan is not None and not acc:    # skip and fold in C up to the next line to read here
+            if scan and not acc:    # skip and fold in C up to the next line to read here
                 i = n - n0
-                stop, run_started, run_finished, run_deferred, run_total, run_last, flight = scan(
-                    lines, i, _HEAD_KEYS, quiet, boot.in_tb, steady, total if dirty else boot.c_total)
-                if flight != -2:                # compile steps counted (the C twin of the fold below)
-                    dirty = True
-                    started += run_started
-                    finished += run_finished
-                    deferred += run_deferred
-                    total = run_total
-                    if run_finished:
-                        last = run_last
-                    in_flight = None
-                    if flight >= 0:
-                        step = lines[flight]
-                        at = step.find(b"] ", 0, 200) + 2
-                        in_flight = (step, at, step.find(b" --> ", at))
+                stop = self._scan_run(lines, i, steady, steps)
                 if stop > i:
                     if stop > last_index:
                         n += last_index - i
@@ -374,79 +417,28 @@ class StartupReader:
                     raw = next(islice(it, stop - i - 1, None))
                     n += stop - i
             if acc:
-                if dirty:
-                    boot.fold_compile_steps(started, finished, total, last, deferred, in_flight)
-                    dirty, started, finished, deferred, in_flight = False, 0, 0, 0, None
-                boot.lines_read = n
-                if stamps is not None:
-                    boot.explicit_ts = stamps[n - n0]
-                taken = boot.take_accum(raw.decode("utf-8", "replace"))
-                acc = boot.accum is not None
-                steady = fold and boot.progress is _COMPILING and boot.c_started_at is not None
+                taken, acc, steady = self._offer_to_message(raw, n, stamps, n - n0, fold)
                 if taken:
                     continue
-            p = raw.find(b"] ", 0, 200)
-            if p > 1 and 47 < raw[p - 1] < 58:  # "...file.py:123] message"
-                q = raw.rfind(b".py:", 0, p)
-                if q < 0 or p - q > 12:
-                    p = -1
-            else:
-                p = -1
-            if p < 0:
+            p = raw.find(b"] ", 0, 200)     # "...file.py:123] message", else a bare line
+            if not (p > 1 and 47 < raw[p - 1] < 58 and (q := raw.rfind(b".py:", 0, p)) >= 0 and p - q <= 12):
                 if fold and raw in quiet and not boot.in_tb:
                     continue
-                if dirty:
-                    boot.fold_compile_steps(started, finished, total, last, deferred, in_flight)
-                    dirty, started, finished, deferred, in_flight = False, 0, 0, 0, None
-                boot.lines_read = n
-                if stamps is not None:
-                    boot.explicit_ts = stamps[n - n0]
-                line = raw.decode("utf-8", "replace")
-                if fold and len(raw) <= _QUIET_MAX_BYTES and not boot.in_tb \
-                        and boot.bare_line_is_quiet(line):
-                    if len(quiet) >= _QUIET_MAX_LINES:
-                        quiet.clear()
-                    quiet.add(raw)
-                    continue
-                boot.bare_line(line)
-                acc = boot.accum is not None
-                steady = fold and boot.progress is _COMPILING and boot.c_started_at is not None
+                acc, steady = self._bare_line(raw, n, stamps, n - n0, fold)
                 continue
             p += 2
             head = raw[p:p + 4]
             h = heads.get(head)
-            if steady and (h is _ON_PRECOMPILE or h is _ON_COMPILE or h is _ON_AOT) \
-                    and raw.isascii():
-                if h is _ON_PRECOMPILE:         # "Precompile <name> --> <shape>"
-                    i = raw.find(b" --> ", p)
-                    if i > p:
-                        if not dirty:
-                            dirty, total = True, boot.c_total
-                        started += 1
-                        in_flight = (raw, p, i)
+            if steady and (h is _ON_PRECOMPILE or h is _ON_COMPILE or h is _ON_AOT) and raw.isascii():
+                if h is _ON_PRECOMPILE:         # "Precompile <name> --> <shape>": half the steps, inline
+                    if (i := raw.find(b" --> ", p)) > p:
+                        if not steps.dirty:
+                            steps.dirty, steps.total = True, boot.c_total
+                        steps.started += 1
+                        steps.in_flight = (raw, p, i)
                     continue
-                if h is _ON_AOT:
-                    if raw.startswith(b"AOT lower skipped", p):
-                        if not dirty:
-                            dirty, total = True, boot.c_total
-                        deferred += 1
-                        in_flight = None
+                if steps.read(raw, p, h, boot):     # AOT lower skipped, Compilation of ... finished
                     continue
-                if raw.startswith(b"Compilation of ", p):   # "... finished in 0.69 [secs]."
-                    i = raw.rfind(b" finished in ", p) + 13
-                    j = raw.find(b" ", i)
-                    if i > 12 and j > 0 and not raw.startswith(b"in ", i):
-                        try:
-                            secs = float(raw[i:j])
-                        except ValueError:
-                            continue            # the handler ignores the line too
-                        if not dirty:
-                            dirty, total = True, boot.c_total
-                        finished += 1
-                        last = secs
-                        total += secs
-                        in_flight = None
-                        continue
             if h is None:
                 c = head[:1]
                 if c == b" ":
@@ -455,9 +447,8 @@ class StartupReader:
                 elif c.isdigit() or not c or not (b"rror" in raw or b"xception" in raw or c == b"\xe2"
                                                   or boot.in_tb):
                     continue
-            if dirty:
-                boot.fold_compile_steps(started, finished, total, last, deferred, in_flight)
-                dirty, started, finished, deferred, in_flight = False, 0, 0, 0, None
+            if steps.dirty:
+                steps.flush(boot)
             boot.lines_read = n
             if stamps is not None:
                 boot.explicit_ts = stamps[n - n0]
@@ -469,9 +460,86 @@ class StartupReader:
                 boot.dispatch(msg.lstrip(), line, envelope=True)
             acc = boot.accum is not None
             steady = fold and boot.progress is _COMPILING and boot.c_started_at is not None
-        if dirty:
-            boot.fold_compile_steps(started, finished, total, last, deferred, in_flight)
+        if steps.dirty:
+            steps.flush(boot)
         boot.lines_read = n
+
+    def _modes(self, fold: bool) -> tuple[bool, bool]:
+        """The hot loop's two modes after a handler ran: a multi-line message is being joined
+        (every line is offered to it first); ``fold`` and the boot compiles with its start time
+        known (compile steps are read on their bytes)."""
+        boot = self._boot
+        return boot.accum is not None, fold and boot.progress is _COMPILING and boot.c_started_at is not None
+
+    def _at_line(self, n: int, stamps: list[datetime | None] | None, i: int) -> None:
+        """Bring the boot to line ``n`` (``lines[i]`` of the batch) before a handler reads it: the
+        compile steps read on their bytes written, ``lines_read`` and (with ``stamps``) the line's
+        explicit time set."""
+        boot = self._boot
+        if self._steps.dirty:
+            self._steps.flush(boot)
+        boot.lines_read = n
+        if stamps is not None:
+            boot.explicit_ts = stamps[i]
+
+    def _offer_to_message(self, raw: bytes, n: int, stamps: list[datetime | None] | None, i: int,
+                          fold: bool) -> tuple[bool, bool, bool]:
+        """Offer line ``n`` (``lines[i]``) to the multi-line message being joined.
+
+        Returns:
+            ``(taken, *modes)``: whether the message took it (else the hot loop reads it as a
+            line), and :meth:`_modes` after it.
+        """
+        self._at_line(n, stamps, i)
+        taken = self._boot.take_accum(raw.decode("utf-8", "replace"))
+        return (taken, *self._modes(fold))
+
+    def _bare_line(self, raw: bytes, n: int, stamps: list[datetime | None] | None, i: int,
+                   fold: bool) -> tuple[bool, bool]:
+        """Read line ``n`` (``lines[i]``), one without an E1/E2 envelope; with ``fold`` (the bulk
+        path), one of at most :data:`_QUIET_MAX_BYTES` bytes that does nothing outside a traceback
+        is remembered as quiet (at most :data:`_QUIET_MAX_LINES`), so its repeats are skipped unread.
+
+        Returns:
+            :meth:`_modes` after it.
+        """
+        self._at_line(n, stamps, i)
+        boot = self._boot
+        line = raw.decode("utf-8", "replace")
+        if fold and len(raw) <= _QUIET_MAX_BYTES and not boot.in_tb and boot.bare_line_is_quiet(line):
+            quiet = self._quiet
+            if len(quiet) >= _QUIET_MAX_LINES:
+                quiet.clear()
+            quiet.add(raw)
+        else:
+            boot.bare_line(line)
+        return self._modes(fold)
+
+    def _scan_run(self, lines: list[bytes], i: int, steady: bool, steps: _CompileSteps) -> int:
+        """Read ``lines`` from ``lines[i]`` in C (``_scan.scan``) up to the next line that needs a
+        handler here, with the hot loop's own conditions; the compile steps it counted (while
+        ``steady``: its twin of :meth:`_CompileSteps.read`) are added to ``steps``.
+
+        Returns:
+            The index of that line (``len(lines)`` when none is left).
+        """
+        boot = self._boot
+        stop, started, finished, deferred, total, last, flight = _scan(
+            lines, i, _HEAD_KEYS, self._quiet, boot.in_tb, steady, steps.total if steps.dirty else boot.c_total)
+        if flight != -2:                # compile steps counted (-2: none)
+            steps.dirty = True
+            steps.started += started
+            steps.finished += finished
+            steps.deferred += deferred
+            steps.total = total
+            if finished:
+                steps.last = last
+            steps.in_flight = None
+            if flight >= 0:             # the index of the last Precompile line, its step in flight
+                step = lines[flight]
+                at = step.find(b"] ", 0, 200) + 2
+                steps.in_flight = (step, at, step.find(b" --> ", at))
+        return stop
 
     def _prepared(self, block: bytes) -> list[bytes]:
         """The lines of ``block`` (each ending in LF) as the hot loop reads them: cut to
