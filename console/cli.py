@@ -56,19 +56,23 @@ def _add_global_options(parser: argparse.ArgumentParser, default: object) -> Non
     """``--config --db --demo --readonly`` on ``parser``: the command's own (``default`` ``None``), or a verb's
     (``default`` ``SUPPRESS``: given after the verb, they set the same names; absent, they leave the command's)."""
     taken = {o for action in parser._actions for o in action.option_strings}
-    flag_default = default if default is argparse.SUPPRESS else False
-    if "--config" not in taken:
-        parser.add_argument("--config", metavar="PATH", default=default,
-                            help="config file (default: the XDG config path)")
-    if "--db" not in taken:
-        parser.add_argument("--db", metavar="PATH", default=default,
-                            help="history database (default: the XDG data path)")
-    if "--demo" not in taken:
-        parser.add_argument("--demo", action="store_true", default=flag_default,
-                            help="run against the built-in sandbox (no cloud account needed)")
-    if "--readonly" not in taken:
-        parser.add_argument("--readonly", action="store_true", default=flag_default,
-                            help="hide and refuse every action that changes the fleet (like config readonly = true)")
+    for flag, metavar, text in _GLOBAL_OPTIONS:
+        if flag in taken:
+            continue
+        if metavar:
+            parser.add_argument(flag, metavar=metavar, default=default, help=text)
+        else:                                   # a switch: False unless given (before or after the verb)
+            parser.add_argument(flag, action="store_true", default=default if default is argparse.SUPPRESS else False,
+                                help=text)
+
+
+#: The command's own options, accepted before or after any verb: ``(flag, metavar or "" for a switch, help)``.
+_GLOBAL_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    ("--config", "PATH", "config file (default: the XDG config path)"),
+    ("--db", "PATH", "history database (default: the XDG data path)"),
+    ("--demo", "", "run against the built-in sandbox (no cloud account needed)"),
+    ("--readonly", "", "hide and refuse every action that changes the fleet (like config readonly = true)"),
+)
 
 
 def _all_subparsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> list[argparse.ArgumentParser]:
