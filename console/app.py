@@ -63,11 +63,15 @@ def binding_ids() -> set[str]:
 
 def binding_classes() -> list[type]:
     """The app and every screen and modal of the console (each view's module imported first)."""
+    import pkgutil
+
     from textual.screen import Screen as _Screen
 
-    for module_name, _ in FEATURES.values():     # load every view, and the modals they use
-        importlib.import_module(module_name)
-    importlib.import_module("console.screens.command")
+    import console.screens
+
+    # every view and modal, whichever were imported already (the answer must not depend on import order)
+    for info in pkgutil.walk_packages(console.screens.__path__, "console.screens."):
+        importlib.import_module(info.name)
     classes: list[type] = [TpuConsoleApp]
     pending: list[type] = [_Screen]
     while pending:

@@ -25,6 +25,9 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("", "cancel", "n"),
         ("confirm_yes", "confirm", "y"),
     ),
+    "ErrorScreen": (
+        ("error_close", "close", "escape"),
+    ),
     "ExportScreen": (
         ("export_cancel", "cancel", "escape"),
     ),
@@ -76,6 +79,13 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
     ),
     "MetricsScreen": (
         ("metrics_back", "back", "escape"),
+    ),
+    "RelaunchScreen": (
+        ("swap_confirm", "swap_confirm", "ctrl+s"),
+        ("swap_fix", "apply_fix", "f"),
+        ("swap_rollback", "rollback", "ctrl+z"),
+        ("swap_back", "back", "escape"),
+        ("swap_copy", "copy_commands", "y,ctrl+y"),
     ),
     "RequestScreen": (
         ("request_create", "create", "ctrl+s"),
