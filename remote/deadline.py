@@ -66,14 +66,19 @@ class _Call:
 _current = threading.local()
 
 
+def _told(connection: object) -> None:
+    """Tell the current thread's call (if any) which connection its pool gave it."""
+    call = getattr(_current, "call", None)
+    if isinstance(call, _Call) and isinstance(connection, HTTPConnection):
+        call.connection = connection
+
+
 class _WatchedPool(HTTPConnectionPool):
     """An HTTP pool that tells the current call which connection it got."""
 
     def _get_conn(self, timeout: float | None = None) -> HTTPConnection:
         connection = super()._get_conn(timeout)
-        call = getattr(_current, "call", None)
-        if isinstance(call, _Call) and isinstance(connection, HTTPConnection):
-            call.connection = connection
+        _told(connection)
         return connection  # type: ignore[return-value]
 
 
@@ -82,9 +87,7 @@ class _WatchedHttpsPool(HTTPSConnectionPool):
 
     def _get_conn(self, timeout: float | None = None) -> HTTPConnection:
         connection = super()._get_conn(timeout)
-        call = getattr(_current, "call", None)
-        if isinstance(call, _Call) and isinstance(connection, HTTPConnection):
-            call.connection = connection
+        _told(connection)
         return connection  # type: ignore[return-value]
 
 

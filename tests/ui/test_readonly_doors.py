@@ -30,16 +30,15 @@ from console.screens.swap.rollback import RollbackScreen
 from console.screens.swap.screen import SwapScreen
 from console.services import Services, build_services
 from sandbox.runner import Sandbox
+from tests.ui.conftest import running_sandbox
 
 NODE = "vllm-v5e-a"
 
 
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    box = Sandbox(tmp_path / "sandbox", boot_s=2.0, fast_boot_s=0.3)
-    box.start()
-    yield box
-    box.stop()
+    with running_sandbox(tmp_path / "sandbox", boot_s=2.0, fast_boot_s=0.3) as box:
+        yield box
 
 
 @pytest.fixture
