@@ -3,6 +3,7 @@ through their states, a VM started once the node is READY, the simulated docker)
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
@@ -82,10 +83,22 @@ def test_watch_of_a_terminated_node_while_waiting_stops(box: Sandbox, capsys) ->
     world = box.tpu_api.world
     project = world.projects["inference-prod"]
     key = next(k for k in project.nodes if k.endswith("/vllm-new-e"))
-    flip = threading.Timer(0.3, lambda: project.nodes[key].__setitem__("state", "TERMINATED"))
+    stderr, stop = sys.stderr, threading.Event()
+
+    def flip_once_seen_creating() -> None:
+        # not on a timer: under load the first poll can come after any fixed delay
+        deadline = time.monotonic() + 30
+        while not stop.is_set() and time.monotonic() < deadline:
+            if "waiting for READY" in stderr.getvalue():               # type: ignore[attr-defined]
+                project.nodes[key]["state"] = "TERMINATED"
+                return
+            time.sleep(0.02)
+
+    flip = threading.Thread(target=flip_once_seen_creating, daemon=True)
     flip.start()
     code = main(["--config", str(box.config_path), "watch", "vllm-new-e", "--poll-s", "0.05"])
-    flip.cancel()
+    stop.set()
+    flip.join(5)
     err = capsys.readouterr().err
     assert code == 1, err
     assert err.splitlines() == ["node vllm-new-e is CREATING; waiting for READY",
