@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -565,7 +566,16 @@ def test_watch_gives_a_replacing_container_its_own_reader_and_launch(sandbox, ca
         swapped.append(sandbox.call(_replace(vm, ["Qwen/Qwen3-0.6B", "--max-model-len", "4096",
                                                  "--tensor-parallel-size", "8"])))
 
-    swapper = threading.Timer(1.2, replace)           # mid-boot, outside the console (rm -f + run)
+    stderr = sys.stderr
+
+    def replace_once_following() -> None:             # mid-boot, outside the console (rm -f + run); not on a
+        deadline = time.monotonic() + 30              # timer: under load the watch connects after any delay
+        while "connected to " not in stderr.getvalue() and time.monotonic() < deadline:  # type: ignore[attr-defined]
+            time.sleep(0.02)
+        time.sleep(0.5)                               # some of the first boot's lines read
+        replace()
+
+    swapper = threading.Thread(target=replace_once_following, daemon=True)
     swapper.start()
     db = tmp_path / "history.db"
     code = main(["--config", str(sandbox.config_path), "--db", str(db), "watch", "vllm-flex-b", "--json"])

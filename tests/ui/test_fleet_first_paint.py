@@ -128,13 +128,15 @@ async def test_keys_before_the_services_exist_say_starting(services: Services, t
         screen = app.screen
         assert isinstance(screen, FleetScreen) and not app.ready
         assert "vllm-flex-b" in _names(screen) and screen.cached_at is not None
+        said: list[str] = []                            # (a notice lasts 3 s: under load the first may be gone)
+        notify = app.notify
+        app.notify = lambda message, *a, **k: (said.append(message), notify(message, *a, **k))[1]  # type: ignore
         await pilot.press("H")                          # history needs the store
         await pilot.press("colon", *"history", "enter")  # so does :history
         await pilot.press("r", "f", "F")                # refresh, forward, the forwards view
-        await pilot.pause()
+        await _until(pilot, lambda: said.count(STARTING_MESSAGE) >= 5, "five 'starting' notices")
         assert app.screen is screen
-        starting = [n for n in app._notifications if n.message == STARTING_MESSAGE]
-        assert len(starting) == 5
+        assert said.count(STARTING_MESSAGE) == 5
         await pilot.press("colon", *"node vllm-flex-b", "enter")   # the cache is enough to jump to a node
         await pilot.pause()
         assert screen.selected_node is not None and screen.selected_node.name == "vllm-flex-b"
