@@ -447,8 +447,9 @@ async def test_a_replacing_container_gets_a_gap_marker_a_fresh_state_and_its_own
         new_id = screen.watcher.container_id
         markers = [e.text for e in view.buffer.entries if "replaced by" in e.text]
         assert len(markers) == 1 and re.fullmatch(
-            rf"──── container {first_id[:12]} replaced by {new_id[:12]} at (\d\d:\d\d:\d\d); "
-            rf"{first_id[:12]}'s output after \1 was not seen ────", markers[0]), markers
+            rf"──── container {first_id[:12]} replaced by {new_id[:12]} \(noticed at \d\d:\d\d:\d\d UTC\); "
+            rf"{first_id[:12]}'s output after its last line read \(\d\d:\d\d:\d\d UTC\) was not seen ────",
+            markers[0]), markers
         assert screen.watcher.state.lines_read == len(second.lines)       # a fresh reader
         await _until(pilot, lambda: {launch.container_id: launch.outcome for launch in
                                      sandbox_services.store.list_launches(node="vllm-flex-b")}
