@@ -104,10 +104,18 @@ class _Server(asyncssh.SSHServer):
     def connection_requested(self, dest_host: str, dest_port: int, orig_host: str, orig_port: int) -> Any:
         if dest_host not in ("127.0.0.1", "localhost", "::1", "0.0.0.0") or dest_port != self.vm.container_port:
             return False                      # nothing else listens inside the simulated VM
-        if not self.vm.openai_port or self.conn is None:
-            raise asyncssh.ChannelOpenError(asyncssh.OPEN_CONNECT_FAILED,
-                                            "the sandbox OpenAI-compatible server is not running")
-        return self.conn.forward_connection("127.0.0.1", self.vm.openai_port)
+        if not self.vm.openai_port or self.conn is None:      # nothing listens: sshd's words for it
+            raise asyncssh.ChannelOpenError(asyncssh.OPEN_CONNECT_FAILED, "Connection refused")
+        return self._forward(self.conn, self.vm.openai_port)
+
+    @staticmethod
+    async def _forward(conn: asyncssh.SSHServerConnection, port: int) -> Any:
+        """The channel to the OpenAI server; refused in sshd's words (``Connection refused``, not
+        asyncssh's ``[Errno 111] Connect call failed ...``) when it has stopped."""
+        try:
+            return await conn.forward_connection("127.0.0.1", port)
+        except asyncssh.ChannelOpenError:
+            raise asyncssh.ChannelOpenError(asyncssh.OPEN_CONNECT_FAILED, "Connection refused") from None
 
 
 class SandboxVm:
