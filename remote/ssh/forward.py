@@ -50,6 +50,12 @@ async def forward_port_watched(
     """
     async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
+            await carry(reader, writer)
+        except asyncio.CancelledError:
+            writer.close()      # the loop is closing: asyncio's stream callback must not see a cancelled task
+
+    async def carry(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
             remote = await asyncio.wait_for(conn.open_connection(remote_host, remote_port), open_timeout_s)
         except asyncssh.ChannelOpenError as exc:
             _refused(writer, on_connection, exc.reason or "the node refused the channel")
@@ -62,9 +68,11 @@ async def forward_port_watched(
             return
         on_connection(None)
         remote_reader, remote_writer = remote
-        await asyncio.gather(_copy(reader, remote_writer), _copy(remote_reader, writer))
-        remote_writer.close()
-        writer.close()
+        try:
+            await asyncio.gather(_copy(reader, remote_writer), _copy(remote_reader, writer))
+        finally:
+            remote_writer.close()
+            writer.close()
 
     try:
         server = await asyncio.start_server(client, "127.0.0.1", local_port)
