@@ -278,13 +278,16 @@ class TpuConsoleApp(App[None]):
 
     def show_forwards(self) -> None:
         """Put the forwards in the header: ``⇄ vllm-flex-b localhost:8005`` (``+N`` more; the first's
-        state when it is not open), after every change of the app's forwards."""
+        state when it is not open, ``(target down)`` while the node refuses its port), after every
+        change of the app's forwards."""
         forwards = [f for f in self.services.forwards.forwards.values() if f.state != "closed"]
         if not forwards:
             self.title = self.base_title
             return
         first = forwards[0]
         state = "" if first.state == "open" else f" ({first.state})"
+        if first.state == "open" and first.target_down is not None:
+            state = " (target down)"
         more = f" +{len(forwards) - 1}" if len(forwards) > 1 else ""
         self.title = f"{self.base_title}  ⇄ {first.label}{state}{more}"
 

@@ -104,10 +104,18 @@ class _Server(asyncssh.SSHServer):
     def connection_requested(self, dest_host: str, dest_port: int, orig_host: str, orig_port: int) -> Any:
         if dest_host not in ("127.0.0.1", "localhost", "::1", "0.0.0.0") or dest_port != self.vm.container_port:
             return False                      # nothing else listens inside the simulated VM
-        if not self.vm.openai_port or self.conn is None:
-            raise asyncssh.ChannelOpenError(asyncssh.OPEN_CONNECT_FAILED,
-                                            "the sandbox OpenAI-compatible server is not running")
-        return self.conn.forward_connection("127.0.0.1", self.vm.openai_port)
+        if not self.vm.openai_port or self.conn is None:      # nothing listens: sshd's words for it
+            raise asyncssh.ChannelOpenError(asyncssh.OPEN_CONNECT_FAILED, "Connection refused")
+        return self._forward(self.conn, self.vm.openai_port)
+
+    @staticmethod
+    async def _forward(conn: asyncssh.SSHServerConnection, port: int) -> Any:
+        """The channel to the OpenAI server; refused in sshd's words (``Connection refused``, not
+        asyncssh's ``[Errno 111] Connect call failed ...``) when it has stopped."""
+        try:
+            return await conn.forward_connection("127.0.0.1", port)
+        except asyncssh.ChannelOpenError:
+            raise asyncssh.ChannelOpenError(asyncssh.OPEN_CONNECT_FAILED, "Connection refused") from None
 
 
 class SandboxVm:
@@ -125,6 +133,10 @@ class SandboxVm:
         burst_lines_per_s, burst_s: put a burst of metrics lines before each container's startup log.
         burst_chunk_bytes: in the middle of the burst, this many bytes of long lines due at the same
             instant, so ``docker logs`` writes them at once (one big chunk for the client to read).
+        burst_huge_lines, burst_huge_line_bytes: that many lines of that many bytes spread evenly
+            through the burst (a model config or an args dump printed on one line).
+        burst_cr_line_bytes: in the middle of the burst, one progress bar of this many bytes redrawn
+            with carriage returns on one line (``docker run -t`` + tqdm).
         plan_for: ``(serve_argv, accelerator_type, boot_s) -> plan`` (default: the engine's ``plan_startup``).
         openai_server: the node's OpenAI-compatible server, not started yet (default: a new
             ``sandbox.openai_server.SandboxOpenAIServer``); the VM starts and stops it.
@@ -146,6 +158,7 @@ class SandboxVm:
                  container_port: int = 8000, boot_s: float = 20.0, known_images: dict[str, str] | None = None,
                  sudo_password_required: bool = False, docker_missing: bool = False,
                  burst_lines_per_s: int = 0, burst_s: float = 0.0, burst_chunk_bytes: int = 0,
+                 burst_huge_lines: int = 0, burst_huge_line_bytes: int = 250_000, burst_cr_line_bytes: int = 0,
                  plan_for: Callable[[list[str], str, float], Any] | None = None,
                  openai_server: Any = None, worker: int = 0,
                  login_keys: Callable[[str], list[str]] | None = None) -> None:
@@ -159,6 +172,7 @@ class SandboxVm:
         self.burst_lines_per_s = burst_lines_per_s
         self.burst_s = burst_s
         self.burst_chunk_bytes = burst_chunk_bytes
+        self.burst_huge = (burst_huge_lines, burst_huge_line_bytes, burst_cr_line_bytes)
         key = authorized_client_key
         text = key if isinstance(key, str) else key.export_public_key().decode()
         self._authorized = asyncssh.import_authorized_keys(text.strip() + "\n")
@@ -258,7 +272,9 @@ class SandboxVm:
             plan = worker_plan(plan, self.worker)
         if not self.burst_lines_per_s:
             return plan
-        return with_burst(plan, self.burst_lines_per_s, self.burst_s, chunk_bytes=self.burst_chunk_bytes)
+        huge_lines, huge_line_bytes, cr_line_bytes = self.burst_huge
+        return with_burst(plan, self.burst_lines_per_s, self.burst_s, chunk_bytes=self.burst_chunk_bytes,
+                          huge_lines=huge_lines, huge_line_bytes=huge_line_bytes, cr_line_bytes=cr_line_bytes)
 
     def _on_ready(self, box: SimContainer) -> None:
         plan = box.plan
@@ -399,9 +415,12 @@ async def _write(stream: Any, text: str) -> None:
 CHUNK_LINE_CHARS = 1400
 
 
-def with_burst(plan: Any, lines_per_s: int, duration_s: float, *, chunk_bytes: int = 0) -> Any:
+def with_burst(plan: Any, lines_per_s: int, duration_s: float, *, chunk_bytes: int = 0, huge_lines: int = 0,
+               huge_line_bytes: int = 250_000, cr_line_bytes: int = 0) -> Any:
     """``plan`` with ``lines_per_s x duration_s`` vLLM metrics lines first (its own lines shifted),
-    and in their middle ``chunk_bytes`` of :data:`CHUNK_LINE_CHARS`-character lines due at once."""
+    in their middle ``chunk_bytes`` of :data:`CHUNK_LINE_CHARS`-character lines due at once and a
+    ``cr_line_bytes`` progress bar redrawn with CRs on one line, and ``huge_lines`` lines of
+    ``huge_line_bytes`` spread evenly through them (each due with the line before it)."""
     count = int(lines_per_s * duration_s)
     burst = tuple((i / lines_per_s, f"(APIServer pid=1) INFO 09-30 03:50:{(i // lines_per_s) % 60:02d} "
                    f"[loggers.py:123] Engine 000: Avg prompt throughput: {i % 997}.0 tokens/s, Avg "
@@ -414,12 +433,37 @@ def with_burst(plan: Any, lines_per_s: int, duration_s: float, *, chunk_bytes: i
                       for i in range(max(1, chunk_bytes // (CHUNK_LINE_CHARS + 1))))
         half = count // 2
         burst = burst[:half] + chunk + burst[half:]
+    if cr_line_bytes:
+        burst = _inserted(burst, len(burst) // 2, _redrawn_bar(cr_line_bytes))
+    for k in range(huge_lines):
+        at = (k + 1) * len(burst) // (huge_lines + 1)
+        head = f"(APIServer pid=1) INFO 09-30 03:50:00 [config.py:1] huge line {k}: "
+        burst = _inserted(burst, at, head + "{'a': 1, " * ((huge_line_bytes - len(head)) // 9))
     shifted = tuple((offset + duration_s, line) for offset, line in plan.lines)
     changes: dict[str, Any] = {"lines": burst + shifted}
     for attr in ("ready_at_s", "exit_at_s"):
         if getattr(plan, attr, None) is not None:
             changes[attr] = getattr(plan, attr) + duration_s
     return dataclasses.replace(plan, **changes)
+
+
+def _inserted(lines: tuple[tuple[float, str], ...], at: int, text: str) -> tuple[tuple[float, str], ...]:
+    """``lines`` with ``text`` inserted before index ``at``, due with the line before it."""
+    due = lines[at - 1][0] if at > 0 else 0.0
+    return lines[:at] + ((due, text),) + lines[at:]
+
+
+def _redrawn_bar(size: int) -> str:
+    """A tqdm bar redrawn with CRs until it is ``size`` characters long (one line as docker stores it)."""
+    frames: list[str] = []
+    i = length = 0
+    while length < size:
+        pct = min(100, i * 100 // 400)
+        frames.append(f"Loading safetensors checkpoint shards: {pct:3d}% Completed | {i}/400 "
+                      f"[{'#' * (pct // 4):<25}] {i * 0.05:.2f}s\r")
+        length += len(frames[-1])
+        i += 1
+    return "".join(frames)
 
 
 def _flag_value(command: Sequence[str], flag: str) -> str | None:

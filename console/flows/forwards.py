@@ -40,8 +40,11 @@ def stable_port(node_name: str, ports: range = STABLE_PORTS) -> int:
 
 
 def port_is_free(port: int) -> bool:
-    """``True`` when nothing listens on ``127.0.0.1:port`` now (a bind is tried and released)."""
+    """``True`` when nothing listens on ``127.0.0.1:port`` now (a bind is tried and released, with
+    ``SO_REUSEADDR`` as the forward's listener binds: a closed connection of an earlier forward in
+    TIME_WAIT does not make the port taken)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -66,6 +69,11 @@ class Forward:
         attempt: the re-open attempt under way (1-based) while ``reconnecting``, else 0.
         reason: why the last open failed (a sentence), or ``None``.
         connections: TCP connections accepted on the local port (each curl, each HTTP client).
+        failed_connections: those whose channel to the node's port the node refused (nothing
+            listens there: the container behind the forward is gone; the client saw ``Empty reply
+            from server``), counted over the forward's life.
+        target_down: while the last connection failed, why (``Connection refused``), else ``None``;
+            a connection that reaches the port again clears it ("target back").
         on_change: the ``on_change`` callback (may be replaced, e.g. after the first open).
     """
 
@@ -83,6 +91,9 @@ class Forward:
         self.attempt = 0
         self.reason: str | None = None
         self.connections = 0
+        self.failed_connections = 0
+        self.target_down: str | None = None
+        self._failed_since_down = 0
         self._accept = accept_new_host_key
         self._connect = connect or ssh_connect
         self.on_change = on_change
@@ -106,23 +117,39 @@ class Forward:
             return f"reconnecting (attempt {self.attempt})" + (f": {self.reason}" if self.reason else "")
         if self.state == "failed":
             return f"failed: {self.reason}"
+        if self.state == "open" and self.target_down is not None:
+            return f"open, target down: {self.target_down}"
         return self.state
 
     def _say(self, sentence: str) -> None:
         if self.on_change is not None:
             self.on_change(sentence)
 
-    def _accepted(self, _host: str, _port: int) -> bool:
+    def _connection(self, refused: str | None) -> None:
+        """One local client's channel to the node's port: opened (``None``) or refused (the reason).
+        The first refusal says the target is down; the first success after it says it is back."""
         self.connections += 1
-        return True
+        if refused is None:
+            if self.target_down is not None:
+                failed, self.target_down, self._failed_since_down = self._failed_since_down, None, 0
+                self._say(f"target back: {self.node_name} port {self.container_port} answers {self.url} again "
+                          f"({failed} connection{'s' * (failed != 1)} failed while it was down)")
+            return
+        self.failed_connections += 1
+        self._failed_since_down += 1
+        if self.target_down is None:
+            self.target_down = refused
+            self._say(f"target down: {self.node_name} refused port {self.container_port} for a connection to "
+                      f"{self.url} ({refused}): the container behind the forward may be gone; the tunnel "
+                      "stays open")
 
     async def _listen(self, *, first: bool) -> None:
-        from remote.ssh import forward_port
+        from remote.ssh import forward_port_watched
 
         conn = await self._connect(self.target, accept_new_host_key=self._accept if first else None)
         try:
-            self._listener, _ = await forward_port(conn, self.container_port, self.local_port,
-                                                   accept_handler=self._accepted)
+            self._listener, _ = await forward_port_watched(conn, self.container_port, self.local_port,
+                                                           on_connection=self._connection)
         except BaseException:
             conn.close()
             raise

@@ -130,6 +130,7 @@ class StartupWatch:
         self.replaced: list[Replacement] = []
         self.restarts: list[Restart] = []
         self._restart_count = 0
+        self._last_read_at: datetime | None = None   # docker time of the followed container's last line read
         self._log_for = log_for
         self.log: LaunchLog | None = None
         self.log_problem: str | None = None
@@ -173,6 +174,10 @@ class StartupWatch:
         and, as the pane shows it (:func:`~console.render.plain.log_line_text`), put back in
         ``batch``; the log is written, the snapshot published."""
         self.reader.feed_lines(batch)
+        for ts, _ in reversed(batch):
+            if ts is not None:
+                self._last_read_at = ts
+                break
         masked_lines = []
         for index, (ts, text) in enumerate(batch):
             masked = scrub_text(text)
@@ -205,7 +210,9 @@ class StartupWatch:
         if followed and self._followed_id is not None and followed != self._followed_id:
             # one container, one state: the new container starts from a fresh reader
             self.reader.close()
-            self.replaced.append(Replacement(self._followed_id, followed, self._clock(), self.reader.state))
+            self.replaced.append(Replacement(self._followed_id, followed, self._clock(), self.reader.state,
+                                             self._last_read_at))
+            self._last_read_at = None
             self.reader = StartupReader()
             self._restart_count = status.restart_count
         elif followed and followed == self._followed_id and status.restart_count > self._restart_count:
@@ -339,21 +346,27 @@ class Replacement:
 
     Attributes:
         old_id, new_id: full docker ids.
-        at: when the watch noticed it (UTC); the old container's output after its last line
-            read was not seen.
+        at: when the watch noticed it (UTC, the console's clock).
         old_state: the old container's final :class:`StartupState` (what was seen of it).
+        last_line_at: the docker time (UTC) of the old container's last line read, or ``None``
+            when none was: its output after that was not seen.
     """
 
     old_id: str
     new_id: str
     at: datetime
     old_state: Any
+    last_line_at: datetime | None = None
 
     def marker(self) -> str:
-        """The gap, for the log: ``container A replaced by B at T; A's output after T was not seen``."""
-        at = self.at.strftime("%H:%M:%S")
-        return (f"container {self.old_id[:12]} replaced by {self.new_id[:12]} at {at}; "
-                f"{self.old_id[:12]}'s output after {at} was not seen")
+        """The gap, for the log: ``container A replaced by B (noticed at T1 UTC); A's output after its
+        last line read (T0 UTC) was not seen``, T0 the docker time of A's last line read (a lost
+        connection's gap starts there, not when the replacement was noticed)."""
+        old = self.old_id[:12]
+        head = f"container {old} replaced by {self.new_id[:12]} (noticed at {self.at:%H:%M:%S} UTC)"
+        if self.last_line_at is None:
+            return f"{head}; none of {old}'s output was read"
+        return f"{head}; {old}'s output after its last line read ({self.last_line_at:%H:%M:%S} UTC) was not seen"
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """The forwards view: every forward to vLLM the console holds (``F``, or ``:forwards``).
 
 One row per forward of the app's :class:`console.flows.forwards.ForwardRegistry`: the node, the
-local URL, the state (``open``, ``reconnecting (attempt N): REASON``, ``failed: REASON``) and the
-TCP connections accepted on its local port. Forwards outlive the screen that opened them (the
+local URL, the state (``open``, ``open, target down: Connection refused`` while the node refuses the
+forward's port (the container behind it is gone), ``reconnecting (attempt N): REASON``, ``failed:
+REASON``) and the TCP connections accepted on its local port (``12 (3 failed)``: those the node
+refused). Forwards outlive the screen that opened them (the
 startup view, or ``f`` on a fleet row); this is where they are closed.
 
 Keys (ids in brackets): ``x`` close the selected forward [forward_close] (no confirm: closing a
@@ -67,7 +69,7 @@ class ForwardsScreen(ConsoleScreen):
 
     def _show_rows(self) -> None:
         forwards = self.services.forwards.forwards
-        shown = [(key, f.describe(), f.connections) for key, f in forwards.items()]
+        shown = [(key, f.describe(), f.connections, f.failed_connections) for key, f in forwards.items()]
         if shown == self._shown:
             return
         self._shown = shown
@@ -76,9 +78,10 @@ class ForwardsScreen(ConsoleScreen):
         table.clear()
         self._keys = list(forwards)
         for key, forward in forwards.items():
-            table.add_row(*row(forward.node_name, forward.url,
-                               plain(forward.describe(), style=_STATE_STYLE.get(forward.state, "")),
-                               str(forward.connections), str(forward.container_port)), key="/".join(key))
+            style = "bold red" if forward.target_down is not None else _STATE_STYLE.get(forward.state, "")
+            failed = f" ({forward.failed_connections} failed)" if forward.failed_connections else ""
+            table.add_row(*row(forward.node_name, forward.url, plain(forward.describe(), style=style),
+                               f"{forward.connections}{failed}", str(forward.container_port)), key="/".join(key))
         if self._keys:
             table.move_cursor(row=min(cursor, len(self._keys) - 1))
         empty = self.query_one("#forwards-empty", Static)

@@ -11,7 +11,9 @@ again on the same local port, so ``curl localhost:PORT`` and benchmarks keep the
 article's ``demo.sh`` keeps ``localhost:8005 -> TPU:8000``. Without ``--port`` the port is the
 one the console gives the node: ``[forward.ports]``, else ``[forward] port``, else the node's
 stable port within 8005-8104 (derived from its name). Each drop and re-open is one line on
-stderr; the URL is printed on stdout once it listens.
+stderr, and so is the target going down (the node refuses the port: ``target down: ...
+(Connection refused)``, e.g. the container was removed) and coming back; the URL is printed on
+stdout once it listens.
 
 Exit codes: 0 held until Ctrl-C, 1 the node or the port could not be reached (or the local
 port is taken), 2 bad input (unknown or ambiguous NODE, bad config).

@@ -5,16 +5,26 @@ width the last keys (the app's ``?`` and ``q``) fall off, and a cut key's first 
 beside the docked ``^p palette`` (``^p paletteD``). Here the keys that do not fit are left out
 before layout, from the screen's last one back, ``?`` and ``q`` never, and a ``…`` says that ``?``
 lists them all; the row then never overflows, so nothing shows beside the palette key.
+
+Textual's footer recomposes after every focus change (the screen publishes "bindings updated" twice
+for each), whether or not the keys it shows changed: a new row of keys, restyled, 60-800 ms of the
+loop beside a log flood (``benches/bench_startup_ui.py --huge``), so a ``/`` that focuses the log
+filter stalled the keys after it. This one recomposes only when what it shows would change: the
+shown bindings (key, description, action, enabled), its width and the compact style.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.widget import Widget
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey, FooterLabel
+
+if TYPE_CHECKING:
+    from textual.screen import Screen
 
 #: Actions a footer never drops (the app's help and quit).
 KEPT_ACTIONS = frozenset({"help", "app.help", "quit", "app.quit"})
@@ -62,7 +72,28 @@ class ConsoleFooter(Footer):
     ConsoleFooter.-compact FooterKey.-command-palette { margin-right: 0; padding-right: 1; }
     """
 
+    _shown: tuple[object, ...] | None = None
+
+    def shown_signature(self) -> tuple[object, ...]:
+        """What the row shows: the width, the compact style and each shown binding's key,
+        description, action and whether it is enabled (the palette key's too)."""
+        active = self.screen.active_bindings.values()
+        keys = tuple((b.key, b.description, b.action, enabled, b.group is not None)
+                     for (_, b, enabled, _tooltip) in active if b.show or b.key == self.app.COMMAND_PALETTE_BINDING)
+        return (self.size.width or self.app.size.width, self.compact, self.show_command_palette, keys)
+
+    def bindings_changed(self, screen: Screen) -> None:
+        """Recompose (Textual's) only when the shown keys changed; a focus change that keeps
+        them (the log filter's box) costs nothing."""
+        if self._shown is not None and screen is self.screen and self.is_attached \
+                and self.shown_signature() == self._shown:
+            self._bindings_ready = True
+            return
+        super().bindings_changed(screen)
+
     def compose(self) -> ComposeResult:
+        if self._bindings_ready and self.is_attached:
+            self._shown = self.shown_signature()
         widgets = list(super().compose())
         if any(not isinstance(w, FooterKey) for w in widgets):   # binding groups: leave Textual's layout
             yield from widgets

@@ -10,7 +10,9 @@ Flood control lives here, as toolong keeps it in its log view: the screen hands 
 lines to :meth:`LogPane.queue_lines` (on the loop, already cleaned and masked) and the pane writes
 them to the view at most every :data:`DRAIN_INTERVAL_S` (:data:`FLOOD_DRAIN_INTERVAL_S` during a
 flood), for at most :data:`DRAIN_BUDGET_S` per write; lines beyond the view's cap are counted, not
-kept, so a burst the screen cannot draw in time costs no memory and no key latency.
+kept, so a burst the screen cannot draw in time costs no memory and no key latency, and during a
+flood a write starts from the newest :data:`FLOOD_WRITE_LINES` lines (the older ones counted), so
+the pane is at most one write behind the log.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
@@ -45,6 +47,13 @@ DRAIN_STEP_LINES = 100
 FLOOD_DRAIN_LINES = 500
 #: Shortest time between two writes to the view during a flood.
 FLOOD_DRAIN_INTERVAL_S = 0.25
+#: The screen's actions whose keys open the box (the startup view's ``/`` and ``ctrl+f``).
+OPEN_ACTIONS = frozenset({"filter", "search"})
+#: During a flood a write starts from the newest this many lines waiting; the older ones are counted,
+#: not kept (the launch's log on disk has them): the pane shows the log's newest lines within one
+#: write, not after working through a backlog of :attr:`LogPane.max_lines` lines at one budget a write
+#: (the last line of a 60,000-line burst with 250 KB lines was counted 2-4 s after it was printed).
+FLOOD_WRITE_LINES = 500
 
 
 class LogPane(Vertical):
@@ -137,6 +146,10 @@ class LogPane(Vertical):
         view = self.view
         deadline = time.perf_counter() + DRAIN_BUDGET_S
         waiting = self.waiting
+        over = len(self._pending) - FLOOD_WRITE_LINES
+        if over > 0 and waiting >= FLOOD_DRAIN_LINES:       # a flood: its newest lines first
+            del self._pending[:over]
+            self._skipped += over
         while self._pending or self._skipped:
             lines, skipped = self._pending[:DRAIN_STEP_LINES], self._skipped
             del self._pending[:DRAIN_STEP_LINES]
@@ -193,7 +206,7 @@ class LogPane(Vertical):
         box.placeholder = SEARCH_PLACEHOLDER if search else FILTER_PLACEHOLDER
         box.value = self.view.search_text if search else self.view.buffer.filter_text
         box.display = True
-        box.focus()
+        self._focus_now(box)
 
     def next_match(self) -> bool:
         """Scroll to the next line with the search text; ``False`` when there is none."""
@@ -208,8 +221,43 @@ class LogPane(Vertical):
             return False
         box.value = ""
         box.display = False
-        self.view.focus()
+        self._focus_now(self.view)
         return True
+
+    def on_key(self, event: events.Key) -> None:
+        """Keys that reach the log (while it has the focus), in the order they were typed.
+
+        During a flood the keys a person types arrive together, and each goes to the widget
+        focused when it arrived: the log. Textual runs a screen's binding only once the key has
+        bubbled up to the app, after the keys behind it reached this pane, and checks it against
+        the widget focused *then*: ``/foo`` opened the box after ``f o o`` had gone by (``f``
+        toggling follow), and the box, focused with the box hidden again, swallowed the next
+        ``/``, so the next Esc left the view. So the screen's filter and search keys open the box
+        here, at once, and the printable keys (and backspace) that reach the log while the box is
+        open are typed into it; Esc and Enter go on to the screen as before.
+        """
+        box = self.box
+        active = self.screen.active_bindings.get(event.key)
+        if not box.display and active is not None and active.binding.action in OPEN_ACTIONS:
+            event.stop()
+            event.prevent_default()
+            self.open_input(search=active.binding.action == "search")
+        elif box.display and self.screen.focused is box:
+            if event.is_printable and event.character is not None:
+                event.stop()
+                event.prevent_default()
+                box.insert_text_at_cursor(event.character)
+            elif event.key == "backspace":
+                event.stop()
+                event.prevent_default()
+                box.action_delete_left()
+
+    def _focus_now(self, widget: Input | LogView) -> None:
+        """Focus ``widget`` before the next key is handled. Textual's ``focus()`` only queues the
+        change behind the keys already waiting: during a flood a fast ``/ k v Esc`` left the focus
+        on the hidden box after the keys, so the next ``/`` was typed into it and the next Esc
+        left the view."""
+        self.screen.set_focus(widget)
 
     @on(Input.Changed, "#log-filter")
     def _input_changed(self, event: Input.Changed) -> None:
@@ -226,5 +274,5 @@ class LogPane(Vertical):
             view.next_match()
         if not event.value:
             event.input.display = False
-        view.focus()
+        self._focus_now(view)
         self.update_title()

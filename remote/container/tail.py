@@ -15,7 +15,14 @@
   (:mod:`remote.container.follower`; an operator's own ``docker logs -f`` is never touched).
 - **Restart in place.** A ``RestartCount`` above the one seen (same id) is reported once
   (``container vllm restarted (restart 2) at 14:05:31 UTC``, :attr:`TailStatus.restart_count`)
-  and the new run is followed from where the old one's lines ended.
+  and the new run is followed from where the old one's lines ended. Found after a lost
+  connection, the restart is reported where the old run ends in the log: after the old run's
+  last lines that ``--since`` replays (stamped before the new run's ``StartedAt``), before the
+  new run's first line, so the old boot's last lines stay in the old boot's section.
+- **Catch-up.** The first follow after a lost connection reports ``N lines caught up since T``
+  (T: the last line read before the loss). When the container was replaced meanwhile, those are
+  no catch-up: it says they are a new container's log from its start, and when the one before
+  was last read.
 - **Stopped container.** An exited container is polled with backoff (``poll_interval_s``
   doubling up to ``max_backoff_s``), reported as ``exited`` with ``waiting: container vllm
   exited (code 1) at 14:05:31 UTC; polling every 4 s``, and followed again if it restarts.
@@ -45,7 +52,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -287,6 +294,10 @@ class _LineThread:
     def status(self, status: TailStatus) -> None:
         self._items.put(("status", status))
 
+    def call(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` on the thread after everything queued before."""
+        self._items.put(("call", callback))
+
     def stop(self) -> None:
         self._items.put(("stop",))
 
@@ -335,6 +346,9 @@ class _LineThread:
             self._call(_set_done, done)
         elif kind == "flush":
             tail._flush_thread()
+            tail._report_restart(quiet_s=4 * tail._batch_interval_s)
+        elif kind == "call":
+            item[1]()
         elif kind == "lines":
             for line in item[1]:
                 tail._deliver(line)
@@ -377,7 +391,8 @@ def _docker_time(raw: Any) -> datetime | None:
     ns = parse_docker_timestamp(raw) if isinstance(raw, str) else None
     if ns is None or ns <= 0:
         return None
-    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
+    whole, rest = divmod(ns, 1_000_000_000)         # exact: a float of ns rounds to the next microsecond
+    return datetime.fromtimestamp(whole, tz=UTC).replace(microsecond=rest // 1000)
 
 
 def _at(raw: Any) -> str:
@@ -395,8 +410,9 @@ class _CatchUp:
     """Counts the lines ``--since`` replays after a lost connection: the burst that arrives before
     the log goes quiet, or before the first line stamped after the resume (the node's clock)."""
 
-    def __init__(self, lost_at: datetime | None) -> None:
+    def __init__(self, lost_at: datetime | None, new_container: str | None = None) -> None:
         self.lost_at = lost_at
+        self.new_container = new_container   # the short id of a container that replaced the one read
         self.lines = 0
         self._resumed_at = datetime.now(UTC)
         self._started = time.monotonic()
@@ -412,6 +428,18 @@ class _CatchUp:
         self.lines += 1
         self._last = time.monotonic()
 
+    def sentence(self, container: str) -> str:
+        """``resumed following container vllm: 40 lines caught up since 14:05:31 UTC``; for a container
+        that replaced the one read, what the lines are: the new container's log from its start."""
+        lines = f"{self.lines} line{'s' * (self.lines != 1)}"
+        if self.new_container is not None:
+            before = f"; the one before was last read at {_clock(self.lost_at)}, its later output not seen" \
+                if self.lost_at else ""
+            return (f"resumed following container {container}: a new container ({self.new_container}), "
+                    f"read from its start: {lines} of its own log{before}")
+        since = f" since {_clock(self.lost_at)}" if self.lost_at else ""
+        return f"resumed following container {container}: {lines} caught up{since}"
+
     def done(self, quiet_s: float, first_line_s: float = 5.0) -> bool:
         """The replay is over: a live line came, the log went quiet after the replay, or no
         line came at all within ``first_line_s`` (nothing was missed)."""
@@ -420,6 +448,23 @@ class _CatchUp:
         if self._last is None:
             return time.monotonic() - self._started > first_line_s
         return time.monotonic() - self._last > quiet_s
+
+
+@dataclass
+class _RestartDue:
+    """A restart in place found on reconnecting, not reported yet: the old run's unread last lines
+    come first. Reported (thread side) before the first line stamped at or after ``started_at``,
+    once the replay went quiet, or when the follow ends."""
+
+    started_at: datetime
+    restart_count: int
+    message: str
+    lines: int = 0                               # lines delivered since it was found
+    last_mono: float = field(default_factory=time.monotonic)   # ... and when the last one came
+
+    def quiet(self, quiet_s: float, first_line_s: float = 5.0) -> bool:
+        """No line for ``quiet_s`` after some came (or for ``first_line_s`` when none came)."""
+        return time.monotonic() - self.last_mono > (quiet_s if self.lines else first_line_s)
 
 
 class LogTail:
@@ -490,7 +535,10 @@ class LogTail:
         self._catch_up: _CatchUp | None = None
         self._follower: tuple[int, str] | None = None     # (pid, container id) of the running follower
         self._orphan: tuple[int, str] | None = None       # ... of one whose connection was lost
-        self._restart_count = 0                           # RestartCount of the followed container
+        self._restart_count = 0                           # RestartCount of the followed container, reported
+        self._restarts_seen = 0                           # ... as docker inspect last said it
+        self._restart_due: _RestartDue | None = None      # a restart to report where the old run ends
+        self._replay_pending = False                      # a follow was cut: --since replays its rest
         self._exit_poll_s = poll_interval_s               # next wait while the container stays exited
         #: Earlier followers this tail found still running after a reconnect and stopped.
         self.followers_stopped = 0
@@ -561,6 +609,8 @@ class LogTail:
     # thread side (or the loop when no thread runs) ---
 
     def _deliver(self, item: LogLine) -> None:
+        if self._restart_due is not None:
+            self._restart_due_line(item[0])
         if item[0] is not None:
             self._last_line_at = item[0]
         if self._catch_up is not None:
@@ -576,6 +626,29 @@ class LogTail:
         if self._prepare_lines is not None:
             self._prepare_lines(batch)
         self._hand_over(self._deliver_lines, batch)
+
+    def _restart_due_line(self, at: datetime | None) -> None:
+        """Thread side: a line while a restart waits to be reported: the new run's first line
+        (stamped at or after its start) reports the restart before it."""
+        due = self._restart_due
+        if due is None:
+            return
+        if at is not None and at >= due.started_at:
+            self._report_restart()
+        else:
+            due.lines += 1
+            due.last_mono = time.monotonic()
+
+    def _report_restart(self, quiet_s: float | None = None) -> None:
+        """Thread side: report the waiting restart (with ``quiet_s``: only once the replay went quiet)."""
+        due = self._restart_due
+        if due is None or (quiet_s is not None and not due.quiet(quiet_s)):
+            return
+        self._restart_due = None
+        self._restart_count = due.restart_count
+        status = TailStatus("connected", 0, self._container_id, None, due.message, due.restart_count)
+        self._status = status
+        self._status_thread(status)       # after the old run's lines, before the new run's
 
     def _status_thread(self, status: TailStatus) -> None:
         self._flush_thread()
@@ -621,9 +694,7 @@ class LogTail:
             catch_up = self._catch_up
             if catch_up is not None and catch_up.done(quiet_s=4 * self._batch_interval_s):
                 self._catch_up = None
-                since = f" since {_clock(catch_up.lost_at)}" if catch_up.lost_at else ""
-                self._report("connected", f"resumed following container {self.container}: "
-                                          f"{catch_up.lines} line{'s' * (catch_up.lines != 1)} caught up{since}")
+                self._report("connected", catch_up.sentence(self.container))
 
     async def _follow_forever(self) -> None:
         attempt = 0
@@ -647,6 +718,7 @@ class LogTail:
             if connected:
                 attempt = 0
                 self._lost_at = self._last_line_at
+                self._replay_pending = True
             attempt += 1
             if self._max_attempts is not None and attempt > self._max_attempts:
                 self._report("error", f"gave up after {attempt - 1} attempts: {reason}", attempt=attempt - 1)
@@ -674,15 +746,14 @@ class LogTail:
             container_id = container_id_of(info.get("Id")) or ""      # only hex is an id
             state = info.get("State") or {}
             restarts = _int(info.get("RestartCount"))
+            new_container = self._container_id is not None and container_id != self._container_id
             if container_id != self._container_id:
                 self._container_id = container_id
                 self._position = _Position()
-                self._restart_count = restarts
-            elif restarts > self._restart_count:
-                self._restart_count = restarts
-                self._exit_poll_s = self._poll_interval_s
-                self._report("connected", f"container {self.container} restarted (restart {restarts})"
-                                          f"{_at(state.get('StartedAt'))}")
+                self._restart_count = self._restarts_seen = restarts
+                self._restart_due = None
+            elif restarts > self._restarts_seen:
+                self._restarted(restarts, state.get("StartedAt"))
             exited = state.get("Status") in ("exited", "dead")
             if exited and self._drained_id == container_id:
                 code = state.get("ExitCode")
@@ -696,13 +767,27 @@ class LogTail:
             self._exit_poll_s = self._poll_interval_s
             self._report("connected", f"following container {self.container} ({container_id[:12]})")
             if self._lost_at is not None:        # first follow after a lost connection: count the catch-up
-                self._catch_up = _CatchUp(self._lost_at)
+                self._catch_up = _CatchUp(self._lost_at, container_id[:12] if new_container else None)
                 self._lost_at = None
+            self._replay_pending = False
             status = await self._follow(conn, container_id)
             if exited and status == 0:
                 self._drained_id = container_id
             elif status != 0:
                 await asyncio.sleep(self._poll_interval_s)
+
+    def _restarted(self, restarts: int, started_raw: Any) -> None:
+        """Loop side: ``RestartCount`` rose (same id). Reported now, or, when a cut follow's rest is
+        still to be replayed, where the old run ends in the log (:class:`_RestartDue`)."""
+        self._restarts_seen = restarts
+        self._exit_poll_s = self._poll_interval_s
+        message = f"container {self.container} restarted (restart {restarts}){_at(started_raw)}"
+        started_at = _docker_time(started_raw)
+        if self._replay_pending and started_at is not None and self._lines is not None:
+            self._restart_due = _RestartDue(started_at, restarts, message)
+            return
+        self._restart_count = restarts
+        self._report("connected", message)
 
     async def _follow(self, conn: asyncssh.SSHClientConnection, container_id: str) -> int:
         """Stream ``docker logs -f`` until it ends; returns its exit status.
@@ -737,6 +822,8 @@ class LogTail:
             channel.close()
             await lines.drained(session)     # every packet split, the last line read
             self._session_now = None
+            if self._restart_due is not None:    # the follow ended inside the old run's replay
+                lines.call(self._report_restart)
         self._follower = None if session.failure is None else self._follower
         if session.failure is not None:
             raise session.failure

@@ -316,6 +316,107 @@ async def test_a_stopped_container_is_polled_with_backoff_and_followed_again_aft
     assert rec.texts() == [line for _, line in first.lines] + [line for _, line in second.lines]   # no dup, no gap
 
 
+class WatchEvents:
+    """What a StartupWatch hands the loop, in order: ("line", ts, text) and ("status", TailStatus)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def on_lines(self, batch: list[tuple[object, str]]) -> None:
+        self.events.extend(("line", ts, text) for ts, text in batch)
+
+    def on_status(self, status: TailStatus) -> None:
+        self.events.append(("status", status))
+
+    def statuses(self) -> list[TailStatus]:
+        return [event[1] for event in self.events if event[0] == "status"]
+
+    async def until(self, predicate: Callable[[], bool], timeout_s: float = 15.0) -> None:
+        for _ in range(int(timeout_s / 0.02)):
+            if predicate():
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"timed out; statuses: {[s.message for s in self.statuses()]}")
+
+
+def _startup_watch(target: SshTarget, events: WatchEvents, **kw: object):
+    from console.flows.startup_watch import StartupWatch
+
+    return StartupWatch(target, container="vllm", on_lines=events.on_lines, on_status=events.on_status,
+                        tail_options={"initial_backoff_s": 0.05, "max_backoff_s": 0.2, "poll_interval_s": 0.1},
+                        **kw)  # type: ignore[arg-type]
+
+
+async def test_a_container_replaced_while_the_link_was_down_is_marked_from_its_last_line_read(vm_target) -> None:
+    """The gap starts at the old container's last line read (docker's time), not when the console
+    noticed the swap; the new container's lines are its own log from its start, not a catch-up."""
+    from datetime import UTC, datetime
+
+    vm, target = vm_target
+    await vm.boot_container(READY_ARGV)
+    old = vm.docker.find("vllm")
+    events = WatchEvents()
+    noticed = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)      # the console's clock, apart from the log's
+    watch = _startup_watch(target, events, clock=lambda: noticed)
+    await watch.connect()
+    task = asyncio.create_task(watch.follow())
+    await events.until(lambda: sum(e[0] == "line" for e in events.events) >= 8)
+    vm.drop_connections()                # the link drops; the container is swapped before the tail is back
+    vm.docker.remove(old)
+    await vm.boot_container(OOM_ARGV)
+    await events.until(lambda: any(s.message.startswith("resumed") for s in events.statuses()))
+    watch.stop()
+    await task
+    new_id = vm.docker.find("vllm").id
+    first_new = next(i for i, e in enumerate(events.events) if e[0] == "status" and e[1].container_id == new_id)
+    old_lines = [e for e in events.events[:first_new] if e[0] == "line"]
+    assert [text for _, _, text in old_lines] == old.texts[:len(old_lines)] and len(old_lines) >= 8
+    last_read = old_lines[-1][1]
+    assert [r.last_line_at for r in watch.replaced] == [last_read]
+    assert watch.replaced[0].marker() == (
+        f"container {old.id[:12]} replaced by {new_id[:12]} (noticed at 03:04:05 UTC); "
+        f"{old.id[:12]}'s output after its last line read ({last_read:%H:%M:%S} UTC) was not seen")
+    resumed = next(s.message for s in events.statuses() if s.message.startswith("resumed"))
+    assert re.fullmatch(rf"resumed following container vllm: a new container \({new_id[:12]}\), read from its "
+                        rf"start: \d+ lines? of its own log; the one before was last read at "
+                        rf"{last_read:%H:%M:%S} UTC, its later output not seen", resumed), resumed
+
+
+async def test_a_restart_found_after_a_lost_link_leaves_the_old_boots_last_lines_in_its_section(vm_target) -> None:
+    """The link drops with lines of the old run still unread; the container restarts in place before
+    the tail is back: ``--since`` replays the old run's last lines, then the new run's. The restart
+    is said between the two, and the old boot's reader read every old line."""
+    vm, target = vm_target
+    await vm.boot_container(READY_ARGV)
+    box = vm.docker.find("vllm")
+    offsets = [offset for offset, _ in box.plan.lines]
+    # cut after a line that shares its time with the next: that next one is printed, not yet read
+    k = next(i for i in range(5, len(offsets) - 1) if offsets[i] == offsets[i + 1])
+    second = plan_startup(READY_ARGV, ACCEL, boot_s=1.0)
+
+    def cut() -> None:
+        vm.drop_connections()
+        vm.docker.restart(box, second)
+
+    vm.docker.cut_after_followed_lines(k + 1, cut)
+    events = WatchEvents()
+    watch = _startup_watch(target, events)
+    await watch.connect()
+    task = asyncio.create_task(watch.follow())
+    await events.until(lambda: watch.state.ready)
+    watch.stop()
+    await task
+    old_run = box.texts[:box.run_starts[0]]
+    assert len(old_run) > k + 1                                       # some of the old run was unread
+    at = next(i for i, e in enumerate(events.events) if e[0] == "status" and "restarted" in e[1].message)
+    texts = [(i, e[2]) for i, e in enumerate(events.events) if e[0] == "line"]
+    assert [t for i, t in texts if i < at] == old_run                # the old boot's lines, all of them
+    assert [t for i, t in texts if i > at] == [line for _, line in second.lines]
+    assert events.events[at][1].restart_count == 1
+    assert [r.old_state.lines_read for r in watch.restarts] == [len(old_run)]
+    assert watch.state.lines_read == len(second.lines)
+
+
 async def test_sudo_needing_a_password_stops_the_tail_with_one_sentence(make_vm, client_key, tmp_path) -> None:
     vm = await make_vm(sudo_password_required=True)
     known = tmp_path / "kh"
@@ -591,8 +692,9 @@ def test_watch_gives_a_replacing_container_its_own_reader_and_launch(sandbox, ca
     assert [(m["phase"], m["line"]) for m in summary["phase_timeline"]] == \
         _phase_lines([line for _, line in second.lines])
     marker = next(line for line in captured.err.splitlines() if line.startswith("container "))
-    assert re.fullmatch(rf"container {first_id[:12]} replaced by {new_id[:12]} at (\d\d:\d\d:\d\d); "
-                        rf"{first_id[:12]}'s output after \1 was not seen", marker), marker
+    assert re.fullmatch(rf"container {first_id[:12]} replaced by {new_id[:12]} \(noticed at \d\d:\d\d:\d\d UTC\); "
+                        rf"{first_id[:12]}'s output after its last line read \(\d\d:\d\d:\d\d UTC\) was not seen",
+                        marker), marker
     store = open_history(None, db)
     try:
         launches = {launch.container_id: launch for launch in store.list_launches(node="vllm-flex-b")}

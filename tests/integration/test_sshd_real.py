@@ -533,3 +533,36 @@ async def test_the_old_follower_is_stopped_on_every_reconnect_even_after_a_black
         operator.terminate()
         operator.wait(timeout=5)
         await proxy.stop()
+
+
+async def test_a_watched_forward_reports_each_client_refused_in_sshds_words_or_carried(
+        sshd: RealSshd, client_key: asyncssh.SSHKey, tmp_path: Path) -> None:
+    """forward_port_watched through a real sshd: a client to a port nothing listens on is reported
+    with sshd's reason (the client gets an empty reply, as through ``ssh -L``); one to a listening
+    port is reported open and its bytes go both ways."""
+    from remote.ssh import forward_port_watched
+
+    known = tmp_path / "kh"
+    known.write_text(f"{ALIAS} {sshd.host_key.export_public_key().decode().strip()}\n")
+
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write((await reader.readline()).upper())
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(echo, "127.0.0.1", 0)
+    open_port = server.sockets[0].getsockname()[1]
+    reports: list[str | None] = []
+    async with await connect(_target(sshd, known, client_key)) as conn:
+        for port, line in ((_free_port(), b""), (open_port, b"PING\n")):
+            listener, local = await forward_port_watched(conn, port, on_connection=reports.append)
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", local)
+                writer.write(b"ping\n")
+                await writer.drain()
+                assert await asyncio.wait_for(reader.read(), 10) == line     # refused: closed, nothing read
+                writer.close()
+            finally:
+                listener.close()
+    server.close()
+    assert reports == ["Connection refused", None]

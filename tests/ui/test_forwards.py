@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -287,3 +288,65 @@ async def test_two_opens_at_once_share_one_forward_and_a_close_while_opening_is_
                 await asyncio.wait_for(caller, 10)
     finally:
         registry.close_all()
+
+
+class ForwardsApp(FleetApp):
+    """The console opened straight on the forwards view (no fleet polling and sampling underneath)."""
+
+    def on_mount(self, event: Any) -> None:
+        event.prevent_default()
+        self.push_screen(ForwardsScreen())
+
+
+async def test_a_forward_whose_container_is_removed_says_target_down_then_back(
+        sandbox: Any, sandbox_services: Any) -> None:
+    """The node refuses the forward's port once its container is gone (curl: "Empty reply from
+    server"): the failed connections are counted and the forward says "target down" in the forwards
+    view and the header, and says it is back once a new container answers."""
+    from console.flows.ssh_target import resolve_target
+    from sandbox.runner import serve_args_for
+
+    config = sandbox_services.config
+    vm = sandbox.vms["vllm-v5e-a"]
+    app = ForwardsApp(sandbox_services)
+    async with app.run_test(size=(160, 45)) as pilot:
+        node = await fleet_node(sandbox_services, "vllm-v5e-a")
+        target = await resolve_target(node, config, 0, sandbox_services.fleet)
+        forward = await sandbox_services.forwards.open(node, target, container_port=config.container.port,
+                                                       config=config.forward)
+        said: list[str] = []
+        forward.on_change = lambda sentence: (said.append(sentence), sandbox_services.forwards._changed())
+        await until(pilot, lambda: isinstance(app.screen, ForwardsScreen), "the forwards view")
+
+        async def remove() -> None:
+            vm.docker.remove(vm.docker.find("vllm"))
+
+        sandbox.call(remove())
+        assert [await models_status(forward.url) for _ in range(3)] == [0, 0, 0]    # the empty replies
+        assert (forward.failed_connections, forward.target_down) == (3, "Connection refused")
+        assert forward.state == "open" and forward.describe() == "open, target down: Connection refused"
+        assert f"⇄ vllm-v5e-a localhost:{forward.local_port} (target down)" in header_text(app)
+        table = app.screen.query_one("#forwards")
+        await until(pilot, lambda: str(table.get_row_at(0)[3]).endswith("(3 failed)"), "the row's count")
+        assert [str(c) for c in table.get_row_at(0)][2:4] == ["open, target down: Connection refused",
+                                                             f"{forward.connections} (3 failed)"]
+        assert [s for s in said if s.startswith("target")] == [
+            f"target down: vllm-v5e-a refused port 8000 for a connection to {forward.url} (Connection refused): "
+            "the container behind the forward may be gone; the tunnel stays open"]
+
+        async def boot() -> None:
+            vm.boot_s = 0.3
+            await vm.boot_container(serve_args_for(node.accelerator_type, node.chips) or [])
+
+        sandbox.call(boot())
+        for _ in range(200):                      # refused until the new container's server is ready
+            if await models_status(forward.url) == 200:
+                break
+            await pilot.pause(0.05)
+        assert forward.target_down is None and forward.describe() == "open"
+        assert f"⇄ vllm-v5e-a localhost:{forward.local_port} —" in header_text(app)
+        back = [s for s in said if s.startswith("target back")]
+        assert len(back) == 1 and re.fullmatch(
+            rf"target back: vllm-v5e-a port 8000 answers {forward.url} again \((\d+) connections failed while it "
+            r"was down\)", back[0])
+        assert forward.failed_connections >= 3          # kept over the forward's life

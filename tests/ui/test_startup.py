@@ -447,8 +447,9 @@ async def test_a_replacing_container_gets_a_gap_marker_a_fresh_state_and_its_own
         new_id = screen.watcher.container_id
         markers = [e.text for e in view.buffer.entries if "replaced by" in e.text]
         assert len(markers) == 1 and re.fullmatch(
-            rf"──── container {first_id[:12]} replaced by {new_id[:12]} at (\d\d:\d\d:\d\d); "
-            rf"{first_id[:12]}'s output after \1 was not seen ────", markers[0]), markers
+            rf"──── container {first_id[:12]} replaced by {new_id[:12]} \(noticed at \d\d:\d\d:\d\d UTC\); "
+            rf"{first_id[:12]}'s output after its last line read \(\d\d:\d\d:\d\d UTC\) was not seen ────",
+            markers[0]), markers
         assert screen.watcher.state.lines_read == len(second.lines)       # a fresh reader
         await _until(pilot, lambda: {launch.container_id: launch.outcome for launch in
                                      sandbox_services.store.list_launches(node="vllm-flex-b")}
@@ -691,3 +692,43 @@ async def test_a_flood_is_written_to_the_pane_at_most_four_times_a_second_and_ev
         assert len(flood) >= 3, drains                  # the burst was seen as a flood
         gaps = [b[0] - a[0] for a, b in flood]
         assert min(gaps) >= log_pane.FLOOD_DRAIN_INTERVAL_S * 0.95, gaps
+
+
+async def test_keys_typed_faster_than_a_flooded_view_answers_open_and_close_the_filter(
+        sandbox: Any, sandbox_services: Any) -> None:
+    """During a flood the keys a person types arrive together, ahead of the loop: ``/ f k v Esc`` must
+    open the filter, type ``fkv`` into it (``f`` is not the follow key there) and close it, so the
+    next ``/`` opens it again and the ``Esc`` after it closes the filter, not the startup view."""
+    from textual import events
+
+    from sandbox.runner import serve_args_for
+
+    vm = sandbox.vms["vllm-flex-b"]
+    node = await fleet_node(sandbox_services, "vllm-flex-b")
+    vm.burst_lines_per_s, vm.burst_s = 20000, 1.0
+    sandbox.call(_reboot(vm, serve_args_for(node.accelerator_type, node.chips), boot_s=1.0))
+    app = StartupApp(sandbox_services, node)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _open(pilot)
+        pane = screen.query_one(LogPane)
+        await _until(pilot, lambda: pane.view.buffer.total > 1000)           # the flood is on
+        typed: list[str] = []
+        box_input = pane.box
+        original = box_input.insert_text_at_cursor
+
+        def insert(text: str) -> None:
+            typed.append(text)
+            original(text)
+
+        box_input.insert_text_at_cursor = insert  # type: ignore[method-assign]
+        following = pane.view.follow
+        for key, char in (("slash", "/"), ("f", "f"), ("k", "k"), ("v", "v"), ("escape", None)):
+            app._driver.send_message(events.Key(key, char))                 # one burst, as from the terminal
+        await _until(pilot, lambda: len(typed) == 3 and not pane.box.display, timeout_s=15)
+        await pilot.pause()
+        assert typed == ["f", "k", "v"] and pane.view.follow == following   # typed into the box: no follow toggle
+        assert app.screen is screen and screen.focused is pane.view and pane.view.buffer.filter_text == ""
+        await pilot.press("slash")
+        assert pane.box.display and screen.focused is pane.box               # the filter opened
+        await pilot.press("escape")
+        assert app.screen is screen and not pane.box.display                 # it closed; the view stays
