@@ -327,7 +327,8 @@ async def test_a_forward_whose_container_is_removed_says_target_down_then_back(
         assert forward.state == "open" and forward.describe() == "open, target down: Connection refused"
         assert f"⇄ vllm-v5e-a localhost:{forward.local_port} (target down)" in header_text(app)
         table = app.screen.query_one("#forwards")
-        await until(pilot, lambda: str(table.get_row_at(0)[3]).endswith("(3 failed)"), "the row's count")
+        await until(pilot, lambda: table.row_count > 0 and str(table.get_row_at(0)[3]).endswith("(3 failed)"),
+                    "the row's count")
         assert [str(c) for c in table.get_row_at(0)][2:4] == ["open, target down: Connection refused",
                                                              f"{forward.connections} (3 failed)"]
         assert [s for s in said if s.startswith("target")] == [
