@@ -32,17 +32,24 @@ from remote.tpu.api import ProjectConfig
 LWS_VERSION = "leaderworkerset.x-k8s.io/v1"
 
 
-def kubeconfig_contexts(path: str) -> set[str]:
-    """The context names of a kubeconfig file (``set()`` when it cannot be read)."""
+def kubeconfig_contexts(path: str) -> dict[str, str]:
+    """The contexts of a kubeconfig file: name -> its cluster's ``server`` (``{}`` when unreadable)."""
     import yaml
 
     try:
         data = yaml.safe_load(Path(path).expanduser().read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return set()
-    contexts = data.get("contexts") if isinstance(data, dict) else None
-    return {c["name"] for c in contexts[:1000] if isinstance(c, dict) and isinstance(c.get("name"), str)} \
-        if isinstance(contexts, list) else set()
+        return {}
+    if not isinstance(data, dict):
+        return {}
+
+    def named(key: str) -> dict[str, dict[str, Any]]:
+        items = data.get(key)
+        return {i["name"]: i.get(key[:-1]) or {} for i in (items[:1000] if isinstance(items, list) else [])
+                if isinstance(i, dict) and isinstance(i.get("name"), str)}
+    clusters = named("clusters")
+    return {name: str((clusters.get(str(ctx.get("cluster"))) or {}).get("server") or "")
+            for name, ctx in named("contexts").items() if isinstance(ctx, dict)}
 
 
 class GkeSource:
@@ -70,9 +77,17 @@ class GkeSource:
         self._clients: dict[ClusterRef, KubeClient] = {}
         self.clusters: dict[ClusterRef, GkeCluster] = {}
 
-    def _access(self, cluster: GkeCluster, token: str, known: set[str]) -> ClusterAccess:
+    def _context_of(self, cluster: GkeCluster, known: dict[str, str]) -> str:
+        """The kubeconfig context for ``cluster``: ``gke_PROJECT_LOCATION_CLUSTER`` (what gcloud writes), else
+        the one context whose server is the cluster's endpoint; ``""`` when none."""
         if cluster.ref.context_name in known:
-            return ClusterAccess(kubeconfig=self.kubeconfig, context=cluster.ref.context_name)
+            return cluster.ref.context_name
+        same = [name for name, server in known.items() if server.rstrip("/") == cluster.server.rstrip("/")]
+        return same[0] if len(same) == 1 else ""
+
+    def _access(self, cluster: GkeCluster, token: str, known: dict[str, str]) -> ClusterAccess:
+        if context := self._context_of(cluster, known):
+            return ClusterAccess(kubeconfig=self.kubeconfig, context=context)
         return self.discovery.access(cluster, token)
 
     def client(self, ref: ClusterRef, access: ClusterAccess | None = None) -> KubeClient:
@@ -89,9 +104,9 @@ class GkeSource:
             CredentialsError: no usable Google credentials for the GKE API.
         """
         clusters, problems = await self.discovery.list_clusters()
-        known = kubeconfig_contexts(self.kubeconfig) if self.kubeconfig else set()
+        known = kubeconfig_contexts(self.kubeconfig) if self.kubeconfig else {}
         token = ""
-        if any(c.ref.context_name not in known for c in clusters):
+        if any(not self._context_of(c, known) for c in clusters):
             try:
                 token = await self.discovery.token()
             except (CredentialsError, TimeoutError) as exc:
