@@ -230,3 +230,54 @@ class GkeFleet:
     node_pools: tuple[NodePool, ...] = ()
     workloads: tuple[Workload, ...] = ()
     problems: tuple[GkeProblem, ...] = ()
+
+
+@dataclass(frozen=True)
+class PodStatus:
+    """What a pod's status says of its serving container, in the words an operator watches for.
+
+    Attributes:
+        name: the pod's name.
+        phase: ``Pending``, ``Running``, ``Succeeded``, ``Failed``, ``Unknown``.
+        template_hash: its ``pod-template-hash`` label (which ReplicaSet made it), or ``""``.
+        node: the node it is bound to, or ``""`` (not scheduled yet).
+        unschedulable: the ``PodScheduled`` condition's message when its reason is ``Unschedulable``
+            (``0/2 nodes are available: 2 Insufficient google.com/tpu.``), else ``""``.
+        waiting: the container's waiting reason (``ContainerCreating``, ``CrashLoopBackOff``...), or ``""``.
+        waiting_message: that state's message, or ``""``.
+        running: the container is running (``state.running``).
+        terminated: the container's terminated reason (``Error``, ``OOMKilled``, ``Completed``), or ``""``.
+        exit_code: the terminated state's exit code, or ``None``.
+        ready: the pod's ``Ready`` condition is ``True`` (what a Service routes by).
+        restarts: the container's ``restartCount``.
+        started_at: the running (else terminated) state's ``startedAt`` (RFC 3339), or ``""``.
+        deleting: ``metadata.deletionTimestamp`` is set (the pod is going away).
+    """
+
+    name: str
+    phase: str = ""
+    template_hash: str = ""
+    node: str = ""
+    unschedulable: str = ""
+    waiting: str = ""
+    waiting_message: str = ""
+    running: bool = False
+    terminated: str = ""
+    exit_code: int | None = None
+    ready: bool = False
+    restarts: int = 0
+    started_at: str = ""
+    deleting: bool = False
+
+    @property
+    def headline(self) -> str:
+        """One phrase: ``Pending: Unschedulable: ...``, ``ContainerCreating``, ``Running``, ``Running, Ready``."""
+        if self.unschedulable:
+            return f"Pending: Unschedulable: {self.unschedulable}"
+        if self.waiting:
+            return self.waiting + (f": {self.waiting_message}" if self.waiting_message else "")
+        if self.terminated:
+            return f"Terminated: {self.terminated}" + (f" (exit {self.exit_code})" if self.exit_code is not None else "")
+        if self.running:
+            return "Running, Ready" if self.ready else "Running"
+        return self.phase or "Unknown"

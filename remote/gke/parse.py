@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from remote.gke.models import ClusterRef, GkeCluster, NodePool, Workload
+from remote.gke.models import ClusterRef, GkeCluster, NodePool, PodStatus, Workload
 
 JsonDict = dict[str, Any]
 
@@ -299,3 +299,59 @@ def pools_from_nodes(ref: ClusterRef, nodes: Iterable[Mapping[str, Any]]) -> lis
             chips_per_node=chips or None)
         seen[pool] = replace(found, node_count=found.node_count + 1)
     return list(seen.values())
+
+
+def pod_status(pod: Mapping[str, Any], container: str) -> PodStatus:
+    """A :class:`PodStatus` of ``pod`` (a v1 Pod) for its container named ``container`` (else its first)."""
+    meta, status = _dict(pod.get("metadata")), _dict(pod.get("status"))
+    conditions = {_str(c.get("type")): c for c in map(_dict, _list(status.get("conditions")))}
+    scheduled = conditions.get("PodScheduled", {})
+    unschedulable = _str(scheduled.get("message")) or "Unschedulable" \
+        if _str(scheduled.get("status")) == "False" and _str(scheduled.get("reason")) == "Unschedulable" else ""
+    statuses = [_dict(c) for c in _list(status.get("containerStatuses"))]
+    mine = next((c for c in statuses if c.get("name") == container), statuses[0] if statuses else {})
+    state = _dict(mine.get("state"))
+    waiting, running, terminated = _dict(state.get("waiting")), state.get("running"), _dict(state.get("terminated"))
+    code = terminated.get("exitCode")
+    return PodStatus(
+        name=_str(meta.get("name")), phase=_str(status.get("phase")),
+        template_hash=_str(_dict(meta.get("labels")).get(TEMPLATE_HASH_LABEL)),
+        node=_str(_path(pod, "spec", "nodeName")), unschedulable=unschedulable,
+        waiting=_str(waiting.get("reason")), waiting_message=_str(waiting.get("message")),
+        running=isinstance(running, dict), terminated=_str(terminated.get("reason")) or ("Terminated" if terminated else ""),
+        exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+        ready=_str(conditions.get("Ready", {}).get("status")) == "True", restarts=_int(mine.get("restartCount")),
+        started_at=_str(_dict(running).get("startedAt")) or _str(terminated.get("startedAt")),
+        deleting=bool(meta.get("deletionTimestamp")))
+
+
+def newest_template_hash(replica_sets: Iterable[Mapping[str, Any]], owner: str) -> str:
+    """The ``pod-template-hash`` of the newest ReplicaSet of Deployment ``owner`` (highest
+    ``deployment.kubernetes.io/revision``): the CURRENT template, whose pods a watch follows (``kubectl
+    logs -f deploy/x`` may follow an old pod during a rollout). ``""`` when none is owned by it."""
+    best, best_revision = "", -1
+    for rs in replica_sets:
+        meta = _dict(rs.get("metadata"))
+        owners = [_dict(o) for o in _list(meta.get("ownerReferences"))]
+        if not any(o.get("kind") == "Deployment" and o.get("name") == owner for o in owners):
+            continue
+        revision = _int(_dict(meta.get("annotations")).get(REVISION_ANNOTATION))
+        found = _str(_dict(meta.get("labels")).get(TEMPLATE_HASH_LABEL))
+        if found and revision > best_revision:
+            best, best_revision = found, revision
+    return best
+
+
+def selector_of(workload: Mapping[str, Any]) -> str:
+    """``spec.selector.matchLabels`` of a Deployment as a label selector (``app=vllm,tier=x``), or ``""``."""
+    labels = _dict(_path(workload, "spec", "selector", "matchLabels"))
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()) if isinstance(v, str))
+
+
+def pod_events(events: Iterable[Mapping[str, Any]], pod: str, limit: int = 5) -> list[str]:
+    """The newest ``limit`` event lines about ``pod`` (``Warning FailedScheduling: 0/2 nodes...``), oldest first."""
+    mine = [e for e in events if _str(_path(e, "involvedObject", "name")) == pod]
+    mine.sort(key=lambda e: _str(e.get("lastTimestamp")) or _str(e.get("eventTime"))
+              or _str(_path(e, "metadata", "creationTimestamp")))
+    return [f"{_str(e.get('type')) or 'Normal'} {_str(e.get('reason'))}: {_str(e.get('message'))}"
+            for e in mine[-limit:]]
