@@ -60,7 +60,7 @@ SLOW_BOOT_NODE = "vllm-flex-b"
 #: Write the ``[gke]`` table (the GKE API endpoint and the kubeconfig) into the sandbox's config.toml.
 #: Off until the console's config knows ``[gke]`` (``console.config.GkeConfig``, branch wt/gke-client):
 #: a config with a table the console does not know is refused, so writing it earlier would break --demo.
-GKE_CONFIG_SECTION = False
+GKE_CONFIG_SECTION = True
 #: The Google account the sandbox's config names (``[os_login] account``); its OS Login POSIX
 #: name, ``alice_example_com``, is the only user the OS Login nodes let in.
 SANDBOX_ACCOUNT = "alice@example.com"
