@@ -1,0 +1,92 @@
+"""The GKE backend against the sandbox's GKE API and Kubernetes API stand-ins, one sandbox for the module,
+with the real kubectl as the oracle for what the console shows (skipped, saying why, without kubectl)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from console.cli import main
+from sandbox.runner import Sandbox
+
+KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    sb = Sandbox(tmp_path_factory.mktemp("gke-sandbox"), boot_s=1.0, fast_boot_s=0.3, gke_boot_s=1.0,
+                 gke_create_s=0.3)
+    sb.start()
+    try:
+        yield sb
+    finally:
+        sb.stop()
+
+
+def _kubectl(box: Sandbox, *args: str) -> Any:
+    if not Path(KUBECTL).exists():
+        pytest.skip("kubectl is not installed (the oracle for the Kubernetes API stand-in)")
+    done = subprocess.run([KUBECTL, "--kubeconfig", str(box.kubeconfig_path), *args], capture_output=True,
+                          text=True, timeout=30, check=True)
+    return json.loads(done.stdout) if "-o" in args and "json" in args else done.stdout
+
+
+def _cli(capsys: pytest.CaptureFixture[str], box: Sandbox, *argv: str) -> tuple[int, str, str]:
+    code = main(["--config", str(box.config_path), *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_nodes_json_lists_the_deployment_kubectl_lists(box: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cli(capsys, box, "nodes", "--json", "--project", "inference-prod")
+    assert code == 0, out
+    data = json.loads(out)
+    oracle = _kubectl(box, "get", "deploy", "-A", "-o", "json")
+    expected = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in oracle["items"]}
+    seen = {(w["namespace"], w["name"]): w for w in data["workloads"]}
+    assert set(seen) == set(expected) and ("default", "vllm-llama") in seen
+    for key, w in seen.items():
+        [container] = expected[key]["spec"]["template"]["spec"]["containers"]
+        assert (w["kind"], w["image"], w["args"]) == ("Deployment", container["image"], container["args"])
+        assert (w["cluster"], w["location"], w["project"]) == ("tpu-serving", "us-east5", "inference-prod")
+        assert w["replicas"] == expected[key]["spec"]["replicas"]
+    llama = seen[("default", "vllm-llama")]
+    assert (llama["accelerator"], llama["topology"], llama["node_pool"], llama["provisioning_model"]) == (
+        "tpu-v6e-slice", "2x2", "v6e-flex", "flex-start")
+    pools = {p["name"]: p for p in data["node_pools"]}
+    nodes = _kubectl(box, "get", "nodes", "-o", "json")["items"]
+    per_pool = {n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] for n in nodes}
+    assert set(pools) == per_pool == {"v5e-spot", "v6e-flex"}
+    assert (pools["v5e-spot"]["provisioning_model"], pools["v5e-spot"]["chips"]) == ("spot", 4)
+    assert pools["v6e-flex"]["chips_in_use"] == 4 and pools["v5e-spot"]["chips_in_use"] == 0
+
+
+def test_nodes_tables_and_a_denied_project_is_one_line(box: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cli(capsys, box, "nodes", "--project", "inference-prod", "--project", "denied-project")
+    assert code == 1
+    assert "GKE workloads (1)" in out and "deploy/vllm-llama" in out and "GKE TPU node pools (2)" in out
+    [line] = [li for li in out.splitlines() if li.startswith("problem: denied-project (GKE)")]
+    assert "403" in line and "container.clusters.list" in line
+
+
+def test_watch_ends_ready_with_kv_tokens(box: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _cli(capsys, box, "watch", "deploy/vllm-llama", "--json", "--poll-s", "0.2")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["ready"] is True and summary["kv_cache_tokens"] > 0
+    assert summary["max_model_len"] == 65536 and summary["workload"] == "deploy/vllm-llama"
+    pods = _kubectl(box, "get", "pods", "-n", "default", "-o", "json")["items"]
+    assert summary["pod"] in {p["metadata"]["name"] for p in pods}
+    assert "following " + summary["pod"] in err
+
+
+def test_watch_of_a_missing_workload_says_where_it_looked(box: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _cli(capsys, box, "watch", "deploy/nope", "--namespace", "serving")
+    assert code == 2
+    assert "no deploy/nope in namespace serving (clusters searched: tpu-serving)" in err
