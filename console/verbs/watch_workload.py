@@ -51,6 +51,17 @@ async def _watch(args: argparse.Namespace, config: Config, spec: WorkloadSpec) -
         watch = WorkloadWatch(workload, kube, on_event=lambda e: say(e.text, err=True),
                               poll_s=max(0.05, min(args.poll_s, 5.0)))
         outcome = await watch.run()
+        from console.flows.history_access import HistoryAccess
+        from console.flows.history_store import open_history
+        from console.flows.workload_swap import record_watched
+
+        history = HistoryAccess(lambda: open_history(config, getattr(args, "db", None)))
+        launch_id = record_watched(history, workload, outcome)
+        if history.problem:
+            say(f"tpu-console: this watch is not recorded in the history: {history.problem}", err=True)
+        history.close()
+        if outcome.summary is not None:
+            outcome.summary["launch_id"] = launch_id
     finally:
         await source.close()
     if outcome.summary is not None:

@@ -90,3 +90,64 @@ def test_watch_of_a_missing_workload_says_where_it_looked(box: Sandbox, capsys: 
     code, _, err = _cli(capsys, box, "watch", "deploy/nope", "--namespace", "serving")
     assert code == 2
     assert "no deploy/nope in namespace serving (clusters searched: tpu-serving)" in err
+
+
+def test_swap_patches_the_deployment_and_the_second_watch_has_the_new_length(
+        box: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _cli(capsys, box, "watch", "deploy/vllm-llama", "--json", "--poll-s", "0.2")
+    assert code == 0, err
+    first = json.loads(out)
+    before = _kubectl(box, "get", "deploy", "vllm-llama", "-o", "json")
+    code, out, err = _cli(capsys, box, "swap", "deploy/vllm-llama", "--set", "max-model-len=8192", "--yes", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["outcome"]["patched"] is True and report["outcome"]["code"] == 0
+    assert report["plan"]["patch"][0] == {"op": "test", "path": "/metadata/resourceVersion",
+                                          "value": before["metadata"]["resourceVersion"]}
+    after = _kubectl(box, "get", "deploy", "vllm-llama", "-o", "json")
+    args = after["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--max-model-len=8192" in args and "--max-model-len=65536" not in args
+    assert [a for a in args if "max-model-len" not in a] == [
+        a for a in before["spec"]["template"]["spec"]["containers"][0]["args"] if "max-model-len" not in a]
+    code, out, err = _cli(capsys, box, "watch", "deploy/vllm-llama", "--json", "--poll-s", "0.2")
+    assert code == 0, err
+    second = json.loads(out)
+    assert second["max_model_len"] == 8192 and second["pod"] != first["pod"]
+    assert second["max_concurrency"] == pytest.approx(second["kv_cache_tokens"] / 8192, rel=0.01)
+    code, out, _ = _cli(capsys, box, "history", "--json")
+    launches = [launch for launch in json.loads(out) if launch.get("workload") == "deploy/vllm-llama"]
+    assert {launch["max_model_len"] for launch in launches} == {65536, 8192}
+    swapped = next(launch for launch in launches if launch["max_model_len"] == 8192)
+    assert (swapped["origin"], swapped["outcome"], swapped["cluster"], swapped["namespace"], swapped["container_id"]) \
+        == ("console", "ready", "tpu-serving", "default", second["pod"])
+    assert swapped["id"] == second["launch_id"]
+
+
+def test_a_stale_resource_version_is_refused_and_nothing_changes(box: Sandbox) -> None:
+    import asyncio
+
+    from console.config import load_config
+    from console.flows.gke_fleet import gke_source
+    from console.flows.gke_target import parse_workload_spec, pick_workload
+    from console.flows.history_access import HistoryAccess
+    from console.flows.workload_swap import WorkloadSwapCase
+
+    async def go() -> Any:
+        source = gke_source(load_config(box.config_path))
+        assert source is not None
+        try:
+            fleet = await source.list_fleet()
+            workload = pick_workload(fleet, parse_workload_spec("deploy/vllm-llama"))
+            from dataclasses import replace
+            stale = replace(workload, resource_version=str(int(workload.resource_version) - 1))
+            case = WorkloadSwapCase(stale, source.client(fleet.clusters[0].ref), load_config(box.config_path),
+                                    HistoryAccess.none())
+            return await case.run(case.preview({"max-model-len": "4096"}, None))
+        finally:
+            await source.close()
+
+    before = _kubectl(box, "get", "deploy", "vllm-llama", "-o", "json")
+    outcome = asyncio.run(go())
+    assert outcome.patched is False and "changed since it was read" in (outcome.error or "")
+    after = _kubectl(box, "get", "deploy", "vllm-llama", "-o", "json")
+    assert after["spec"] == before["spec"]
