@@ -166,3 +166,90 @@ def test_node_pool_counts_and_chips_in_use() -> None:
     assert chips_in_use(pods, node_pool_of_nodes(nodes)) == {"a": 4}
     [a, b] = pools_from_nodes(ClusterRef("", "", "ctx"), nodes)
     assert (a.name, a.node_count, a.chips, b.node_count, a.accelerator) == ("a", 2, 8, 1, "tpu-v6e-slice")
+
+
+def test_edited_args_keep_the_manifests_style() -> None:
+    from remote.gke.edit import edited_args
+
+    args = ["--model=m", "--max-model-len", "4096", "--enforce-eager", "--port=8000"]
+    assert edited_args(args, {"max-model-len": "8192"}) == ["--model=m", "--max-model-len", "8192", "--enforce-eager",
+                                                           "--port=8000"]
+    assert edited_args(args, {"max_model_len": None, "port": "9000"}) == ["--model=m", "--enforce-eager", "--port=9000"]
+    assert edited_args(args, {"enforce-eager": None}) == ["--model=m", "--max-model-len", "4096", "--port=8000"]
+    assert edited_args(args, {"kv-cache-dtype": "fp8"})[-1] == "--kv-cache-dtype=fp8"
+
+
+def _workload(**spec: Any) -> Any:
+    obj = copy.deepcopy(DEPLOYMENT)
+    obj["spec"].update(spec)
+    w = workload_from_json(obj, REF)
+    assert w is not None
+    return w
+
+
+def test_swap_patch_tests_the_resource_version_first() -> None:
+    from remote.gke.edit import container_index, spec_of, swap_patch
+
+    w = _workload()
+    assert container_index(w) == 1
+    ops = swap_patch(w, 1, args=["--model=m"], image="vllm/vllm-tpu:v2")
+    assert ops[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "4711"}
+    assert [o["path"] for o in ops[1:]] == ["/spec/template/spec/containers/1/args",
+                                            "/spec/template/spec/containers/1/image"]
+    spec = spec_of(w)
+    assert (spec.model, spec.flag("max-model-len"), spec.flag("tensor-parallel-size")) == (
+        "meta-llama/Llama-3.1-8B-Instruct", "4096", "4")
+
+
+def test_workload_lints() -> None:
+    from remote.gke.edit import workload_lints
+
+    rolling = _workload(strategy={"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}})
+    rules = {f.rule_id for f in workload_lints(rolling, pool_chips=4, predicted_boot_s=None)}
+    assert rules == {"gke-rolling-update-tpu", "gke-compile-cache"}
+    no_surge = _workload(strategy={"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0}})
+    assert "gke-rolling-update-tpu" not in {f.rule_id for f in workload_lints(no_surge, 4, None)}
+    probed = copy.deepcopy(DEPLOYMENT)
+    container = probed["spec"]["template"]["spec"]["containers"][1]
+    container["startupProbe"] = {"httpGet": {"path": "/health", "port": 8000}, "periodSeconds": 10,
+                                 "failureThreshold": 30}
+    container["env"] = [{"name": "VLLM_XLA_CACHE_PATH", "value": "/cache/xla"}]
+    container["volumeMounts"] = [{"name": "cache", "mountPath": "/cache"}]
+    probed["spec"]["template"]["spec"]["volumes"] = [{"name": "cache", "persistentVolumeClaim": {"claimName": "x"}}]
+    w = workload_from_json(probed, REF)
+    assert w is not None
+    [finding] = workload_lints(w, 4, predicted_boot_s=600.0)
+    assert (finding.rule_id, finding.severity) == ("gke-startup-probe-short", "error") and "300 s" in finding.message
+    assert workload_lints(w, 4, predicted_boot_s=200.0) == []
+
+
+def test_pod_status_and_the_current_template() -> None:
+    from remote.gke.parse import newest_template_hash, pod_events, pod_status
+
+    pending = {"metadata": {"name": "p1", "labels": {"pod-template-hash": "abc"}},
+               "status": {"phase": "Pending", "conditions": [
+                   {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    "message": "0/2 nodes are available: 2 Insufficient google.com/tpu."}]}}
+    status = pod_status(pending, "vllm")
+    assert (status.template_hash, status.running, status.headline) == (
+        "abc", False, "Pending: Unschedulable: 0/2 nodes are available: 2 Insufficient google.com/tpu.")
+    creating = {"metadata": {"name": "p2"}, "spec": {"nodeName": "n1"}, "status": {
+        "phase": "Pending", "containerStatuses": [{"name": "vllm", "restartCount": 0,
+                                                   "state": {"waiting": {"reason": "ContainerCreating"}}}]}}
+    assert pod_status(creating, "vllm").headline == "ContainerCreating"
+    running = {"metadata": {"name": "p3"}, "status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True"}], "containerStatuses": [
+        {"name": "vllm", "restartCount": 2, "state": {"running": {"startedAt": "2026-12-02T10:00:00Z"}}}]}}
+    s3 = pod_status(running, "vllm")
+    assert (s3.ready, s3.restarts, s3.started_at, s3.headline) == (True, 2, "2026-12-02T10:00:00Z", "Running, Ready")
+    owner = [{"kind": "Deployment", "name": "vllm-llama"}]
+    sets = [{"metadata": {"ownerReferences": owner, "labels": {"pod-template-hash": h},
+                          "annotations": {"deployment.kubernetes.io/revision": r}}} for h, r in
+            (("old", "2"), ("new", "10"), ("mid", "9"))]
+    sets.append({"metadata": {"ownerReferences": [{"kind": "Deployment", "name": "other"}],
+                              "labels": {"pod-template-hash": "x"}, "annotations": {"deployment.kubernetes.io/revision": "99"}}})
+    assert newest_template_hash(sets, "vllm-llama") == "new"
+    events = [{"involvedObject": {"name": "p1"}, "type": "Warning", "reason": "FailedScheduling",
+               "message": "0/2 nodes are available", "lastTimestamp": "2026-12-02T10:00:01Z"},
+              {"involvedObject": {"name": "p9"}, "type": "Normal", "reason": "Pulled", "message": "x"}]
+    assert pod_events(events, "p1") == ["Warning FailedScheduling: 0/2 nodes are available"]
