@@ -67,7 +67,7 @@ class SandboxGke:
     """
 
     def __init__(self, state_dir: Path, *, boot_s: float = 25.0, create_s: float = 1.0, terminate_s: float = 0.5,
-                 time_scale: float = 1.0, tick_s: float = 0.05, plan_for: PlanFor | None = None,
+                 time_scale: float = 1.0, tick_s: float = 0.1, plan_for: PlanFor | None = None,
                  other_projects: tuple[str, ...] = (), denied_projects: tuple[str, ...] = (),
                  deploy_demo: bool = True) -> None:
         self.folder = Path(state_dir) / "gke"

@@ -23,7 +23,7 @@ class Controller:
         tick_s: seconds between passes.
     """
 
-    def __init__(self, store: ObjectStore, kubelet: Kubelet, *, tick_s: float = 0.05) -> None:
+    def __init__(self, store: ObjectStore, kubelet: Kubelet, *, tick_s: float = 0.1) -> None:
         self.store = store
         self.kubelet = kubelet
         self.workloads = Workloads(store)

@@ -348,9 +348,8 @@ class KubeApiState:
                     patched = merge_patch(doc, patch)
                 else:
                     patched = strategic_merge_patch(doc, patch)
-            except PatchFailed as exc:
-                raise ApiError(422, "Invalid", "the server rejected our request due to an error in our request",
-                               {"causes": [{"reason": "FieldValueInvalid", "message": str(exc)}]}) from None
+            except PatchFailed:               # as the API server answers: 422 with no details
+                raise ApiError(422, "Invalid", "the server rejected our request due to an error in our request") from None
             if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
                 raise ApiError(400, "BadRequest", "the patch does not leave an object")
             meta = patched["metadata"]

@@ -131,6 +131,8 @@ class Kubelet:
         """One pass over the pods bound to a node."""
         for pod in list(self.store.items("pods")):
             if not pod["spec"].get("nodeName"):
+                if pod["metadata"].get("deletionTimestamp"):     # never ran: the API server removes it at once
+                    self.store.delete("pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
                 continue
             uid = pod["metadata"]["uid"]
             run = self.runs.get(uid)

@@ -130,17 +130,29 @@ class Workloads:
         self._status(deployment, sets, new, replicas, now)
 
     def _roll_down(self, old: list[JsonDict], new: JsonDict, replicas: int, unavailable: int) -> None:
-        available = sum(int((rs.get("status") or {}).get("availableReplicas", 0)) for rs in [*old, new])
-        new_status = new.get("status") or {}
-        new_unready = max(0, int(new["spec"].get("replicas", 0)) - int(new_status.get("availableReplicas", 0)))
-        room = available - (replicas - unavailable) - new_unready
-        for rs in sorted(old, key=lambda r: r["metadata"]["creationTimestamp"]):
-            have = int(rs["spec"].get("replicas", 0))
-            unready = have - int((rs.get("status") or {}).get("availableReplicas", 0))
-            drop = min(have, max(0, room) + unready)
+        """Scale old replica sets down as the rolling updater does: unhealthy old pods first, then
+        available ones, never leaving fewer than ``replicas - maxUnavailable`` available and never counting
+        on new pods that are not available yet."""
+        def spec(rs: JsonDict) -> int:
+            return int(rs["spec"].get("replicas", 0))
+
+        def ready(rs: JsonDict) -> int:
+            return int((rs.get("status") or {}).get("availableReplicas", 0))
+
+        min_available = replicas - unavailable
+        ordered = sorted(old, key=lambda r: r["metadata"]["creationTimestamp"])
+        room = sum(spec(rs) for rs in [*old, new]) - min_available - max(0, spec(new) - ready(new))
+        for rs in ordered:                                   # cleanupUnhealthyReplicas
+            drop = min(max(0, room), max(0, spec(rs) - ready(rs)))
             if drop:
-                self._scale(rs, have - drop)
-                room -= max(0, drop - unready)
+                self._scale(rs, spec(rs) - drop)
+                room -= drop
+        can_drop = sum(ready(rs) for rs in [*old, new]) - min_available
+        for rs in ordered:                                   # scaleDownOldReplicaSetsForRollingUpdate
+            drop = min(max(0, can_drop), spec(rs))
+            if drop:
+                self._scale(rs, spec(rs) - drop)
+                can_drop -= drop
 
     def _new_replicaset(self, deployment: JsonDict, wanted: str, revision: int, target: int) -> JsonDict:
         meta = deployment["metadata"]

@@ -1,0 +1,291 @@
+"""The sandbox's GKE held to the real clients: kubectl (``/usr/bin/kubectl``) against the Kubernetes API
+stand-in, gcloud against the GKE API stand-in. One cluster for the module; its pods boot in 2 s.
+
+Tests that change the cluster use their own Deployment or put ``vllm-llama`` back, so they can run in any
+order; each waits on conditions (``kubectl rollout status``, a polled object), never on a timer.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.gke.cluster import SandboxGke
+from sandbox.gke.cluster_data import DEMO_DEPLOYMENT, POOLS
+from tests.integration.gcloud_oracle import GCLOUD, why_no_gcloud
+
+KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
+#: Seconds one kubectl call may take (a rollout includes a 2 s boot).
+KUBECTL_TIMEOUT_S = 60.0
+
+pytestmark = pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl is not installed here (the oracle)")
+
+
+@pytest.fixture(scope="module")
+def gke() -> Iterator[SandboxGke]:
+    with tempfile.TemporaryDirectory(prefix="k8s-sandbox-") as folder:
+        cluster = SandboxGke(Path(folder), boot_s=2.0, create_s=0.2, terminate_s=0.1, time_scale=0.05,
+                             other_projects=("research-sandbox",), denied_projects=("denied-project",))
+        cluster.start()
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+
+
+def kubectl(gke: SandboxGke, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([KUBECTL, "--kubeconfig", str(gke.kubeconfig_path), *args], input=stdin,
+                          capture_output=True, text=True, timeout=KUBECTL_TIMEOUT_S, check=False)
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def get_json(gke: SandboxGke, *args: str) -> Any:
+    return json.loads(ok(kubectl(gke, "get", *args, "-o", "json")))
+
+
+def wait_for(what: str, check: Any, timeout_s: float = 30.0) -> Any:
+    """Poll ``check()`` until it returns something truthy; fail saying ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def newest_pod(gke: SandboxGke, deployment: str) -> dict[str, Any]:
+    """The pod of the deployment's newest ReplicaSet (highest revision)."""
+    sets = get_json(gke, "rs", "-l", f"app={deployment}")["items"]
+    newest = max(sets, key=lambda rs: int(rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]))
+    template_hash = newest["metadata"]["labels"]["pod-template-hash"]
+    pods = wait_for("the new ReplicaSet's pod", lambda: get_json(gke, "pods", "-l", f"pod-template-hash={template_hash}")["items"])
+    return dict(pods[0])
+
+
+def api_get(gke: SandboxGke, path: str, *, token: str | None = None) -> tuple[int, bytes]:
+    """A raw GET through the cluster CA (certificate-authority-data of the kubeconfig), bearer ``token``."""
+    context = ssl.create_default_context(cadata=(gke.folder / "ca.crt").read_text())
+    request = urllib.request.Request(gke.kubernetes_api_url + path,
+                                     headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_kubeconfig_is_private_and_names_the_gke_context(gke: SandboxGke) -> None:
+    assert os.stat(gke.kubeconfig_path).st_mode & 0o777 == 0o600
+    assert ok(kubectl(gke, "config", "current-context")).strip() == "gke_inference-prod_us-east5_tpu-serving"
+    view = json.loads(ok(kubectl(gke, "config", "view", "--raw", "-o", "json")))
+    ca = base64.b64decode(view["clusters"][0]["cluster"]["certificate-authority-data"])
+    assert ca == (gke.folder / "ca.crt").read_bytes()
+    assert view["clusters"][0]["cluster"]["server"] == gke.kubernetes_api_url
+
+
+def test_get_deploy_all_namespaces_lists_the_vllm_deployment(gke: SandboxGke) -> None:
+    lines = ok(kubectl(gke, "get", "deploy", "-A")).splitlines()
+    assert lines[0].split() == ["NAMESPACE", "NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]
+    assert [line.split()[:2] for line in lines[1:]] == [["default", DEMO_DEPLOYMENT]]
+
+
+def test_get_nodes_shows_the_tpu_labels(gke: SandboxGke) -> None:
+    out = ok(kubectl(gke, "get", "nodes", "-L", "cloud.google.com/gke-nodepool,cloud.google.com/gke-tpu-accelerator,"
+                     "cloud.google.com/gke-tpu-topology,cloud.google.com/gke-spot,cloud.google.com/gke-flex-start"))
+    rows = sorted(line.split() for line in out.splitlines()[1:])
+    assert [row[1] for row in rows] == ["Ready", "Ready"]
+    assert [row[5:] for row in rows] == [["v5e-spot", "tpu-v5-lite-podslice", "2x2", "true"],
+                                         ["v6e-flex", "tpu-v6e-slice", "2x2", "true"]]
+    nodes = get_json(gke, "nodes")["items"]
+    assert sorted(n["status"]["allocatable"]["google.com/tpu"] for n in nodes) == ["4", "4"]
+    assert all(n["spec"]["taints"] == [{"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}]
+               for n in nodes)
+
+
+def test_get_pods_json_has_the_serving_pod_on_the_v6e_node(gke: SandboxGke) -> None:
+    ok(kubectl(gke, "rollout", "status", f"deploy/{DEMO_DEPLOYMENT}", "--timeout=50s"))
+    pods = get_json(gke, "pods", "-l", f"app={DEMO_DEPLOYMENT}")
+    assert pods["kind"] == "List" and [p["kind"] for p in pods["items"]] == ["Pod"]
+    pod = pods["items"][0]
+    assert pod["spec"]["nodeName"] == POOLS[1].node_names()[0]
+    assert pod["status"]["phase"] == "Running"
+    assert pod["status"]["containerStatuses"][0]["ready"] is True
+    assert pod["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet"
+    assert {"key": "google.com/tpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"} \
+        in pod["spec"]["tolerations"]
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"google.com/tpu": "4"}
+
+
+def test_json_patch_rolls_out_a_new_pod_with_the_new_arg_and_its_boot_log(gke: SandboxGke) -> None:
+    ok(kubectl(gke, "rollout", "status", f"deploy/{DEMO_DEPLOYMENT}", "--timeout=50s"))
+    deployment = get_json(gke, "deploy", DEMO_DEPLOYMENT)
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    at = next(i for i, a in enumerate(args) if a.startswith("--max-model-len="))
+    new_len = "16384" if args[at] != "--max-model-len=16384" else "8192"
+    patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": deployment["metadata"]["resourceVersion"]},
+             {"op": "replace", "path": f"/spec/template/spec/containers/0/args/{at}", "value": f"--max-model-len={new_len}"}]
+    assert ok(kubectl(gke, "patch", "deploy", DEMO_DEPLOYMENT, "--type", "json", "-p", json.dumps(patch))).strip() \
+        == f"deployment.apps/{DEMO_DEPLOYMENT} patched"
+    status = ok(kubectl(gke, "rollout", "status", f"deploy/{DEMO_DEPLOYMENT}", "--timeout=50s"))
+    assert status.splitlines()[-1] == f'deployment "{DEMO_DEPLOYMENT}" successfully rolled out'
+    pod = newest_pod(gke, DEMO_DEPLOYMENT)
+    assert f"--max-model-len={new_len}" in pod["spec"]["containers"][0]["args"]
+    assert [p["metadata"]["name"] for p in get_json(gke, "pods", "-l", f"app={DEMO_DEPLOYMENT}")["items"]] \
+        == [pod["metadata"]["name"]]                         # Recreate: the old pod is gone
+    follow = subprocess.Popen([KUBECTL, "--kubeconfig", str(gke.kubeconfig_path), "logs", "-f", pod["metadata"]["name"]],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        assert follow.stdout is not None
+        for line in follow.stdout:                          # the engine runs on: stop reading at ready
+            seen.append(line)
+            if "Application startup complete." in line or len(seen) > 5000:
+                break
+    finally:
+        follow.kill()
+        follow.communicate(timeout=10)
+    text = "".join(seen)
+    assert "Application startup complete." in text
+    assert f"max_model_len={new_len}" in text or f"'max_model_len': {new_len}" in text
+    assert "meta-llama/Llama-3.1-8B-Instruct" in text
+
+
+def test_json_patch_with_a_stale_resource_version_is_refused(gke: SandboxGke) -> None:
+    patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": "1"},
+             {"op": "replace", "path": "/spec/replicas", "value": 2}]
+    result = kubectl(gke, "patch", "deploy", DEMO_DEPLOYMENT, "--type", "json", "-p", json.dumps(patch))
+    assert result.returncode == 1
+    assert result.stderr.strip() == "The request is invalid: the server rejected our request due to an error in our request"
+    assert get_json(gke, "deploy", DEMO_DEPLOYMENT)["spec"]["replicas"] == 1
+
+
+def test_merge_patch_that_empties_the_containers_gets_422(gke: SandboxGke) -> None:
+    before = get_json(gke, "deploy", DEMO_DEPLOYMENT)["metadata"]["resourceVersion"]
+    result = kubectl(gke, "patch", "deploy", DEMO_DEPLOYMENT, "--type", "merge",
+                     "-p", '{"spec":{"template":{"spec":{"containers":[]}}}}')
+    assert result.returncode == 1
+    assert f'The Deployment "{DEMO_DEPLOYMENT}" is invalid: spec.template.spec.containers: Required value' \
+        in result.stderr
+    replaced = kubectl(gke, "patch", "deploy", DEMO_DEPLOYMENT, "--type", "merge",
+                       "-p", '{"spec":{"template":{"spec":{"containers":[{"name":"vllm","args":["--port=8001"]}]}}}}')
+    assert "spec.template.spec.containers[0].image: Required value" in replaced.stderr
+    assert get_json(gke, "deploy", DEMO_DEPLOYMENT)["metadata"]["resourceVersion"] == before
+
+
+def test_strategic_merge_patch_merges_containers_and_env_by_name(gke: SandboxGke) -> None:
+    patch = {"spec": {"template": {"spec": {"containers": [{"name": "vllm", "env": [{"name": "EXTRA", "value": "1"}]}]}}}}
+    out = ok(kubectl(gke, "patch", "deploy", DEMO_DEPLOYMENT, "-p", json.dumps(patch), "--dry-run=server", "-o", "json"))
+    container = json.loads(out)["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"].startswith("vllm/vllm-tpu:")
+    assert [e["name"] for e in container["env"]] == ["VLLM_XLA_CACHE_PATH", "HF_HOME", "EXTRA"]
+    live = get_json(gke, "deploy", DEMO_DEPLOYMENT)["spec"]["template"]["spec"]["containers"][0]
+    assert "EXTRA" not in [e["name"] for e in live["env"]]      # dry run: nothing stored
+
+
+def _rolling_deployment(name: str, pool_index: int, args: list[str]) -> dict[str, Any]:
+    pool = POOLS[pool_index]
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": {"app": name}},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                         "nodeSelector": {"cloud.google.com/gke-tpu-accelerator": pool.accelerator},
+                         "containers": [{"name": "vllm", "image": "vllm/vllm-tpu:v0.29.1", "command": ["vllm", "serve"],
+                                         "args": args, "resources": {"limits": {"google.com/tpu": "4"}}}]}}}}
+
+
+def test_rolling_update_on_a_full_tpu_node_leaves_the_new_pod_unschedulable(gke: SandboxGke) -> None:
+    name = "vllm-rolling"
+    manifest = _rolling_deployment(name, 0, ["Qwen/Qwen3-0.6B", "--max-model-len=4096", "--tensor-parallel-size=4"])
+    created = kubectl(gke, "create", "--validate=false", "-f", "-", stdin=json.dumps(manifest))  # no OpenAPI served
+    assert ok(created).strip() == f"deployment.apps/{name} created"
+    try:
+        ok(kubectl(gke, "rollout", "status", f"deploy/{name}", "--timeout=50s"))
+        old = newest_pod(gke, name)
+        assert old["spec"]["nodeName"] == POOLS[0].node_names()[0]
+        patch = [{"op": "replace", "path": "/spec/template/spec/containers/0/args/1", "value": "--max-model-len=2048"}]
+        ok(kubectl(gke, "patch", "deploy", name, "--type", "json", "-p", json.dumps(patch)))
+        pending = newest_pod(gke, name)
+        assert pending["metadata"]["name"] != old["metadata"]["name"]
+        message = ("0/2 nodes are available: 1 Insufficient google.com/tpu, 1 node(s) didn't match Pod's node "
+                   "affinity/selector. preemption: 0/2 nodes are available: 1 No preemption victims found for "
+                   "incoming pod, 1 Preemption is not helpful for scheduling.")
+
+        def unschedulable() -> bool:
+            pod = get_json(gke, "pod", pending["metadata"]["name"])
+            return any(c.get("reason") == "Unschedulable" and c.get("message") == message
+                       for c in pod["status"].get("conditions") or [])
+
+        wait_for("the new pod's Unschedulable condition", unschedulable)
+        events = get_json(gke, "events", "--field-selector",
+                          f"involvedObject.name={pending['metadata']['name']},reason=FailedScheduling")["items"]
+        assert [(e["type"], e["message"]) for e in events] == [("Warning", message)]
+        logs = kubectl(gke, "logs", pending["metadata"]["name"])
+        assert logs.returncode == 1
+        assert f'container "vllm" in pod "{pending["metadata"]["name"]}" is waiting to start: ContainerCreating' \
+            in logs.stderr
+        assert get_json(gke, "pod", old["metadata"]["name"])["status"]["phase"] == "Running"   # never surrendered
+    finally:
+        ok(kubectl(gke, "delete", "deploy", name))
+    wait_for("the rolling deployment's pods to go", lambda: not get_json(gke, "pods", "-l", f"app={name}")["items"])
+
+
+def test_watch_resumes_from_a_resource_version_and_410s_an_expired_one(gke: SandboxGke) -> None:
+    status, body = api_get(gke, "/api/v1/namespaces/default/pods?watch=true&resourceVersion=1&timeoutSeconds=5",
+                           token=gke.token)
+    assert status == 200
+    event = json.loads(body.splitlines()[0])
+    assert event["type"] == "ERROR" and event["object"]["code"] == 410 and event["object"]["reason"] == "Expired"
+    status, body = api_get(gke, "/api/v1/nodes", token=gke.token)
+    listed = json.loads(body)
+    assert listed["kind"] == "NodeList" and int(listed["metadata"]["resourceVersion"]) > 1000
+    status, body = api_get(gke, "/api/v1/nodes?watch=1&timeoutSeconds=1", token=gke.token)
+    assert sorted(json.loads(line)["type"] for line in body.splitlines()) == ["ADDED", "ADDED"]
+
+
+def test_no_or_a_wrong_token_is_401(gke: SandboxGke) -> None:
+    assert api_get(gke, "/api/v1/pods")[0] == 401
+    status, body = api_get(gke, "/api/v1/pods", token="not-the-token")
+    assert status == 401 and json.loads(body)["reason"] == "Unauthorized"
+
+
+@pytest.mark.skipif(why_no_gcloud() is not None, reason=why_no_gcloud() or "")
+def test_gcloud_lists_the_cluster_and_its_tpu_node_pools(gke: SandboxGke, tmp_path: Path) -> None:
+    config = tmp_path / "gcloud"
+    (config / "configurations").mkdir(parents=True)
+    (config / "active_config").write_text("default")
+    (config / "gce").write_text("False")
+    (config / "configurations" / "config_default").write_text(
+        f"[auth]\ndisable_credentials = true\n\n[api_endpoint_overrides]\ncontainer = {gke.gke_api_url}/\n\n"
+        "[core]\naccount = a@example.com\ndisable_usage_reporting = true\nproject = inference-prod\n")
+    env = {**os.environ, "CLOUDSDK_CONFIG": str(config), "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"}
+
+    def gcloud(*args: str) -> list[Any]:
+        done = subprocess.run([GCLOUD, *args, "--format=json"], env=env, capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        return list(json.loads(done.stdout))
+
+    clusters = gcloud("container", "clusters", "list")
+    assert [(c["name"], c["location"], c["endpoint"]) for c in clusters] \
+        == [("tpu-serving", "us-east5", gke.kubernetes_api_url.removeprefix("https://"))]
+    pools = gcloud("container", "node-pools", "list", "--cluster", "tpu-serving", "--location", "us-east5")
+    assert [(p["name"], p["config"]["machineType"], p["placementPolicy"]["tpuTopology"], p["config"].get("spot"),
+             p["config"].get("flexStart")) for p in pools] \
+        == [("v5e-spot", "ct5lp-hightpu-4t", "2x2", True, None), ("v6e-flex", "ct6e-standard-4t", "2x2", None, True)]
