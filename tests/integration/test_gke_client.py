@@ -151,3 +151,58 @@ def test_a_stale_resource_version_is_refused_and_nothing_changes(box: Sandbox) -
     assert outcome.patched is False and "changed since it was read" in (outcome.error or "")
     after = _kubectl(box, "get", "deploy", "vllm-llama", "-o", "json")
     assert after["spec"] == before["spec"]
+
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gke-deploy-noprobe.json"
+
+
+def _create(box: Sandbox, name: str, chips: str) -> None:
+    manifest = FIXTURE.read_text().replace("vllm-noprobe", name).replace('"google.com/tpu": "4"',
+                                                                          f'"google.com/tpu": "{chips}"')
+    path = box.state_dir / f"{name}.json"
+    path.write_text(manifest)
+    _kubectl(box, "create", "--validate=false", "-f", str(path))
+
+
+def _watch_events(box: Sandbox, name: str, max_wait_s: float) -> tuple[Any, list[str]]:
+    import asyncio
+
+    from console.config import load_config
+    from console.flows.gke_fleet import gke_source
+    from console.flows.gke_target import find_workload, parse_workload_spec
+    from console.flows.workload_watch import WorkloadWatch
+
+    said: list[str] = []
+
+    async def go() -> Any:
+        source = gke_source(load_config(box.config_path))
+        assert source is not None
+        try:
+            workload, kube = await find_workload(source, parse_workload_spec(f"deploy/{name}"))
+            watch = WorkloadWatch(workload, kube, on_event=lambda e: said.append(f"{e.kind}: {e.text}"), poll_s=0.05,
+                                  max_wait_s=max_wait_s)
+            return await watch.run()
+        finally:
+            await source.close()
+
+    return asyncio.run(go()), said
+
+
+def test_a_pod_that_cannot_schedule_is_said_with_its_event(box: Sandbox) -> None:
+    _create(box, "vllm-big", "8")               # more chips than any node has
+    outcome, said = _watch_events(box, "vllm-big", max_wait_s=2.0)
+    assert outcome.code == 2
+    assert any(s.startswith("status: pod vllm-big-") and "Pending: Unschedulable: 0/2 nodes are available" in s
+               for s in said), said
+    assert any(s.startswith("event: ") and "Warning FailedScheduling" in s and "Insufficient google.com/tpu" in s
+               for s in said), said
+    assert said[-1].startswith("warning: gave up after 2 s")
+
+
+def test_ready_before_the_log_is_flagged(box: Sandbox) -> None:
+    _create(box, "vllm-noprobe", "4")           # no readinessProbe: Ready as soon as the container runs
+    outcome, said = _watch_events(box, "vllm-noprobe", max_wait_s=60.0)
+    assert outcome.code == 0 and outcome.summary["kubernetes_ready_early"] is True
+    [flag] = [s for s in said if s.startswith("ready_early: ")]
+    assert "Kubernetes says Ready while the log still compiles" in flag
+    assert said.index(flag) < next(i for i, s in enumerate(said) if s.startswith("ready: "))
