@@ -127,4 +127,7 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("forwards", "forwards", "F"),
         ("quit", "quit", "q"),
     ),
+    "WorkloadStartupScreen": (
+        ("workload_back", "back", "escape"),
+    ),
 }

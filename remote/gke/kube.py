@@ -91,12 +91,13 @@ class KubeClient:
         if self._api is None:
             try:
                 async with asyncio.timeout(self.timeout_s):
-                    if self.access.kubeconfig:
-                        api = await kr8s.asyncio.api(kubeconfig=self.access.kubeconfig,
-                                                     context=self.access.context or None)
-                    else:
-                        api = await kr8s.asyncio.api(kubeconfig=kubeconfig_of(self.access))  # type: ignore[arg-type]
+                    # Our own Api, not kr8s.asyncio.api()'s per-loop cache: a cached one is shared by every
+                    # client of the same cluster, and one client's close() would cut the others' session.
+                    kubeconfig: Any = self.access.kubeconfig or kubeconfig_of(self.access)
+                    api = kr8s.asyncio.Api(bypass_factory=True, kubeconfig=kubeconfig,
+                                           context=self.access.context or None)
                     api.timeout = self.timeout_s
+                    await api
             except _CAUGHT as exc:
                 raise kube_error(exc, "Kubernetes API", self.timeout_s) from None
             self._api = api
