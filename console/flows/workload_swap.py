@@ -128,14 +128,16 @@ class WorkloadSwapCase:
             ValueError: a bad value (the spec's sentence), a key a workload swap cannot change yet
                 (``env.*``, ``volume:*``, ``name``...), or a container with no model.
         """
+        if self.workload.kind != "Deployment":
+            raise ValueError(f"{self.workload.ref}: swap changes Deployments only so far (a LeaderWorkerSet's "
+                             "leader and worker templates are not patched yet)")
         for key in changes:
             if key.startswith(("env.", "volume:")) or (key in SPEC_KEYS and key not in ("image", "model")):
                 raise ValueError(f"{key}: a GKE swap changes the container's flags and image only so far")
         old = spec_of(self.workload)
         spec = old.with_changes(dict(changes), image=image)
         index = container_index(self.workload)
-        container = self.workload.raw["spec"]["template"]["spec"]["containers"][index] \
-            if self.workload.kind == "Deployment" else {}
+        container = self.workload.raw["spec"]["template"]["spec"]["containers"][index]
         flags = {k: v for k, v in changes.items() if k != "image"}
         args = edited_args(list(container.get("args") or []), flags) if flags else None
         new_image = image or changes.get("image") or None
