@@ -114,7 +114,8 @@ class Kubelet:
         store: the cluster's objects. accelerator_of: node name -> TPU API accelerator type (``v6e-4``).
         plan_for: builds the engine's plan. create_s / terminate_s: seconds of ContainerCreating and of
         a pod's termination. time_scale: factor on the crash back-off. on_ready / on_stopped: called with
-        ``(pod, run)`` when a pod's container turns ready / stops (the pod's OpenAI server follows them).
+        ``(pod, run)`` when a pod's engine starts serving (``Application startup complete.``) / its
+        container stops (the pod's OpenAI server follows them).
     """
 
     store: ObjectStore
@@ -164,18 +165,20 @@ class Kubelet:
             run.finished_at = now
             run.exit_code = run.plan.exit_code
             run.back_off_until = now + min(300.0, 10.0 * 2 ** run.restarts) * self.time_scale
-            if run.ready:
-                run.ready = False
+            run.ready = False
+            run.flags.discard("serving")
             self.on_stopped(pod, run)
             record_event(self.store, "pods", pod, "BackOff", f"Back-off restarting failed container {run.container} "
                          f"in pod {pod['metadata']['name']}_{pod['metadata']['namespace']}"
                          f"({pod['metadata']['uid']})", warning=True, host=run.node)
-        if run.plan is not None and run.running(now) and not run.ready:
+        if run.plan is not None and run.running(now) and run.started_at is not None:
             at = run.plan.ready_at_s
-            probe = container.get("readinessProbe")
-            if probe is None or (at is not None and run.started_at is not None and now >= run.started_at + at):
-                run.ready = True
+            serving = at is not None and now >= run.started_at + at
+            if serving and "serving" not in run.flags:
+                run.flags.add("serving")             # the engine's server listens from now on
                 self.on_ready(pod, run)
+            if not run.ready and (serving or container.get("readinessProbe") is None):
+                run.ready = True                     # no probe: Ready at once, however long vLLM compiles
         self._write_status(pod, run, now)
 
     def _start(self, pod: JsonDict, run: PodRun, container: JsonDict, now: float, *, first: bool) -> None:
@@ -190,8 +193,8 @@ class Kubelet:
     def _terminate(self, pod: JsonDict, run: PodRun | None, now: float) -> None:
         if run is not None and run.deleting_since is None:
             run.deleting_since = now
-            if run.ready:
-                run.ready = False
+            run.ready = False
+            run.flags.discard("serving")
             self.on_stopped(pod, run)
             record_event(self.store, "pods", pod, "Killing", f"Stopping container {run.container}", host=run.node)
         since = run.deleting_since if run is not None and run.deleting_since is not None else now

@@ -289,3 +289,77 @@ def test_gcloud_lists_the_cluster_and_its_tpu_node_pools(gke: SandboxGke, tmp_pa
     assert [(p["name"], p["config"]["machineType"], p["placementPolicy"]["tpuTopology"], p["config"].get("spot"),
              p["config"].get("flexStart")) for p in pools] \
         == [("v5e-spot", "ct5lp-hightpu-4t", "2x2", True, None), ("v6e-flex", "ct6e-standard-4t", "2x2", None, True)]
+
+
+def test_a_flag_vllm_rejects_crash_loops_with_its_usage_error(gke: SandboxGke) -> None:
+    name = "vllm-typo"
+    manifest = _rolling_deployment(name, 0, ["Qwen/Qwen3-0.6B", "--max-modle-len=4096"])
+    ok(kubectl(gke, "create", "--validate=false", "-f", "-", stdin=json.dumps(manifest)))
+    try:
+        def crashed() -> dict[str, Any] | None:
+            pods = get_json(gke, "pods", "-l", f"app={name}")["items"]
+            statuses = pods[0]["status"].get("containerStatuses") or [] if pods else []
+            waiting = (statuses[0].get("state") or {}).get("waiting") or {} if statuses else {}
+            return statuses[0] if waiting.get("reason") == "CrashLoopBackOff" else None
+
+        status = wait_for("CrashLoopBackOff", crashed)
+        assert status["lastState"]["terminated"]["exitCode"] == 2 and status["ready"] is False
+        pod = get_json(gke, "pods", "-l", f"app={name}")["items"][0]["metadata"]["name"]
+        wait_for("a restart", lambda: get_json(gke, "pod", pod)["status"]["containerStatuses"][0]["restartCount"] >= 1)
+        assert "vllm serve: error: unrecognized arguments: --max-modle-len=4096" \
+            in ok(kubectl(gke, "logs", "--previous", pod))
+    finally:
+        ok(kubectl(gke, "delete", "deploy", name))
+    wait_for("the crashing deployment's pods to go", lambda: not get_json(gke, "pods", "-l", f"app={name}")["items"])
+
+
+def test_kr8s_forwards_a_port_to_the_pods_vllm_and_resumes_logs_from_a_time(gke: SandboxGke) -> None:
+    pytest.importorskip("kr8s", reason="kr8s (the console's Kubernetes client) is not installed here")
+    import asyncio
+
+    import httpx
+    import kr8s.asyncio
+    from kr8s.asyncio.objects import Pod
+
+    ok(kubectl(gke, "rollout", "status", f"deploy/{DEMO_DEPLOYMENT}", "--timeout=50s"))
+    name = newest_pod(gke, DEMO_DEPLOYMENT)["metadata"]["name"]
+    args = get_json(gke, "deploy", DEMO_DEPLOYMENT)["spec"]["template"]["spec"]["containers"][0]["args"]
+    max_model_len = int(next(a for a in args if a.startswith("--max-model-len=")).split("=")[1])
+
+    async def drive() -> tuple[dict[str, Any], list[str], list[str]]:
+        api = await kr8s.asyncio.api(kubeconfig=str(gke.kubeconfig_path))
+        pod = await Pod.get(name, namespace="default", api=api)
+        async with pod.portforward(remote_port=8000, local_port=0) as port, httpx.AsyncClient(timeout=10) as client:
+            models = (await client.get(f"http://127.0.0.1:{port}/v1/models")).json()
+        every = [line async for line in pod.logs(timestamps=True)]
+        since = every[len(every) // 2].split(" ", 1)[0]
+        resumed = [line async for line in pod.logs(timestamps=True, since_time=since)]
+        return models, every, resumed
+
+    models, every, resumed = asyncio.run(drive())
+    assert [(m["id"], m["max_model_len"]) for m in models["data"]] == [("meta-llama/Llama-3.1-8B-Instruct", max_model_len)]
+    assert "Application startup complete." in every[-1] or any("Application startup complete." in x for x in every)
+    assert resumed and resumed[-1] == every[-1] and every[len(every) // 2] in resumed and len(resumed) < len(every)
+
+
+def test_google_cloud_container_reads_the_cluster_and_its_tpu_pools(gke: SandboxGke) -> None:
+    pytest.importorskip("google.cloud.container_v1", reason="google-cloud-container is not installed here")
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import container_v1
+
+    client = container_v1.ClusterManagerClient(credentials=AnonymousCredentials(), transport="rest",
+                                               client_options={"api_endpoint": gke.gke_api_url})
+    clusters = client.list_clusters(parent="projects/inference-prod/locations/-").clusters
+    assert [(c.name, c.location, c.endpoint) for c in clusters] \
+        == [("tpu-serving", "us-east5", gke.kubernetes_api_url.removeprefix("https://"))]
+    assert base64.b64decode(clusters[0].master_auth.cluster_ca_certificate) == (gke.folder / "ca.crt").read_bytes()
+    pools = {p.name: p for p in clusters[0].node_pools}
+    assert (pools["v5e-spot"].config.machine_type, pools["v5e-spot"].config.spot,
+            pools["v5e-spot"].placement_policy.tpu_topology) == ("ct5lp-hightpu-4t", True, "2x2")
+    assert (pools["v6e-flex"].config.machine_type, pools["v6e-flex"].config.flex_start,
+            pools["v6e-flex"].initial_node_count) == ("ct6e-standard-4t", True, 1)
+    assert client.list_clusters(parent="projects/research-sandbox/locations/-").clusters == []
+    from google.api_core.exceptions import Forbidden
+
+    with pytest.raises(Forbidden):
+        client.list_clusters(parent="projects/denied-project/locations/-")
