@@ -21,12 +21,13 @@ from typing import Any
 from sandbox.gke import cluster_data as data
 from sandbox.gke.controller import Controller
 from sandbox.gke.gke_api import SandboxGkeApi
-from sandbox.gke.kube_api import KubeApiState, KubeHandler, with_defaults
+from sandbox.gke.kube_api import KubeApiState, KubeHandler
 from sandbox.gke.kubelet import Kubelet, PlanFor, PodRun
 from sandbox.gke.pod_logs import serve_log
 from sandbox.gke.portforward import PortForwarder
 from sandbox.gke.store import ObjectStore
 from sandbox.gke.tls import make_cluster_tls
+from sandbox.gke.writes import with_defaults
 from sandbox.loopback_http import LoopbackServer
 
 #: The Google access token the sandbox's own gcloud presents (``sandbox.runner``); the API takes it too,

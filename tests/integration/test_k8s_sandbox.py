@@ -363,3 +363,19 @@ def test_google_cloud_container_reads_the_cluster_and_its_tpu_pools(gke: Sandbox
 
     with pytest.raises(Forbidden):
         client.list_clusters(parent="projects/denied-project/locations/-")
+
+
+def test_the_sandbox_starts_its_gke_and_says_where(tmp_path: Path) -> None:
+    from sandbox.runner import Sandbox
+
+    with Sandbox(tmp_path / "state", boot=False, gke_boot_s=2.0) as box:
+        assert box.kubeconfig_path == tmp_path / "state" / "gke" / "kubeconfig"
+        assert os.stat(box.kubeconfig_path).st_mode & 0o777 == 0o600
+        assert f"Kubernetes API: {box.kubernetes_api_url} (kubeconfig {box.kubeconfig_path})" \
+            in box.describe().splitlines()
+        assert box.gke_api_url.startswith("http://127.0.0.1:") and box.kubernetes_api_url.startswith("https://127.0.0.1:")
+        out = subprocess.run([KUBECTL, "--kubeconfig", str(box.kubeconfig_path), "get", "deploy", "-A", "-o", "name"],
+                             capture_output=True, text=True, timeout=KUBECTL_TIMEOUT_S, check=False)
+        assert out.stdout.split() == [f"deployment.apps/{DEMO_DEPLOYMENT}"]
+        assert f'api_endpoint = "{box.gke_api_url}"' in box.config_path.read_text()
+    assert box.gke is None
