@@ -37,7 +37,7 @@ from sandbox.gke.store import (
     selected,
 )
 from sandbox.gke.tables import as_table, wants_table
-from sandbox.gke.writes import typed, write
+from sandbox.gke.writes import scale, typed, write
 
 _NAMESPACED = re.compile(r"^/(?:api/v1|apis/apps/v1)/(?:namespaces/(?P<ns>[^/]+)/)?(?P<res>pods|events|services|"
                          r"deployments|replicasets)(?:/(?P<name>[^/]+)(?:/(?P<sub>log|portforward|status|scale))?)?$")
@@ -182,8 +182,10 @@ class KubeHandler(BaseHTTPRequestHandler):
             self.api.serve_log(self, namespace, name, query)
         elif sub == "portforward":
             self.api.serve_portforward(self, namespace, name, query)
-        elif sub in ("status", "scale"):
-            raise ApiError(405, "MethodNotAllowed", f"the sandbox does not serve {resource}/{sub}")
+        elif sub == "scale" and resource == "deployments" and method in ("GET", "PATCH", "PUT"):
+            self.send_json(200, scale(self.api.store, method, namespace, name, body, self.headers.get("Content-Type") or ""))
+        elif sub is not None:
+            raise ApiError(405, "MethodNotAllowed", f"the sandbox does not serve {method} {resource}/{sub}")
         elif method == "GET" and name is None:
             self._list(resource, namespace or None, query)
         elif method == "GET":

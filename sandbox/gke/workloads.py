@@ -33,9 +33,21 @@ HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"
 
 
+def _semantic(value: Any) -> Any:
+    """``value`` without nulls and empty maps or lists: what a Go struct round trip cannot tell apart
+    (``kubectl rollout undo`` sends the template back with ``creationTimestamp: null``)."""
+    if isinstance(value, dict):
+        kept = {k: _semantic(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, {}, [])}
+    if isinstance(value, list):
+        return [_semantic(v) for v in value]
+    return value
+
+
 def template_hash(template: JsonDict) -> str:
-    """A stable 10-character hash of a pod template, in Kubernetes' safe alphabet."""
-    digest = int(hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest(), 16)
+    """A stable 10-character hash of a pod template (compared as the API's types see it), in Kubernetes'
+    safe alphabet."""
+    digest = int(hashlib.sha256(json.dumps(_semantic(template), sort_keys=True).encode()).hexdigest(), 16)
     return "".join(_SAFE[(digest >> (5 * i)) % len(_SAFE)] for i in range(10))
 
 
@@ -226,8 +238,12 @@ class Workloads:
                 else "Deployment does not have minimum availability."}),
             progressing,
         ]
-        if status != deployment.get("status"):
-            self.store.update("deployments", {**deployment, "status": status})
+        annotations = dict(deployment["metadata"].get("annotations") or {})
+        if new_now is not None:                 # the revision kubectl rollout undo / history read
+            annotations[REVISION] = str(_revision(new_now))
+        if status != deployment.get("status") or annotations != (deployment["metadata"].get("annotations") or {}):
+            meta = {**deployment["metadata"], "annotations": annotations}
+            self.store.update("deployments", {**deployment, "metadata": meta, "status": status})
 
     # --- replica sets --------------------------------------------------------------------------
 

@@ -62,23 +62,11 @@ def write(store: ObjectStore, method: str, resource: str, namespace: str, name: 
         return 200, typed(resource, deployment if dry else store.update(resource, deployment, expect_rv=expect))
 
 def _patch(store: ObjectStore, namespace: str, name: str, patch: Any, content_type: str, dry: bool) -> JsonDict:
-    if content_type not in _PATCH_TYPES:
-        raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - "
-                       f"accepted media types include: {', '.join(_PATCH_TYPES)}")
     with store.cond:
         current = store.get("deployments", namespace, name)
         if current is None:
             raise ApiError(404, "NotFound", f'deployments.apps "{name}" not found')
-        doc = typed("deployments", current)
-        try:
-            if content_type == _PATCH_TYPES[0]:
-                patched = json_patch(doc, patch)
-            elif content_type == _PATCH_TYPES[1]:
-                patched = merge_patch(doc, patch)
-            else:
-                patched = strategic_merge_patch(doc, patch)
-        except PatchFailed:               # as the API server answers: 422 with no details
-            raise ApiError(422, "Invalid", "the server rejected our request due to an error in our request") from None
+        patched = _patched(typed("deployments", current), patch, content_type)
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise ApiError(400, "BadRequest", "the patch does not leave an object")
         meta = patched["metadata"]
@@ -109,6 +97,55 @@ def _delete(store: ObjectStore, resource: str, namespace: str, name: str) -> Jso
         store.delete(resource, namespace, name)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                 "details": {"name": name, "group": "apps", "kind": resource, "uid": current["metadata"]["uid"]}}
+
+
+def _scale_of(deployment: JsonDict) -> JsonDict:
+    meta = deployment["metadata"]
+    selector = ",".join(f"{k}={v}" for k, v in (deployment["spec"].get("selector") or {}).get("matchLabels", {}).items())
+    return {"kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")},
+            "spec": {"replicas": deployment["spec"].get("replicas", 1)},
+            "status": {"replicas": (deployment.get("status") or {}).get("replicas", 0), "selector": selector}}
+
+
+def scale(store: ObjectStore, method: str, namespace: str, name: str, body: bytes, content_type: str) -> JsonDict:
+    """``deployments/NAME/scale`` (an ``autoscaling/v1`` Scale): GET, PATCH (any of the three patch types)
+    or PUT; a write sets the Deployment's ``spec.replicas``. Raises ApiError (404, 409, 422)."""
+    with store.cond:
+        current = store.get("deployments", namespace, name)
+        if current is None:
+            raise ApiError(404, "NotFound", f'deployments.apps "{name}" not found')
+        doc = _scale_of(current)
+        if method == "GET":
+            return doc
+        try:
+            given = json.loads(body or b"null")
+            wanted = _patched(doc, given, content_type.split(";")[0]) if method == "PATCH" else given
+        except ValueError as exc:
+            raise ApiError(400, "BadRequest", f"the body is not JSON: {exc}") from None
+        replicas = (wanted.get("spec") or {}).get("replicas") if isinstance(wanted, dict) else None
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise ApiError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: '
+                           f"{replicas}: must be greater than or equal to 0")
+        expect = (wanted.get("metadata") or {}).get("resourceVersion")
+        if expect and expect != current["metadata"]["resourceVersion"]:
+            raise conflict("deployments", name)
+        current["spec"]["replicas"] = replicas
+        return _scale_of(store.update("deployments", current))
+
+
+def _patched(doc: JsonDict, patch: Any, content_type: str) -> Any:
+    if content_type not in _PATCH_TYPES:
+        raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - "
+                       f"accepted media types include: {', '.join(_PATCH_TYPES)}")
+    try:
+        if content_type == _PATCH_TYPES[0]:
+            return json_patch(doc, patch)
+        if content_type == _PATCH_TYPES[1]:
+            return merge_patch(doc, patch)
+        return strategic_merge_patch(doc, patch)
+    except PatchFailed:               # as the API server answers: 422 with no details
+        raise ApiError(422, "Invalid", "the server rejected our request due to an error in our request") from None
 
 
 def with_defaults(deployment: JsonDict) -> JsonDict:

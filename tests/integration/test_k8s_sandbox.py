@@ -379,3 +379,32 @@ def test_the_sandbox_starts_its_gke_and_says_where(tmp_path: Path) -> None:
         assert out.stdout.split() == [f"deployment.apps/{DEMO_DEPLOYMENT}"]
         assert f'api_endpoint = "{box.gke_api_url}"' in box.config_path.read_text()
     assert box.gke is None
+
+
+def test_rollout_undo_goes_back_to_the_previous_replicaset_and_scale_sets_replicas(gke: SandboxGke) -> None:
+    ok(kubectl(gke, "rollout", "status", f"deploy/{DEMO_DEPLOYMENT}", "--timeout=50s"))
+    before = newest_pod(gke, DEMO_DEPLOYMENT)["metadata"]["labels"]["pod-template-hash"]
+    image = get_json(gke, "deploy", DEMO_DEPLOYMENT)["spec"]["template"]["spec"]["containers"][0]["image"]
+    ok(kubectl(gke, "set", "image", f"deploy/{DEMO_DEPLOYMENT}", "vllm=vllm/vllm-tpu:v0.30.0"))
+    ok(kubectl(gke, "rollout", "status", f"deploy/{DEMO_DEPLOYMENT}", "--timeout=50s"))
+    assert ok(kubectl(gke, "rollout", "undo", f"deploy/{DEMO_DEPLOYMENT}")).strip() \
+        == f"deployment.apps/{DEMO_DEPLOYMENT} rolled back"
+    ok(kubectl(gke, "rollout", "status", f"deploy/{DEMO_DEPLOYMENT}", "--timeout=50s"))
+    deployment = get_json(gke, "deploy", DEMO_DEPLOYMENT)
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
+    rs = get_json(gke, "rs", f"{DEMO_DEPLOYMENT}-{before}")                 # the same ReplicaSet, a new revision
+    revision = rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+    assert deployment["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == revision
+    assert int(revision) >= 3 and rs["status"]["readyReplicas"] == 1
+    assert ok(kubectl(gke, "scale", f"deploy/{DEMO_DEPLOYMENT}", "--replicas=2")).strip() \
+        == f"deployment.apps/{DEMO_DEPLOYMENT} scaled"
+    try:
+        def second_pending() -> bool:
+            pods = get_json(gke, "pods", "-l", f"app={DEMO_DEPLOYMENT}")["items"]
+            return len(pods) == 2 and any(c.get("reason") == "Unschedulable" for p in pods
+                                          for c in p["status"].get("conditions") or [])
+
+        wait_for("a second pod that no v6e node can take", second_pending)
+    finally:
+        ok(kubectl(gke, "scale", f"deploy/{DEMO_DEPLOYMENT}", "--replicas=1"))
+    wait_for("one pod again", lambda: len(get_json(gke, "pods", "-l", f"app={DEMO_DEPLOYMENT}")["items"]) == 1)
