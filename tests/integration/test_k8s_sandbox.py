@@ -1,5 +1,5 @@
 """The sandbox's GKE held to the real clients: kubectl (``/usr/bin/kubectl``) against the Kubernetes API
-stand-in, gcloud against the GKE API stand-in. One cluster for the module; its pods boot in 2 s.
+stand-in, gcloud against the GKE API stand-in. One cluster for the module; its pods boot in 1 s.
 
 Tests that change the cluster use their own Deployment or put ``vllm-llama`` back, so they can run in any
 order; each waits on conditions (``kubectl rollout status``, a polled object), never on a timer.
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl is n
 @pytest.fixture(scope="module")
 def gke() -> Iterator[SandboxGke]:
     with tempfile.TemporaryDirectory(prefix="k8s-sandbox-") as folder:
-        cluster = SandboxGke(Path(folder), boot_s=2.0, create_s=0.2, terminate_s=0.1, time_scale=0.05,
+        cluster = SandboxGke(Path(folder), boot_s=1.0, create_s=0.2, terminate_s=0.1, time_scale=0.05,
                              other_projects=("research-sandbox",), denied_projects=("denied-project",))
         cluster.start()
         try:
