@@ -39,7 +39,8 @@ from sandbox.gke.store import (
 from sandbox.gke.tables import as_table, wants_table
 from sandbox.gke.writes import scale, typed, write
 
-_NAMESPACED = re.compile(r"^/(?:api/v1|apis/apps/v1)/(?:namespaces/(?P<ns>[^/]+)/)?(?P<res>pods|events|services|"
+_NAMESPACED = re.compile(r"^/(?P<gv>api/v1|apis/apps/v1|apis/leaderworkerset\.x-k8s\.io/v1)/"
+                         r"(?:namespaces/(?P<ns>[^/]+)/)?(?P<res>pods|events|services|leaderworkersets|"
                          r"deployments|replicasets)(?:/(?P<name>[^/]+)(?:/(?P<sub>log|portforward|status|scale))?)?$")
 _CLUSTER = re.compile(r"^/api/v1/(?P<res>namespaces|nodes)(?:/(?P<name>[^/]+)(?:/(?P<sub>status))?)?$")
 #: Largest request body read (bytes).
@@ -175,8 +176,8 @@ class KubeHandler(BaseHTTPRequestHandler):
         resource, name = found.group("res"), found.group("name")
         namespace = found.groupdict().get("ns") or ""
         sub = found.group("sub")
-        apps = path.startswith("/apis/apps/")
-        if apps != (RESOURCES[resource][0] == "apps/v1"):
+        served_at = "api/v1" if RESOURCES[resource][0] == "v1" else "apis/" + RESOURCES[resource][0]
+        if (found.groupdict().get("gv") or "api/v1") != served_at:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if sub == "log" and method == "GET":
             self.api.serve_log(self, namespace, name, query)
@@ -286,7 +287,8 @@ class KubeApiState:
         """The discovery document at ``path``, or ``None``."""
         docs: dict[str, Callable[[], JsonDict]] = {
             "/version": discovery.version_json, "/api": lambda: discovery.api_versions(self.server_address),
-            "/api/v1": discovery.core_v1, "/apis": discovery.apis, "/apis/apps/v1": discovery.apps_v1}
+            "/api/v1": discovery.core_v1, "/apis": discovery.apis, "/apis/apps/v1": discovery.apps_v1,
+            "/apis/leaderworkerset.x-k8s.io/v1": discovery.lws_v1}
         maker = docs.get(path)
         return maker() if maker is not None else None
     def write(self, method: str, resource: str, namespace: str, name: str | None, query: dict[str, str],

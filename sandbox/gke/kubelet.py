@@ -47,10 +47,13 @@ def serve_argv(container: JsonDict) -> list[str] | None:
     words = command + args
     if command[:1] in (["sh"], ["/bin/sh"], ["bash"], ["/bin/bash"]) and "-c" in words:
         script = words[words.index("-c") + 1] if words.index("-c") + 1 < len(words) else ""
-        try:
-            words = shlex.split(script.replace("exec ", ""))
-        except ValueError:
-            return None
+        for segment in split_shell(script):                 # `start ray; vllm serve ...`: the server's step
+            found = serve_argv({"command": ["exec"], "args": segment})
+            if found is not None:
+                return found
+        return None
+    if command[:1] == ["exec"]:
+        words = args
     if not command:
         words = ["vllm", "serve", *args]
     if words[:2] == ["vllm", "serve"]:
@@ -60,10 +63,38 @@ def serve_argv(container: JsonDict) -> list[str] | None:
     return None
 
 
+def split_shell(script: str) -> list[list[str]]:
+    """The simple commands of a ``sh -c`` script (split at ``;``, ``&&``, ``||`` and newlines), each as words
+    with ``exec`` dropped; ``[]`` when the script does not parse."""
+    try:
+        words = shlex.split(script.replace("\n", " ; "), posix=True)
+    except ValueError:
+        return []
+    segments: list[list[str]] = [[]]
+    for word in words[:10_000]:
+        if word in (";", "&&", "||") or word.endswith(";"):
+            if word.endswith(";") and word != ";":
+                segments[-1].append(word[:-1])
+            segments.append([])
+        elif not (word == "exec" and not segments[-1]):
+            segments[-1].append(word)
+    return [s for s in segments if s]
+
+
+def ray_worker(container: JsonDict) -> bool:
+    """Whether the container joins a Ray cluster (an LWS worker of multi-host vLLM: ``ray start ...``)."""
+    words = [str(w) for w in (container.get("command") or []) + (container.get("args") or [])]
+    return any(w == "ray" and words[i + 1:i + 2] == ["start"] for i, w in enumerate(words)) or any(
+        "ray start" in w for w in words)
+
+
 def container_plan(container: JsonDict, accelerator_type: str, plan_for: PlanFor) -> Any:
     """The plan of a container's run: the engine's startup, or a static failure (usage error, not vLLM)."""
     argv = serve_argv(container)
     image = str(container.get("image") or "")
+    if argv is None and ray_worker(container):
+        return StaticPlan(((0.5, "Local node IP: 10.8.0.2"), (0.6, "Ray runtime started."),
+                           (0.6, "--------------------")), outcome="worker")
     if argv is None:
         shown = " ".join(map(str, (container.get("command") or []) + (container.get("args") or []))) or "(none)"
         return StaticPlan(((0.1, f"sandbox: this simulated container only runs vLLM's OpenAI server, not {shown}"),),

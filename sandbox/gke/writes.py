@@ -1,5 +1,6 @@
-"""Writes to the Kubernetes API stand-in: ``POST`` / ``PUT`` / ``PATCH`` of Deployments (validated, with
-the API server's defaults), ``DELETE`` of Deployments and pods (pods gracefully: ``Terminating`` first).
+"""Writes to the Kubernetes API stand-in: ``POST`` / ``PUT`` / ``PATCH`` / ``DELETE`` of Deployments and
+LeaderWorkerSets (validated, with the API server's defaults), ``DELETE`` of pods (gracefully: ``Terminating``
+first), ``deployments/NAME/scale``.
 
 A PATCH takes ``application/json-patch+json``, ``application/merge-patch+json`` or
 ``application/strategic-merge-patch+json`` (:mod:`.patches`); a JSON patch op that fails is 422 with no
@@ -14,8 +15,8 @@ import json
 from typing import Any
 
 from sandbox.gke.patches import PatchFailed, json_patch, merge_patch, strategic_merge_patch
-from sandbox.gke.store import RESOURCES, ApiError, JsonDict, ObjectStore, conflict, rfc3339
-from sandbox.gke.validation import validate_deployment
+from sandbox.gke.store import RESOURCES, ApiError, JsonDict, ObjectStore, conflict, not_found, rfc3339
+from sandbox.gke.validation import validate_deployment, validate_lws
 
 _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
                 "application/strategic-merge-patch+json")
@@ -30,9 +31,9 @@ def typed(resource: str, obj: JsonDict) -> JsonDict:
 def write(store: ObjectStore, method: str, resource: str, namespace: str, name: str | None,
           query: dict[str, str], body: bytes, content_type: str) -> tuple[int, JsonDict]:
     """POST / PUT / PATCH / DELETE; returns ``(status code, body)``. Raises ApiError."""
-    if method == "DELETE" and name is not None and resource in ("pods", "deployments"):
+    if method == "DELETE" and name is not None and resource in ("pods", *_WORKLOADS):
         return 200, _delete(store, resource, namespace, name)
-    if resource != "deployments" or (method == "POST") != (name is None):
+    if resource not in _WORKLOADS or (method == "POST") != (name is None):
         raise ApiError(405, "MethodNotAllowed", f"the sandbox does not {method} {resource}")
     try:
         payload = json.loads(body or b"null")
@@ -41,12 +42,12 @@ def write(store: ObjectStore, method: str, resource: str, namespace: str, name: 
     dry = query.get("dryRun") == "All"
     if method == "PATCH":
         assert name is not None
-        return 200, _patch(store, namespace, name, payload, content_type.split(";")[0], dry)
+        return 200, _patch(store, resource, namespace, name, payload, content_type.split(";")[0], dry)
     if not isinstance(payload, dict):
-        raise ApiError(400, "BadRequest", "the body must be a Deployment object")
+        raise ApiError(400, "BadRequest", f"the body must be a {RESOURCES[resource][1]} object")
     payload.setdefault("metadata", {})["namespace"] = namespace
-    deployment = with_defaults(payload)
-    validate_deployment(deployment)
+    deployment = _WORKLOADS[resource][0](payload)
+    _WORKLOADS[resource][1](deployment)
     if method == "POST":
         deployment.pop("status", None)
         return 201, typed(resource, deployment if dry else store.create(resource, deployment))
@@ -56,17 +57,18 @@ def write(store: ObjectStore, method: str, resource: str, namespace: str, name: 
     with store.cond:
         current = store.get(resource, namespace, name)
         if current is None:
-            raise ApiError(404, "NotFound", f'deployments.apps "{name}" not found')
+            raise not_found(resource, name)
         deployment["status"] = current.get("status", {})
         expect = deployment["metadata"].get("resourceVersion") or None
         return 200, typed(resource, deployment if dry else store.update(resource, deployment, expect_rv=expect))
 
-def _patch(store: ObjectStore, namespace: str, name: str, patch: Any, content_type: str, dry: bool) -> JsonDict:
+def _patch(store: ObjectStore, resource: str, namespace: str, name: str, patch: Any, content_type: str,
+           dry: bool) -> JsonDict:
     with store.cond:
-        current = store.get("deployments", namespace, name)
+        current = store.get(resource, namespace, name)
         if current is None:
-            raise ApiError(404, "NotFound", f'deployments.apps "{name}" not found')
-        patched = _patched(typed("deployments", current), patch, content_type)
+            raise not_found(resource, name)
+        patched = _patched(typed(resource, current), patch, content_type)
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise ApiError(400, "BadRequest", "the patch does not leave an object")
         meta = patched["metadata"]
@@ -74,13 +76,13 @@ def _patch(store: ObjectStore, namespace: str, name: str, patch: Any, content_ty
             raise ApiError(400, "BadRequest", "the patch may not change the object's name or namespace")
         expect = meta.get("resourceVersion")
         if expect != current["metadata"]["resourceVersion"]:
-            raise conflict("deployments", name)
-        patched = with_defaults(patched)
-        validate_deployment(patched)
+            raise conflict(resource, name)
+        patched = _WORKLOADS[resource][0](patched)
+        _WORKLOADS[resource][1](patched)
         patched["status"] = current.get("status", {})
         patched.pop("apiVersion", None)
         patched.pop("kind", None)
-        return typed("deployments", patched if dry else store.update("deployments", patched))
+        return typed(resource, patched if dry else store.update(resource, patched))
 
 def _delete(store: ObjectStore, resource: str, namespace: str, name: str) -> JsonDict:
     with store.cond:
@@ -96,7 +98,8 @@ def _delete(store: ObjectStore, resource: str, namespace: str, name: str) -> Jso
             return typed("pods", current)
         store.delete(resource, namespace, name)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                "details": {"name": name, "group": "apps", "kind": resource, "uid": current["metadata"]["uid"]}}
+                "details": {"name": name, "group": RESOURCES[resource][0].rpartition("/")[0], "kind": resource,
+                            "uid": current["metadata"]["uid"]}}
 
 
 def _scale_of(deployment: JsonDict) -> JsonDict:
@@ -170,3 +173,26 @@ def with_defaults(deployment: JsonDict) -> JsonDict:
                            ("dnsPolicy", "ClusterFirst"), ("schedulerName", "default-scheduler")):
             pod.setdefault(key, value)
     return out
+
+
+def lws_with_defaults(lws: JsonDict) -> JsonDict:
+    """A LeaderWorkerSet with the LWS webhook's defaults (replicas 1, size 1, restartPolicy
+    RecreateGroupOnPodRestart, startupPolicy LeaderCreated, rolloutStrategy RollingUpdate 1/0)."""
+    out = copy.deepcopy(lws)
+    spec = out.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return out
+    spec.setdefault("replicas", 1)
+    spec.setdefault("startupPolicy", "LeaderCreated")
+    spec.setdefault("rolloutStrategy", {"type": "RollingUpdate",
+                                        "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0}})
+    template = spec.get("leaderWorkerTemplate")
+    if isinstance(template, dict):
+        template.setdefault("size", 1)
+        template.setdefault("restartPolicy", "RecreateGroupOnPodRestart")
+    return out
+
+
+#: resource -> (defaults, validation) of the workloads the sandbox takes writes of
+_WORKLOADS = {"deployments": (with_defaults, validate_deployment),
+              "leaderworkersets": (lws_with_defaults, validate_lws)}

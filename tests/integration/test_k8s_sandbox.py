@@ -408,3 +408,43 @@ def test_rollout_undo_goes_back_to_the_previous_replicaset_and_scale_sets_replic
     finally:
         ok(kubectl(gke, "scale", f"deploy/{DEMO_DEPLOYMENT}", "--replicas=1"))
     wait_for("one pod again", lambda: len(get_json(gke, "pods", "-l", f"app={DEMO_DEPLOYMENT}")["items"]) == 1)
+
+
+def test_a_leaderworkerset_runs_its_leader_pod_and_replaces_the_group_on_a_template_change(gke: SandboxGke) -> None:
+    name = "vllm-lws"
+    script = ("ray start --head --port=6379; python3 -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-0.6B "
+              "--tensor-parallel-size 4 --max-model-len 4096")
+    manifest = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": name},
+                "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 1, "workerTemplate": {
+                    "metadata": {"labels": {"app": name}}, "spec": {
+                        "nodeSelector": {"cloud.google.com/gke-tpu-accelerator": POOLS[0].accelerator},
+                        "containers": [{"name": "vllm", "image": "vllm/vllm-tpu:v0.29.1", "command": ["sh", "-c"],
+                                        "args": [script], "resources": {"limits": {"google.com/tpu": "4"}},
+                                        "readinessProbe": {"tcpSocket": {"port": 8000}}}]}}}}}
+    created = kubectl(gke, "create", "--validate=false", "-f", "-", stdin=json.dumps(manifest))
+    assert ok(created).strip() == f"leaderworkerset.leaderworkerset.x-k8s.io/{name} created"
+    try:
+        def ready_leader(hash_other_than: str = "") -> dict[str, Any] | None:
+            pods = get_json(gke, "pods", "-l", f"leaderworkerset.sigs.k8s.io/name={name}")["items"]
+            fresh = [p for p in pods if not p["metadata"].get("deletionTimestamp") and
+                     p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/template-revision-hash"] != hash_other_than]
+            return fresh[0] if fresh and fresh[0]["status"].get("containerStatuses", [{}])[0].get("ready") else None
+
+        leader = wait_for("the leader pod to be ready", ready_leader)
+        assert leader["metadata"]["name"] == f"{name}-0"
+        assert leader["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+        assert {"name": "LWS_GROUP_SIZE", "value": "1"} in leader["spec"]["containers"][0]["env"]
+        assert "Application startup complete." in ok(kubectl(gke, "logs", f"{name}-0"))
+        status = get_json(gke, "lws", name)["status"]
+        assert (status["replicas"], status["readyReplicas"], status["updatedReplicas"]) == (1, 1, 1)
+        patch = [{"op": "replace", "path": "/spec/leaderWorkerTemplate/workerTemplate/spec/containers/0/args/0",
+                  "value": script.replace("4096", "2048")}]
+        ok(kubectl(gke, "patch", "lws", name, "--type", "json", "-p", json.dumps(patch)))
+        old_hash = leader["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/template-revision-hash"]
+        replaced = wait_for("the group's new leader", lambda: ready_leader(old_hash))
+        assert replaced["metadata"]["uid"] != leader["metadata"]["uid"]
+        assert "'max_model_len': 2048" in ok(kubectl(gke, "logs", f"{name}-0")) or \
+            "max_model_len=2048" in ok(kubectl(gke, "logs", f"{name}-0"))
+    finally:
+        ok(kubectl(gke, "delete", "lws", name))
+    wait_for("the LWS pods to go", lambda: not get_json(gke, "pods", "-l", f"leaderworkerset.sigs.k8s.io/name={name}")["items"])
