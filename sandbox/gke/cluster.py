@@ -21,11 +21,13 @@ from typing import Any
 from sandbox.gke import cluster_data as data
 from sandbox.gke.controller import Controller
 from sandbox.gke.gke_api import SandboxGkeApi
-from sandbox.gke.kube_api import KubeApiState, KubeHandler, with_defaults
-from sandbox.gke.kubelet import Kubelet, PlanFor
+from sandbox.gke.kube_api import KubeApiState, KubeHandler
+from sandbox.gke.kubelet import Kubelet, PlanFor, PodRun
 from sandbox.gke.pod_logs import serve_log
-from sandbox.gke.store import ApiError, ObjectStore
+from sandbox.gke.portforward import PortForwarder
+from sandbox.gke.store import ObjectStore
 from sandbox.gke.tls import make_cluster_tls
+from sandbox.gke.writes import with_defaults
 from sandbox.loopback_http import LoopbackServer
 
 #: The Google access token the sandbox's own gcloud presents (``sandbox.runner``); the API takes it too,
@@ -82,6 +84,11 @@ class SandboxGke:
         self.kubelet = Kubelet(self.store, self._accelerator_of, self.plan_for, create_s=create_s,
                                terminate_s=terminate_s, time_scale=time_scale)
         self.controller = Controller(self.store, self.kubelet, tick_s=tick_s)
+        self.kubelet.on_ready = self._serve_pod
+        self.kubelet.on_stopped = self._unserve_pod
+        #: pod uid -> its OpenAI-compatible server (the vLLM API server in the pod)
+        self.pod_servers: dict[str, Any] = {}
+        self.forwarder = PortForwarder(self.store, self._pod_port)
         self.gke_api: SandboxGkeApi | None = None
         self.kube: KubeApiState | None = None
         self.gke_api_url = ""
@@ -107,7 +114,7 @@ class SandboxGke:
         self._seed()
         self.kube = KubeApiState(self.store, {self.token, SANDBOX_GOOGLE_TOKEN}, server_address="127.0.0.1:0",
                                  serve_log=lambda h, ns, name, q: serve_log(self.kubelet, h, ns, name, q),
-                                 serve_portforward=self._portforward)
+                                 serve_portforward=self.forwarder.serve)
         state = self.kube
 
         class Handler(KubeHandler):
@@ -142,8 +149,36 @@ class SandboxGke:
             deployment.pop("kind")
             self.store.create("deployments", deployment)
 
-    def _portforward(self, handler: KubeHandler, namespace: str, name: str, query: dict[str, str]) -> None:
-        raise ApiError(400, "BadRequest", "the sandbox's API server does not forward ports yet")
+    def _serve_pod(self, pod: dict[str, Any], run: PodRun) -> None:
+        """The pod's engine is up: its OpenAI-compatible server answers (configured from the engine's plan)."""
+        from sandbox.openai_server import SandboxOpenAIServer
+
+        plan = run.plan
+        uid = pod["metadata"]["uid"]
+        server = self.pod_servers.get(uid) or SandboxOpenAIServer("127.0.0.1", 0)
+        try:
+            server.configure(model=plan.model, served_model_name=plan.served_model_name or plan.model,
+                             max_model_len=plan.max_model_len, accelerator_type=self._accelerator_of(run.node),
+                             chips=plan.chips, kv_cache_tokens=plan.kv_cache_tokens,
+                             gpu_memory_utilization=plan.gpu_memory_utilization, block_size=plan.kv_block_size)
+        except (ValueError, AttributeError):
+            return                                    # nothing servable: the forward reports a refusal
+        server.start()
+        server.set_ready(True)
+        self.pod_servers[uid] = server
+
+    def _unserve_pod(self, pod: dict[str, Any], run: PodRun) -> None:
+        server = self.pod_servers.pop(pod["metadata"]["uid"], None)
+        if server is not None:
+            server.stop()
+
+    def _pod_port(self, uid: str, port: int) -> int | None:
+        """The local port of what listens on ``port`` in pod ``uid`` (vLLM's 8000), or ``None``."""
+        server = self.pod_servers.get(uid)
+        pod = next((p for p in self.store.items("pods") if p["metadata"]["uid"] == uid), None)
+        ports = {int(p.get("containerPort", 0)) for c in (pod or {}).get("spec", {}).get("containers", [])
+                 for p in c.get("ports") or []} or {8000}
+        return int(server.port) if server is not None and port in ports else None
 
     def write_kubeconfig(self) -> None:
         """Write :attr:`kubeconfig_path` (YAML, 0600, atomically)."""
@@ -168,6 +203,9 @@ class SandboxGke:
     def stop(self) -> None:
         """Stop the controller and both APIs; open watches and log follows end (idempotent)."""
         self.controller.stop()
+        for server in self.pod_servers.values():
+            server.stop()
+        self.pod_servers.clear()
         with self.store.cond:
             self.store.closed = True
             self.store.cond.notify_all()

@@ -1,5 +1,5 @@
 """The cluster's control loop: every ``tick_s`` the deployment and replica-set controllers
-(:mod:`.workloads`), the scheduler (:mod:`.scheduler`) and the kubelet (:mod:`.kubelet`) each make one
+(:mod:`.workloads`), the LeaderWorkerSet controller (:mod:`.lws`), the scheduler (:mod:`.scheduler`) and the kubelet (:mod:`.kubelet`) each make one
 pass over the store, under its lock, in a daemon thread."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import time
 import traceback
 
 from sandbox.gke.kubelet import Kubelet
+from sandbox.gke.lws import LeaderWorkerSets
 from sandbox.gke.scheduler import Scheduler
 from sandbox.gke.store import ObjectStore
 from sandbox.gke.workloads import Workloads
@@ -27,6 +28,7 @@ class Controller:
         self.store = store
         self.kubelet = kubelet
         self.workloads = Workloads(store)
+        self.leader_worker_sets = LeaderWorkerSets(store)
         self.scheduler = Scheduler(store)
         self.tick_s = tick_s
         self._stop = threading.Event()
@@ -37,6 +39,7 @@ class Controller:
         with self.store.cond:
             now = time.time()
             self.workloads.sync(now)
+            self.leader_worker_sets.sync()
             self.scheduler.sync()
             self.kubelet.sync(now)
             self.workloads.sync(now)       # status that the kubelet's changes move, in the same pass

@@ -58,10 +58,19 @@ def core_v1() -> JsonDict:
 
 
 def apis() -> JsonDict:
-    """``/apis``: the ``apps`` group."""
-    version = {"groupVersion": "apps/v1", "version": "v1"}
-    return {"kind": "APIGroupList", "apiVersion": "v1",
-            "groups": [{"name": "apps", "versions": [version], "preferredVersion": version}]}
+    """``/apis``: the ``apps`` group and LeaderWorkerSet's (its CRD is installed, as on GKE clusters that
+    serve multi-host vLLM)."""
+    groups = []
+    for name in ("apps", "leaderworkerset.x-k8s.io"):
+        version = {"groupVersion": f"{name}/v1", "version": "v1"}
+        groups.append({"name": name, "versions": [version], "preferredVersion": version})
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def lws_v1() -> JsonDict:
+    """``/apis/leaderworkerset.x-k8s.io/v1``: leaderworkersets (short name ``lws``)."""
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "leaderworkerset.x-k8s.io/v1",
+            "resources": [_resource("leaderworkersets", "leaderworkerset", "LeaderWorkerSet", True, _WRITE, ["lws"])]}
 
 
 def apps_v1() -> JsonDict:

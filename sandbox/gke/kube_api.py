@@ -7,10 +7,9 @@ that kubectl and Python clients use, with the API server's wire shapes:
   (:mod:`.tables`); ``watch=true`` streams chunked JSON lines ``{"type": ADDED|MODIFIED|DELETED|ERROR,
   "object": ...}`` from ``resourceVersion`` (410 ``Expired`` when it is older than the event log), for
   ``timeoutSeconds`` (default 1800).
-- ``PATCH`` with ``application/json-patch+json``, ``application/merge-patch+json`` or
-  ``application/strategic-merge-patch+json`` (:mod:`.patches`); a failing JSON patch op is 422, a stale
-  ``metadata.resourceVersion`` in the result 409, an invalid Deployment 422 (:mod:`.validation`).
-- ``POST`` / ``PUT`` / ``DELETE`` of Deployments, ``DELETE`` of pods (graceful: ``Terminating`` first).
+- ``PATCH`` (JSON, merge, strategic merge), ``POST`` / ``PUT`` / ``DELETE`` of Deployments and ``DELETE`` of
+  pods: :mod:`.writes`.
+- ``pods/log``: :mod:`.pod_logs`; ``pods/portforward``: :mod:`.portforward`.
 - Errors are ``Status`` objects; no or an unknown bearer token is 401 ``Unauthorized``.
 """
 
@@ -28,7 +27,6 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from sandbox.gke import discovery
-from sandbox.gke.patches import PatchFailed, json_patch, merge_patch, strategic_merge_patch
 from sandbox.gke.store import (
     RESOURCES,
     ApiError,
@@ -36,14 +34,13 @@ from sandbox.gke.store import (
     ObjectStore,
     Selector,
     WatchEvent,
-    conflict,
-    rfc3339,
     selected,
 )
 from sandbox.gke.tables import as_table, wants_table
-from sandbox.gke.validation import validate_deployment
+from sandbox.gke.writes import scale, typed, write
 
-_NAMESPACED = re.compile(r"^/(?:api/v1|apis/apps/v1)/(?:namespaces/(?P<ns>[^/]+)/)?(?P<res>pods|events|services|"
+_NAMESPACED = re.compile(r"^/(?P<gv>api/v1|apis/apps/v1|apis/leaderworkerset\.x-k8s\.io/v1)/"
+                         r"(?:namespaces/(?P<ns>[^/]+)/)?(?P<res>pods|events|services|leaderworkersets|"
                          r"deployments|replicasets)(?:/(?P<name>[^/]+)(?:/(?P<sub>log|portforward|status|scale))?)?$")
 _CLUSTER = re.compile(r"^/api/v1/(?P<res>namespaces|nodes)(?:/(?P<name>[^/]+)(?:/(?P<sub>status))?)?$")
 #: Largest request body read (bytes).
@@ -52,12 +49,6 @@ MAX_BODY_BYTES = 3 * 1024 * 1024
 DEFAULT_WATCH_S = 1800.0
 _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
                 "application/strategic-merge-patch+json")
-
-
-def typed(resource: str, obj: JsonDict) -> JsonDict:
-    """``obj`` with ``apiVersion`` and ``kind`` first, as single objects and watch events carry them."""
-    api_version, kind, _ = RESOURCES[resource]
-    return {"apiVersion": api_version, "kind": kind, **{k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}}
 
 
 def watch_type(event: WatchEvent, match: Callable[[JsonDict], bool]) -> tuple[str, JsonDict] | None:
@@ -185,15 +176,17 @@ class KubeHandler(BaseHTTPRequestHandler):
         resource, name = found.group("res"), found.group("name")
         namespace = found.groupdict().get("ns") or ""
         sub = found.group("sub")
-        apps = path.startswith("/apis/apps/")
-        if apps != (RESOURCES[resource][0] == "apps/v1"):
+        served_at = "api/v1" if RESOURCES[resource][0] == "v1" else "apis/" + RESOURCES[resource][0]
+        if (found.groupdict().get("gv") or "api/v1") != served_at:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if sub == "log" and method == "GET":
             self.api.serve_log(self, namespace, name, query)
         elif sub == "portforward":
             self.api.serve_portforward(self, namespace, name, query)
-        elif sub in ("status", "scale"):
-            raise ApiError(405, "MethodNotAllowed", f"the sandbox does not serve {resource}/{sub}")
+        elif sub == "scale" and resource == "deployments" and method in ("GET", "PATCH", "PUT"):
+            self.send_json(200, scale(self.api.store, method, namespace, name, body, self.headers.get("Content-Type") or ""))
+        elif sub is not None:
+            raise ApiError(405, "MethodNotAllowed", f"the sandbox does not serve {method} {resource}/{sub}")
         elif method == "GET" and name is None:
             self._list(resource, namespace or None, query)
         elif method == "GET":
@@ -294,113 +287,11 @@ class KubeApiState:
         """The discovery document at ``path``, or ``None``."""
         docs: dict[str, Callable[[], JsonDict]] = {
             "/version": discovery.version_json, "/api": lambda: discovery.api_versions(self.server_address),
-            "/api/v1": discovery.core_v1, "/apis": discovery.apis, "/apis/apps/v1": discovery.apps_v1}
+            "/api/v1": discovery.core_v1, "/apis": discovery.apis, "/apis/apps/v1": discovery.apps_v1,
+            "/apis/leaderworkerset.x-k8s.io/v1": discovery.lws_v1}
         maker = docs.get(path)
         return maker() if maker is not None else None
-
     def write(self, method: str, resource: str, namespace: str, name: str | None, query: dict[str, str],
               body: bytes, headers: Any) -> tuple[int, JsonDict]:
-        """POST / PUT / PATCH / DELETE; returns ``(status code, body)``. Raises ApiError."""
-        if method == "DELETE" and name is not None and resource in ("pods", "deployments"):
-            return 200, self._delete(resource, namespace, name)
-        if resource != "deployments" or (method == "POST") != (name is None):
-            raise ApiError(405, "MethodNotAllowed", f"the sandbox does not {method} {resource}")
-        try:
-            payload = json.loads(body or b"null")
-        except ValueError as exc:
-            raise ApiError(400, "BadRequest", f"the body is not JSON: {exc}") from None
-        dry = query.get("dryRun") == "All"
-        if method == "PATCH":
-            assert name is not None
-            return 200, self._patch(namespace, name, payload, (headers.get("Content-Type") or "").split(";")[0], dry)
-        if not isinstance(payload, dict):
-            raise ApiError(400, "BadRequest", "the body must be a Deployment object")
-        payload.setdefault("metadata", {})["namespace"] = namespace
-        deployment = with_defaults(payload)
-        validate_deployment(deployment)
-        if method == "POST":
-            deployment.pop("status", None)
-            return 201, typed(resource, deployment if dry else self.store.create(resource, deployment))
-        assert name is not None
-        if deployment["metadata"].get("name") != name:
-            raise ApiError(400, "BadRequest", "the name of the object does not match the name on the URL")
-        with self.store.cond:
-            current = self.store.get(resource, namespace, name)
-            if current is None:
-                raise ApiError(404, "NotFound", f'deployments.apps "{name}" not found')
-            deployment["status"] = current.get("status", {})
-            expect = deployment["metadata"].get("resourceVersion") or None
-            return 200, typed(resource, deployment if dry else self.store.update(resource, deployment, expect_rv=expect))
-
-    def _patch(self, namespace: str, name: str, patch: Any, content_type: str, dry: bool) -> JsonDict:
-        if content_type not in _PATCH_TYPES:
-            raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - "
-                           f"accepted media types include: {', '.join(_PATCH_TYPES)}")
-        with self.store.cond:
-            current = self.store.get("deployments", namespace, name)
-            if current is None:
-                raise ApiError(404, "NotFound", f'deployments.apps "{name}" not found')
-            doc = typed("deployments", current)
-            try:
-                if content_type == _PATCH_TYPES[0]:
-                    patched = json_patch(doc, patch)
-                elif content_type == _PATCH_TYPES[1]:
-                    patched = merge_patch(doc, patch)
-                else:
-                    patched = strategic_merge_patch(doc, patch)
-            except PatchFailed:               # as the API server answers: 422 with no details
-                raise ApiError(422, "Invalid", "the server rejected our request due to an error in our request") from None
-            if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
-                raise ApiError(400, "BadRequest", "the patch does not leave an object")
-            meta = patched["metadata"]
-            if meta.get("name") != name or meta.get("namespace") != namespace:
-                raise ApiError(400, "BadRequest", "the patch may not change the object's name or namespace")
-            expect = meta.get("resourceVersion")
-            if expect != current["metadata"]["resourceVersion"]:
-                raise conflict("deployments", name)
-            patched = with_defaults(patched)
-            validate_deployment(patched)
-            patched["status"] = current.get("status", {})
-            patched.pop("apiVersion", None)
-            patched.pop("kind", None)
-            return typed("deployments", patched if dry else self.store.update("deployments", patched))
-
-    def _delete(self, resource: str, namespace: str, name: str) -> JsonDict:
-        with self.store.cond:
-            current = self.store.get(resource, namespace, name)
-            if current is None:
-                raise ApiError(404, "NotFound", f'{resource} "{name}" not found')
-            if resource == "pods":
-                if not current["metadata"].get("deletionTimestamp"):
-                    current["metadata"]["deletionTimestamp"] = rfc3339()
-                    current["metadata"]["deletionGracePeriodSeconds"] = int(
-                        current["spec"].get("terminationGracePeriodSeconds", 30))
-                    current = self.store.update("pods", current)
-                return typed("pods", current)
-            self.store.delete(resource, namespace, name)
-            return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                    "details": {"name": name, "group": "apps", "kind": resource, "uid": current["metadata"]["uid"]}}
-
-
-def with_defaults(deployment: JsonDict) -> JsonDict:
-    """A Deployment with the API server's defaults filled in (replicas 1, RollingUpdate 25%/25%,
-    revisionHistoryLimit 10, progressDeadlineSeconds 600, restartPolicy Always, ...)."""
-    out = copy.deepcopy(deployment)
-    spec = out.setdefault("spec", {})
-    if not isinstance(spec, dict):
-        return out
-    spec.setdefault("replicas", 1)
-    spec.setdefault("revisionHistoryLimit", 10)
-    spec.setdefault("progressDeadlineSeconds", 600)
-    strategy = spec.setdefault("strategy", {})
-    if isinstance(strategy, dict):
-        strategy.setdefault("type", "RollingUpdate")
-        if strategy["type"] == "RollingUpdate":
-            strategy.setdefault("rollingUpdate", {"maxUnavailable": "25%", "maxSurge": "25%"})
-    template = spec.get("template")
-    if isinstance(template, dict) and isinstance(template.get("spec"), dict):
-        pod = template["spec"]
-        for key, value in (("restartPolicy", "Always"), ("terminationGracePeriodSeconds", 30),
-                           ("dnsPolicy", "ClusterFirst"), ("schedulerName", "default-scheduler")):
-            pod.setdefault(key, value)
-    return out
+        """POST / PUT / PATCH / DELETE (:func:`sandbox.gke.writes.write`); returns ``(status code, body)``."""
+        return write(self.store, method, resource, namespace, name, query, body, headers.get("Content-Type") or "")

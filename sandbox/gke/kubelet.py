@@ -47,10 +47,13 @@ def serve_argv(container: JsonDict) -> list[str] | None:
     words = command + args
     if command[:1] in (["sh"], ["/bin/sh"], ["bash"], ["/bin/bash"]) and "-c" in words:
         script = words[words.index("-c") + 1] if words.index("-c") + 1 < len(words) else ""
-        try:
-            words = shlex.split(script.replace("exec ", ""))
-        except ValueError:
-            return None
+        for segment in split_shell(script):                 # `start ray; vllm serve ...`: the server's step
+            found = serve_argv({"command": ["exec"], "args": segment})
+            if found is not None:
+                return found
+        return None
+    if command[:1] == ["exec"]:
+        words = args
     if not command:
         words = ["vllm", "serve", *args]
     if words[:2] == ["vllm", "serve"]:
@@ -60,10 +63,38 @@ def serve_argv(container: JsonDict) -> list[str] | None:
     return None
 
 
+def split_shell(script: str) -> list[list[str]]:
+    """The simple commands of a ``sh -c`` script (split at ``;``, ``&&``, ``||`` and newlines), each as words
+    with ``exec`` dropped; ``[]`` when the script does not parse."""
+    try:
+        words = shlex.split(script.replace("\n", " ; "), posix=True)
+    except ValueError:
+        return []
+    segments: list[list[str]] = [[]]
+    for word in words[:10_000]:
+        if word in (";", "&&", "||") or word.endswith(";"):
+            if word.endswith(";") and word != ";":
+                segments[-1].append(word[:-1])
+            segments.append([])
+        elif not (word == "exec" and not segments[-1]):
+            segments[-1].append(word)
+    return [s for s in segments if s]
+
+
+def ray_worker(container: JsonDict) -> bool:
+    """Whether the container joins a Ray cluster (an LWS worker of multi-host vLLM: ``ray start ...``)."""
+    words = [str(w) for w in (container.get("command") or []) + (container.get("args") or [])]
+    return any(w == "ray" and words[i + 1:i + 2] == ["start"] for i, w in enumerate(words)) or any(
+        "ray start" in w for w in words)
+
+
 def container_plan(container: JsonDict, accelerator_type: str, plan_for: PlanFor) -> Any:
     """The plan of a container's run: the engine's startup, or a static failure (usage error, not vLLM)."""
     argv = serve_argv(container)
     image = str(container.get("image") or "")
+    if argv is None and ray_worker(container):
+        return StaticPlan(((0.5, "Local node IP: 10.8.0.2"), (0.6, "Ray runtime started."),
+                           (0.6, "--------------------")), outcome="worker")
     if argv is None:
         shown = " ".join(map(str, (container.get("command") or []) + (container.get("args") or []))) or "(none)"
         return StaticPlan(((0.1, f"sandbox: this simulated container only runs vLLM's OpenAI server, not {shown}"),),
@@ -114,7 +145,8 @@ class Kubelet:
         store: the cluster's objects. accelerator_of: node name -> TPU API accelerator type (``v6e-4``).
         plan_for: builds the engine's plan. create_s / terminate_s: seconds of ContainerCreating and of
         a pod's termination. time_scale: factor on the crash back-off. on_ready / on_stopped: called with
-        ``(pod, run)`` when a pod's container turns ready / stops (the pod's OpenAI server follows them).
+        ``(pod, run)`` when a pod's engine starts serving (``Application startup complete.``) / its
+        container stops (the pod's OpenAI server follows them).
     """
 
     store: ObjectStore
@@ -164,18 +196,20 @@ class Kubelet:
             run.finished_at = now
             run.exit_code = run.plan.exit_code
             run.back_off_until = now + min(300.0, 10.0 * 2 ** run.restarts) * self.time_scale
-            if run.ready:
-                run.ready = False
+            run.ready = False
+            run.flags.discard("serving")
             self.on_stopped(pod, run)
             record_event(self.store, "pods", pod, "BackOff", f"Back-off restarting failed container {run.container} "
                          f"in pod {pod['metadata']['name']}_{pod['metadata']['namespace']}"
                          f"({pod['metadata']['uid']})", warning=True, host=run.node)
-        if run.plan is not None and run.running(now) and not run.ready:
+        if run.plan is not None and run.running(now) and run.started_at is not None:
             at = run.plan.ready_at_s
-            probe = container.get("readinessProbe")
-            if probe is None or (at is not None and run.started_at is not None and now >= run.started_at + at):
-                run.ready = True
+            serving = at is not None and now >= run.started_at + at
+            if serving and "serving" not in run.flags:
+                run.flags.add("serving")             # the engine's server listens from now on
                 self.on_ready(pod, run)
+            if not run.ready and (serving or container.get("readinessProbe") is None):
+                run.ready = True                     # no probe: Ready at once, however long vLLM compiles
         self._write_status(pod, run, now)
 
     def _start(self, pod: JsonDict, run: PodRun, container: JsonDict, now: float, *, first: bool) -> None:
@@ -190,8 +224,8 @@ class Kubelet:
     def _terminate(self, pod: JsonDict, run: PodRun | None, now: float) -> None:
         if run is not None and run.deleting_since is None:
             run.deleting_since = now
-            if run.ready:
-                run.ready = False
+            run.ready = False
+            run.flags.discard("serving")
             self.on_stopped(pod, run)
             record_event(self.store, "pods", pod, "Killing", f"Stopping container {run.container}", host=run.node)
         since = run.deleting_since if run is not None and run.deleting_since is not None else now

@@ -33,12 +33,13 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "services": ("v1", "Service", True),
     "deployments": ("apps/v1", "Deployment", True),
     "replicasets": ("apps/v1", "ReplicaSet", True),
+    "leaderworkersets": ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", True),
 }
 #: Watch events kept for resuming from a resourceVersion; older ones answer 410 Gone.
 EVENT_LOG_SIZE = 4000
 #: Terms a label or field selector may have.
 MAX_SELECTOR_TERMS = 32
-_GROUPS = {"apps/v1": "apps", "v1": ""}
+_GROUPS = {"apps/v1": "apps", "v1": "", "leaderworkerset.x-k8s.io/v1": "leaderworkerset.x-k8s.io"}
 
 
 def rfc3339(epoch_s: float | None = None) -> str:
@@ -203,7 +204,7 @@ class ObjectStore:
                                {"name": meta["name"], "group": group, "kind": resource})
             meta.setdefault("uid", str(uuid.uuid4()))
             meta.setdefault("creationTimestamp", rfc3339())
-            if resource in ("deployments", "replicasets"):
+            if resource in ("deployments", "replicasets", "leaderworkersets"):
                 meta["generation"] = 1
             self._bump(obj)
             self.objects[key] = obj
@@ -226,7 +227,7 @@ class ObjectStore:
                 raise conflict(resource, meta["name"])
             for kept in ("uid", "creationTimestamp"):
                 meta[kept] = old["metadata"][kept]
-            if resource in ("deployments", "replicasets"):
+            if resource in ("deployments", "replicasets", "leaderworkersets"):
                 meta["generation"] = old["metadata"]["generation"] + (obj.get("spec") != old.get("spec"))
             if obj == old:
                 return copy.deepcopy(old)                     # a no-op write keeps its resourceVersion

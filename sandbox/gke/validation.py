@@ -34,9 +34,8 @@ def quantity_value(text: Any) -> float:
     return float(raw)
 
 
-def _containers(spec: JsonDict, causes: list[JsonDict]) -> None:
+def _containers(spec: JsonDict, causes: list[JsonDict], where: str = "spec.template.spec.containers") -> None:
     containers = spec.get("containers")
-    where = "spec.template.spec.containers"
     if not isinstance(containers, list) or not containers:
         causes.append({"reason": "FieldValueRequired", "message": "Required value", "field": where})
         return
@@ -141,3 +140,30 @@ def invalid(kind: str, group: str, name: str, causes: list[JsonDict]) -> ApiErro
     qualified = f"{kind}.{group}" if group else kind
     return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {shown}',
                     {"name": name, "group": group, "kind": kind, "causes": causes})
+
+
+def validate_lws(obj: JsonDict) -> None:
+    """Raise :class:`ApiError` 422 when ``obj`` is not a valid ``leaderworkerset.x-k8s.io/v1``
+    LeaderWorkerSet: replicas >= 0, ``leaderWorkerTemplate.size`` >= 1, a worker template (and the leader
+    template, when given) with valid containers."""
+    causes: list[JsonDict] = []
+    name = str(_mapping(obj.get("metadata")).get("name") or "")
+    spec = _mapping(obj.get("spec"))
+    replicas = spec.get("replicas", 1)
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+        causes.append({"reason": "FieldValueInvalid", "field": "spec.replicas",
+                       "message": f"Invalid value: {replicas}: must be greater than or equal to 0"})
+    lwt = _mapping(spec.get("leaderWorkerTemplate"))
+    size = lwt.get("size", 1)
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        causes.append({"reason": "FieldValueInvalid", "field": "spec.leaderWorkerTemplate.size",
+                       "message": f"Invalid value: {size}: must be greater than or equal to 1"})
+    if "workerTemplate" not in lwt:
+        causes.append({"reason": "FieldValueRequired", "message": "Required value",
+                       "field": "spec.leaderWorkerTemplate.workerTemplate"})
+    for part in ("leaderTemplate", "workerTemplate"):
+        if part in lwt:
+            _containers(_mapping(_mapping(lwt[part]).get("spec")), causes,
+                        f"spec.leaderWorkerTemplate.{part}.spec.containers")
+    if causes:
+        raise invalid("LeaderWorkerSet", "leaderworkerset.x-k8s.io", name, causes)

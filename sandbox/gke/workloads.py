@@ -33,9 +33,21 @@ HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"
 
 
-def template_hash(template: JsonDict) -> str:
-    """A stable 10-character hash of a pod template, in Kubernetes' safe alphabet."""
-    digest = int(hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest(), 16)
+def _semantic(value: Any) -> Any:
+    """``value`` without nulls and empty maps or lists: what a Go struct round trip cannot tell apart
+    (``kubectl rollout undo`` sends the template back with ``creationTimestamp: null``)."""
+    if isinstance(value, dict):
+        kept = {k: _semantic(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, {}, [])}
+    if isinstance(value, list):
+        return [_semantic(v) for v in value]
+    return value
+
+
+def template_hash(template: Any) -> str:
+    """A stable 10-character hash of a pod template (compared as the API's types see it), in Kubernetes'
+    safe alphabet."""
+    digest = int(hashlib.sha256(json.dumps(_semantic(template), sort_keys=True).encode()).hexdigest(), 16)
     return "".join(_SAFE[(digest >> (5 * i)) % len(_SAFE)] for i in range(10))
 
 
@@ -77,16 +89,15 @@ class Workloads:
             self._deployment(deployment, now)
         for rs in list(self.store.items("replicasets")):
             self._replicaset(rs)
-        owners = {o["metadata"]["uid"] for res in ("deployments", "replicasets") for o in self.store.items(res)}
+        owners = {o["metadata"]["uid"] for res in ("deployments", "replicasets", "leaderworkersets")
+                  for o in self.store.items(res)}
         for rs in list(self.store.items("replicasets")):
             if not any(ref.get("uid") in owners for ref in rs["metadata"].get("ownerReferences") or []):
                 self.store.delete("replicasets", rs["metadata"]["namespace"], rs["metadata"]["name"])
         for pod in list(self.store.items("pods")):
             refs = pod["metadata"].get("ownerReferences") or []
             if refs and not pod["metadata"].get("deletionTimestamp") and not any(r.get("uid") in owners for r in refs):
-                updated = copy.deepcopy(pod)
-                updated["metadata"]["deletionTimestamp"] = rfc3339()
-                self.store.update("pods", updated)
+                mark_deleted(self.store, pod)
 
     # --- deployments ---------------------------------------------------------------------------
 
@@ -226,8 +237,12 @@ class Workloads:
                 else "Deployment does not have minimum availability."}),
             progressing,
         ]
-        if status != deployment.get("status"):
-            self.store.update("deployments", {**deployment, "status": status})
+        annotations = dict(deployment["metadata"].get("annotations") or {})
+        if new_now is not None:                 # the revision kubectl rollout undo / history read
+            annotations[REVISION] = str(_revision(new_now))
+        if status != deployment.get("status") or annotations != (deployment["metadata"].get("annotations") or {}):
+            meta = {**deployment["metadata"], "annotations": annotations}
+            self.store.update("deployments", {**deployment, "metadata": meta, "status": status})
 
     # --- replica sets --------------------------------------------------------------------------
 
@@ -265,23 +280,33 @@ class Workloads:
                             "generateName": rs["metadata"]["name"] + "-",
                             "ownerReferences": _owner(rs, "ReplicaSet", "apps/v1")},
                "spec": spec, "status": {"phase": "Pending", "qosClass": "BestEffort"}}
-        if pod_requests(pod).get("google.com/tpu"):
-            tolerations = spec.setdefault("tolerations", [])
-            if not any(t.get("key") == "google.com/tpu" for t in tolerations):
-                tolerations.append({"key": "google.com/tpu", "operator": "Equal", "value": "present",
-                                    "effect": "NoSchedule"})
+        admit_tpu_pod(pod)
         stored = self.store.create("pods", pod)
         record_event(self.store, "replicasets", rs, "SuccessfulCreate", f"Created pod: {name}",
                      component="replicaset-controller")
         return stored
 
     def _delete_pod(self, pod: JsonDict, rs: JsonDict) -> None:
-        updated = copy.deepcopy(pod)
-        updated["metadata"]["deletionTimestamp"] = rfc3339()
-        updated["metadata"]["deletionGracePeriodSeconds"] = int(pod["spec"].get("terminationGracePeriodSeconds", 30))
-        self.store.update("pods", updated)
+        mark_deleted(self.store, pod)
         record_event(self.store, "replicasets", rs, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}",
                      component="replicaset-controller")
+
+
+def admit_tpu_pod(pod: JsonDict) -> None:
+    """What GKE's admission does to a pod that requests ``google.com/tpu``: tolerate the TPU nodes' taint."""
+    if pod_requests(pod).get("google.com/tpu"):
+        tolerations = pod["spec"].setdefault("tolerations", [])
+        if not any(t.get("key") == "google.com/tpu" for t in tolerations):
+            tolerations.append({"key": "google.com/tpu", "operator": "Equal", "value": "present",
+                                "effect": "NoSchedule"})
+
+
+def mark_deleted(store: ObjectStore, pod: JsonDict) -> None:
+    """Start a pod's graceful deletion (``deletionTimestamp``; the kubelet stops it and removes it)."""
+    updated = copy.deepcopy(pod)
+    updated["metadata"]["deletionTimestamp"] = rfc3339()
+    updated["metadata"]["deletionGracePeriodSeconds"] = int(pod["spec"].get("terminationGracePeriodSeconds", 30))
+    store.update("pods", updated)
 
 
 def _keep_time(old: JsonDict | None, new: JsonDict) -> JsonDict:

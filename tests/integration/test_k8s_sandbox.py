@@ -1,5 +1,5 @@
 """The sandbox's GKE held to the real clients: kubectl (``/usr/bin/kubectl``) against the Kubernetes API
-stand-in, gcloud against the GKE API stand-in. One cluster for the module; its pods boot in 2 s.
+stand-in, gcloud against the GKE API stand-in. One cluster for the module; its pods boot in 1 s.
 
 Tests that change the cluster use their own Deployment or put ``vllm-llama`` back, so they can run in any
 order; each waits on conditions (``kubectl rollout status``, a polled object), never on a timer.
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl is n
 @pytest.fixture(scope="module")
 def gke() -> Iterator[SandboxGke]:
     with tempfile.TemporaryDirectory(prefix="k8s-sandbox-") as folder:
-        cluster = SandboxGke(Path(folder), boot_s=2.0, create_s=0.2, terminate_s=0.1, time_scale=0.05,
+        cluster = SandboxGke(Path(folder), boot_s=1.0, create_s=0.2, terminate_s=0.1, time_scale=0.05,
                              other_projects=("research-sandbox",), denied_projects=("denied-project",))
         cluster.start()
         try:
@@ -289,3 +289,162 @@ def test_gcloud_lists_the_cluster_and_its_tpu_node_pools(gke: SandboxGke, tmp_pa
     assert [(p["name"], p["config"]["machineType"], p["placementPolicy"]["tpuTopology"], p["config"].get("spot"),
              p["config"].get("flexStart")) for p in pools] \
         == [("v5e-spot", "ct5lp-hightpu-4t", "2x2", True, None), ("v6e-flex", "ct6e-standard-4t", "2x2", None, True)]
+
+
+def test_a_flag_vllm_rejects_crash_loops_with_its_usage_error(gke: SandboxGke) -> None:
+    name = "vllm-typo"
+    manifest = _rolling_deployment(name, 0, ["Qwen/Qwen3-0.6B", "--max-modle-len=4096"])
+    ok(kubectl(gke, "create", "--validate=false", "-f", "-", stdin=json.dumps(manifest)))
+    try:
+        def crashed() -> dict[str, Any] | None:
+            pods = get_json(gke, "pods", "-l", f"app={name}")["items"]
+            statuses = pods[0]["status"].get("containerStatuses") or [] if pods else []
+            waiting = (statuses[0].get("state") or {}).get("waiting") or {} if statuses else {}
+            return statuses[0] if waiting.get("reason") == "CrashLoopBackOff" else None
+
+        status = wait_for("CrashLoopBackOff", crashed)
+        assert status["lastState"]["terminated"]["exitCode"] == 2 and status["ready"] is False
+        pod = get_json(gke, "pods", "-l", f"app={name}")["items"][0]["metadata"]["name"]
+        wait_for("a restart", lambda: get_json(gke, "pod", pod)["status"]["containerStatuses"][0]["restartCount"] >= 1)
+        assert "vllm serve: error: unrecognized arguments: --max-modle-len=4096" \
+            in ok(kubectl(gke, "logs", "--previous", pod))
+    finally:
+        ok(kubectl(gke, "delete", "deploy", name))
+    wait_for("the crashing deployment's pods to go", lambda: not get_json(gke, "pods", "-l", f"app={name}")["items"])
+
+
+def test_kr8s_forwards_a_port_to_the_pods_vllm_and_resumes_logs_from_a_time(gke: SandboxGke) -> None:
+    pytest.importorskip("kr8s", reason="kr8s (the console's Kubernetes client) is not installed here")
+    import asyncio
+
+    import httpx
+    import kr8s.asyncio
+    from kr8s.asyncio.objects import Pod
+
+    ok(kubectl(gke, "rollout", "status", f"deploy/{DEMO_DEPLOYMENT}", "--timeout=50s"))
+    name = newest_pod(gke, DEMO_DEPLOYMENT)["metadata"]["name"]
+    args = get_json(gke, "deploy", DEMO_DEPLOYMENT)["spec"]["template"]["spec"]["containers"][0]["args"]
+    max_model_len = int(next(a for a in args if a.startswith("--max-model-len=")).split("=")[1])
+
+    async def drive() -> tuple[dict[str, Any], list[str], list[str]]:
+        api = await kr8s.asyncio.api(kubeconfig=str(gke.kubeconfig_path))
+        pod = await Pod.get(name, namespace="default", api=api)
+        async with pod.portforward(remote_port=8000, local_port=0) as port, httpx.AsyncClient(timeout=10) as client:
+            models = (await client.get(f"http://127.0.0.1:{port}/v1/models")).json()
+        every = [line async for line in pod.logs(timestamps=True)]
+        since = every[len(every) // 2].split(" ", 1)[0]
+        resumed = [line async for line in pod.logs(timestamps=True, since_time=since)]
+        return models, every, resumed
+
+    models, every, resumed = asyncio.run(drive())
+    assert [(m["id"], m["max_model_len"]) for m in models["data"]] == [("meta-llama/Llama-3.1-8B-Instruct", max_model_len)]
+    assert "Application startup complete." in every[-1] or any("Application startup complete." in x for x in every)
+    assert resumed and resumed[-1] == every[-1] and every[len(every) // 2] in resumed and len(resumed) < len(every)
+
+
+def test_google_cloud_container_reads_the_cluster_and_its_tpu_pools(gke: SandboxGke) -> None:
+    pytest.importorskip("google.cloud.container_v1", reason="google-cloud-container is not installed here")
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import container_v1
+
+    client = container_v1.ClusterManagerClient(credentials=AnonymousCredentials(), transport="rest",
+                                               client_options={"api_endpoint": gke.gke_api_url})
+    clusters = client.list_clusters(parent="projects/inference-prod/locations/-").clusters
+    assert [(c.name, c.location, c.endpoint) for c in clusters] \
+        == [("tpu-serving", "us-east5", gke.kubernetes_api_url.removeprefix("https://"))]
+    assert base64.b64decode(clusters[0].master_auth.cluster_ca_certificate) == (gke.folder / "ca.crt").read_bytes()
+    pools = {p.name: p for p in clusters[0].node_pools}
+    assert (pools["v5e-spot"].config.machine_type, pools["v5e-spot"].config.spot,
+            pools["v5e-spot"].placement_policy.tpu_topology) == ("ct5lp-hightpu-4t", True, "2x2")
+    assert (pools["v6e-flex"].config.machine_type, pools["v6e-flex"].config.flex_start,
+            pools["v6e-flex"].initial_node_count) == ("ct6e-standard-4t", True, 1)
+    assert client.list_clusters(parent="projects/research-sandbox/locations/-").clusters == []
+    from google.api_core.exceptions import Forbidden
+
+    with pytest.raises(Forbidden):
+        client.list_clusters(parent="projects/denied-project/locations/-")
+
+
+def test_the_sandbox_starts_its_gke_and_says_where(tmp_path: Path) -> None:
+    from sandbox.runner import Sandbox
+
+    with Sandbox(tmp_path / "state", boot=False, gke_boot_s=2.0) as box:
+        assert box.kubeconfig_path == tmp_path / "state" / "gke" / "kubeconfig"
+        assert os.stat(box.kubeconfig_path).st_mode & 0o777 == 0o600
+        assert f"Kubernetes API: {box.kubernetes_api_url} (kubeconfig {box.kubeconfig_path})" \
+            in box.describe().splitlines()
+        assert box.gke_api_url.startswith("http://127.0.0.1:") and box.kubernetes_api_url.startswith("https://127.0.0.1:")
+        out = subprocess.run([KUBECTL, "--kubeconfig", str(box.kubeconfig_path), "get", "deploy", "-A", "-o", "name"],
+                             capture_output=True, text=True, timeout=KUBECTL_TIMEOUT_S, check=False)
+        assert out.stdout.split() == [f"deployment.apps/{DEMO_DEPLOYMENT}"]
+        assert f'api_endpoint = "{box.gke_api_url}"' in box.config_path.read_text()
+    assert box.gke is None
+
+
+def test_rollout_undo_goes_back_to_the_previous_replicaset_and_scale_sets_replicas(gke: SandboxGke) -> None:
+    ok(kubectl(gke, "rollout", "status", f"deploy/{DEMO_DEPLOYMENT}", "--timeout=50s"))
+    before = newest_pod(gke, DEMO_DEPLOYMENT)["metadata"]["labels"]["pod-template-hash"]
+    image = get_json(gke, "deploy", DEMO_DEPLOYMENT)["spec"]["template"]["spec"]["containers"][0]["image"]
+    ok(kubectl(gke, "set", "image", f"deploy/{DEMO_DEPLOYMENT}", "vllm=vllm/vllm-tpu:v0.30.0"))
+    ok(kubectl(gke, "rollout", "status", f"deploy/{DEMO_DEPLOYMENT}", "--timeout=50s"))
+    assert ok(kubectl(gke, "rollout", "undo", f"deploy/{DEMO_DEPLOYMENT}")).strip() \
+        == f"deployment.apps/{DEMO_DEPLOYMENT} rolled back"
+    ok(kubectl(gke, "rollout", "status", f"deploy/{DEMO_DEPLOYMENT}", "--timeout=50s"))
+    deployment = get_json(gke, "deploy", DEMO_DEPLOYMENT)
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
+    rs = get_json(gke, "rs", f"{DEMO_DEPLOYMENT}-{before}")                 # the same ReplicaSet, a new revision
+    revision = rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+    assert deployment["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == revision
+    assert int(revision) >= 3 and rs["status"]["readyReplicas"] == 1
+    assert ok(kubectl(gke, "scale", f"deploy/{DEMO_DEPLOYMENT}", "--replicas=2")).strip() \
+        == f"deployment.apps/{DEMO_DEPLOYMENT} scaled"
+    try:
+        def second_pending() -> bool:
+            pods = get_json(gke, "pods", "-l", f"app={DEMO_DEPLOYMENT}")["items"]
+            return len(pods) == 2 and any(c.get("reason") == "Unschedulable" for p in pods
+                                          for c in p["status"].get("conditions") or [])
+
+        wait_for("a second pod that no v6e node can take", second_pending)
+    finally:
+        ok(kubectl(gke, "scale", f"deploy/{DEMO_DEPLOYMENT}", "--replicas=1"))
+    wait_for("one pod again", lambda: len(get_json(gke, "pods", "-l", f"app={DEMO_DEPLOYMENT}")["items"]) == 1)
+
+
+def test_a_leaderworkerset_runs_its_leader_pod_and_replaces_the_group_on_a_template_change(gke: SandboxGke) -> None:
+    name = "vllm-lws"
+    script = ("ray start --head --port=6379; python3 -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-0.6B "
+              "--tensor-parallel-size 4 --max-model-len 4096")
+    manifest = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": name},
+                "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 1, "workerTemplate": {
+                    "metadata": {"labels": {"app": name}}, "spec": {
+                        "nodeSelector": {"cloud.google.com/gke-tpu-accelerator": POOLS[0].accelerator},
+                        "containers": [{"name": "vllm", "image": "vllm/vllm-tpu:v0.29.1", "command": ["sh", "-c"],
+                                        "args": [script], "resources": {"limits": {"google.com/tpu": "4"}},
+                                        "readinessProbe": {"tcpSocket": {"port": 8000}}}]}}}}}
+    created = kubectl(gke, "create", "--validate=false", "-f", "-", stdin=json.dumps(manifest))
+    assert ok(created).strip() == f"leaderworkerset.leaderworkerset.x-k8s.io/{name} created"
+    try:
+        def ready_leader(hash_other_than: str = "") -> dict[str, Any] | None:
+            pods = get_json(gke, "pods", "-l", f"leaderworkerset.sigs.k8s.io/name={name}")["items"]
+            fresh = [p for p in pods if not p["metadata"].get("deletionTimestamp") and
+                     p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/template-revision-hash"] != hash_other_than]
+            return fresh[0] if fresh and fresh[0]["status"].get("containerStatuses", [{}])[0].get("ready") else None
+
+        leader = wait_for("the leader pod to be ready", ready_leader)
+        assert leader["metadata"]["name"] == f"{name}-0"
+        assert leader["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+        assert {"name": "LWS_GROUP_SIZE", "value": "1"} in leader["spec"]["containers"][0]["env"]
+        assert "Application startup complete." in ok(kubectl(gke, "logs", f"{name}-0"))
+        status = get_json(gke, "lws", name)["status"]
+        assert (status["replicas"], status["readyReplicas"], status["updatedReplicas"]) == (1, 1, 1)
+        patch = [{"op": "replace", "path": "/spec/leaderWorkerTemplate/workerTemplate/spec/containers/0/args/0",
+                  "value": script.replace("4096", "2048")}]
+        ok(kubectl(gke, "patch", "lws", name, "--type", "json", "-p", json.dumps(patch)))
+        old_hash = leader["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/template-revision-hash"]
+        replaced = wait_for("the group's new leader", lambda: ready_leader(old_hash))
+        assert replaced["metadata"]["uid"] != leader["metadata"]["uid"]
+        assert "'max_model_len': 2048" in ok(kubectl(gke, "logs", f"{name}-0")) or \
+            "max_model_len=2048" in ok(kubectl(gke, "logs", f"{name}-0"))
+    finally:
+        ok(kubectl(gke, "delete", "lws", name))
+    wait_for("the LWS pods to go", lambda: not get_json(gke, "pods", "-l", f"leaderworkerset.sigs.k8s.io/name={name}")["items"])
