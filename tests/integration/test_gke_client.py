@@ -206,3 +206,19 @@ def test_ready_before_the_log_is_flagged(box: Sandbox) -> None:
     [flag] = [s for s in said if s.startswith("ready_early: ")]
     assert "Kubernetes says Ready while the log still compiles" in flag
     assert said.index(flag) < next(i for i, s in enumerate(said) if s.startswith("ready: "))
+
+
+def test_a_leader_worker_set_is_listed_and_watched(box: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
+    _kubectl(box, "delete", "deploy", "vllm-noprobe", "vllm-big", "--ignore-not-found")   # the v5e node's chips
+    _kubectl(box, "create", "--validate=false", "-f", str(FIXTURE.with_name("gke-lws.json")))
+    code, out, err = _cli(capsys, box, "watch", "lws/vllm-lws", "--json", "--poll-s", "0.1")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert (summary["pod"], summary["ready"], summary["workload"]) == ("vllm-lws-0", True, "lws/vllm-lws")
+    code, out, _ = _cli(capsys, box, "nodes", "--json", "--project", "inference-prod")
+    [lws] = [w for w in json.loads(out)["workloads"] if w["kind"] == "LeaderWorkerSet"]
+    oracle = _kubectl(box, "get", "leaderworkersets", "vllm-lws", "-o", "json")
+    assert (lws["name"], lws["replicas"], lws["node_pool"], lws["provisioning_model"]) == (
+        "vllm-lws", oracle["spec"]["replicas"], "v5e-spot", "spot")
+    code, _, err = _cli(capsys, box, "swap", "lws/vllm-lws", "--set", "max-model-len=2048", "--yes")
+    assert code == 2 and "Deployments only" in err
