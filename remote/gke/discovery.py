@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from google.auth.credentials import AnonymousCredentials
@@ -41,6 +41,7 @@ class ClusterAccess:
         token: the bearer token, or ``""`` (kept in memory only; never logged or stored).
         kubeconfig: a kubeconfig path to read the context from instead (then ``server`` may be ``""``).
         context: the context of ``kubeconfig`` to use.
+        token_source: gives a fresh ``token`` (ADC tokens live an hour: a long watch asks again), or ``None``.
     """
 
     server: str = ""
@@ -48,6 +49,7 @@ class ClusterAccess:
     token: str = ""
     kubeconfig: str = ""
     context: str = ""
+    token_source: Callable[[], Awaitable[str]] | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:          # the token never reaches a log line or a traceback
         return f"ClusterAccess(server={self.server!r}, kubeconfig={self.kubeconfig!r}, context={self.context!r})"
@@ -160,8 +162,9 @@ class GkeDiscovery:
                                       self.timeout_s)
 
     def access(self, cluster: GkeCluster, token: str) -> ClusterAccess:
-        """The :class:`ClusterAccess` of ``cluster`` with ``token``."""
-        return ClusterAccess(server=cluster.server, ca_pem=cluster.ca_pem, token=token)
+        """The :class:`ClusterAccess` of ``cluster`` with ``token`` (renewed by :meth:`token` when it ages)."""
+        return ClusterAccess(server=cluster.server, ca_pem=cluster.ca_pem, token=token,
+                             token_source=self.token if token else None)
 
     def close(self) -> None:
         """Stop the threads and close the HTTP session (idempotent)."""

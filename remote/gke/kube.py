@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import json
 import ssl
 from collections.abc import AsyncIterator
@@ -26,7 +27,7 @@ import kr8s
 import kr8s.asyncio
 from kr8s.asyncio.objects import Deployment
 
-from remote.errors import KubeApiError
+from remote.errors import KubeApiError, RemoteError
 from remote.gke.discovery import ClusterAccess
 
 JsonDict = dict[str, Any]
@@ -35,6 +36,8 @@ PAGE_ITEMS = 500
 MAX_PAGES = 50
 #: Longest log line kept, characters (a longer one is cut).
 MAX_LINE_CHARS = 16_384
+#: Seconds a bearer token from a token source is used before a fresh one is asked for (ADC tokens live 3600 s).
+TOKEN_MAX_AGE_S = 1800.0
 
 
 def kubeconfig_of(access: ClusterAccess, name: str = "cluster") -> JsonDict:
@@ -81,6 +84,7 @@ class KubeClient:
         self.access = access
         self.timeout_s = timeout_s
         self._api: Any = None
+        self._token_at = 0.0
 
     async def api(self) -> Any:
         """The kr8s API object, built (and its ``/version`` checked) on first use.
@@ -88,7 +92,17 @@ class KubeClient:
         Raises:
             KubeApiError: the server cannot be reached or refuses the credentials.
         """
+        loop = asyncio.get_running_loop()
+        if self._api is not None and self.access.token_source is not None \
+                and loop.time() - self._token_at > TOKEN_MAX_AGE_S:
+            await self.close()                       # the token ages: a new Api with a fresh one
         if self._api is None:
+            if self.access.token_source is not None and loop.time() - self._token_at > TOKEN_MAX_AGE_S:
+                try:
+                    self.access = dataclasses.replace(self.access, token=await self.access.token_source())
+                except (RemoteError, TimeoutError) as exc:
+                    raise KubeApiError(f"Kubernetes API: no fresh token: {exc}", code=401) from None
+                self._token_at = loop.time()
             try:
                 async with asyncio.timeout(self.timeout_s):
                     # Our own Api, not kr8s.asyncio.api()'s per-loop cache: a cached one is shared by every
@@ -99,7 +113,8 @@ class KubeClient:
                     api.timeout = self.timeout_s
                     await api
             except _CAUGHT as exc:
-                raise kube_error(exc, "Kubernetes API", self.timeout_s) from None
+                where = self.access.server or f"context {self.access.context or '(current)'}"
+                raise kube_error(exc, f"the API server at {where}", self.timeout_s) from None
             self._api = api
         return self._api
 

@@ -222,3 +222,47 @@ def test_a_leader_worker_set_is_listed_and_watched(box: Sandbox, capsys: pytest.
         "vllm-lws", oracle["spec"]["replicas"], "v5e-spot", "spot")
     code, _, err = _cli(capsys, box, "swap", "lws/vllm-lws", "--set", "max-model-len=2048", "--yes")
     assert code == 2 and "Deployments only" in err
+
+
+def test_endpoint_ca_and_a_renewed_token_as_get_credentials_gives_them(box: Sandbox,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The credentials path of a discovered cluster (no kubeconfig): server + CA + bearer token, the token asked
+    again once it ages; a refused token is a 401 sentence."""
+    import asyncio
+    import base64
+
+    import yaml
+
+    import remote.gke.kube as kube_module
+    from remote.errors import KubeApiError
+    from remote.gke.discovery import ClusterAccess
+    from remote.gke.kube import KubeClient
+
+    config = yaml.safe_load(box.kubeconfig_path.read_text())
+    cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+    asked: list[str] = []
+
+    async def token() -> str:
+        asked.append("token")
+        return str(user["token"])
+
+    async def go(source: Any) -> list[str]:
+        client = KubeClient(ClusterAccess(server=cluster["server"], token="stale",
+                                          ca_pem=base64.b64decode(cluster["certificate-authority-data"]).decode(),
+                                          token_source=source), timeout_s=10)
+        try:
+            first = await client.list_all("apps/v1", "deployments", namespace="default")
+            second = await client.list_all("apps/v1", "deployments", namespace="default")
+            return [d["metadata"]["name"] for d in first + second]
+        finally:
+            await client.close()
+
+    monkeypatch.setattr(kube_module, "TOKEN_MAX_AGE_S", 0.0)       # every call: a fresh token
+    assert asyncio.run(go(token)).count("vllm-llama") == 2 and len(asked) == 2
+
+    async def wrong() -> str:
+        return "not-a-token"
+
+    with pytest.raises(KubeApiError) as refused:
+        asyncio.run(go(wrong))
+    assert refused.value.code == 401
