@@ -130,4 +130,8 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
     "WorkloadStartupScreen": (
         ("workload_back", "back", "escape"),
     ),
+    "WorkloadSwapScreen": (
+        ("workload_patch", "patch", "ctrl+s"),
+        ("workload_swap_back", "back", "escape"),
+    ),
 }

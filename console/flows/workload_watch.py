@@ -106,7 +106,8 @@ class WorkloadWatch:
             selector = selector_of(w.raw)
             replica_sets = await self.kube.list_all("apps/v1", "replicasets", namespace=w.namespace,
                                                     label_selector=selector)
-            hash_ = newest_template_hash(replica_sets, w.name)
+            template = (w.raw.get("spec") or {}).get("template")
+            hash_ = newest_template_hash(replica_sets, w.name, template if isinstance(template, dict) else None)
             if not hash_:
                 return None
             pods = await self.kube.list_all("v1", "pods", namespace=w.namespace,

@@ -931,7 +931,16 @@ class FleetScreen(ConsoleScreen):
             self.open_feature("startup", node)
 
     def action_swap(self) -> None:
-        """Open the hot-swap form of the selected node."""
+        """Open the hot-swap form of the selected node; on a GKE workload (the Workloads table focused), its
+        swap view (:mod:`console.screens.workload_swap`)."""
+        pane = self.query_one(WorkloadsPane)
+        if pane.has_focus_within:
+            if pane.selected is not None and self.console.need_services("Swap") \
+                    and not self.console.refuse_readonly("swap"):
+                from console.screens.workload_swap import WorkloadSwapScreen
+
+                self.app.push_screen(WorkloadSwapScreen(pane.selected, self.services.config))
+            return
         if self._live("Swap") and (node := self._need_node("swap its container")) is not None:
             self.open_feature("swap", node)
 

@@ -58,8 +58,13 @@ class WorkloadsPane(Vertical):
     @work(group="gke-workloads", exclusive=True, exit_on_error=False)
     async def refresh_workloads(self) -> None:
         """List the GKE fleet once and show it."""
+        import asyncio
+        import importlib
+
         from console.flows.gke_fleet import gke_source, list_gke
 
+        # the GKE and Kubernetes clients import in ~1-2 s: on a thread, not on the loop the keys wait on
+        await asyncio.to_thread(importlib.import_module, "remote.gke.fleet")
         source = gke_source(self._config)
         try:
             fleet = await list_gke(source)

@@ -325,15 +325,21 @@ def pod_status(pod: Mapping[str, Any], container: str) -> PodStatus:
         deleting=bool(meta.get("deletionTimestamp")))
 
 
-def newest_template_hash(replica_sets: Iterable[Mapping[str, Any]], owner: str) -> str:
+def newest_template_hash(replica_sets: Iterable[Mapping[str, Any]], owner: str,
+                         template: Mapping[str, Any] | None = None) -> str:
     """The ``pod-template-hash`` of the newest ReplicaSet of Deployment ``owner`` (highest
     ``deployment.kubernetes.io/revision``): the CURRENT template, whose pods a watch follows (``kubectl
-    logs -f deploy/x`` may follow an old pod during a rollout). ``""`` when none is owned by it."""
+    logs -f deploy/x`` may follow an old pod during a rollout). With the Deployment's ``template``, only a
+    ReplicaSet whose pod spec's containers are the template's counts: right after a patch the controller
+    has not made the new ReplicaSet yet, and the newest one is still the old template's. ``""`` when none."""
     best, best_revision = "", -1
+    wanted = _path(template, "spec", "containers") if template is not None else None
     for rs in replica_sets:
         meta = _dict(rs.get("metadata"))
         owners = [_dict(o) for o in _list(meta.get("ownerReferences"))]
         if not any(o.get("kind") == "Deployment" and o.get("name") == owner for o in owners):
+            continue
+        if wanted is not None and _path(rs, "spec", "template", "spec", "containers") != wanted:
             continue
         revision = _int(_dict(meta.get("annotations")).get(REVISION_ANNOTATION))
         found = _str(_dict(meta.get("labels")).get(TEMPLATE_HASH_LABEL))

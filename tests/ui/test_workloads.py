@@ -58,3 +58,38 @@ async def test_the_workloads_table_and_its_startup_view(tmp_path: Path) -> None:
             assert any(e.kind == "ready" for e in view.events)
             await pilot.press("escape")
             await until(pilot, lambda: app.screen is fleet, "back to the fleet")
+
+
+async def test_s_on_a_workload_previews_patches_and_follows_the_rollout(tmp_path: Path) -> None:
+    from textual.widgets import Input, Static
+
+    from console.screens.confirm import ConfirmScreen
+    from console.screens.workload_swap import WorkloadSwapScreen
+
+    with running_sandbox(tmp_path / "sandbox", boot_s=1.0, fast_boot_s=0.3) as box, \
+            services_on(box, tmp_path / "history.db") as services:
+        app = TpuConsoleApp(services)
+        async with app.run_test(size=(160, 45)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet")
+            fleet = app.screen
+            table = fleet.query_one("#workloads", DataTable)
+            await until(pilot, lambda: table.row_count > 0, "the workloads")
+            table.focus()
+            await pilot.pause()
+            await pilot.press("s")
+            await until(pilot, lambda: isinstance(app.screen, WorkloadSwapScreen), "the swap view")
+            view = app.screen
+            view.query_one("#workload-swap-edits", Input).value = "max-model-len=8192"
+            await pilot.press("enter")
+            await until(pilot, lambda: view.preview is not None, "the preview")
+            plan = str(view.query_one("#workload-swap-plan", Static).render())
+            assert "--max-model-len=8192" in plan and '"op": "test"' in plan
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
+            app.screen.dismiss(True)
+            await until(pilot, lambda: view.outcome is not None, "the rollout", timeout_s=60)
+            assert view.outcome.patched and view.outcome.rollout.code == 0
+            assert view.outcome.rollout.summary["max_model_len"] == 8192
+            launch = services.store.get_launch(view.outcome.launch_id)
+            assert launch is not None and (launch.workload, launch.outcome, launch.max_model_len) == (
+                "deploy/vllm-llama", "ready", 8192)

@@ -253,3 +253,20 @@ def test_pod_status_and_the_current_template() -> None:
                "message": "0/2 nodes are available", "lastTimestamp": "2026-12-02T10:00:01Z"},
               {"involvedObject": {"name": "p9"}, "type": "Normal", "reason": "Pulled", "message": "x"}]
     assert pod_events(events, "p1") == ["Warning FailedScheduling: 0/2 nodes are available"]
+
+
+def test_right_after_a_patch_the_old_replica_set_is_not_the_current_template() -> None:
+    from remote.gke.parse import newest_template_hash
+
+    owner = [{"kind": "Deployment", "name": "d"}]
+    old = {"metadata": {"ownerReferences": owner, "labels": {"pod-template-hash": "old"},
+                        "annotations": {"deployment.kubernetes.io/revision": "1"}},
+           "spec": {"template": {"spec": {"containers": [{"name": "vllm", "args": ["--max-model-len=4096"]}]}}}}
+    patched = {"spec": {"containers": [{"name": "vllm", "args": ["--max-model-len=8192"]}]}}
+    assert newest_template_hash([old], "d") == "old"                  # without the template: the newest
+    assert newest_template_hash([old], "d", patched) == ""            # the controller has not made it yet
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"]["pod-template-hash"] = "new"
+    new["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = "2"
+    new["spec"]["template"] = patched
+    assert newest_template_hash([old, new], "d", patched) == "new"
