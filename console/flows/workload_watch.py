@@ -12,8 +12,9 @@ The use case behind ``tpu-console watch deploy/NAME`` (and the startup view on a
   already read at that second skipped) through the same :class:`~remote.vllm_log.reader.StartupReader`
   the VM path reads ``docker logs`` with, so it ends ready with the KV cache tokens and the
   concurrency, or failed with the diagnosed reason;
-- flags "Kubernetes says Ready while the log still compiles" (vllm#15313) once, when the pod's
-  ``Ready`` condition is true and the log has not said ready;
+- flags "Kubernetes says Ready while the log still compiles" (vllm#15313) once, when a line stamped a
+  whole second after the pod's ``Ready`` transition (``lastTransitionTime``) finds the boot not ready yet
+  (timestamps, not the moment of reading: a log caught up after the fact is judged the same way);
 - starts over on a newer template (a rollout during the watch) or a restarted container (a new boot:
   a fresh reader).
 
@@ -182,6 +183,25 @@ class WorkloadWatch:
         if self._on_lines is not None:
             self._on_lines([(ts, scrub_text(text)) for ts, text in batch])
         self._say_progress(self.reader.state)
+        if self._last_ns is not None:
+            self._check_ready_early(self._last_ns)
+
+    def _check_ready_early(self, line_ns: int) -> None:
+        """Flag once a line stamped a whole second after the pod turned Ready still finds the boot not ready:
+        Kubernetes routed traffic to a server that was still compiling (read from the timestamps, so a log
+        read after the fact says it too)."""
+        pod, state = self.pod, self.reader.state
+        if self._flagged or pod is None or not pod.ready or state.phase in (Phase.READY, Phase.FAILED):
+            return
+        since = parse_docker_timestamp(pod.ready_since) if pod.ready_since else None
+        if since is not None and line_ns >= since + 1_000_000_000:
+            self._flag(pod, state)
+
+    def _flag(self, pod: PodStatus, state: StartupState) -> None:
+        self._flagged = True
+        self._emit("ready_early", f"Kubernetes says Ready while the log still compiles (phase {state.phase.value}): "
+                                  f"traffic routed to {pod.name} now fails; give it a readinessProbe on /health "
+                                  "(vllm#15313)")
 
     def _say_progress(self, state: StartupState) -> None:
         if state.phase != self._phase:
@@ -225,7 +245,7 @@ class WorkloadWatch:
                 await watcher
 
     async def _watch_pod(self, followed: PodStatus) -> str:
-        """Beside the log: flag Ready-while-compiling; return ``"rollout"`` when a newer template's pod
+        """Beside the log: keep the pod's status (its Ready transition) current; return ``"rollout"`` when a newer template's pod
         appears, ``"ended"`` when the followed pod goes or its container restarts."""
         while True:
             await asyncio.sleep(self.poll_s)
@@ -235,12 +255,8 @@ class WorkloadWatch:
             if pod.restarts > followed.restarts or pod.deleting:
                 return "ended"
             self.pod = pod
-            state = self.reader.state
-            if pod.ready and not state.ready and not self._flagged and state.phase != Phase.FAILED:
-                self._flagged = True
-                self._emit("ready_early", f"Kubernetes says Ready while the log still compiles (phase "
-                                          f"{state.phase.value}): traffic routed to {pod.name} now fails; "
-                                          "give it a readinessProbe on /health (vllm#15313)")
+            if self._last_ns is not None:                 # the pod's Ready against the newest line read
+                self._check_ready_early(self._last_ns)
 
     # --- the whole watch --------------------------------------------------------------------------
 

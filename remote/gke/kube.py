@@ -18,6 +18,7 @@ import base64
 import contextlib
 import dataclasses
 import json
+import os
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
@@ -112,6 +113,7 @@ class KubeClient:
                                            context=self.access.context or None)
                     api.timeout = self.timeout_s
                     await api
+                    _drop_temp_files(api)
             except _CAUGHT as exc:
                 where = self.access.server or f"context {self.access.context or '(current)'}"
                 raise kube_error(exc, f"the API server at {where}", self.timeout_s) from None
@@ -219,8 +221,25 @@ class KubeClient:
     async def close(self) -> None:
         """Close the HTTP session (idempotent)."""
         session = getattr(self._api, "_session", None)
+        if self._api is not None:
+            _drop_temp_files(self._api)
         self._api = None
         if session is not None:
             with contextlib.suppress(RuntimeError, httpx.HTTPError):
                 await session.aclose()
 
+
+
+def _drop_temp_files(api: Any) -> None:
+    """Remove the files kr8s wrote for a kubeconfig's ``*-data`` entries (the CA; a client certificate and
+    KEY) once its session holds them in memory: kr8s writes them with ``delete=False`` and never removes
+    them, so every client left one (and a client key) in the temp folder."""
+    auth = getattr(api, "auth", None)
+    cluster, user = getattr(auth, "_cluster", None) or {}, getattr(auth, "_user", None) or {}
+    for attr, source, key in (("server_ca_file", cluster, "certificate-authority-data"),
+                              ("client_cert_file", user, "client-certificate-data"),
+                              ("client_key_file", user, "client-key-data")):
+        path = getattr(auth, attr, None)
+        if key in source and path:
+            with contextlib.suppress(OSError):
+                os.unlink(str(path))

@@ -249,6 +249,7 @@ class PodStatus:
         terminated: the container's terminated reason (``Error``, ``OOMKilled``, ``Completed``), or ``""``.
         exit_code: the terminated state's exit code, or ``None``.
         ready: the pod's ``Ready`` condition is ``True`` (what a Service routes by).
+        ready_since: that condition's ``lastTransitionTime`` (RFC 3339, whole seconds) when ``ready``, else ``""``.
         restarts: the container's ``restartCount``.
         started_at: the running (else terminated) state's ``startedAt`` (RFC 3339), or ``""``.
         deleting: ``metadata.deletionTimestamp`` is set (the pod is going away).
@@ -265,6 +266,7 @@ class PodStatus:
     terminated: str = ""
     exit_code: int | None = None
     ready: bool = False
+    ready_since: str = ""
     restarts: int = 0
     started_at: str = ""
     deleting: bool = False

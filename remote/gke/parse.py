@@ -320,7 +320,10 @@ def pod_status(pod: Mapping[str, Any], container: str) -> PodStatus:
         waiting=_str(waiting.get("reason")), waiting_message=_str(waiting.get("message")),
         running=isinstance(running, dict), terminated=_str(terminated.get("reason")) or ("Terminated" if terminated else ""),
         exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
-        ready=_str(conditions.get("Ready", {}).get("status")) == "True", restarts=_int(mine.get("restartCount")),
+        ready=_str(conditions.get("Ready", {}).get("status")) == "True",
+        ready_since=_str(conditions.get("Ready", {}).get("lastTransitionTime"))
+        if _str(conditions.get("Ready", {}).get("status")) == "True" else "",
+        restarts=_int(mine.get("restartCount")),
         started_at=_str(_dict(running).get("startedAt")) or _str(terminated.get("startedAt")),
         deleting=bool(meta.get("deletionTimestamp")))
 

@@ -252,6 +252,8 @@ def test_endpoint_ca_and_a_renewed_token_as_get_credentials_gives_them(box: Sand
                                           token_source=source), timeout_s=10)
         try:
             first = await client.list_all("apps/v1", "deployments", namespace="default")
+            ca_file = client._api.auth.server_ca_file                    # kr8s wrote the CA data to a file
+            assert ca_file and not Path(str(ca_file)).exists()          # ...which is gone once the session has it
             second = await client.list_all("apps/v1", "deployments", namespace="default")
             return [d["metadata"]["name"] for d in first + second]
         finally:

@@ -47,3 +47,25 @@ async def test_a_resume_asks_since_the_last_second_and_reads_each_line_once() ->
     assert kinds[0] == "following" and kinds.count("kv_cache") == 1
     [resumed] = [e.text for e in said if e.kind == "resumed"]
     assert resumed == "resuming vllm-abc-1's log from 2026-12-02T10:00:01.300000000Z"
+
+
+def _watch(said: list[WorkloadEvent]) -> WorkloadWatch:
+    return WorkloadWatch(Workload("p", "l", "c", "default", "Deployment", "vllm", container="vllm"), FakeKube(),  # type: ignore[arg-type]
+                         on_event=said.append)
+
+
+def test_ready_early_is_judged_by_the_lines_timestamps() -> None:
+    said: list[WorkloadEvent] = []
+    watch = _watch(said)
+    watch.pod = PodStatus("vllm-abc-1", running=True, ready=True, ready_since="2026-12-02T10:00:00Z")
+    watch._take(LOG[:1])                                         # 0.1 s after Ready: within the second
+    assert not any(e.kind == "ready_early" for e in said)
+    watch._take(LOG[1:2])                                        # 1.2 s after, still loading: flagged
+    [flag] = [e.text for e in said if e.kind == "ready_early"]
+    assert flag.startswith("Kubernetes says Ready while the log still compiles (phase loading_weights)")
+
+    said.clear()
+    late = _watch(said)                                          # Ready long after the lines: a probe did its job
+    late.pod = PodStatus("vllm-abc-1", running=True, ready=True, ready_since="2026-12-02T11:00:00Z")
+    late._take(LOG)
+    assert not any(e.kind == "ready_early" for e in said)
