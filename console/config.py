@@ -41,6 +41,13 @@ Example::
     # port = 8005              # a fixed local port (a second node forwarded at once gets its stable port)
     # [forward.ports]          # per-node fixed ports
     # "vllm-a" = 8006
+    [gke]                      # GKE clusters of the projects above (absent: no GKE listing at all)
+    # discover = true          # list each project's clusters through the GKE API (locations/-)
+    # api_endpoint = ""        # GKE API override (http:// loopback: anonymous; the sandbox)
+    # kubeconfig = "~/.kube/config"   # its gke_PROJECT_LOCATION_CLUSTER contexts give those clusters'
+                               # credentials (else: endpoint + CA from the GKE API, a token from ADC)
+    # contexts = []            # kubeconfig contexts listed as clusters of their own (no GKE API)
+
     [logs]                     # the full log of each launch, under $XDG_STATE_HOME/tpu-console/logs
     max_mib = 64               # rotate a launch's log at this size...
     keep = 3                   # ...keeping this many older files
@@ -137,6 +144,26 @@ class OsLoginConfig:
 
 
 @dataclass(frozen=True)
+class GkeConfig:
+    """GKE clusters: which to list and how to reach them (``[gke]``; absent: no GKE listing).
+
+    Attributes:
+        enabled: the ``[gke]`` table is present.
+        discover: list the configured projects' clusters through the GKE API.
+        api_endpoint: GKE API override (``http://`` loopback: anonymous credentials), or ``None``.
+        kubeconfig: a kubeconfig path, or ``None``: its ``gke_PROJECT_LOCATION_CLUSTER`` contexts give
+            those clusters' credentials, and ``contexts`` name clusters of their own.
+        contexts: kubeconfig contexts to list as clusters without the GKE API.
+    """
+
+    enabled: bool = False
+    discover: bool = True
+    api_endpoint: str | None = None
+    kubeconfig: Path | None = None
+    contexts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ContainerConfig:
     """The serving container on each node.
 
@@ -221,6 +248,7 @@ class Config:
         readonly: hide and refuse every action that changes the fleet (request, delete, probe,
             swap, rollback), as k9s ``--readonly`` does; ``readonly = true`` or ``--readonly``.
         logs: where and how big the launches' full logs are kept.
+        gke: GKE clusters to list (``[gke]``).
     """
 
     path: Path | None = None
@@ -237,6 +265,7 @@ class Config:
     db_path: Path | None = None
     readonly: bool = False
     logs: LogsConfig = field(default_factory=LogsConfig)
+    gke: GkeConfig = field(default_factory=GkeConfig)
 
     def price_per_chip_hour(self, generation: str | None, provisioning_model: str) -> float | None:
         """$ per chip-hour for a chip generation (``v6e``) and model (``spot``), or ``None``."""
@@ -352,7 +381,7 @@ def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
     chk.table(data, "", {
         "projects": list, "api_endpoint": str, "refresh_interval_s": float, "request_timeout_s": float,
         "ssh": dict, "os_login": dict, "container": dict, "forward": dict, "prices": dict, "keys": dict,
-        "db_path": str, "readonly": bool, "logs": dict,
+        "db_path": str, "readonly": bool, "logs": dict, "gke": dict,
     })
     projects = _projects(chk, data)
     for key in ("refresh_interval_s", "request_timeout_s"):
@@ -379,6 +408,7 @@ def _build(file: Path, text: str, data: dict[str, Any]) -> Config:
         db_path=Path(os.path.expanduser(data["db_path"])) if data.get("db_path") else None,
         readonly=bool(data.get("readonly", False)),
         logs=logs,
+        gke=_gke(chk, data),
     )
 
 
@@ -484,3 +514,20 @@ def _logs(chk: _Checker, data: dict[str, Any]) -> LogsConfig:
         raise chk.fail("logs", "keep", "must be a number of files from 0 to 100")
     return LogsConfig(max_mib=float(lg.get("max_mib", 64.0)), keep=int(lg.get("keep", 3)),
                       dir=Path(os.path.expanduser(lg["dir"])) if lg.get("dir") else None)
+
+
+def _gke(chk: _Checker, data: dict[str, Any]) -> GkeConfig:
+    if "gke" not in data:
+        return GkeConfig()
+    g = chk.table(data["gke"], "gke", {"discover": bool, "api_endpoint": str, "kubeconfig": str, "contexts": list})
+    contexts = g.get("contexts", [])
+    if not all(isinstance(c, str) and c for c in contexts):
+        raise chk.fail("gke", "contexts", "expected a list of kubeconfig context names")
+    if contexts and not g.get("kubeconfig"):
+        raise chk.fail("gke", "contexts", "contexts need a kubeconfig = PATH in [gke]")
+    endpoint = g.get("api_endpoint") or None
+    if endpoint and not endpoint.startswith(("http://", "https://")) and "/" in endpoint:
+        raise chk.fail("gke", "api_endpoint", f"expected http(s)://HOST[:PORT] or HOST, got {endpoint!r}")
+    return GkeConfig(enabled=True, discover=g.get("discover", True), api_endpoint=endpoint,
+                     kubeconfig=Path(os.path.expanduser(g["kubeconfig"])) if g.get("kubeconfig") else None,
+                     contexts=tuple(contexts))

@@ -127,4 +127,11 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("forwards", "forwards", "F"),
         ("quit", "quit", "q"),
     ),
+    "WorkloadStartupScreen": (
+        ("workload_back", "back", "escape"),
+    ),
+    "WorkloadSwapScreen": (
+        ("workload_patch", "patch", "ctrl+s"),
+        ("workload_swap_back", "back", "escape"),
+    ),
 }

@@ -62,3 +62,19 @@ class VllmHttpError(RemoteError):
     """The vLLM OpenAI-compatible server could not be reached or answered an error."""
 
     title = "vLLM server error"
+
+
+class KubeApiError(RemoteError):
+    """A GKE cluster's Kubernetes API refused or failed a call.
+
+    Attributes:
+        code: HTTP status (400, 403, 404, 409, 422, 5xx) or 0 for a timeout / connection failure.
+        reason: the Status object's ``reason`` (``NotFound``, ``Invalid``, ``Conflict``) when given.
+    """
+
+    title = "Kubernetes API error"
+
+    def __init__(self, message: str, *, code: int = 0, reason: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason

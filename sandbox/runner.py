@@ -57,6 +57,10 @@ def serve_args_for(accelerator_type: str, chips: int) -> list[str] | None:
 
 
 SLOW_BOOT_NODE = "vllm-flex-b"
+#: Write the ``[gke]`` table (the GKE API endpoint and the kubeconfig) into the sandbox's config.toml.
+#: Off until the console's config knows ``[gke]`` (``console.config.GkeConfig``, branch wt/gke-client):
+#: a config with a table the console does not know is refused, so writing it earlier would break --demo.
+GKE_CONFIG_SECTION = True
 #: The Google account the sandbox's config names (``[os_login] account``); its OS Login POSIX
 #: name, ``alice_example_com``, is the only user the OS Login nodes let in.
 SANDBOX_ACCOUNT = "alice@example.com"
@@ -132,6 +136,9 @@ class Sandbox:
         clock: current UTC time, for the fleet's countdowns.
         boot: start containers on the ready nodes (False: VMs with no container).
         time_scale: factor on the TPU API's queued-resource state durations (tests: 0.05).
+        gke: start the sandbox's GKE (:mod:`sandbox.gke`): a GKE API stand-in and the Kubernetes API of
+            cluster ``inference-prod/us-east5/tpu-serving`` with a vLLM Deployment whose pods boot in
+            ``gke_boot_s`` (default ``boot_s``) after ``gke_create_s`` of ContainerCreating.
         private_nodes: names of READY nodes without external IPs (``enableExternalIps: false``, the
             network and subnetwork as the API gives them): the config names no ``[ssh.hosts]`` entry
             for them, so the console reaches them as it reaches a real private node, through gcloud's
@@ -141,12 +148,14 @@ class Sandbox:
         config_path, db_path, api_endpoint, vms (node name -> worker 0's SandboxVm),
         workers (node name -> every worker's SandboxVm, worker 0 first), nodes (VmNode list),
         google_apis (the Compute + OS Login stand-in, :mod:`sandbox.google_apis`) and its endpoint
-        google_apis_endpoint.
+        google_apis_endpoint; gke (:class:`sandbox.gke.cluster.SandboxGke`, or None), gke_api_url
+        (``http://127.0.0.1:PORT``), kubernetes_api_url (``https://127.0.0.1:PORT``) and kubeconfig_path.
     """
 
     def __init__(self, state_dir: Path | None = None, *, boot_s: float = 25.0, fast_boot_s: float = 2.0,
                  latency_s: float = 0.0, clock: Callable[[], datetime] = utc_now, boot: bool = True,
-                 time_scale: float = 1.0, private_nodes: tuple[str, ...] = ()) -> None:
+                 time_scale: float = 1.0, private_nodes: tuple[str, ...] = (), gke: bool = True,
+                 gke_boot_s: float | None = None, gke_create_s: float = 1.0) -> None:
         self._explicit_dir = state_dir is not None
         #: the state dir is a temporary one (the default was taken): :meth:`stop` removes it
         self.temporary = False
@@ -160,10 +169,17 @@ class Sandbox:
         self.time_scale = time_scale
         self.private_nodes = tuple(private_nodes)
         self.iap_relay: Any = None
+        self.want_gke = gke
+        self.gke_boot_s = boot_s if gke_boot_s is None else gke_boot_s
+        self.gke_create_s = gke_create_s
+        self.gke: Any = None
+        self.gke_api_url = ""
+        self.kubernetes_api_url = ""
         self.config_path = self.state_dir / "config.toml"
         self.db_path = self.state_dir / "history.db"
         self.key_path = self.state_dir / "id_ed25519"
         self.known_hosts_path = self.state_dir / "known_hosts"
+        self.kubeconfig_path = self.state_dir / "gke" / "kubeconfig"
         self.api_endpoint = ""
         self.google_apis: Any = None
         self.google_apis_endpoint = ""
@@ -195,6 +211,8 @@ class Sandbox:
             {pid: project.metadata for pid, project in self.world.projects.items()}, (SANDBOX_ACCOUNT,),
             denied_projects=tuple(pid for pid, project in self.world.projects.items() if project.denied))
         self.google_apis_endpoint = self.google_apis.start()
+        if self.want_gke:
+            self._start_gke()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="sandbox", daemon=True)
         self._thread.start()
@@ -203,6 +221,18 @@ class Sandbox:
         self._write_config()
         self.tpu_api.lifecycle.on_node_ready = self._node_ready
         self.tpu_api.lifecycle.on_node_deleting = self._node_deleting
+
+    def _start_gke(self) -> None:
+        from sandbox.gke.cluster import SandboxGke
+
+        self.gke = SandboxGke(self.state_dir, boot_s=self.gke_boot_s, create_s=self.gke_create_s,
+                              time_scale=self.time_scale,
+                              other_projects=tuple(p for p, v in self.world.projects.items() if not v.denied),
+                              denied_projects=tuple(p for p, v in self.world.projects.items() if v.denied))
+        self.gke.start()
+        self.gke_api_url = self.gke.gke_api_url
+        self.kubernetes_api_url = self.gke.kubernetes_api_url
+        self.kubeconfig_path = self.gke.kubeconfig_path
 
     def _take_state_dir(self) -> None:
         """Lock the state dir; a second sandbox at the default dir moves to a temporary one, which
@@ -224,6 +254,7 @@ class Sandbox:
             self.db_path = self.state_dir / "history.db"
             self.key_path = self.state_dir / "id_ed25519"
             self.known_hosts_path = self.state_dir / "known_hosts"
+            self.kubeconfig_path = self.state_dir / "gke" / "kubeconfig"
             return self._take_state_dir()
         self._lock_file = lock
 
@@ -252,6 +283,9 @@ class Sandbox:
         if self.google_apis is not None:
             self.google_apis.stop()
             self.google_apis = None
+        if self.gke is not None:
+            self.gke.stop()
+            self.gke = None
         if self._lock_file is not None:
             self._lock_file.close()
             self._lock_file = None
@@ -497,6 +531,10 @@ class Sandbox:
             'model = "meta-llama/Llama-3.1-8B-Instruct"',
             "",
         ]
+        if self.gke is not None:
+            gke = ["[gke]", "# the sandbox's GKE API and the kubeconfig of its cluster (context gke_inference-prod_us-east5_tpu-serving)",
+                   f"api_endpoint = {_toml_str(self.gke_api_url)}", f"kubeconfig = {_toml_str(str(self.kubeconfig_path))}", ""]
+            lines += gke if GKE_CONFIG_SECTION else ["# " + line if line else line for line in gke]
         partial = self.config_path.with_suffix(".toml.partial")
         partial.write_text("\n".join(lines), encoding="utf-8")
         os.replace(partial, self.config_path)         # readers never see half a file
@@ -505,6 +543,9 @@ class Sandbox:
         """Human-readable lines: config path and every endpoint."""
         out = [f"config:   {self.config_path}", f"history:  {self.db_path}", f"TPU API:  {self.api_endpoint}",
                f"Compute + OS Login APIs: {self.google_apis_endpoint} (account {SANDBOX_ACCOUNT})"]
+        if self.gke is not None:
+            out += [f"GKE API:  {self.gke_api_url}",
+                    f"Kubernetes API: {self.kubernetes_api_url} (kubeconfig {self.kubeconfig_path})"]
         for name, vms in sorted(self.workers.items()):
             for worker, vm in enumerate(vms):
                 who = f"node {name}" if len(vms) == 1 else f"node {name} worker {worker}"

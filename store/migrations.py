@@ -24,6 +24,7 @@ Schema after all migrations (JSON columns hold TEXT):
 - ``launches.metrics_*`` (m009): what the server's ``/metrics`` said once it served
   (``vllm:cache_config_info`` summed over its engines): ``metrics_kv_cache_tokens``,
   ``metrics_max_concurrency``, ``metrics_engines``, ``metrics_gpu_memory_utilization``.
+- ``launches.cluster/namespace/workload/revision`` (m010): a GKE launch's where and which revision.
 """
 
 from __future__ import annotations
@@ -311,3 +312,13 @@ def m009_launch_metrics_kv_cache(db: Database) -> None:
     for column, kind in (("metrics_kv_cache_tokens", "INTEGER"), ("metrics_max_concurrency", "REAL"),
                          ("metrics_engines", "INTEGER"), ("metrics_gpu_memory_utilization", "REAL")):
         db.execute(f'ALTER TABLE "launches" ADD COLUMN "{column}" {kind}')
+
+
+@migrations()
+def m010_launch_gke_workload(db: Database) -> None:
+    """Launches on GKE (NULL for a TPU VM's): ``cluster`` (TEXT, the GKE cluster or kubeconfig context),
+    ``namespace`` (TEXT), ``workload`` (TEXT, ``deploy/NAME`` or ``lws/NAME``) and ``revision`` (TEXT, the
+    Deployment's ``deployment.kubernetes.io/revision`` the launch made, or the object's resourceVersion
+    after the patch when the revision is not known yet). ``node`` holds ``CLUSTER/NAMESPACE/WORKLOAD``."""
+    for column in ("cluster", "namespace", "workload", "revision"):
+        db.execute(f'ALTER TABLE "launches" ADD COLUMN "{column}" TEXT')

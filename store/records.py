@@ -138,6 +138,8 @@ class Launch:
         metrics_kv_cache_tokens / metrics_max_concurrency / metrics_engines /
         metrics_gpu_memory_utilization: what the server's ``/metrics`` said once it served (the
             authority after ready; summed over a data-parallel server's engines), else ``None``.
+        cluster / namespace / workload / revision: a GKE launch's cluster, namespace, ``deploy/NAME``
+            and the Deployment revision it made (``None`` for a TPU VM's launch).
     """
 
     id: int
@@ -177,6 +179,10 @@ class Launch:
     metrics_max_concurrency: float | None = None
     metrics_engines: int | None = None
     metrics_gpu_memory_utilization: float | None = None
+    cluster: str | None = None
+    namespace: str | None = None
+    workload: str | None = None
+    revision: str | None = None
 
     @property
     def time_to_ready_s(self) -> float | None:

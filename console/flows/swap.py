@@ -179,6 +179,11 @@ def lint_spec(node: Node, spec: ContainerSpec, running: ContainerSpec | None, fa
                 running_image_digest=digest, **facts)
 
 
+def launch_fields(node: Node, spec: ContainerSpec) -> dict[str, Any]:
+    """The launch fields a node and a spec give (node, project, zone, type, image, model, spec, args...)."""
+    return _launch_fields(node, spec)
+
+
 def _launch_fields(node: Node, spec: ContainerSpec) -> dict[str, Any]:
     length = spec.serve_flags.get("max-model-len")
     return dict(node=node.name, project=node.project, zone=node.zone, accelerator_type=node.accelerator_type,
@@ -189,7 +194,8 @@ def _launch_fields(node: Node, spec: ContainerSpec) -> dict[str, Any]:
 
 def record_attempt(store: LaunchHistory | None, node: Node, spec: ContainerSpec,
                    replaced_container_id: str | None = None, *, replaced_spec: ContainerSpec | None = None,
-                   replaced_requested_at: datetime | None = None, ssh_user: str | None = None) -> int | None:
+                   replaced_requested_at: datetime | None = None, ssh_user: str | None = None,
+                   extra: Mapping[str, Any] | None = None) -> int | None:
     """Record a launch before the swap's first remote step; returns its id (``None`` without a store).
 
     The launch is ``running`` from now on (with this process as its writer: a console that dies
@@ -200,7 +206,8 @@ def record_attempt(store: LaunchHistory | None, node: Node, spec: ContainerSpec,
     ``replaced_requested_at``; its image digest kept only as ``repo@sha256:...``), so a console
     restarted later can still roll back to it. :func:`record_replaced` marks it ``replaced`` once
     ``docker rm -f`` removed it; :func:`record_outcome` completes the new launch. Secrets are masked
-    (``to_dict``). ``ssh_user``: the user the console logged in as.
+    (``to_dict``). ``ssh_user``: the user the console logged in as. ``extra``: more launch fields (a GKE
+    swap's ``cluster``, ``namespace``, ``workload``), in the same insert.
     """
     if store is None:
         return None
@@ -214,7 +221,7 @@ def record_attempt(store: LaunchHistory | None, node: Node, spec: ContainerSpec,
                                           image_digest=replaced_spec.repo_digest,
                                           requested_at=replaced_requested_at or utc_now())
     return store.start_launch(**_launch_fields(node, spec), origin="console", replaced_launch_id=replaced,
-                              ssh_user=ssh_user)
+                              ssh_user=ssh_user, **dict(extra or {}))
 
 
 def record_replaced(store: LaunchHistory | None, launch_id: int | None) -> None:

@@ -53,6 +53,7 @@ from console.screens.confirm import ConfirmScreen
 from console.widgets.fleet_table import FleetTable
 from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
+from console.widgets.workloads import WorkloadsPane
 from remote.errors import RemoteError
 from remote.models import FleetSnapshot, Node, QueuedResource
 
@@ -188,6 +189,7 @@ class FleetScreen(ConsoleScreen):
                 yield FleetTable(id="nodes", cursor_type="row", zebra_stripes=True)
                 yield Label("Queued resources", id="qrs-title", classes="section-title")
                 yield FleetTable(id="qrs", cursor_type="row", zebra_stripes=True)
+                yield WorkloadsPane(id="workloads-pane")
             with VerticalScroll(id="detail"):
                 yield Static("Loading the fleet…", id="detail-body")
         yield ConsoleFooter()
@@ -213,6 +215,7 @@ class FleetScreen(ConsoleScreen):
             return
         self._refresh_timer = self.set_interval(self.services.config.refresh_interval_s, self.action_refresh_fleet)
         self.action_refresh_fleet()
+        self.query_one(WorkloadsPane).start(self.services.config)
 
     # --- refresh -----------------------------------------------------------------------
 
@@ -609,7 +612,7 @@ class FleetScreen(ConsoleScreen):
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         """Moving focus between the tables selects the row under that table's cursor."""
         table = event.widget
-        if isinstance(table, DataTable) and table.row_count:
+        if isinstance(table, DataTable) and table.id in ("nodes", "qrs") and table.row_count:
             row_key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
             if row_key.value is not None:
                 self._selected_key = row_key.value
@@ -905,7 +908,15 @@ class FleetScreen(ConsoleScreen):
 
     def action_watch(self) -> None:
         """Open the startup watch of the selected node; on a queued resource, of the node it creates,
-        followed from the queue (waiting for capacity, the node's creation) to its container's boot."""
+        followed from the queue (waiting for capacity, the node's creation) to its container's boot; on a
+        GKE workload (the Workloads table focused), its pod's (:mod:`console.screens.workload_startup`)."""
+        pane = self.query_one(WorkloadsPane)
+        if pane.has_focus_within:                   # a GKE workload: its own startup view
+            if pane.selected is not None:
+                from console.widgets.workloads import workload_startup
+
+                self.app.push_screen(workload_startup(pane.selected, self.services.config))
+            return
         item = self.selected
         if isinstance(item, QueuedResource):
             from console.flows.node_wait import request_node
@@ -920,7 +931,16 @@ class FleetScreen(ConsoleScreen):
             self.open_feature("startup", node)
 
     def action_swap(self) -> None:
-        """Open the hot-swap form of the selected node."""
+        """Open the hot-swap form of the selected node; on a GKE workload (the Workloads table focused), its
+        swap view (:mod:`console.screens.workload_swap`)."""
+        pane = self.query_one(WorkloadsPane)
+        if pane.has_focus_within:
+            if pane.selected is not None and self.console.need_services("Swap") \
+                    and not self.console.refuse_readonly("swap"):
+                from console.screens.workload_swap import WorkloadSwapScreen
+
+                self.app.push_screen(WorkloadSwapScreen(pane.selected, self.services.config))
+            return
         if self._live("Swap") and (node := self._need_node("swap its container")) is not None:
             self.open_feature("swap", node)
 

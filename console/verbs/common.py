@@ -51,16 +51,21 @@ def refused_readonly(config: Config, verb: str) -> bool:
 def add_node_arguments(parser: argparse.ArgumentParser, *, optional: bool = False,
                        worker_help: str | None = "the worker of a multi-host slice (default 0)") -> None:
     """The one node grammar of every verb that takes a node: ``NODE [--project P] [--zone Z] [--worker N]``,
-    as :func:`console.flows.node_lookup.find_node` takes them.
+    as :func:`console.flows.node_lookup.find_node` takes them; or a GKE workload, ``deploy/NAME`` or
+    ``lws/NAME`` with ``[--cluster C] [--namespace N]`` (:mod:`console.flows.gke_target`).
 
     Args:
         optional: NODE may be left out (a verb that also takes ``--url``).
         worker_help: the help of ``--worker``, or ``None`` when the verb adds its own.
     """
     parser.add_argument("node", metavar="NODE", nargs="?" if optional else None,
-                        help="TPU node name: NAME, ZONE/NAME or PROJECT/ZONE/NAME")
+                        help="TPU node name: NAME, ZONE/NAME or PROJECT/ZONE/NAME; or a GKE workload: "
+                             "deploy/NAME or lws/NAME")
     parser.add_argument("--project", metavar="P", help="project of the node (default: every configured project)")
     parser.add_argument("--zone", metavar="Z", help="zone of the node (default: every zone)")
+    parser.add_argument("--cluster", metavar="C",
+                        help="GKE cluster of a deploy/NAME or lws/NAME (default: the one listed cluster that has it)")
+    parser.add_argument("--namespace", metavar="N", help="namespace of a deploy/NAME or lws/NAME (default: default)")
     if worker_help is not None:
         parser.add_argument("--worker", type=int, default=0, metavar="N", help=worker_help)
 
@@ -111,3 +116,24 @@ def say(text: str = "", *, err: bool = False) -> None:
     from remote.printable import printable
 
     print(printable(text), file=sys.stderr if err else sys.stdout, flush=True)
+
+
+def workload_spec_or_none(args: argparse.Namespace) -> object:
+    """The :class:`~console.flows.gke_target.WorkloadSpec` a verb's NODE names (``deploy/NAME``,
+    ``lws/NAME``), ``None`` for a TPU node, or ``False`` after one line on stderr (bad spec; exit 2).
+    ``--cluster`` / ``--namespace`` given with a TPU node are refused the same way."""
+    from console.flows.gke_target import WorkloadSpecError, is_workload_spec, parse_workload_spec
+
+    node = getattr(args, "node", None)
+    cluster, namespace = getattr(args, "cluster", None), getattr(args, "namespace", None)
+    if not is_workload_spec(node):
+        if cluster is not None or namespace is not None:
+            say("tpu-console: --cluster and --namespace go with a GKE workload (deploy/NAME or lws/NAME), "
+                "not a TPU node", err=True)
+            return False
+        return None
+    try:
+        return parse_workload_spec(str(node), namespace=namespace, cluster=cluster)
+    except WorkloadSpecError as exc:
+        say(f"tpu-console: {exc}", err=True)
+        return False

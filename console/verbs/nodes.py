@@ -12,6 +12,13 @@ sample has no rate; null for a node that is not READY), or SERVING / QUEUE / MOD
 Each node also says whether it needs OS Login: ``"os_login"`` (true/false), ``"os_login_source"``
 (``node metadata``, ``project metadata`` or ``default``) and ``"os_login_note"`` (why the decision
 is less sure, e.g. the project's metadata answered 403; else null): see :mod:`console.flows.ssh_login`.
+With ``[gke]`` in the config, GKE clusters of the same projects are listed too: ``--json`` adds
+``"node_pools"`` (:meth:`remote.gke.models.NodePool.to_json`: ``cluster``, ``name``, ``machine_type``,
+``accelerator``, ``topology``, ``provisioning_model``, ``node_count``, ``chips``, ``chips_in_use``...) and
+``"workloads"`` (:meth:`remote.gke.models.Workload.to_json`: ``cluster``, ``location``, ``project``,
+``namespace``, ``kind``, ``name``, ``ready``, ``replicas``, ``image``, ``args``, ``accelerator``,
+``topology``, ``provisioning_model``...); a project or cluster that did not answer is one more
+``errors`` entry (with ``cluster``).
 Without it: two plain-text tables (columns aligned, nothing cut), one line per problem, and per zone the inactive (SUSPENDED /
 FAILED) queued resources that may hold quota with their delete commands.
 
@@ -99,15 +106,25 @@ def run(args: argparse.Namespace) -> int:
 
     from dataclasses import replace
 
+    from console.flows.gke_fleet import gke_source, list_gke
     from console.flows.ssh_login import LoginResolver
+    from remote.gke.models import GkeFleet
 
     source = FleetSource(projects, api_endpoint=endpoint, timeout_s=config.request_timeout_s)
+    gke = gke_source(config, projects)
+    gke_fleet = GkeFleet()
     samples: dict[tuple[str, str, str], Any] = {}
     logins = LoginResolver(replace(config, api_endpoint=endpoint))
     verdicts: list[Any] = []
 
     async def listing() -> Any:
-        snapshot = await _list(source, config, samples if args.serving else None)
+        nonlocal gke_fleet
+        try:
+            snapshot, gke_fleet = await asyncio.gather(_list(source, config, samples if args.serving else None),
+                                                       list_gke(gke))
+        finally:
+            if gke is not None:
+                await gke.close()
         verdicts.extend(await logins.verdicts(snapshot.nodes))
         return snapshot
 
@@ -132,11 +149,31 @@ def run(args: argparse.Namespace) -> int:
                 item["serving"] = sample.to_json() if sample is not None else None
         for node_json, verdict in zip(data["nodes"], verdicts):
             node_json.update(os_login=verdict.enabled, os_login_source=verdict.source, os_login_note=verdict.note)
+        if gke is not None:
+            data["node_pools"] = [p.to_json() for p in gke_fleet.node_pools]
+            data["workloads"] = [w.to_json() for w in gke_fleet.workloads]
+            data["errors"] += [p.to_json() for p in gke_fleet.problems]
         print(json.dumps(data, indent=2))
     else:
         _print_tables(snapshot, now, readonly=config.readonly, samples=samples if args.serving else None,
                       verdicts=verdicts)
-    return 1 if snapshot.problems else 0
+        if gke is not None:
+            _print_gke(gke_fleet)
+    return 1 if snapshot.problems or gke_fleet.problems else 0
+
+
+def _print_gke(fleet: Any) -> None:
+    """GKE node pools and workloads as plain-text tables, then one line per GKE problem."""
+    from console.flows.gke_fleet import POOL_COLUMNS, WORKLOAD_COLUMNS, pool_row, workload_row
+    from console.render.text_table import text_table
+
+    out = sys.stdout
+    out.write("\n" + text_table(f"GKE TPU node pools ({len(fleet.node_pools)})", POOL_COLUMNS,
+                                [pool_row(p) for p in fleet.node_pools]))
+    out.write("\n" + text_table(f"GKE workloads ({len(fleet.workloads)})", WORKLOAD_COLUMNS,
+                                [workload_row(w) for w in fleet.workloads]))
+    for p in fleet.problems:
+        out.write(printable(f"problem: {p.where}: {p.code or 'no answer'}: {p.message}") + "\n")
 
 
 async def _list(source: FleetSource, config: Config, samples: dict[tuple[str, str, str], Any] | None) -> Any:

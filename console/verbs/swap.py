@@ -20,6 +20,8 @@ Lint verdicts drive it: with an ``error`` finding, ``--dry-run`` exits 1 and the
 "outcome": {"ok", "failed_step", "error", "container_id", "old_container_removed",
 "launch_id", "image_digest", "rolled_back"} or null}``.
 
+``swap deploy/NAME`` (a GKE workload) patches its Deployment instead: :mod:`console.verbs.swap_workload`.
+
 Exit codes: 0 swapped (or ``--dry-run`` printed a plan without lint errors), 1 refused (lint errors,
 not confirmed), failed or unreachable,
 2 bad input (bad ``--set``/value, unknown node, bad config), all before anything runs.
@@ -113,6 +115,15 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(printable(f"tpu-console: {exc}; nothing was changed."), file=sys.stderr)
         return 2
+    from console.verbs.common import workload_spec_or_none
+
+    spec = workload_spec_or_none(args)
+    if spec is False:
+        return 2
+    if spec is not None:
+        from console.verbs.swap_workload import run_workload_swap
+
+        return run_workload_swap(args, config, spec, changes)  # type: ignore[arg-type]
     return asyncio.run(SwapCommand(config, args, changes).run())
 
 

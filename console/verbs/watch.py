@@ -1,5 +1,8 @@
 """``tpu-console watch NODE``: follow a vLLM startup over SSH until it is ready or fails.
 
+``watch deploy/NAME`` (or ``lws/NAME``) follows a GKE workload's current pod instead
+(:mod:`console.verbs.watch_workload`).
+
 Usage: ``tpu-console watch NODE [--project P] [--zone Z] [--worker N] [--user NAME]
 [--accept-new-host-key] [--poll-s S] [--json]``.
 
@@ -85,6 +88,15 @@ def run(args: argparse.Namespace) -> int:
     config = config_or_exit(args)
     if config is None:
         return 2
+    from console.verbs.common import workload_spec_or_none
+
+    spec = workload_spec_or_none(args)
+    if spec is False:
+        return 2
+    if spec is not None:
+        from console.verbs.watch_workload import run_workload_watch
+
+        return run_workload_watch(args, config, spec)  # type: ignore[arg-type]
     if args.worker is not None and args.worker < 0:
         print("tpu-console: --worker must be 0 or more", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any
 
 from console.app import TpuConsoleApp
+from console.config import GkeConfig
 from console.flows.serving import PENDING, ServingSample
 from console.screens.fleet import FleetScreen
 from console.services import Services
@@ -47,7 +48,9 @@ class FixedSampler:
 def fleet_app(services: Services) -> TpuConsoleApp:
     services.serving_sampler = FixedSampler
     # the detail pane's SSH user row: the local user name would differ per machine
-    services.config = dataclasses.replace(services.config, ssh=dataclasses.replace(services.config.ssh, user="operator"))
+    # the GKE workloads table has its own test (test_workloads.py): these snapshots pin the TPU layout
+    services.config = dataclasses.replace(services.config, ssh=dataclasses.replace(services.config.ssh, user="operator"),
+                                          gke=GkeConfig())
     return TpuConsoleApp(services)
 
 

@@ -56,3 +56,41 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out.strip() == f"tpu-console {version('tpu-console')}"
+
+
+@pytest.mark.parametrize("verb", NODE_VERBS)
+def test_every_node_verb_takes_a_gke_workload(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from console.verbs.common import workload_spec_or_none
+
+    text = _help(capsys, verb)
+    assert "--cluster C" in text and "--namespace N" in text and "deploy/NAME" in text
+    args = build_parser().parse_args([verb, "deploy/vllm-llama", "--cluster", "tpu-serving", "--namespace", "serving"]
+                                     + (["--kind", "smoke"] if verb == "bench" else []))
+    spec = workload_spec_or_none(args)
+    assert (spec.kind, spec.name, spec.namespace, spec.cluster, spec.ref) == (   # type: ignore[attr-defined]
+        "Deployment", "vllm-llama", "serving", "tpu-serving", "deploy/vllm-llama")
+
+
+def test_workload_grammar_refuses_bad_names(capsys: pytest.CaptureFixture[str]) -> None:
+    from console.flows.gke_target import WorkloadSpecError, parse_workload_spec
+    from console.verbs.common import workload_spec_or_none
+
+    assert parse_workload_spec("lws/vllm").kind == "LeaderWorkerSet"
+    assert parse_workload_spec("deployment/vllm").namespace == "default"
+    for bad, match in (("deploy/Vllm", "object name"), ("deploy/", "not deploy/NAME"), ("deploy/a/b", "not deploy")):
+        with pytest.raises(WorkloadSpecError, match=match):
+            parse_workload_spec(bad)
+    with pytest.raises(WorkloadSpecError, match="namespace name"):
+        parse_workload_spec("deploy/x", namespace="../etc")
+    parser = build_parser()
+    assert workload_spec_or_none(parser.parse_args(["watch", "vllm-a"])) is None           # a TPU node
+    assert workload_spec_or_none(parser.parse_args(["watch", "vllm-a", "--namespace", "x"])) is False
+    assert "go with a GKE workload" in capsys.readouterr().err
+
+
+def test_node_only_verbs_say_a_workload_is_not_a_node() -> None:
+    from console.flows.node_lookup import NodeLookupError, split_node_spec
+
+    with pytest.raises(NodeLookupError, match="is a GKE workload"):
+        split_node_spec("deploy/vllm-llama")
+    assert split_node_spec("us-east5-a/vllm-a") == (None, "us-east5-a", "vllm-a")

@@ -193,3 +193,23 @@ def test_forward_ports_load(tmp_path: Path) -> None:
     path.write_text('[forward]\nport = 8005\n[forward.ports]\n"vllm-a" = 8006\n')
     forward = load_config(path).forward
     assert (forward.port, forward.ports) == (8005, {"vllm-a": 8006})
+
+
+def test_gke_table(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[gke]\napi_endpoint = "http://127.0.0.1:9"\nkubeconfig = "~/kube.yaml"\ncontexts = ["kind-a"]\n')
+    gke = load_config(path).gke
+    assert (gke.enabled, gke.discover, gke.api_endpoint, gke.contexts) == (True, True, "http://127.0.0.1:9", ("kind-a",))
+    assert gke.kubeconfig == Path("~/kube.yaml").expanduser()
+    path.write_text("refresh_interval_s = 3\n")
+    assert load_config(path).gke.enabled is False      # no [gke]: no GKE calls at all
+
+
+def test_gke_contexts_need_a_kubeconfig(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[gke]\ncontexts = ["a"]\n')
+    with pytest.raises(ConfigError, match=r"gke.*contexts.*kubeconfig"):
+        load_config(path)
+    path.write_text('[gke]\ndiscovr = true\n')
+    with pytest.raises(ConfigError, match="unknown key"):
+        load_config(path)

@@ -38,7 +38,9 @@ EXPECTED_COLUMNS = {
                                      ("writer_pid_start", "TEXT"), ("restart_count", "INTEGER"),   # m007
                                      ("ssh_user", "TEXT"),   # m008
                                      ("metrics_kv_cache_tokens", "INTEGER"), ("metrics_max_concurrency", "REAL"),
-                                     ("metrics_engines", "INTEGER"), ("metrics_gpu_memory_utilization", "REAL")],  # m009
+                                     ("metrics_engines", "INTEGER"), ("metrics_gpu_memory_utilization", "REAL"),  # m009
+                                     ("cluster", "TEXT"), ("namespace", "TEXT"), ("workload", "TEXT"),
+                                     ("revision", "TEXT")],  # m010
     "benchmarks": BENCH_COLUMNS_V1 + [("concurrency", "INTEGER"), ("output_tokens_per_s", "REAL"),
                                       ("ttft_median_ms", "REAL"), ("tpot_median_ms", "REAL")],
 }

@@ -1,0 +1,297 @@
+"""Swap on a GKE workload: the same policy as :class:`console.flows.swap_case.SwapCase` (read-only refusal,
+the same flag lints and gate, record before act), with a Kubernetes backend.
+
+:class:`WorkloadSwapCase`:
+
+- refuses in read-only mode when made and again before its first remote step
+  (:func:`console.flows.policy.refuse_in_readonly`);
+- :meth:`~WorkloadSwapCase.preview` applies ``--set`` / ``--unset`` / ``--image`` to the serving container
+  (values checked by :meth:`ContainerSpec.with_changes`, args edited in place by
+  :func:`remote.gke.edit.edited_args`) and lints it: the VM swap's flag rules
+  (:func:`console.flows.swap.lint_spec`, on the chips of the pod: ``v6e-4``...) with the history's facts,
+  plus the workload's own (:func:`remote.gke.edit.workload_lints`);
+- :meth:`~WorkloadSwapCase.refusal` is the lint gate: an ``error`` needs ``--force`` or the typed name;
+- :meth:`~WorkloadSwapCase.run` records the launch (cluster, namespace, workload) before the JSON patch,
+  patches guarded by a ``test`` on ``metadata.resourceVersion``, records the revision the patch made, and
+  follows the rollout to the new pod's ready (:class:`console.flows.workload_watch.WorkloadWatch`),
+  completing the launch with what the log said.
+
+Textual-free; the verb collects input and prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from console.flows import swap as swap_flow
+from console.flows.history_access import HistoryAccess
+from console.flows.policy import HasReadonly, refuse_in_readonly
+from console.flows.slice_watch import SliceOutcome
+from console.flows.workload_watch import WorkloadEvent, WorkloadWatch
+from remote.container.lint import Finding
+from remote.container.spec import SPEC_KEYS, ContainerSpec
+from remote.gke.edit import container_index, edited_args, spec_of, swap_patch, workload_lints
+from remote.gke.kube import KubeClient
+from remote.gke.models import NodePool, Workload
+from remote.gke.parse import REVISION_ANNOTATION, generation_of_accelerator, workload_from_json
+from remote.models import Node
+from store.errors import StoreError
+
+#: Accelerator type name of a pod's chips per generation (the TPU API's names, what the lints know).
+_TYPE_NAMES = {"v5e": "v5litepod-{chips}", "v6e": "v6e-{chips}", "v5p": "v5p-{cores}", "v4": "v4-{cores}"}
+
+
+def accelerator_type_of(workload: Workload) -> str:
+    """The TPU API accelerator type the workload's pod (or LWS group) holds: ``v6e-4``, ``v5litepod-16``; or ``""``."""
+    generation = generation_of_accelerator(workload.accelerator)
+    chips = (workload.chips or 0) * max(1, workload.size)
+    pattern = _TYPE_NAMES.get(generation)
+    return pattern.format(chips=chips, cores=2 * chips) if pattern and chips else ""
+
+
+def lint_node(workload: Workload) -> Node:
+    """The workload as the node the VM lints and history queries read (name ``CLUSTER/NAMESPACE/deploy/NAME``)."""
+    return Node(project=workload.project or "-", zone=workload.location or "-",
+                name=f"{workload.cluster}/{workload.namespace}/{workload.ref}", state="READY",
+                accelerator_type=accelerator_type_of(workload), provisioning_model=workload.provisioning_model or "on-demand")
+
+
+@dataclass(frozen=True)
+class WorkloadPreview:
+    """A swap about to be made: the new spec, the container's new args, the patch and the lint findings."""
+
+    spec: ContainerSpec
+    old: ContainerSpec
+    old_args: list[str]
+    args: list[str] | None
+    image: str | None
+    patch: list[dict[str, Any]]
+    findings: list[Finding]
+
+    @property
+    def errors(self) -> list[Finding]:
+        """The ``error`` findings."""
+        return [f for f in self.findings if f.severity == "error"]
+
+
+@dataclass(frozen=True)
+class WorkloadSwapOutcome:
+    """How a swap ended: ``patched`` (the server took the patch), ``launch_id``, ``revision``, the rollout's
+    :class:`SliceOutcome` (``None`` when not followed), ``error`` (one sentence) when the patch was refused."""
+
+    patched: bool
+    launch_id: int | None
+    revision: str | None
+    rollout: SliceOutcome | None
+    error: str | None = None
+
+
+@dataclass
+class WorkloadSwapCase:
+    """One swap of a GKE workload's serving container.
+
+    Args:
+        workload: the workload as listed (its ``resource_version`` guards the patch).
+        kube: its cluster's client.
+        config: what the policy reads (``readonly``).
+        history: the history (:class:`HistoryAccess`).
+        pool: the node pool it runs on (chips per node for the rolling-update lint), or ``None``.
+        preview_only: only :meth:`preview` will be used (``--dry-run``): allowed in read-only mode.
+
+    Raises:
+        ReadOnlyRefused: read-only mode is on (and not ``preview_only``).
+    """
+
+    workload: Workload
+    kube: KubeClient
+    config: HasReadonly
+    history: HistoryAccess
+    pool: NodePool | None = None
+    preview_only: bool = False
+    _facts: dict[str, Any] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        if not self.preview_only:
+            refuse_in_readonly(self.config, "swap")
+
+    @property
+    def node(self) -> Node:
+        """The workload as a lint node."""
+        return lint_node(self.workload)
+
+    def preview(self, changes: Mapping[str, str | None], image: str | None) -> WorkloadPreview:
+        """The new spec, args and patch with their lint findings.
+
+        Raises:
+            ValueError: a bad value (the spec's sentence), a key a workload swap cannot change yet
+                (``env.*``, ``volume:*``, ``name``...), or a container with no model.
+        """
+        if self.workload.kind != "Deployment":
+            raise ValueError(f"{self.workload.ref}: swap changes Deployments only so far (a LeaderWorkerSet's "
+                             "leader and worker templates are not patched yet)")
+        for key in changes:
+            if key.startswith(("env.", "volume:")) or (key in SPEC_KEYS and key not in ("image", "model")):
+                raise ValueError(f"{key}: a GKE swap changes the container's flags and image only so far")
+        old = spec_of(self.workload)
+        spec = old.with_changes(dict(changes), image=image)
+        index = container_index(self.workload)
+        container = self.workload.raw["spec"]["template"]["spec"]["containers"][index]
+        flags = {k: v for k, v in changes.items() if k != "image"}
+        args = edited_args(list(container.get("args") or []), flags) if flags else None
+        new_image = image or changes.get("image") or None
+        patch = swap_patch(self.workload, index, args=args, image=new_image)
+        node = self.node
+        facts = self._history_facts(node, spec)
+        findings = [f for f in (swap_flow.lint_spec(node, spec, old, facts) if node.accelerator_type else [])
+                    if f.rule_id != "compile-cache"]        # the VM's rule: the workload's own reads the volumes
+        boot = facts.get("predicted_boot_s")
+        findings += workload_lints(self.workload, self.pool.chips_per_node if self.pool else None,
+                                   boot if isinstance(boot, int | float) else None)
+        return WorkloadPreview(spec=spec, old=old, old_args=list(container.get("args") or []), args=args, image=new_image, patch=patch, findings=findings)
+
+    def _history_facts(self, node: Node, spec: ContainerSpec) -> dict[str, Any]:
+        store = self.history.get()
+        if store is None:
+            return {}
+        try:
+            return dict(swap_flow.history_facts(store, node, spec))
+        except StoreError as exc:
+            self.history.failed(exc)
+            return {}
+
+    def refusal(self, preview: WorkloadPreview, *, force: bool = False, typed_name: str | None = None) -> str | None:
+        """The lint gate: ``None`` when the swap may run, else why not (one sentence)."""
+        if not preview.errors or force or typed_name == self.workload.name:
+            return None
+        rules = ", ".join(dict.fromkeys(f.rule_id for f in preview.errors))
+        return (f"Refused: {len(preview.errors)} lint error{'s' if len(preview.errors) != 1 else ''} ({rules}); "
+                "apply the fixes shown, or confirm by typing the workload's name (--force for the verb). "
+                "Nothing was changed.")
+
+    async def run(self, preview: WorkloadPreview, *, force: bool = False, follow: bool = True,
+                  on_event: Callable[[WorkloadEvent], None] | None = None, poll_s: float = 2.0) -> WorkloadSwapOutcome:
+        """Record, patch, and (``follow``) follow the rollout to the new pod's ready.
+
+        Raises:
+            ReadOnlyRefused: read-only mode is on (checked again: no door can skip it).
+            ValueError: the lint gate refused.
+        """
+        from remote.errors import KubeApiError
+
+        refuse_in_readonly(self.config, "swap")
+        refused = self.refusal(preview, force=force)
+        if refused:
+            raise ValueError(refused)
+        launch_id = self._record(preview)
+        w = self.workload
+        try:
+            patched = await self.kube.json_patch(w.namespace, w.name, preview.patch, kind=w.kind)
+        except KubeApiError as exc:
+            now = await self._resource_version() if exc.code in (409, 422) else None
+            changed = now is not None and now != w.resource_version
+            why = (f"{w.ref} changed since it was read (resourceVersion {w.resource_version}, now {now}): the "
+                   "guard refused the patch; list it again and retry" if changed else str(exc))
+            self._update(launch_id, outcome="failed", failure_kind="patch refused", failure_detail=why)
+            return WorkloadSwapOutcome(False, launch_id, None, None, error=why)
+        revision = str(((patched.get("metadata") or {}).get("annotations") or {}).get(REVISION_ANNOTATION) or "") \
+            or str((patched.get("metadata") or {}).get("resourceVersion") or "")
+        self._update(launch_id, revision=revision or None)
+        if not follow:
+            self._update(launch_id, outcome="unwatched")
+            return WorkloadSwapOutcome(True, launch_id, revision, None)
+        new = workload_from_json(patched, _ref_of(w), [self.pool] if self.pool else [])
+        watch = WorkloadWatch(replace(new, container=w.container) if new else w, self.kube,
+                              on_event=on_event or (lambda _: None), poll_s=poll_s)
+        rollout = await watch.run()
+        self._complete(launch_id, rollout)
+        return WorkloadSwapOutcome(True, launch_id, revision, rollout)
+
+    async def _resource_version(self) -> str | None:
+        """The object's resourceVersion now (``None`` when it cannot be read): why a guarded patch failed."""
+        from remote.errors import KubeApiError
+
+        w = self.workload
+        version = "apps/v1" if w.kind == "Deployment" else "leaderworkerset.x-k8s.io/v1"
+        try:
+            obj = await self.kube.get(version, "deployments" if w.kind == "Deployment" else "leaderworkersets",
+                                      w.namespace, w.name)
+        except KubeApiError:
+            return None
+        return str((obj.get("metadata") or {}).get("resourceVersion") or "") or None
+
+    def _record(self, preview: WorkloadPreview) -> int | None:
+        """The launch, before the first remote step (``None`` when the history cannot be written)."""
+        w, store = self.workload, self.history.get()
+        if store is None:
+            return None
+        try:
+            return swap_flow.record_attempt(store, self.node, preview.spec, extra={
+                "cluster": w.cluster, "namespace": w.namespace, "workload": w.ref})
+        except StoreError as exc:
+            self.history.failed(exc)
+            return None
+
+    def _update(self, launch_id: int | None, **fields: Any) -> None:
+        store = self.history.get()
+        if store is None or launch_id is None:
+            return
+        try:
+            store.update_launch(launch_id, **fields)
+        except StoreError as exc:
+            self.history.failed(exc)
+
+    def _complete(self, launch_id: int | None, rollout: SliceOutcome) -> None:
+        complete_launch(self.history, launch_id, rollout)
+
+
+def complete_launch(history: HistoryAccess, launch_id: int | None, rollout: SliceOutcome) -> None:
+    """Complete a GKE launch with what its watch said: outcome, ready time, KV cache, concurrency, pod."""
+    store = history.get()
+    if store is None or launch_id is None:
+        return
+    summary = rollout.summary or {}
+    timeline = summary.get("phase_timeline") or []
+    ready_at = next((m.get("started_at") for m in timeline if m.get("phase") == "ready"), None)
+    fields: dict[str, Any] = {
+        "outcome": {0: "ready", 1: "failed"}.get(rollout.code, "unwatched"),
+        "kv_cache_tokens": summary.get("kv_cache_tokens"), "max_concurrency": summary.get("max_concurrency"),
+        "compile_seconds": summary.get("compile_seconds"), "container_id": summary.get("pod")}
+    if rollout.code == 0 and ready_at:
+        fields["ready_at"] = ready_at
+    if rollout.code == 1:
+        fields.update(failure_kind=summary.get("failure") or "failed", failure_detail=summary.get("failure_detail"))
+    try:
+        store.update_launch(launch_id, **{k: v for k, v in fields.items() if v is not None})
+    except StoreError as exc:
+        history.failed(exc)
+
+
+def record_watched(history: HistoryAccess, workload: Workload, rollout: SliceOutcome) -> int | None:
+    """Record what a ``watch deploy/NAME`` saw: the launch of the followed pod (found by the pod's name, as the
+    VM path finds a container by id), completed; a pod no launch names is recorded as ``observed``.
+    Returns the launch id, ``None`` without a history or a pod."""
+    store = history.get()
+    pod = (rollout.summary or {}).get("pod")
+    if store is None or not pod:
+        return None
+    node = lint_node(workload)
+    try:
+        found = store.find_launch_by_container(node.name, pod)
+        launch_id = found.id if found is not None else store.start_launch(
+            **swap_flow.launch_fields(node, spec_of(workload)), origin="observed", container_id=pod,
+            cluster=workload.cluster, namespace=workload.namespace, workload=workload.ref,
+            revision=workload.revision or workload.resource_version or None)
+    except (StoreError, ValueError) as exc:
+        if isinstance(exc, StoreError):
+            history.failed(exc)
+        return None
+    complete_launch(history, launch_id, rollout)
+    return launch_id
+
+
+def _ref_of(w: Workload) -> Any:
+    from remote.gke.models import ClusterRef
+
+    return ClusterRef(w.project, w.location, w.cluster)

@@ -1,0 +1,95 @@
+"""The fleet's Workloads table (GKE) and ``w`` on a workload, against the sandbox's GKE stand-ins, with
+kubectl's view of the same Deployment as the oracle where it is installed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from textual.widgets import DataTable, Label
+
+from console.app import TpuConsoleApp
+from console.screens.fleet import FleetScreen
+from console.screens.workload_startup import WorkloadStartupScreen
+from tests.ui.conftest import running_sandbox, services_on
+
+
+async def until(pilot: Any, predicate: Any, what: str, timeout_s: float = 40.0) -> None:
+    for _ in range(int(timeout_s / 0.05)):
+        if predicate():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
+
+
+async def test_the_workloads_table_and_its_startup_view(tmp_path: Path) -> None:
+    with running_sandbox(tmp_path / "sandbox", boot_s=1.0, fast_boot_s=0.3) as box, \
+            services_on(box, tmp_path / "history.db") as services:
+        app = TpuConsoleApp(services)
+        async with app.run_test(size=(160, 45)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet")
+            fleet = app.screen
+            table = fleet.query_one("#workloads", DataTable)
+            await until(pilot, lambda: table.row_count > 0, "the workloads")
+            row = [str(c) for c in table.get_row_at(0)]
+            assert row[:5] == ["tpu-serving", "default", "deploy/vllm-llama", row[3], "v6e-flex"]
+            label = fleet.query_one("#workloads-title", Label)
+            # chips in use once the stand-in's scheduler placed the pod (a refresh every 5 s lists it again)
+            await until(pilot, lambda: "v6e-flex 4/4" in str(label.render()), lambda: str(label.render()))
+            assert "Workloads 1 (GKE)" in str(label.render()) and "v5e-spot 0/4" in str(label.render())
+            if Path(shutil.which("kubectl") or "/usr/bin/kubectl").exists():
+                kube = json.loads(subprocess.run(
+                    [shutil.which("kubectl") or "/usr/bin/kubectl", "--kubeconfig", str(box.kubeconfig_path), "get",
+                     "deploy", "vllm-llama", "-o", "json"], capture_output=True, text=True, timeout=30, check=True).stdout)
+                status = kube.get("status", {})
+                assert row[3].endswith(f"/{kube['spec']['replicas']}")
+                assert row[3].startswith(str(status.get("readyReplicas", 0))) or row[3].startswith("0")
+            table.focus()
+            await pilot.pause()
+            await pilot.press("w")
+            await until(pilot, lambda: isinstance(app.screen, WorkloadStartupScreen), "the workload's startup view")
+            view = app.screen
+            await until(pilot, lambda: view.outcome is not None, lambda: f"the watch's end ({view.events})")
+            assert view.outcome.code == 0, view.events
+            assert view.outcome.summary["kv_cache_tokens"] > 0
+            assert any(e.kind == "ready" for e in view.events)
+            await pilot.press("escape")
+            await until(pilot, lambda: app.screen is fleet, "back to the fleet")
+
+
+async def test_s_on_a_workload_previews_patches_and_follows_the_rollout(tmp_path: Path) -> None:
+    from textual.widgets import Input, Static
+
+    from console.screens.confirm import ConfirmScreen
+    from console.screens.workload_swap import WorkloadSwapScreen
+
+    with running_sandbox(tmp_path / "sandbox", boot_s=1.0, fast_boot_s=0.3) as box, \
+            services_on(box, tmp_path / "history.db") as services:
+        app = TpuConsoleApp(services)
+        async with app.run_test(size=(160, 45)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet")
+            fleet = app.screen
+            table = fleet.query_one("#workloads", DataTable)
+            await until(pilot, lambda: table.row_count > 0, "the workloads")
+            table.focus()
+            await pilot.pause()
+            await pilot.press("s")
+            await until(pilot, lambda: isinstance(app.screen, WorkloadSwapScreen), "the swap view")
+            view = app.screen
+            view.query_one("#workload-swap-edits", Input).value = "max-model-len=8192"
+            await pilot.press("enter")
+            await until(pilot, lambda: view.preview is not None, "the preview")
+            plan = str(view.query_one("#workload-swap-plan", Static).render())
+            assert "--max-model-len=8192" in plan and '"op": "test"' in plan
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
+            app.screen.dismiss(True)
+            await until(pilot, lambda: view.outcome is not None, "the rollout", timeout_s=60)
+            assert view.outcome.patched and view.outcome.rollout.code == 0
+            assert view.outcome.rollout.summary["max_model_len"] == 8192
+            launch = services.store.get_launch(view.outcome.launch_id)
+            assert launch is not None and (launch.workload, launch.outcome, launch.max_model_len) == (
+                "deploy/vllm-llama", "ready", 8192)
