@@ -21,6 +21,7 @@ import re
 import select
 import ssl
 import time
+from collections import deque
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -281,7 +282,8 @@ class KubeApiState:
         self.server_address = server_address
         self.serve_log = serve_log
         self.serve_portforward = serve_portforward
-        self.requests: list[tuple[str, str]] = []
+        #: the latest requests (bounded: a demo runs for hours)
+        self.requests: deque[tuple[str, str]] = deque(maxlen=10_000)
 
     def discovery(self, path: str) -> JsonDict | None:
         """The discovery document at ``path``, or ``None``."""
