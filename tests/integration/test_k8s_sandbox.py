@@ -92,11 +92,13 @@ def newest_pod(gke: SandboxGke, deployment: str) -> dict[str, Any]:
     return dict(pods[0])
 
 
-def api_get(gke: SandboxGke, path: str, *, token: str | None = None) -> tuple[int, bytes]:
+def api_get(gke: SandboxGke, path: str, *, token: str | None = None, accept: str = "") -> tuple[int, bytes]:
     """A raw GET through the cluster CA (certificate-authority-data of the kubeconfig), bearer ``token``."""
     context = ssl.create_default_context(cadata=(gke.folder / "ca.crt").read_text())
-    request = urllib.request.Request(gke.kubernetes_api_url + path,
-                                     headers={"Authorization": f"Bearer {token}"} if token else {})
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if accept:
+        headers["Accept"] = accept
+    request = urllib.request.Request(gke.kubernetes_api_url + path, headers=headers)
     try:
         with urllib.request.urlopen(request, context=context, timeout=10) as answer:
             return answer.status, answer.read()
@@ -269,6 +271,13 @@ def test_watch_resumes_from_a_resource_version_and_410s_an_expired_one(gke: Sand
     assert listed["kind"] == "NodeList" and int(listed["metadata"]["resourceVersion"]) > 1000
     status, body = api_get(gke, "/api/v1/nodes?watch=1&timeoutSeconds=1", token=gke.token)
     assert sorted(json.loads(line)["type"] for line in body.splitlines()) == ["ADDED", "ADDED"]
+    table = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"      # what kubectl get -w asks for
+    status, body = api_get(gke, "/api/v1/nodes?watch=1&timeoutSeconds=1", token=gke.token, accept=table)
+    events = [json.loads(line)["object"] for line in body.splitlines()]
+    assert [e["kind"] for e in events] == ["Table", "Table"]
+    assert [c["name"] for c in events[0]["columnDefinitions"]] == ["Name", "Status", "Roles", "Age", "Version"]
+    assert events[1]["columnDefinitions"] == []                                 # the columns come once
+    assert sorted(e["rows"][0]["cells"][0] for e in events) == sorted(n for p in POOLS for n in p.node_names())
 
 
 def test_no_or_a_wrong_token_is_401(gke: SandboxGke) -> None:
