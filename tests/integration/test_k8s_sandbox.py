@@ -466,3 +466,11 @@ def test_a_leaderworkerset_runs_its_leader_pod_and_replaces_the_group_on_a_templ
     finally:
         ok(kubectl(gke, "delete", "lws", name))
     wait_for("the LWS pods to go", lambda: not live_pods(gke, f"leaderworkerset.sigs.k8s.io/name={name}"))
+
+
+def test_kubectl_port_forward_is_told_the_sandbox_speaks_the_websocket_channel_protocol_only(gke: SandboxGke) -> None:
+    ok(kubectl(gke, "rollout", "status", f"deploy/{DEMO_DEPLOYMENT}", "--timeout=50s"))
+    pod = newest_pod(gke, DEMO_DEPLOYMENT)["metadata"]["name"]
+    result = kubectl(gke, "port-forward", pod, ":8000")
+    assert result.returncode == 1
+    assert "not SPDY (kubectl port-forward)" in result.stderr
