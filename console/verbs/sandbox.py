@@ -1,7 +1,8 @@
 """``tpu-console sandbox``: run the loopback stand-ins until Ctrl-C.
 
 Prints the config file it wrote (point any verb at it with ``--config``) and
-every endpoint: TPU API, one SSH server per ready node, vLLM inside each VM.
+every endpoint: TPU API, one SSH server per ready node, vLLM inside each VM, the GKE API and
+the Kubernetes API of its GKE cluster (with the kubeconfig path).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import time
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``sandbox``."""
-    p = sub.add_parser("sandbox", help="run the loopback sandbox (TPU API, SSH nodes, vLLM) until Ctrl-C",
+    p = sub.add_parser("sandbox", help="run the loopback sandbox (TPU API, SSH nodes, vLLM, GKE) until Ctrl-C",
                        description="Run the loopback stand-ins until Ctrl-C: a TPU REST API, one SSH "
                        "server per ready node with a simulated docker and vLLM engine, and an "
-                       "OpenAI-compatible server per node. Prints the config file it wrote; point "
+                       "OpenAI-compatible server per node, a GKE API and the Kubernetes API of one GKE cluster "
+                   "(kubectl --kubeconfig PATH works against it). Prints the config file it wrote; point "
                        "any verb at it with --config (or use `tpu-console --demo VERB`).")
     p.add_argument("--state-dir", metavar="DIR", help="where to write config, keys and history "
                    "(default: ~/.local/state/tpu-console/sandbox)")

@@ -12,8 +12,11 @@ import traceback
 from sandbox.gke.kubelet import Kubelet
 from sandbox.gke.lws import LeaderWorkerSets
 from sandbox.gke.scheduler import Scheduler
-from sandbox.gke.store import ObjectStore
+from sandbox.gke.store import ObjectStore, parse_rfc3339
 from sandbox.gke.workloads import Workloads
+
+#: Seconds an Event lives (kube-apiserver's default ``--event-ttl`` of one hour).
+EVENT_TTL_S = 3600.0
 
 
 class Controller:
@@ -32,6 +35,7 @@ class Controller:
         self.scheduler = Scheduler(store)
         self.tick_s = tick_s
         self._stop = threading.Event()
+        self._next_expiry = 0.0
         self._thread: threading.Thread | None = None
 
     def sync(self) -> None:
@@ -43,6 +47,19 @@ class Controller:
             self.scheduler.sync()
             self.kubelet.sync(now)
             self.workloads.sync(now)       # status that the kubelet's changes move, in the same pass
+            if now >= self._next_expiry:
+                self._expire_events(now)
+                self._next_expiry = now + 60.0
+
+    def _expire_events(self, now: float) -> None:
+        """Drop Events last seen more than :data:`EVENT_TTL_S` ago (the API server's ``--event-ttl``)."""
+        for event in list(self.store.items("events")):
+            try:
+                seen = parse_rfc3339(event.get("lastTimestamp") or "")
+            except ValueError:
+                seen = 0.0
+            if now - seen > EVENT_TTL_S:
+                self.store.delete("events", event["metadata"]["namespace"], event["metadata"]["name"])
 
     def start(self) -> None:
         """Start the loop in a daemon thread."""

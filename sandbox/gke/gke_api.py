@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections import deque
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -41,7 +42,7 @@ class SandboxGkeApi:
     def __init__(self, clusters: dict[str, Callable[[], list[JsonDict]]], *, denied_projects: tuple[str, ...] = ()) -> None:
         self.clusters = clusters
         self.denied_projects = denied_projects
-        self.requests: list[tuple[str, str]] = []
+        self.requests: deque[tuple[str, str]] = deque(maxlen=10_000)     # the latest (a demo runs for hours)
         self._lock = threading.Lock()
         self._http = LoopbackHttp("sandbox-gke-api")
 

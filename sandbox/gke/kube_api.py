@@ -21,6 +21,7 @@ import re
 import select
 import ssl
 import time
+from collections import deque
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -36,7 +37,7 @@ from sandbox.gke.store import (
     WatchEvent,
     selected,
 )
-from sandbox.gke.tables import as_table, wants_table
+from sandbox.gke.tables import TABLES, as_table, wants_table
 from sandbox.gke.writes import scale, typed, write
 
 _NAMESPACED = re.compile(r"^/(?P<gv>api/v1|apis/apps/v1|apis/leaderworkerset\.x-k8s\.io/v1)/"
@@ -248,15 +249,31 @@ class KubeHandler(BaseHTTPRequestHandler):
             self.write_chunk(json.dumps({"type": "ERROR", "object": gone}).encode() + b"\n")
             self.end_stream()
             return
-        self._stream_events(resource, match, first, rv, time.monotonic() + timeout_s)
+        table = wants_table(self.headers.get("Accept") or "") and resource in TABLES
+        self._stream_events(resource, match, first, rv, time.monotonic() + timeout_s,
+                            query.get("includeObject", "Metadata") if table else None)
 
     def _stream_events(self, resource: str, match: Callable[[JsonDict], bool], first: list[tuple[str, JsonDict]],
-                       rv: int, deadline: float) -> None:
+                       rv: int, deadline: float, table: str | None) -> None:
+        """Stream watch events until ``deadline``; ``table`` (an ``includeObject`` value) sends each object as
+        a one-row Table, the column definitions in the first event only, as the API server does."""
         store = self.api.store
         batch = first
+        columns_sent = False
+
+        def shown(obj: JsonDict) -> JsonDict:
+            nonlocal columns_sent
+            if table is None:
+                return typed(resource, obj)
+            one = as_table(resource, [typed(resource, obj)], obj["metadata"]["resourceVersion"], table) or {}
+            if columns_sent:
+                one["columnDefinitions"] = []
+            columns_sent = True
+            return one
+
         while True:
             if batch:
-                self.write_chunk(b"".join(json.dumps({"type": kind, "object": typed(resource, obj)}).encode() + b"\n"
+                self.write_chunk(b"".join(json.dumps({"type": kind, "object": shown(obj)}).encode() + b"\n"
                                           for kind, obj in batch))
             if time.monotonic() >= deadline or store.closed or self.client_gone():
                 break
@@ -281,7 +298,8 @@ class KubeApiState:
         self.server_address = server_address
         self.serve_log = serve_log
         self.serve_portforward = serve_portforward
-        self.requests: list[tuple[str, str]] = []
+        #: the latest requests (bounded: a demo runs for hours)
+        self.requests: deque[tuple[str, str]] = deque(maxlen=10_000)
 
     def discovery(self, path: str) -> JsonDict | None:
         """The discovery document at ``path``, or ``None``."""

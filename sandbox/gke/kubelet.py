@@ -14,8 +14,8 @@ The container's command: ``vllm serve ARGS``, ``python3 -m vllm.entrypoints.open
 
 from __future__ import annotations
 
+import hashlib
 import shlex
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -254,7 +254,7 @@ def container_status(pod: JsonDict, run: PodRun, now: float) -> JsonDict:
     old = pod.get("status") or {}
     created = rfc3339(run.created_at)
     cs: JsonDict = {"name": container["name"], "image": container["image"],
-                    "imageID": f"docker.io/{container['image']}", "ready": run.ready,
+                    "imageID": "", "ready": run.ready,
                     "restartCount": run.restarts, "started": run.running(now)}
     if run.plan is None:
         cs["state"] = {"waiting": {"reason": "ContainerCreating"}}
@@ -266,8 +266,11 @@ def container_status(pod: JsonDict, run: PodRun, now: float) -> JsonDict:
     else:
         cs["state"] = {"running": {"startedAt": rfc3339(run.started_at)}}
         cs["containerID"] = f"containerd://{pod['metadata']['uid'].replace('-', '')}{run.restarts:04d}"
-    if run.plan is not None:
-        cs["imageID"] = f"docker.io/{container['image']}@sha256:{'0' * 64}"
+    if run.plan is not None:                  # the image's repo digest, once pulled (the sandbox's stays made up)
+        digest = hashlib.sha256(str(container["image"]).encode()).hexdigest()
+        image = str(container["image"]).split("@", 1)[0]
+        repo = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+        cs["imageID"] = f"docker.io/{repo}@sha256:{digest}"
     ready_since = (old.get("conditions") and next((c["lastTransitionTime"] for c in old["conditions"]
                                                    if c["type"] == "Ready" and (c["status"] == "True") == run.ready),
                                                   None)) or rfc3339(now)
@@ -289,8 +292,3 @@ def pod_ip(pod: JsonDict) -> str:
     """A stable made-up pod IP in the cluster range (``10.8.x.y``) from the pod's uid."""
     digits = int(pod["metadata"]["uid"].replace("-", "")[:8], 16)
     return f"10.8.{(digits >> 8) % 200}.{2 + digits % 250}"
-
-
-def epoch_now() -> float:
-    """Wall-clock seconds (the kubelet's clock)."""
-    return time.time()

@@ -77,18 +77,16 @@ class PortForwarder:
             raise ApiError(404, "NotFound", f'pods "{name}" not found')
         if (pod.get("status") or {}).get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
             raise ApiError(400, "BadRequest", f"pod {name} is not running")
+        key = handler.headers.get("Sec-WebSocket-Key")
+        offered = [p.strip() for p in (handler.headers.get("Sec-WebSocket-Protocol") or "").split(",") if p.strip()]
+        chosen = next((p for p in _PROTOCOLS if p in offered), None)
+        if (handler.headers.get("Upgrade") or "").lower() != "websocket" or not key or (offered and chosen is None):
+            raise ApiError(400, "BadRequest", "the sandbox forwards ports over WebSocket with the channel protocol "
+                           f"({', '.join(_PROTOCOLS)}: kr8s, the Python client), not SPDY (kubectl port-forward)")
         try:
             port = int(query.get("ports", ""))
         except ValueError:
             raise ApiError(400, "BadRequest", "the ports parameter must be one port number, e.g. ports=8000") from None
-        key = handler.headers.get("Sec-WebSocket-Key")
-        if (handler.headers.get("Upgrade") or "").lower() != "websocket" or not key:
-            raise ApiError(400, "BadRequest", "Upgrade request required: the sandbox forwards ports over WebSocket "
-                                              "(the channel protocol), not SPDY")
-        offered = [p.strip() for p in (handler.headers.get("Sec-WebSocket-Protocol") or "").split(",") if p.strip()]
-        chosen = next((p for p in _PROTOCOLS if p in offered), None)
-        if offered and chosen is None:
-            raise ApiError(400, "BadRequest", f"none of the offered subprotocols is supported: {offered}")
         accept = base64.b64encode(hashlib.sha1((key + _GUID).encode()).digest()).decode()
         handler.send_response(101, "Switching Protocols")
         handler.send_header("Upgrade", "websocket")

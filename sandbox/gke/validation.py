@@ -101,14 +101,19 @@ def _mapping(value: Any) -> JsonDict:
     return value if isinstance(value, dict) else {}
 
 
-def validate_deployment(obj: JsonDict) -> None:
-    """Raise :class:`ApiError` 422 when ``obj`` is not a valid apps/v1 Deployment."""
-    causes: list[JsonDict] = []
+def _name(obj: JsonDict, causes: list[JsonDict], limit: int = 253) -> str:
     name = str(_mapping(obj.get("metadata")).get("name") or "")
-    if not _SUBDOMAIN.match(name) or len(name) > 253:
+    if not _SUBDOMAIN.match(name) or len(name) > limit:
         causes.append({"reason": "FieldValueInvalid", "field": "metadata.name",
                        "message": f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of '
                                   "lower case alphanumeric characters, '-' or '.'"})
+    return name
+
+
+def validate_deployment(obj: JsonDict) -> None:
+    """Raise :class:`ApiError` 422 when ``obj`` is not a valid apps/v1 Deployment."""
+    causes: list[JsonDict] = []
+    name = _name(obj, causes)
     spec = _mapping(obj.get("spec"))
     replicas = spec.get("replicas", 1)
     if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
@@ -147,7 +152,7 @@ def validate_lws(obj: JsonDict) -> None:
     LeaderWorkerSet: replicas >= 0, ``leaderWorkerTemplate.size`` >= 1, a worker template (and the leader
     template, when given) with valid containers."""
     causes: list[JsonDict] = []
-    name = str(_mapping(obj.get("metadata")).get("name") or "")
+    name = _name(obj, causes, limit=63)               # pod names NAME-G-W must stay DNS labels
     spec = _mapping(obj.get("spec"))
     replicas = spec.get("replicas", 1)
     if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:

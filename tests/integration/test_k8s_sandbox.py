@@ -25,6 +25,7 @@ import pytest
 
 from sandbox.gke.cluster import SandboxGke
 from sandbox.gke.cluster_data import DEMO_DEPLOYMENT, POOLS
+from sandbox.gke.store import Selector
 from tests.integration.gcloud_oracle import GCLOUD, why_no_gcloud
 
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
@@ -71,20 +72,33 @@ def wait_for(what: str, check: Any, timeout_s: float = 30.0) -> Any:
     pytest.fail(f"timed out waiting for {what}")
 
 
+def live_pods(gke: SandboxGke, labels: str) -> list[dict[str, Any]]:
+    """The pods of ``default`` matching ``labels``, read from the stand-in's store (cheap, for polling;
+    the assertions read through kubectl)."""
+    return gke.store.list("pods", "default", Selector.parse(labels), Selector())[0]
+
+
+def live_pod(gke: SandboxGke, name: str) -> dict[str, Any]:
+    """One pod of ``default`` from the store (``{}`` when gone)."""
+    return gke.store.get("pods", "default", name) or {}
+
+
 def newest_pod(gke: SandboxGke, deployment: str) -> dict[str, Any]:
     """The pod of the deployment's newest ReplicaSet (highest revision)."""
     sets = get_json(gke, "rs", "-l", f"app={deployment}")["items"]
     newest = max(sets, key=lambda rs: int(rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]))
     template_hash = newest["metadata"]["labels"]["pod-template-hash"]
-    pods = wait_for("the new ReplicaSet's pod", lambda: get_json(gke, "pods", "-l", f"pod-template-hash={template_hash}")["items"])
+    pods = wait_for("the new ReplicaSet's pod", lambda: live_pods(gke, f"pod-template-hash={template_hash}"))
     return dict(pods[0])
 
 
-def api_get(gke: SandboxGke, path: str, *, token: str | None = None) -> tuple[int, bytes]:
+def api_get(gke: SandboxGke, path: str, *, token: str | None = None, accept: str = "") -> tuple[int, bytes]:
     """A raw GET through the cluster CA (certificate-authority-data of the kubeconfig), bearer ``token``."""
     context = ssl.create_default_context(cadata=(gke.folder / "ca.crt").read_text())
-    request = urllib.request.Request(gke.kubernetes_api_url + path,
-                                     headers={"Authorization": f"Bearer {token}"} if token else {})
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if accept:
+        headers["Accept"] = accept
+    request = urllib.request.Request(gke.kubernetes_api_url + path, headers=headers)
     try:
         with urllib.request.urlopen(request, context=context, timeout=10) as answer:
             return answer.status, answer.read()
@@ -228,7 +242,7 @@ def test_rolling_update_on_a_full_tpu_node_leaves_the_new_pod_unschedulable(gke:
                    "incoming pod, 1 Preemption is not helpful for scheduling.")
 
         def unschedulable() -> bool:
-            pod = get_json(gke, "pod", pending["metadata"]["name"])
+            pod = live_pod(gke, pending["metadata"]["name"])
             return any(c.get("reason") == "Unschedulable" and c.get("message") == message
                        for c in pod["status"].get("conditions") or [])
 
@@ -243,7 +257,7 @@ def test_rolling_update_on_a_full_tpu_node_leaves_the_new_pod_unschedulable(gke:
         assert get_json(gke, "pod", old["metadata"]["name"])["status"]["phase"] == "Running"   # never surrendered
     finally:
         ok(kubectl(gke, "delete", "deploy", name))
-    wait_for("the rolling deployment's pods to go", lambda: not get_json(gke, "pods", "-l", f"app={name}")["items"])
+    wait_for("the rolling deployment's pods to go", lambda: not live_pods(gke, f"app={name}"))
 
 
 def test_watch_resumes_from_a_resource_version_and_410s_an_expired_one(gke: SandboxGke) -> None:
@@ -257,6 +271,13 @@ def test_watch_resumes_from_a_resource_version_and_410s_an_expired_one(gke: Sand
     assert listed["kind"] == "NodeList" and int(listed["metadata"]["resourceVersion"]) > 1000
     status, body = api_get(gke, "/api/v1/nodes?watch=1&timeoutSeconds=1", token=gke.token)
     assert sorted(json.loads(line)["type"] for line in body.splitlines()) == ["ADDED", "ADDED"]
+    table = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"      # what kubectl get -w asks for
+    status, body = api_get(gke, "/api/v1/nodes?watch=1&timeoutSeconds=1", token=gke.token, accept=table)
+    events = [json.loads(line)["object"] for line in body.splitlines()]
+    assert [e["kind"] for e in events] == ["Table", "Table"]
+    assert [c["name"] for c in events[0]["columnDefinitions"]] == ["Name", "Status", "Roles", "Age", "Version"]
+    assert events[1]["columnDefinitions"] == []                                 # the columns come once
+    assert sorted(e["rows"][0]["cells"][0] for e in events) == sorted(n for p in POOLS for n in p.node_names())
 
 
 def test_no_or_a_wrong_token_is_401(gke: SandboxGke) -> None:
@@ -266,7 +287,7 @@ def test_no_or_a_wrong_token_is_401(gke: SandboxGke) -> None:
 
 
 @pytest.mark.skipif(why_no_gcloud() is not None, reason=why_no_gcloud() or "")
-def test_gcloud_lists_the_cluster_and_its_tpu_node_pools(gke: SandboxGke, tmp_path: Path) -> None:
+def test_gcloud_lists_the_clusters_tpu_node_pools(gke: SandboxGke, tmp_path: Path) -> None:
     config = tmp_path / "gcloud"
     (config / "configurations").mkdir(parents=True)
     (config / "active_config").write_text("default")
@@ -282,9 +303,6 @@ def test_gcloud_lists_the_cluster_and_its_tpu_node_pools(gke: SandboxGke, tmp_pa
         assert done.returncode == 0, done.stderr
         return list(json.loads(done.stdout))
 
-    clusters = gcloud("container", "clusters", "list")
-    assert [(c["name"], c["location"], c["endpoint"]) for c in clusters] \
-        == [("tpu-serving", "us-east5", gke.kubernetes_api_url.removeprefix("https://"))]
     pools = gcloud("container", "node-pools", "list", "--cluster", "tpu-serving", "--location", "us-east5")
     assert [(p["name"], p["config"]["machineType"], p["placementPolicy"]["tpuTopology"], p["config"].get("spot"),
              p["config"].get("flexStart")) for p in pools] \
@@ -297,7 +315,7 @@ def test_a_flag_vllm_rejects_crash_loops_with_its_usage_error(gke: SandboxGke) -
     ok(kubectl(gke, "create", "--validate=false", "-f", "-", stdin=json.dumps(manifest)))
     try:
         def crashed() -> dict[str, Any] | None:
-            pods = get_json(gke, "pods", "-l", f"app={name}")["items"]
+            pods = live_pods(gke, f"app={name}")
             statuses = pods[0]["status"].get("containerStatuses") or [] if pods else []
             waiting = (statuses[0].get("state") or {}).get("waiting") or {} if statuses else {}
             return statuses[0] if waiting.get("reason") == "CrashLoopBackOff" else None
@@ -305,12 +323,12 @@ def test_a_flag_vllm_rejects_crash_loops_with_its_usage_error(gke: SandboxGke) -
         status = wait_for("CrashLoopBackOff", crashed)
         assert status["lastState"]["terminated"]["exitCode"] == 2 and status["ready"] is False
         pod = get_json(gke, "pods", "-l", f"app={name}")["items"][0]["metadata"]["name"]
-        wait_for("a restart", lambda: get_json(gke, "pod", pod)["status"]["containerStatuses"][0]["restartCount"] >= 1)
+        wait_for("a restart", lambda: live_pod(gke, pod)["status"]["containerStatuses"][0]["restartCount"] >= 1)
         assert "vllm serve: error: unrecognized arguments: --max-modle-len=4096" \
             in ok(kubectl(gke, "logs", "--previous", pod))
     finally:
         ok(kubectl(gke, "delete", "deploy", name))
-    wait_for("the crashing deployment's pods to go", lambda: not get_json(gke, "pods", "-l", f"app={name}")["items"])
+    wait_for("the crashing deployment's pods to go", lambda: not live_pods(gke, f"app={name}"))
 
 
 def test_kr8s_forwards_a_port_to_the_pods_vllm_and_resumes_logs_from_a_time(gke: SandboxGke) -> None:
@@ -400,14 +418,14 @@ def test_rollout_undo_goes_back_to_the_previous_replicaset_and_scale_sets_replic
         == f"deployment.apps/{DEMO_DEPLOYMENT} scaled"
     try:
         def second_pending() -> bool:
-            pods = get_json(gke, "pods", "-l", f"app={DEMO_DEPLOYMENT}")["items"]
+            pods = live_pods(gke, f"app={DEMO_DEPLOYMENT}")
             return len(pods) == 2 and any(c.get("reason") == "Unschedulable" for p in pods
                                           for c in p["status"].get("conditions") or [])
 
         wait_for("a second pod that no v6e node can take", second_pending)
     finally:
         ok(kubectl(gke, "scale", f"deploy/{DEMO_DEPLOYMENT}", "--replicas=1"))
-    wait_for("one pod again", lambda: len(get_json(gke, "pods", "-l", f"app={DEMO_DEPLOYMENT}")["items"]) == 1)
+    wait_for("one pod again", lambda: len(live_pods(gke, f"app={DEMO_DEPLOYMENT}")) == 1)
 
 
 def test_a_leaderworkerset_runs_its_leader_pod_and_replaces_the_group_on_a_template_change(gke: SandboxGke) -> None:
@@ -425,7 +443,7 @@ def test_a_leaderworkerset_runs_its_leader_pod_and_replaces_the_group_on_a_templ
     assert ok(created).strip() == f"leaderworkerset.leaderworkerset.x-k8s.io/{name} created"
     try:
         def ready_leader(hash_other_than: str = "") -> dict[str, Any] | None:
-            pods = get_json(gke, "pods", "-l", f"leaderworkerset.sigs.k8s.io/name={name}")["items"]
+            pods = live_pods(gke, f"leaderworkerset.sigs.k8s.io/name={name}")
             fresh = [p for p in pods if not p["metadata"].get("deletionTimestamp") and
                      p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/template-revision-hash"] != hash_other_than]
             return fresh[0] if fresh and fresh[0]["status"].get("containerStatuses", [{}])[0].get("ready") else None
@@ -447,4 +465,12 @@ def test_a_leaderworkerset_runs_its_leader_pod_and_replaces_the_group_on_a_templ
             "max_model_len=2048" in ok(kubectl(gke, "logs", f"{name}-0"))
     finally:
         ok(kubectl(gke, "delete", "lws", name))
-    wait_for("the LWS pods to go", lambda: not get_json(gke, "pods", "-l", f"leaderworkerset.sigs.k8s.io/name={name}")["items"])
+    wait_for("the LWS pods to go", lambda: not live_pods(gke, f"leaderworkerset.sigs.k8s.io/name={name}"))
+
+
+def test_kubectl_port_forward_is_told_the_sandbox_speaks_the_websocket_channel_protocol_only(gke: SandboxGke) -> None:
+    ok(kubectl(gke, "rollout", "status", f"deploy/{DEMO_DEPLOYMENT}", "--timeout=50s"))
+    pod = newest_pod(gke, DEMO_DEPLOYMENT)["metadata"]["name"]
+    result = kubectl(gke, "port-forward", pod, ":8000")
+    assert result.returncode == 1
+    assert "not SPDY (kubectl port-forward)" in result.stderr
