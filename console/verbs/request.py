@@ -29,7 +29,7 @@ from remote.names import console_command
 
 if TYPE_CHECKING:
     from console.config import Config
-    from console.flows.request import RequestPreview
+    from console.flows.request import ContainerLaunch, RequestCase, RequestPreview
     from console.flows.swap_run import StepStates
     from console.verbs.common import Subparsers
     from remote.container.swap import SwapStep
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
-    from console.flows.request import build_request, preview
+    from console.flows.request import build_request, container_launch, preview
     from console.verbs.common import ask_yes_no, config_or_exit, refused_readonly
 
     config = config_or_exit(args)
@@ -85,11 +85,11 @@ def run(args: argparse.Namespace) -> int:
                                 accelerator_type=args.accelerator_type, provisioning_model=args.provisioning_model,
                                 runtime_version=args.runtime_version, max_run_duration=args.max_run_duration,
                                 valid_until=args.valid_until, node_id=args.node_id)
-        changes = _launch_changes(args)
+        launch = container_launch(image=args.image, model=args.model, settings=args.set_)
     except ValueError as exc:
         _say(f"tpu-console: {exc}; nothing was created.", err=True)
         return 2
-    if changes is not None:
+    if launch is not None:
         args.wait = True
     shown = preview(request, config.prices, api_endpoint=config.api_endpoint)
     out: dict[str, Any] = {**request.to_json(config.api_endpoint), "cost": shown.cost, "created": False, "queued_resource": None}
@@ -109,26 +109,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(out, indent=2))
         return 1
-    return asyncio.run(_create(config, request, args, out, changes))
-
-
-def _launch_changes(args: argparse.Namespace) -> dict[str, str | None] | None:
-    """The container changes of ``--image/--model/--set``, or ``None`` when none was given.
-
-    Raises:
-        ValueError: a bad ``--set`` or a value the container spec refuses (checked before creating).
-    """
-    if not (args.image or args.model or args.set_):
-        return None
-    from console.verbs.swap import parse_changes
-    from remote.container.spec import ContainerSpec
-
-    changes = parse_changes(args.set_, [])
-    if args.model:
-        changes["model"] = args.model
-    ContainerSpec.from_template(name="vllm", image="vllm/vllm-tpu:latest", model="org/model").with_changes(
-        changes, image=args.image)
-    return changes
+    return asyncio.run(_create(config, request, args, out, launch))
 
 
 def _print_preview(shown: RequestPreview) -> None:
@@ -144,7 +125,7 @@ def _print_preview(shown: RequestPreview) -> None:
 
 
 async def _create(config: Config, request: QueuedResourceRequest, args: argparse.Namespace, out: dict[str, Any],
-                  changes: dict[str, str | None] | None) -> int:
+                  launch: ContainerLaunch | None) -> int:
     import json
 
     from console.flows.node_lookup import fleet_source_for
@@ -156,7 +137,8 @@ async def _create(config: Config, request: QueuedResourceRequest, args: argparse
     with fleet_source_for(config, project=request.project, zone=request.zone) as source:
         service = QueuedResourceService(source)
         try:
-            qr = await RequestCase(config, service, request).submit(timeout_s=max(60.0, config.request_timeout_s * 3))
+            case = RequestCase(config, service, request, launch=launch)
+            qr = await case.submit(timeout_s=max(60.0, config.request_timeout_s * 3))
             out["created"] = True
             out["queued_resource"] = qr.to_json()
             if not args.json:
@@ -171,8 +153,8 @@ async def _create(config: Config, request: QueuedResourceRequest, args: argparse
                 out["queued_resource"] = qr.to_json()
                 out["node"] = None if node is None else node.to_json()
                 code = 0 if is_ready(qr, node) else 1
-                if code == 0 and changes is not None:
-                    code = await _launch(config, node, changes, args, out)
+                if code == 0 and launch is not None:
+                    code = await _launch(config, case, node, args, out)
             elif not args.json:
                 from remote.tpu.advice import delete_command
 
@@ -188,11 +170,12 @@ async def _create(config: Config, request: QueuedResourceRequest, args: argparse
     return code
 
 
-async def _launch(config: Config, node: Node, changes: dict[str, str | None], args: argparse.Namespace,
+async def _launch(config: Config, case: RequestCase, node: Node, args: argparse.Namespace,
                   out: dict[str, Any]) -> int:
-    """Run the container on the READY node (the swap machinery); returns 0 started, 1 not."""
+    """Run the request's container on the READY node (the use case's swap machinery); returns 0
+    started, 1 not."""
     from console.config import ConfigError, load_config
-    from console.flows.request import launch_container
+    from console.flows.policy import ReadOnlyRefused
     from remote.errors import RemoteError
 
     try:
@@ -213,9 +196,8 @@ async def _launch(config: Config, node: Node, changes: dict[str, str | None], ar
                 _say(f"  exit {res.exit_status}")
 
     try:
-        outcome = await launch_container(config, node, changes, image=args.image, history=history,
-                                         on_step=step, watched=False)
-    except (RemoteError, ValueError) as exc:
+        outcome = await case.start_container(config, node, history=history, on_step=step, watched=False)
+    except (RemoteError, ValueError, ReadOnlyRefused) as exc:
         _say(f"tpu-console: the container was not started on {node.name}: {exc}", err=True)
         out["container"] = {"started": False, "error": str(exc)}
         return 1
