@@ -63,6 +63,9 @@ if TYPE_CHECKING:
 #: pane always has every field).
 NODE_COLUMNS = ("NAME", "STATE", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "SERVING", "TOK/S", "QUEUE", "MODEL",
                 "HEALTH", "PROJECT", "ZONE", "EXTERNAL IP", "INTERNAL IP", "RUNTIME", "QUEUED RESOURCE", "AGE")
+#: Columns shown only beside another (by name): a rate or a queue with no serving state reads as a
+#: number about nothing (at 80 columns TOK/S was shown while SERVING did not fit).
+COLUMN_NEEDS = {"TOK/S": "SERVING", "QUEUE": "SERVING", "MODEL": "SERVING"}
 #: Actions that change the fleet -> the policy's action: hidden and refused in read-only mode.
 MUTATING_ACTIONS = {"swap": "swap", "rollback": "rollback", "request": "request", "delete_qr": "delete"}
 #: Queued-resource columns by priority, as :data:`NODE_COLUMNS`.
@@ -543,7 +546,8 @@ class FleetScreen(ConsoleScreen):
             rows = self._sorted(table_id, columns, rows)
             measured = column_widths(columns, [r[1] for r in rows])
             widths = self._stable_widths(table_id, columns, measured)
-            indexes = fit_columns(widths, available)
+            needs = {columns.index(c): columns.index(n) for c, n in COLUMN_NEEDS.items() if c in columns}
+            indexes = fit_columns(widths, available, needs=needs)
             # fitted by the widest each column has been; drawn as wide as its cells are now
             self._draw(table, [columns[i] for i in indexes], [measured[i] for i in indexes], indexes, rows)
             shown_count[table_id] = table.row_count

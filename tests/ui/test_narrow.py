@@ -130,3 +130,27 @@ async def test_checked_and_unchecked_boxes_differ_by_more_than_colour() -> None:
         await pilot.click("#off")
         await pilot.pause()
         assert off.value and str(off.render()).startswith("▐✓▌")
+
+
+async def test_serving_figures_are_never_shown_without_the_serving_column(services: Services) -> None:
+    """At 80 columns SERVING does not fit after TIME LEFT: TOK/S and QUEUE go with it (a rate beside no
+    serving state was shown there); at 100 the three show together."""
+    from textual.widgets import DataTable
+
+    shown: dict[int, list[str]] = {}
+    for size in ((80, 24), (100, 30)):
+        async with TpuConsoleApp(services).run_test(size=size) as pilot:
+            screen = await _fleet(pilot)
+            shown[size[0]] = [str(c.label) for c in screen.query_one("#nodes", DataTable).columns.values()]
+    assert shown[80][:5] == ["NAME", "STATE", "ACCELERATOR", "PROVISIONING", "TIME LEFT"]
+    assert not {"SERVING", "TOK/S", "QUEUE", "MODEL"} & set(shown[80])
+    assert shown[100][:8] == ["NAME", "STATE", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "SERVING", "TOK/S", "QUEUE"], shown
+
+
+def test_a_column_that_needs_another_is_hidden_with_it() -> None:
+    from console.render.columns import fit_columns
+
+    widths = [10, 10, 13, 8, 7, 9]           # NAME, STATE, SERVING, TOK/S, QUEUE, HEALTH
+    assert fit_columns(widths, 30) == [0, 1, 3]                             # the sliver TOK/S alone: the bug
+    assert fit_columns(widths, 30, needs={3: 2, 4: 2}) == [0, 1, 5]         # hidden with SERVING; HEALTH fits
+    assert fit_columns(widths, 50, needs={3: 2, 4: 2}) == [0, 1, 2, 3, 4, 5]
