@@ -138,12 +138,24 @@ async def test_request_form_previews_confirms_and_the_fleet_lists_it(services: S
         await pilot.pause()
         modal = app.screen
         assert isinstance(modal, ConfirmScreen) and modal.require_text == "demo-v5e"
+        assert any(c.startswith("sudo -n docker run -d --name vllm") for c in modal.commands)  # the container
         await pilot.press(*"demo-v5e", "enter")
+        from console.screens.startup import StartupScreen
+
+        for _ in range(200):                      # the startup view follows the request from the queue
+            await pilot.pause(0.02)
+            if isinstance(app.screen, StartupScreen) and app.screen.node_wait:
+                break
+        view = app.screen
+        assert isinstance(view, StartupScreen) and view.request is not None
+        assert (view.node.name, view.node.queued_resource, view.node.accelerator_type) == (
+            "demo-v5e", "demo-v5e", "v5litepod-1")
+        assert "demo-v5e" in await _qr_names(services)
+        await pilot.press("escape")
         for _ in range(3):
             await app.workers.wait_for_complete()
             await pilot.pause()
-        assert isinstance(app.screen, FleetScreen)
-        assert "demo-v5e" in await _qr_names(services)
+        assert app.screen is screen
         listed = {q.name: q for q in screen.snapshot.queued_resources}
         assert listed["demo-v5e"].provisioning_model == "flex-start"
 
