@@ -49,16 +49,20 @@ def probe_text(answer: ProbeAnswer | None, progress: Sequence[str] = (), *, runn
     out.append(result.verdict, style=VERDICT_STYLES.get(result.verdict, "bold"))
     out.append_text(plain(f" for {result.accelerator_type} in {result.project}/{result.zone}: {result.reason}"))
     gone = "deleted" if result.deleted else f"NOT deleted ({result.cleanup_error})"
-    out.append_text(plain(f"\n  probe {result.queued_resource} ({result.last_state or 'not created'}, "
+    out.append("\n")
+    out.append_text(plain(f"  probe {result.queued_resource} ({result.last_state or 'not created'}, "
                           f"{result.elapsed_s:.1f} s) {gone}", style="dim" if result.deleted else "bold red"))
     if answer.note:
-        out.append_text(plain(f"\n  {answer.note}", style="yellow"))
+        out.append("\n")
+        out.append_text(plain(f"  {answer.note}", style="yellow"))
     if answer.tries:
         out.append("\n  What to try", style="bold yellow")
     for option in answer.tries:
-        out.append_text(plain(f"\n  • {option.why}"))
+        out.append("\n")
+        out.append_text(plain(f"  • {option.why}"))
         if not readonly:
-            out.append_text(plain(f"\n    {option.command}", style="bold"))
+            out.append("\n")
+            out.append_text(plain(f"    {option.command}", style="bold"))
     return out
 
 

@@ -91,8 +91,10 @@ async def test_request_form_to_ready_then_swap_to_131072_without_leaving_the_tui
             await _until(pilot, lambda: form.probe_answer is not None or form.probe_problem, "the probe")
             assert form.probe_answer is not None and form.probe_answer.result.verdict == "available"
             assert form.probe_answer.result.deleted
-            probe = " ".join(text_of(form.query_one("#rq-probe", Static), width=400).split())
-            assert probe.startswith("Capacity available for v5litepod-1 in inference-prod/us-west4-a")
+            probe = text_of(form.query_one("#rq-probe", Static), width=400).splitlines()
+            assert probe[0] == "Capacity available for v5litepod-1 in inference-prod/us-west4-a: spot capacity granted " \
+                "(PROVISIONING)"
+            assert probe[1].startswith("  probe probe-v5e-1-") and probe[1].endswith(" deleted")
 
             # create: the typed confirm shows the gcloud line and the container's commands
             await pilot.press("ctrl+s")
@@ -153,7 +155,9 @@ async def test_p_on_a_waiting_request_probes_its_type_from_the_form(box: Any, tm
             form = await _until(pilot, lambda: isinstance(app.screen, RequestScreen) and app.screen, "the form")
             await _until(pilot, lambda: form.probe_answer is not None or form.probe_problem, "the probe")
             assert form.probe_answer is not None and form.probe_answer.result.verdict == "quota"
-            text = " ".join(text_of(form.query_one("#rq-probe", Static), width=400).split())
+            shown = text_of(form.query_one("#rq-probe", Static), width=400)
+            assert "\\n" not in shown and "  What to try" in shown.splitlines()     # one line each
+            text = " ".join(shown.split())
             assert "Capacity quota for v6e-8 in inference-prod/asia-northeast1-b" in text and "What to try" in text
             assert "tpu-console probe --project inference-prod --zone europe-west4-a" in text     # offers v6e-8
             # The form is prefilled from the request: its zone, type and provisioning model.
