@@ -121,6 +121,8 @@ class StartupScreen(ConsoleScreen):
         self._frozen = False          # what is alive frozen once this view follows a container
         #: The worker followed alone, or ``None``: every worker of a multi-host slice at once.
         self.worker: int | None = worker if worker is not None or self._workers_count() > 1 else 0
+        #: no worker was asked for: every worker of a slice (learned once a waited-for node is READY)
+        self._every_worker = worker is None
         self.poll_s = poll_s
         #: the watch of the worker(s) followed now (:class:`console.flows.slice_watch.SliceWatch`)
         self.slice_watch: SliceWatch | None = None
@@ -206,12 +208,15 @@ class StartupScreen(ConsoleScreen):
         self.forward = None
         self._tunnel_started = False
         self.query_one(LogPane).clear()
-        who = (f"all {self._workers_count()} workers" if self.worker is None
-               else f"worker {self.worker} of {self._workers_count()}")
-        self.sub_title = f"{self.node.name} · {who} · container {self.services.config.container.name}"
+        self._show_title()
         self._update_log_title()
         self._dirty = True
         self._run_watch()
+
+    def _show_title(self) -> None:
+        who = (f"all {self._workers_count()} workers" if self.worker is None
+               else f"worker {self.worker} of {self._workers_count()}")
+        self.sub_title = f"{self.node.name} · {who} · container {self.services.config.container.name}"
 
     # --- the watch (one async worker; restarting cancels the previous one) ----------------
 
@@ -232,7 +237,6 @@ class StartupScreen(ConsoleScreen):
         """Wait for the node to be READY, then each chosen worker's target and the quiet worker 0's
         (``None`` after saying why not)."""
         fleet, logins = self.services.fleet, self.services.logins
-        chosen = list(range(self._workers_count())) if self.worker is None else [self.worker]
         try:
             if needs_wait(self.node):
                 # CREATING, or its queued resource not ACTIVE yet: poll the TPU API until READY
@@ -241,6 +245,10 @@ class StartupScreen(ConsoleScreen):
                 self._waiting(f"node {self.node.name} is READY")
                 self.node_wait = None
                 self.services.reload_ssh_hosts()     # a node created since the start may have a host entry now
+                if self._every_worker and self._workers_count() > 1:
+                    self.worker = None               # a requested slice: its workers are known only now
+                self._show_title()
+            chosen = list(range(self._workers_count())) if self.worker is None else [self.worker]
             if self.request is not None and not self.container_started and not await self._start_container():
                 return None
             config = self.services.config           # after the wait: the hosts reloaded

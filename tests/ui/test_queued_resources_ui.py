@@ -276,3 +276,25 @@ async def test_w_on_a_queued_resource_follows_its_node_from_the_queue(services: 
         assert app.screen is screen
         assert any("Queued resource qr-failed of node" in n.message and "is FAILED" in n.message
                    for n in app._notifications)
+
+
+async def test_a_waited_for_node_that_turns_out_a_slice_is_followed_on_every_worker(services: Services) -> None:
+    """The node a request creates is known only by name until READY: once it is, a slice's workers are
+    all followed (the stand-in had none, so the view had started on worker 0)."""
+    from console.screens.startup import StartupScreen
+    from remote.models import Node
+
+    stand_in = Node(project="inference-prod", zone="us-west4-a", name="vllm-v5e-16", state="CREATING",
+                    accelerator_type="v5litepod-16", queued_resource=None)
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await _loaded(pilot)
+        view = StartupScreen(stand_in, poll_s=0.05)
+        assert view.worker == 0
+        app.push_screen(view)
+        for _ in range(200):
+            await pilot.pause(0.02)
+            if view.node.state == "READY":
+                break
+        assert len(view.node.workers) == 4 and view.worker is None
+        assert "all 4 workers" in view.sub_title
