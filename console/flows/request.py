@@ -273,6 +273,24 @@ def known_digest(history: HistoryAccess, image: str) -> str | None:
                  and (d := repo_digest(launch.image_digest)) is not None), None)
 
 
+def preview_launch(config: HasReadonly, request: QueuedResourceRequest, launch: ContainerLaunch,
+                   container: ContainerConfig, history: HistoryAccess, now: datetime | None = None) -> SwapPreview:
+    """The container's commands and the swap's lint (:class:`console.flows.swap_case.SwapCase`) on the
+    node ``request`` creates (:func:`planned_node`): the same rules and history facts as a swap (the
+    request form and ``request --dry-run`` show it; read-only mode allows a preview).
+
+    Raises:
+        ValueError: the container's spec is invalid.
+    """
+    from console.flows.swap_case import SwapCase
+
+    spec = launch.spec(container)
+    case = SwapCase(planned_node(request, now), config, container, history, preview_only=True,
+                    clock=lambda: now or utc_now())
+    case.first_launch(spec)
+    return case.preview(spec)
+
+
 async def launch_container(config: Config, node: Node, changes: Mapping[str, str | None], *, image: str | None,
                            history: HistoryAccess | None = None,
                            on_step: Callable[[SwapStep, CommandResult | None, StepStates], None] | None = None,
@@ -357,22 +375,14 @@ class RequestCase:
 
     def preview_container(self, container: ContainerConfig, history: HistoryAccess,
                           now: datetime | None = None) -> SwapPreview | None:
-        """The container's commands and the swap's lint (:class:`console.flows.swap_case.SwapCase`)
-        on the node this request creates (:func:`planned_node`): the same rules and history facts as
-        a swap; ``None`` without a container.
+        """:func:`preview_launch` of this request's container; ``None`` without one.
 
         Raises:
             ValueError: the container's spec is invalid.
         """
         if self.launch is None:
             return None
-        from console.flows.swap_case import SwapCase
-
-        spec = self.launch.spec(container)
-        case = SwapCase(planned_node(self.request, now), self.config, container, history, preview_only=True,
-                        clock=lambda: now or utc_now())
-        case.first_launch(spec)
-        return case.preview(spec)
+        return preview_launch(self.config, self.request, self.launch, container, history, now)
 
     async def start_container(self, config: Config, node: Node, *, history: HistoryAccess | None = None,
                               on_step: Callable[[SwapStep, CommandResult | None, StepStates], None] | None = None,

@@ -6,7 +6,8 @@ Usage: ``tpu-console request NAME --project P --zone Z --accelerator-type T
 [--json]``.
 
 Prints the exact REST call and body, the equivalent ``gcloud alpha compute tpus
-queued-resources create`` line and what it costs, then asks (on a terminal; ``--yes`` skips it,
+queued-resources create`` line and what it costs (with a container: its commands and the swap's
+lint on the node the request creates), then asks (on a terminal; ``--yes`` skips it,
 and without a terminal nothing is created without ``--yes``) and creates it. ``--wait`` follows
 the states (WAITING_FOR_RESOURCES -> PROVISIONING -> ACTIVE, node CREATING -> READY), one
 line each, until the node is READY or the request FAILED. ``--image`` / ``--model`` / ``--set``
@@ -30,6 +31,7 @@ from remote.names import console_command
 if TYPE_CHECKING:
     from console.config import Config
     from console.flows.request import ContainerLaunch, RequestCase, RequestPreview
+    from console.flows.swap_case import SwapPreview
     from console.flows.swap_run import StepStates
     from console.verbs.common import Subparsers
     from remote.container.swap import SwapStep
@@ -76,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
     from console.flows.request import build_request, container_launch, preview
     from console.verbs.common import ask_yes_no, config_or_exit, refused_readonly
+    from console.verbs.swap import plan_json
 
     config = config_or_exit(args)
     if config is None:
@@ -95,6 +98,15 @@ def run(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {**request.to_json(config.api_endpoint), "cost": shown.cost, "created": False, "queued_resource": None}
     if not args.json:
         _print_preview(shown)
+    if launch is not None:
+        try:
+            container = _container_preview(config, request, launch, args)
+        except ValueError as exc:
+            _say(f"tpu-console: container: {exc}; nothing was created.", err=True)
+            return 2
+        out["container_plan"] = plan_json(container.plan, container.findings)
+        if not args.json:
+            _print_container(container)
     if args.dry_run:
         if args.json:
             print(json.dumps(out, indent=2))
@@ -110,6 +122,37 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(out, indent=2))
         return 1
     return asyncio.run(_create(config, request, args, out, launch))
+
+
+def _container_preview(config: Config, request: QueuedResourceRequest, launch: ContainerLaunch,
+                       args: argparse.Namespace) -> SwapPreview:
+    """The container's commands and the swap's lint on the node the request creates (with the history's
+    facts: past failures, boot times, the model's maximum length).
+
+    Raises:
+        ValueError: the container's spec is invalid.
+    """
+    from console.flows.history_access import HistoryAccess
+    from console.flows.history_store import open_history
+    from console.flows.request import preview_launch
+
+    history = HistoryAccess(lambda: open_history(config, getattr(args, "db", None)))
+    try:
+        return preview_launch(config, request, launch, config.container, history)
+    finally:
+        history.close()
+
+
+def _print_container(container: SwapPreview) -> None:
+    _say("Container, started once READY:")
+    for f in container.findings:
+        fix = (" [fix: --set " + " --set ".join(f"{k}={'' if v is None else v}" for k, v in f.fix.items()) + "]"
+               if f.fix else "")
+        _say(f"  {f.severity.upper():7} {f.rule_id}: {f.message}{fix}")
+    if not container.findings:
+        _say("  Lint: no findings.")
+    for i, command in enumerate(container.plan.commands, 1):
+        _say(f"  {i}. {command}")
 
 
 def _print_preview(shown: RequestPreview) -> None:
