@@ -153,4 +153,23 @@ def test_a_column_that_needs_another_is_hidden_with_it() -> None:
     widths = [10, 10, 13, 8, 7, 9]           # NAME, STATE, SERVING, TOK/S, QUEUE, HEALTH
     assert fit_columns(widths, 30) == [0, 1, 3]                             # the sliver TOK/S alone: the bug
     assert fit_columns(widths, 30, needs={3: 2, 4: 2}) == [0, 1, 5]         # hidden with SERVING; HEALTH fits
-    assert fit_columns(widths, 50, needs={3: 2, 4: 2}) == [0, 1, 2, 3, 4, 5]
+    assert fit_columns(widths, 57, needs={3: 2, 4: 2}) == [0, 1, 2, 3, 4, 5]
+
+
+async def test_request_form_stacks_its_preview_under_the_fields_below_110_columns(services: Services) -> None:
+    from console.screens.request import RequestScreen
+
+    for size, stacked in (((80, 24), True), ((160, 45), False)):
+        async with TpuConsoleApp(services).run_test(size=size) as pilot:
+            await _fleet(pilot)
+            await pilot.press("n")
+            await pilot.pause()
+            form = pilot.app.screen
+            assert isinstance(form, RequestScreen)
+            fields, preview = form.query_one("#request-form"), form.query_one("#request-preview")
+            assert form.has_class("-stacked") is stacked, size
+            if stacked:     # each the full width, the preview under the fields
+                assert fields.size.width == preview.size.width == 78 and preview.region.y > fields.region.y
+            else:
+                assert preview.region.x > fields.region.x and preview.size.width >= 80
+            _footer_fits(form)
