@@ -39,6 +39,7 @@ from console.flows.request import (
     explain,
     known_digest,
     preview,
+    preview_launch,
     split_settings,
 )
 from console.render import request_preview as render
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from console.flows.probe import ProbeAnswer
     from console.flows.swap_case import SwapPreview
     from remote.models import Node
+    from remote.tpu.requests import QueuedResourceRequest
 
 #: (field id, label, placeholder) of the text fields, in order.
 FIELDS = (
@@ -128,6 +130,7 @@ class RequestScreen(ConsoleScreen):
         self.probe_running: str | None = None
         self.probe_problem: str | None = None
         self._history: HistoryAccess | None = None
+        self._linted_for: tuple[object, SwapPreview] | None = None
 
     def compose(self) -> ComposeResult:
         yield ConsoleHeader()
@@ -226,11 +229,8 @@ class RequestScreen(ConsoleScreen):
                 self.launch = container_launch(image=self.value("image"), model=self.value("model"),
                                                settings=split_settings(self.value("settings")))
                 if self.launch is not None and self.current is not None and self._history is not None:
-                    case = RequestCase(self.services.config, self.services.queued_resources,
-                                       self.current.request, launch=self.launch)
-                    self.container = case.preview_container(self.services.config.container, self._history,
-                                                             self.services.clock())
-            except (ValueError, ReadOnlyRefused) as exc:
+                    self.container = self._linted(self.current.request, self.launch, self._history)
+            except ValueError as exc:
                 self.launch, self.container_problem = None, str(exc)
         widget = self.query_one("#rq-container", Static)
         if self.current is None and self.container_problem is None and self.launch is not None:
@@ -238,6 +238,23 @@ class RequestScreen(ConsoleScreen):
             return
         widget.update(render.container_text(self.container, self.container_problem,
                                             self.image_note if self.launch is not None else None))
+
+    def _linted(self, request: QueuedResourceRequest, launch: ContainerLaunch, history: HistoryAccess) -> SwapPreview:
+        """:func:`preview_launch` of the container on the requested node, read again only when what the
+        lint reads changed (the type, the provisioning model and run, the container): a keystroke in the
+        name or the zone costs no history query.
+
+        Raises:
+            ValueError: the container's spec is invalid.
+        """
+        key = (request.accelerator_type, request.provisioning_model, request.max_run_duration_s, request.node,
+               launch.image, tuple(sorted(launch.changes.items(), key=lambda kv: kv[0])))
+        if self._linted_for is not None and self._linted_for[0] == key:
+            return self._linted_for[1]
+        shown = preview_launch(self.services.config, request, launch, self.services.config.container, history,
+                               self.services.clock())
+        self._linted_for = (key, shown)
+        return shown
 
     def _show_probe(self) -> None:
         widget = self.query_one("#rq-probe", Static)
