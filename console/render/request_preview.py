@@ -101,15 +101,21 @@ def _finding(finding: Finding) -> Text:
 
 
 def request_text(shown: RequestPreview | None, problem: str | None) -> RenderableType:
-    """The request itself: type, place and cost, the REST call and body, the gcloud line; or what
-    is wrong with a field."""
+    """The request's headline: type, place and cost; or what is wrong with a field."""
     if shown is None:
         return Text.assemble(("Not ready: ", "bold yellow"), plain(problem or "fill in the form."))
     request = shown.request
     return Group(
         plain(f"{request.accelerator_type} {request.provisioning_model} in {request.project}/{request.zone} "
               f"(node {request.node})", style="bold"),
-        plain(f"Cost: {shown.cost}"), Text(""),
+        plain(f"Cost: {shown.cost}"))
+
+
+def call_text(shown: RequestPreview | None) -> RenderableType:
+    """The exact REST call and body and the equivalent gcloud line (nothing while a field is wrong)."""
+    if shown is None:
+        return Text("")
+    return Group(
         Text("REST call", style="bold"), plain(shown.rest_call), Text(""),
         Text("Body", style="bold"), Text(printable(shown.body_text, keep_newlines=True)), Text(""),
         Text("Equivalent gcloud", style="bold"), plain(shown.gcloud))

@@ -101,7 +101,9 @@ class RequestScreen(ConsoleScreen):
     RequestScreen #request-form Label { margin-top: 1; }
     RequestScreen #request-form .rq-head { margin-top: 1; text-style: bold; color: $accent; }
     RequestScreen #request-preview { width: 1fr; height: 1fr; padding: 0 1; border-left: solid $panel; }
-    RequestScreen #rq-probe, RequestScreen #rq-container, RequestScreen #rq-keys { margin-top: 1; }
+    RequestScreen #rq-probe, RequestScreen #rq-container, RequestScreen #rq-call, RequestScreen #rq-keys {
+        margin-top: 1;
+    }
     RequestScreen #rq-probe { margin: 0 0 1 0; }
     RequestScreen.-stacked #request-body { layout: vertical; }
     RequestScreen.-stacked #request-form { width: 1fr; }
@@ -124,7 +126,8 @@ class RequestScreen(ConsoleScreen):
         self.launch: ContainerLaunch | None = None
         self.container: SwapPreview | None = None
         self.container_problem: str | None = None
-        self.image_note: str | None = None
+        #: (the digest the image field was pinned to, the note saying so) while the field holds it
+        self._pinned: tuple[str, str] | None = None
         self.probe_answer: ProbeAnswer | None = None
         self.probe_progress: list[str] = []
         self.probe_running: str | None = None
@@ -154,6 +157,7 @@ class RequestScreen(ConsoleScreen):
                 yield Static("", id="rq-probe")
                 yield Static("", id="rq-preview")
                 yield Static("", id="rq-container")
+                yield Static("", id="rq-call")
                 yield Static(Text("ctrl+t: probe the capacity first · ctrl+s: create (you type the name to confirm)",
                                   style="dim"), id="rq-keys")
         yield ConsoleFooter()
@@ -180,7 +184,7 @@ class RequestScreen(ConsoleScreen):
         digest = known_digest(self._history, config.container.image)
         self.query_one("#rq-image", Input).value = digest or config.container.image
         if digest:
-            self.image_note = f"image pinned to the digest the history recorded for {config.container.image}"
+            self._pinned = (digest, f"image pinned to the digest the history recorded for {config.container.image}")
         self.query_one("#rq-model", Input).value = config.container.model
         self.query_one("#rq-name", Input).focus()
         self._update()
@@ -216,6 +220,7 @@ class RequestScreen(ConsoleScreen):
                                                  api_endpoint=self.services.config.api_endpoint), None
         self._update_container()
         self.query_one("#rq-preview", Static).update(render.request_text(self.current, self.problem))
+        self.query_one("#rq-call", Static).update(render.call_text(self.current))
         self._show_probe()
 
     def _update_container(self) -> None:
@@ -236,8 +241,9 @@ class RequestScreen(ConsoleScreen):
         if self.current is None and self.container_problem is None and self.launch is not None:
             widget.update(Text("Container, started once READY: linted once the request is complete.", style="dim"))
             return
+        pinned = self._pinned is not None and self.value("image").strip() == self._pinned[0]
         widget.update(render.container_text(self.container, self.container_problem,
-                                            self.image_note if self.launch is not None else None))
+                                            self._pinned[1] if pinned and self._pinned is not None else None))
 
     def _linted(self, request: QueuedResourceRequest, launch: ContainerLaunch, history: HistoryAccess) -> SwapPreview:
         """:func:`preview_launch` of the container on the requested node, read again only when what the

@@ -126,7 +126,7 @@ async def test_request_form_previews_confirms_and_the_fleet_lists_it(services: S
         form.query_one("#rq-accelerator_type", Input).value = "v5litepod-1"
         form.query_one("#rq-valid_until", Input).value = "1h"
         await pilot.pause()
-        shown = text_of(form.query_one("#rq-preview", Static), width=400)
+        shown = text_of(form.query_one("#rq-call", Static), width=400)
         assert (f"POST {services.config.api_endpoint}/v2alpha1/projects/inference-prod/locations/us-west4-a/"
                 "queuedResources?queuedResourceId=demo-v5e") in shown
         assert '"provisioningModel": "FLEX_START"' in shown and '"maxRunDuration": "14400s"' in shown
@@ -298,3 +298,36 @@ async def test_a_waited_for_node_that_turns_out_a_slice_is_followed_on_every_wor
                 break
         assert len(view.node.workers) == 4 and view.worker is None
         assert "all 4 workers" in view.sub_title
+
+
+async def test_request_form_pins_the_image_to_the_digest_the_history_recorded(services: Services) -> None:
+    """The config's image is a tag (vllm/vllm-tpu:latest); the history recorded its digest at a launch,
+    so the form starts on that digest and says so, until another image is typed."""
+    digest = "vllm/vllm-tpu@sha256:" + "ab" * 32
+    services.store.start_launch(node="vllm-flex-b", project="inference-prod", zone="us-east5-a",
+                                accelerator_type="v6e-8", provisioning_model="flex-start", model="Qwen/Qwen3-8B",
+                                image="vllm/vllm-tpu:latest", image_digest=digest,
+                                requested_at="2026-11-29T09:00:00Z", outcome="ready")
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await _loaded(pilot)
+        await pilot.press("n")
+        await pilot.pause()
+        form = app.screen
+        assert isinstance(form, RequestScreen)
+        assert form.query_one("#rq-image", Input).value == digest
+        await _fill_request(pilot, form)
+        note = "image pinned to the digest the history recorded for vllm/vllm-tpu:latest"
+        container = text_of(form.query_one("#rq-container", Static), width=400)
+        assert note in container and f"docker pull {digest}" in container
+        form.query_one("#rq-image", Input).value = "vllm/vllm-tpu:v0.30.0"
+        await pilot.pause()
+        container = text_of(form.query_one("#rq-container", Static), width=400)
+        assert note not in container and "docker pull vllm/vllm-tpu:v0.30.0" in container
+
+
+async def _fill_request(pilot: Any, form: RequestScreen) -> None:
+    form.query_one("#rq-name", Input).value = "demo-v5e"
+    form.query_one("#rq-zone", Input).value = "us-west4-a"
+    form.query_one("#rq-accelerator_type", Input).value = "v5litepod-1"
+    await pilot.pause()
