@@ -173,3 +173,31 @@ async def test_request_form_stacks_its_preview_under_the_fields_below_110_column
             else:
                 assert preview.region.x > fields.region.x and preview.size.width >= 80
             _footer_fits(form)
+
+
+async def test_a_tall_confirm_keeps_the_typed_box_and_its_buttons_on_an_80x24_screen(services: Services) -> None:
+    """The request's confirm (the gcloud line and three docker commands) is taller than 24 rows: the box
+    scrolls, and the name to type and the buttons are on screen (they were cut off below it)."""
+    from textual.widgets import Input
+
+    from console.screens.confirm import ConfirmScreen
+    from console.screens.request import RequestScreen
+
+    async with TpuConsoleApp(services).run_test(size=(80, 24)) as pilot:
+        await _fleet(pilot)
+        await pilot.press("n")
+        await pilot.pause()
+        form = pilot.app.screen
+        assert isinstance(form, RequestScreen)
+        for field_id, value in (("name", "demo-v5e"), ("zone", "us-west4-a"), ("accelerator_type", "v5litepod-1")):
+            form.query_one(f"#rq-{field_id}", Input).value = value
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        modal = pilot.app.screen
+        assert isinstance(modal, ConfirmScreen) and len(modal.commands) == 4
+        await pilot.press(*"demo-v5e")
+        await pilot.pause()
+        typed, yes = modal.query_one("#confirm-typed", Input), modal.query_one("#confirm-yes")
+        assert typed.has_focus and typed.value == "demo-v5e"
+        assert typed.region.y >= 0 and typed.region.bottom <= 24 and yes.region.bottom <= 24
