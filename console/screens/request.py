@@ -3,10 +3,10 @@
 Fields (name, project, zone, accelerator type, provisioning model, runtime version, max run
 duration, valid until) feed :func:`console.flows.request.build_request`, the same flow as
 ``tpu-console request``; the container fields (image, model, settings as ``--set KEY=VALUE``
-items) feed :func:`console.flows.request.container_launch`, as ``request --image --model --set``.
+items) feed :func:`console.flows.request_container.container_launch`, as ``request --image --model --set``.
 The image starts as the config's ``[container]`` image, pinned to the digest the history recorded
 for its tag when there is one. The preview shows the container's commands and the swap's lint for
-the requested type (:meth:`console.flows.request.RequestCase.preview_container`), the exact REST
+the requested type (:func:`console.flows.request_container.preview_launch`), the exact REST
 call and body, the equivalent gcloud line and the cost, or what is wrong with a field.
 
 ``ctrl+t`` probes the capacity first (:class:`console.flows.probe.ProbeCase`, after a confirm: it
@@ -30,15 +30,12 @@ from textual.widgets import Checkbox, Input, Label, Select, Static
 
 from console.flows.history_access import HistoryAccess
 from console.flows.policy import ReadOnlyRefused
-from console.flows.request import (
+from console.flows.request import RequestCase, RequestPreview, build_request, explain, preview
+from console.flows.request_container import (
     ContainerLaunch,
-    RequestCase,
-    RequestPreview,
-    build_request,
     container_launch,
-    explain,
     known_digest,
-    preview,
+    planned_node,
     preview_launch,
     split_settings,
 )
@@ -383,7 +380,6 @@ class RequestScreen(ConsoleScreen):
         the container's start and boot); the fleet lists the new request."""
         from dataclasses import replace
 
-        from console.flows.request import planned_node
         from console.screens.startup import StartupScreen
 
         node = replace(planned_node(case.request, self.services.clock()), state=qr.state)

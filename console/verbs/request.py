@@ -30,7 +30,8 @@ from remote.names import console_command
 
 if TYPE_CHECKING:
     from console.config import Config
-    from console.flows.request import ContainerLaunch, RequestCase, RequestPreview
+    from console.flows.request import RequestCase, RequestPreview
+    from console.flows.request_container import ContainerLaunch
     from console.flows.swap_case import SwapPreview
     from console.flows.swap_run import StepStates
     from console.verbs.common import Subparsers
@@ -76,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
-    from console.flows.request import build_request, container_launch, preview
+    from console.flows.request import build_request, preview
+    from console.flows.request_container import container_launch
     from console.verbs.common import ask_yes_no, config_or_exit, refused_readonly
     from console.verbs.swap import plan_json
 
@@ -134,7 +136,7 @@ def _container_preview(config: Config, request: QueuedResourceRequest, launch: C
     """
     from console.flows.history_access import HistoryAccess
     from console.flows.history_store import open_history
-    from console.flows.request import preview_launch
+    from console.flows.request_container import preview_launch
 
     history = HistoryAccess(lambda: open_history(config, getattr(args, "db", None)))
     try:
