@@ -143,10 +143,17 @@ async def test_p_on_a_waiting_request_probes_its_type_from_the_form(box: Any, tm
         app = TpuConsoleApp(services)
         async with app.run_test(size=(160, 45)) as pilot:
             fleet = await _fleet(pilot)
+            assert "Probe (p)" in [c.title for c in app.get_system_commands(fleet)]      # in the palette too
             table = fleet.query_one("#qrs", DataTable)
             table.focus()
             await pilot.pause()
             names = [str(table.get_cell(row, "NAME")) for row in table.rows]
+            table.move_cursor(row=names.index("qr-flex-b"), animate=False)         # ACTIVE: nothing to probe
+            await pilot.pause()
+            await pilot.press("p")
+            await pilot.pause()
+            assert app.screen is fleet and any(n.message.startswith("Select a WAITING_FOR_RESOURCES or FAILED")
+                                               for n in app._notifications)
             table.move_cursor(row=names.index("qr-flex-wait"), animate=False)      # v6e-8, asia-northeast1-b
             await pilot.pause()
             await pilot.press("p")
