@@ -45,6 +45,7 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("history", "history", "H"),
         ("request", "request", "n"),
         ("delete", "delete_qr", "d"),
+        ("probe", "probe", "p"),
         ("detail", "toggle_detail", "i"),
         ("copy", "copy_row", "y"),
         ("sort", "cycle_sort", "o"),
@@ -89,6 +90,7 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
     ),
     "RequestScreen": (
         ("request_create", "create", "ctrl+s"),
+        ("request_probe", "probe", "ctrl+t"),
         ("request_back", "back", "escape"),
     ),
     "RollbackScreen": (

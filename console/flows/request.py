@@ -1,14 +1,17 @@
 """Requesting TPU capacity: the use case shared by ``tpu-console request`` and the fleet's form.
 
 build -> preview (the exact REST body, the REST call, the equivalent gcloud line, what it
-costs) -> the operator confirms -> submit -> follow the states, each wait explained.
+costs; with a container: its spec and the swap's lint for the requested type) -> the operator
+confirms -> submit -> follow the states, each wait explained -> once READY, start the container
+through the swap machinery (:meth:`RequestCase.start_container`; the container's pieces are in
+:mod:`console.flows.request_container`).
 Textual-free and Rich-free: callers render :class:`RequestPreview` and the state sentences.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING
 from console.flows.actions import RunningActions, tracked
 from console.flows.history_access import HistoryAccess
 from console.flows.policy import HasReadonly, refuse_in_readonly
+from console.flows.request_container import ContainerLaunch, TrustHostKey, launch_container
 from remote.bench.cost import lookup_price
 from remote.models import Node, QueuedResource, chips_of, utc_now
 from remote.names import console_command
@@ -29,7 +33,9 @@ from remote.tpu.requests import (
 
 if TYPE_CHECKING:
     from console.config import Config
+    from console.flows.ssh_login import LoginResolver
     from console.flows.swap_run import StepStates, SwapOutcome
+    from console.services import FleetLister
     from remote.container.swap import SwapStep
     from remote.ssh import CommandResult
     from remote.tpu.requests import QueuedResourceService
@@ -173,44 +179,6 @@ def explain(qr: QueuedResource, node: Node | None, now: datetime | None = None) 
     return f"{state.lower()}."
 
 
-async def launch_container(config: Config, node: Node, changes: Mapping[str, str | None], *, image: str | None,
-                           history: HistoryAccess | None = None,
-                           on_step: Callable[[SwapStep, CommandResult | None, StepStates], None] | None = None,
-                           watched: bool = True) -> SwapOutcome:
-    """Run the serving container on a node that just turned READY, through the swap machinery.
-
-    The spec is the running container's, or the config's ``[container]`` template when none runs,
-    with ``changes`` (``{"model": "...", "max-model-len": "8192"}``) and ``image`` applied; the
-    :class:`console.flows.swap_run.SwapRunner` pulls, runs and records it (a first launch in the
-    history).
-
-    Args:
-        watched: ``False`` for a verb that exits after ``docker run`` (the launch ends ``unwatched``).
-
-    Returns:
-        The runner's ``SwapOutcome`` (``outcome.result.ok``, ``container_id``, ``error``).
-
-    Raises:
-        ValueError: a change the container spec refuses (nothing ran).
-        RemoteError: SSH or docker failed before the plan ran.
-    """
-    from console.flows.ssh_target import resolve_target
-    from console.flows.swap import read_running
-    from console.flows.swap_run import SwapRunner
-    from remote.container.swap import plan_swap
-    from remote.ssh import connect
-
-    target = await resolve_target(node, config)
-    async with await connect(target) as conn:
-        current = await read_running(conn, config.container, label=target.label)
-        spec = current.spec.with_changes(dict(changes), image=image)
-        plan = plan_swap(current.spec if current.inspect is not None else None, spec)
-        runner = SwapRunner(conn, node, label=target.label, history=history, watched=watched,
-                            running_id=(current.inspect or {}).get("Id"), on_step=on_step)
-        outcome = await runner.run(plan)
-    return outcome
-
-
 @dataclass
 class RequestCase:
     """Submitting one queued-resource request: the use case behind ``tpu-console request`` and the
@@ -224,6 +192,7 @@ class RequestCase:
         service: the queued-resource service.
         request: the checked request (:func:`build_request`).
         actions: the console's actions in flight, or ``None``.
+        launch: the container to start once the node is READY, or ``None`` (capacity only).
 
     Raises:
         ReadOnlyRefused: read-only mode is on.
@@ -233,6 +202,7 @@ class RequestCase:
     service: QueuedResourceService
     request: QueuedResourceRequest
     actions: RunningActions | None = None
+    launch: ContainerLaunch | None = None
 
     def __post_init__(self) -> None:
         refuse_in_readonly(self.config, "request")
@@ -248,3 +218,26 @@ class RequestCase:
         r = self.request
         with tracked(self.actions, f"request {r.name}", f"the create call for {r.name} in {r.zone} runs"):
             return await self.service.create(r, timeout_s=timeout_s)
+
+    async def start_container(self, config: Config, node: Node, *, history: HistoryAccess | None = None,
+                              on_step: Callable[[SwapStep, CommandResult | None, StepStates], None] | None = None,
+                              watched: bool = True, fleet: FleetLister | None = None,
+                              logins: LoginResolver | None = None,
+                              accept_new_host_key: TrustHostKey | None = None) -> SwapOutcome:
+        """Run :attr:`launch` on the READY ``node`` (:func:`launch_container`): pull, run, recorded in the
+        history as a first launch; registered in ``actions`` while it runs.
+
+        Raises:
+            ReadOnlyRefused: read-only mode is on.
+            ValueError: no container to start, or a change the container spec refuses.
+            RemoteError: SSH or docker failed before the plan ran.
+        """
+        refuse_in_readonly(self.config, "request")
+        launch = self.launch
+        if launch is None:
+            raise ValueError(f"request {self.request.name} names no container to start")
+        with tracked(self.actions, f"container start on {node.name}",
+                     f"the container is being started on {node.name} (docker pull, docker run)"):
+            return await launch_container(config, node, launch.changes, image=launch.image, history=history,
+                                          on_step=on_step, watched=watched, fleet=fleet, logins=logins,
+                                          accept_new_host_key=accept_new_host_key)

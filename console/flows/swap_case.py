@@ -21,7 +21,7 @@ Textual-free; the callers only collect input and show results.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
@@ -155,6 +155,12 @@ class SwapCase:
         limit = await swap_flow.learn_model_limit(conn, current, self._store(), label=label)
         base, note = self.base_for(current)
         self.draft = SwapDraft(current=current, base=base, note=note, model_limit_tokens=limit)
+        return self.draft
+
+    def first_launch(self, spec: ContainerSpec) -> SwapDraft:
+        """A draft for a node where nothing runs yet (a request's container, linted before the node
+        exists): the plan is ``docker pull`` and ``docker run`` alone; no SSH."""
+        self.draft = SwapDraft(current=swap_flow.RunningSpec(spec, None), base=spec, note="", model_limit_tokens=None)
         return self.draft
 
     def prepared(self, spec: ContainerSpec, running: ContainerSpec | None = None) -> SwapDraft:
@@ -317,6 +323,26 @@ def _state_at(step: SwapStep, res: CommandResult | None, node: Node) -> str:
             f"the new container was started on {node.name}")
 
 
+def parse_changes(sets: Sequence[str], unsets: Sequence[str] = ()) -> dict[str, str | None]:
+    """``["max-model-len=4096"]``, ``["kv-cache-dtype"]`` -> ``{"max-model-len": "4096", "kv-cache-dtype": None}``:
+    the ``--set KEY=VALUE`` / ``--unset KEY`` of ``swap`` and ``request`` and the request form's settings.
+
+    Raises:
+        ValueError: a ``--set`` without ``=`` or with an empty key.
+    """
+    changes: dict[str, str | None] = {}
+    for item in sets:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+        changes[key.strip()] = value
+    for key in unsets:
+        if not key.strip():
+            raise ValueError("--unset needs a KEY")
+        changes[key.strip()] = None
+    return changes
+
+
 def apply_edits(draft: SwapDraft, changes: Mapping[str, str | None], image: str | None) -> ContainerSpec:
     """The verb's ``--set/--unset/--image`` applied to ``draft.base``.
 
@@ -326,4 +352,4 @@ def apply_edits(draft: SwapDraft, changes: Mapping[str, str | None], image: str 
     return draft.base.with_changes(dict(changes), image=image)
 
 
-__all__ = ["NothingToRun", "SwapCase", "SwapDraft", "SwapMode", "SwapPreview", "apply_edits"]
+__all__ = ["NothingToRun", "SwapCase", "SwapDraft", "SwapMode", "SwapPreview", "apply_edits", "parse_changes"]

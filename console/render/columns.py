@@ -7,30 +7,36 @@ and plain cell text, so the fleet screen can decide its layout before it draws a
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.cells import cell_len
 
 
-def fit_columns(widths: Sequence[int], available: int, *, keep: int = 1) -> list[int]:
+def fit_columns(widths: Sequence[int], available: int, *, keep: int = 1,
+                needs: Mapping[int, int] | None = None) -> list[int]:
     """Which columns (indexes, in priority order) fit in ``available`` cells.
 
     Each column in turn is shown when it fits beside the more important ones already shown
     (a wide free-text column, say a failure message, is hidden whole and the narrower ones
-    after it can still show); never cut to a sliver.
+    after it can still show); never cut to a sliver. A column that only means something beside
+    another (a node's TOK/S beside its SERVING state) is hidden with it.
 
     Args:
         widths: the width of each column in cells, padding included, most important first.
         available: cells the table may use (its width minus the scrollbar).
         keep: the first ``keep`` columns are shown even when they do not fit (the name).
+        needs: column index -> the index of the column it is shown only beside.
 
     Returns:
         The indexes shown, ascending.
     """
     shown: list[int] = []
     used = 0
+    needs = needs or {}
     for index, width in enumerate(widths):
+        if index in needs and needs[index] not in shown:
+            continue
         if index < keep or used + width <= available:
             shown.append(index)
             used += width

@@ -16,7 +16,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
@@ -98,7 +98,7 @@ class ConfirmScreen(ModalScreen[bool]):
         self.require_text = require_text
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="confirm-box"):
+        with VerticalScroll(id="confirm-box"):   # a short terminal scrolls it; the focused box stays in view
             yield Label(plain(self.title_text), id="confirm-title")
             # the callers compose the message's lines; the values in them are printable already
             yield Static(Text(printable(self.message, keep_newlines=True)), id="confirm-message")

@@ -5,6 +5,7 @@ Keys (ids in brackets, remappable through ``[keys]`` in the config):
 ``j`` raw JSON [raw_json], ``enter``/``w`` startup watch [watch], ``s`` hot swap [swap],
 ``R`` roll back [rollback], ``b`` benchmark [bench], ``H`` history [history],
 ``n`` request capacity [request], ``d`` delete the selected queued resource [delete],
+``p`` probe the capacity of a waiting or failed request [probe],
 ``f`` forward ``localhost:PORT`` to the selected READY node's vLLM [forward] (it stays open; ``F`` lists forwards),
 ``i`` detail pane [detail], ``y`` copy the row's JSON [copy], ``o`` sort by the next column [sort], ``O`` reverse the sort [sort_reverse].
 
@@ -18,7 +19,7 @@ sort of each table survives refreshes.
 
 Under the problems, one banner per zone with inactive (SUSPENDED / FAILED) queued resources that
 may hold quota, each with its exact delete command. Read-only mode (``--readonly`` /
-``readonly = true``) hides and refuses swap, rollback, request and delete.
+``readonly = true``) hides and refuses swap, rollback, request, delete and probe.
 """
 
 from __future__ import annotations
@@ -64,8 +65,14 @@ if TYPE_CHECKING:
 #: pane always has every field).
 NODE_COLUMNS = ("NAME", "STATE", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "SERVING", "TOK/S", "QUEUE", "MODEL",
                 "HEALTH", "PROJECT", "ZONE", "EXTERNAL IP", "INTERNAL IP", "RUNTIME", "QUEUED RESOURCE", "AGE")
+#: Columns shown only beside another (by name): a rate or a queue with no serving state reads as a
+#: number about nothing (at 80 columns TOK/S was shown while SERVING did not fit).
+COLUMN_NEEDS = {"TOK/S": "SERVING", "QUEUE": "SERVING", "MODEL": "SERVING"}
 #: Actions that change the fleet -> the policy's action: hidden and refused in read-only mode.
-MUTATING_ACTIONS = {"swap": "swap", "rollback": "rollback", "request": "request", "delete_qr": "delete"}
+MUTATING_ACTIONS = {"swap": "swap", "rollback": "rollback", "request": "request", "delete_qr": "delete",
+                    "probe": "probe"}
+#: Queued-resource states whose capacity ``p`` probes (waiting for it, or failed for want of it).
+PROBED_STATES = ("WAITING_FOR_RESOURCES", "FAILED")
 #: Queued-resource columns by priority, as :data:`NODE_COLUMNS`.
 QR_COLUMNS = ("NAME", "STATE", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "FAILURE", "MAX RUN", "PROJECT",
               "ZONE", "AGE")
@@ -131,6 +138,7 @@ class FleetScreen(ConsoleScreen):
         Binding("H", "history", "History", id="history"),
         Binding("n", "request", "Request", id="request"),
         Binding("d", "delete_qr", "Delete QR", id="delete"),
+        Binding("p", "probe", "Probe", id="probe"),
         Binding("i", "toggle_detail", "Detail", id="detail"),
         Binding("y", "copy_row", "Copy JSON", id="copy"),
         Binding("o", "cycle_sort", "Sort", id="sort"),
@@ -546,7 +554,8 @@ class FleetScreen(ConsoleScreen):
             rows = self._sorted(table_id, columns, rows)
             measured = column_widths(columns, [r[1] for r in rows])
             widths = self._stable_widths(table_id, columns, measured)
-            indexes = fit_columns(widths, available)
+            needs = {columns.index(c): columns.index(n) for c, n in COLUMN_NEEDS.items() if c in columns}
+            indexes = fit_columns(widths, available, needs=needs)
             # fitted by the widest each column has been; drawn as wide as its cells are now
             self._draw(table, [columns[i] for i in indexes], [measured[i] for i in indexes], indexes, rows)
             shown_count[table_id] = table.row_count
@@ -1014,6 +1023,22 @@ class FleetScreen(ConsoleScreen):
         if not self._live("Request"):
             return
         self.open_feature("request", self.selected)
+
+    def action_probe(self) -> None:
+        """Probe the capacity of the selected WAITING_FOR_RESOURCES or FAILED request's type and zone: the
+        request form, prefilled from it, asks to probe at once (stockout, quota or available, what to try)."""
+        if not self._live("Probe"):
+            return
+        item = self.selected
+        if not isinstance(item, QueuedResource) or item.state not in PROBED_STATES or not item.accelerator_type:
+            self.app.notify("Select a WAITING_FOR_RESOURCES or FAILED queued resource to probe its capacity "
+                            "(the request form's ctrl+t probes any type).", title="Probe", severity="warning")
+            return
+        if self.console.refuse_readonly("probe"):
+            return
+        from console.screens.request import RequestScreen
+
+        self.app.push_screen(RequestScreen(item, probe=True))
 
     def selected_queued_resource(self) -> QueuedResource | None:
         """The selected queued resource, or the one owning the selected node, or ``None``."""

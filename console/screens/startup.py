@@ -25,6 +25,7 @@ search [log_search], ``n`` next match [log_next], ``z`` fold [log_fold], ``W`` n
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -53,15 +54,19 @@ from console.widgets.log_pane import LogPane
 from console.widgets.log_view import LogView
 from console.widgets.serving_panel import ServingPanel
 from console.widgets.startup_panel import PanelInfo, ServedKv, StartupPanel
+from remote.container.swap import SwapStep
 from remote.container.tail import LogLine, TailStatus
 from remote.errors import RemoteError
 from remote.models import Node
 from remote.printable import printable
-from remote.ssh import SshTarget
+from remote.ssh import CommandResult, SshTarget
 from remote.startup import Phase
 from remote.vllm_log.workers import compile_watch
 from remote.vllm_metrics import ServingFigures
 from store.errors import StoreError
+
+if TYPE_CHECKING:
+    from console.flows.request import RequestCase
 
 #: Lines the log pane keeps (older lines are counted, not shown).
 LOG_LINES_SHOWN = 5000
@@ -105,13 +110,19 @@ class StartupScreen(ConsoleScreen):
             self.slice_watch = watch
             self.event = event
 
-    def __init__(self, node: Node, worker: int | None = None, *, poll_s: float = NODE_POLL_S) -> None:
+    def __init__(self, node: Node, worker: int | None = None, *, poll_s: float = NODE_POLL_S,
+                 request: RequestCase | None = None) -> None:
         super().__init__()
         self.node = node
+        #: the request this view follows from the queue; its container is started once the node is READY
+        self.request = request if request is not None and request.launch is not None else None
+        self.container_started = False
         self._hinted = False
         self._frozen = False          # what is alive frozen once this view follows a container
         #: The worker followed alone, or ``None``: every worker of a multi-host slice at once.
         self.worker: int | None = worker if worker is not None or self._workers_count() > 1 else 0
+        #: no worker was asked for: every worker of a slice (learned once a waited-for node is READY)
+        self._every_worker = worker is None
         self.poll_s = poll_s
         #: the watch of the worker(s) followed now (:class:`console.flows.slice_watch.SliceWatch`)
         self.slice_watch: SliceWatch | None = None
@@ -197,12 +208,15 @@ class StartupScreen(ConsoleScreen):
         self.forward = None
         self._tunnel_started = False
         self.query_one(LogPane).clear()
-        who = (f"all {self._workers_count()} workers" if self.worker is None
-               else f"worker {self.worker} of {self._workers_count()}")
-        self.sub_title = f"{self.node.name} · {who} · container {self.services.config.container.name}"
+        self._show_title()
         self._update_log_title()
         self._dirty = True
         self._run_watch()
+
+    def _show_title(self) -> None:
+        who = (f"all {self._workers_count()} workers" if self.worker is None
+               else f"worker {self.worker} of {self._workers_count()}")
+        self.sub_title = f"{self.node.name} · {who} · container {self.services.config.container.name}"
 
     # --- the watch (one async worker; restarting cancels the previous one) ----------------
 
@@ -222,8 +236,7 @@ class StartupScreen(ConsoleScreen):
     async def _targets(self) -> tuple[list[WorkerTarget], WorkerTarget | None] | None:
         """Wait for the node to be READY, then each chosen worker's target and the quiet worker 0's
         (``None`` after saying why not)."""
-        config, fleet, logins = self.services.config, self.services.fleet, self.services.logins
-        chosen = list(range(self._workers_count())) if self.worker is None else [self.worker]
+        fleet, logins = self.services.fleet, self.services.logins
         try:
             if needs_wait(self.node):
                 # CREATING, or its queued resource not ACTIVE yet: poll the TPU API until READY
@@ -231,6 +244,14 @@ class StartupScreen(ConsoleScreen):
                                                    poll_s=self.poll_s)
                 self._waiting(f"node {self.node.name} is READY")
                 self.node_wait = None
+                self.services.reload_ssh_hosts()     # a node created since the start may have a host entry now
+                if self._every_worker and self._workers_count() > 1:
+                    self.worker = None               # a requested slice: its workers are known only now
+                self._show_title()
+            chosen = list(range(self._workers_count())) if self.worker is None else [self.worker]
+            if self.request is not None and not self.container_started and not await self._start_container():
+                return None
+            config = self.services.config           # after the wait: the hosts reloaded
             pairs = {w: await login_target(self.node, config, w, fleet, logins=logins)
                      for w in [*chosen, *([0] if self.worker else [])]}
         except RemoteError as exc:
@@ -243,6 +264,48 @@ class StartupScreen(ConsoleScreen):
             self._write_marker(f"──── {printable(login.describe())} ────")
         followed = [self._worker_target(w, pairs[w][0]) for w in chosen]
         return followed, (self._worker_target(0, pairs[0][0]) if self.worker else None)
+
+    async def _start_container(self) -> bool:
+        """The followed request's container on the READY node (:meth:`RequestCase.start_container`: pull,
+        run, the launch recorded), each command a marker in the log; ``False`` after saying why not."""
+        from console.flows.history_access import HistoryAccess
+        from console.flows.policy import ReadOnlyRefused
+        from console.flows.ssh_target import resolve_target
+
+        case, services, node = self.request, self.services, self.node
+        assert case is not None
+        config = services.config
+        target = await resolve_target(node, config, 0, services.fleet, logins=services.logins)
+
+        async def ask(fingerprint: str) -> bool:
+            return await self.ask(host_key_question(target, fingerprint))
+
+        def step(s: SwapStep, res: CommandResult | None, _states: object) -> None:
+            if res is None:
+                self.node_wait = f"starting the container: {s.kind}"
+                self._write_marker(f"──── $ {printable(s.display)} ────")
+            elif res.exit_status != 0:
+                self._write_marker(f"──── exit {res.exit_status} ────")
+            self._dirty = True
+
+        self._waiting(f"starting the container on {node.name} (the request's image, model and settings)")
+        history = HistoryAccess(lambda: services.store, owned=False)
+        try:
+            outcome = await case.start_container(config, node, history=history, on_step=step, fleet=services.fleet,
+                                                 logins=services.logins, accept_new_host_key=ask)
+        except (ReadOnlyRefused, ValueError) as exc:
+            self._set_problem(f"The container was not started on {node.name}: {exc}", title="Container")
+            return False
+        if history.problem:
+            self.app.notify(f"The launch was not recorded: {history.problem}", severity="warning", timeout=8)
+        result = outcome.result
+        if not result.ok:
+            self._set_problem(f"The container did not start on {node.name}: {result.error}", title="Container")
+            return False
+        self.container_started = True
+        self.node_wait = None
+        self._write_marker(f"──── container started ({(result.container_id or '')[:12]}); following its boot ────")
+        return True
 
     def _worker_target(self, worker: int, target: SshTarget) -> WorkerTarget:
         """``worker``'s target; an unknown host key is asked about in a modal."""

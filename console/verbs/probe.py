@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from console.verbs.common import Subparsers
@@ -50,10 +50,9 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from console.flows.node_lookup import fleet_source_for
-    from console.flows.probe import ProbeCase
+    from console.flows.probe import ProbeAnswer, ProbeCase
     from console.verbs.common import config_or_exit, refused_readonly, say
     from remote.errors import RemoteError
-    from remote.tpu.advice import what_to_try
     from remote.tpu.probe import probe_name
     from remote.tpu.requests import QueuedResourceRequest, QueuedResourceService, default_runtime_version
 
@@ -77,28 +76,21 @@ def run(args: argparse.Namespace) -> int:
     print(f"Probing {args.accelerator_type} in {args.project}/{args.zone}: this creates a spot queued resource "
           "(probe-...) and deletes it again.", file=sys.stderr, flush=True)
 
-    async def go() -> tuple[Any, list[Any]]:
+    async def go() -> ProbeAnswer:
         with fleet_source_for(config, project=args.project, zone=args.zone) as source:
             case = ProbeCase(config, QueuedResourceService(source), args.project, args.zone, args.accelerator_type,
                              runtime, wait_s=args.wait_s)
-            result = await case.run(on_state=lambda state: print(f"  {state}", file=sys.stderr, flush=True))
-            if result.verdict == "available":
-                return result, []
-            try:
-                offered = await source.offered_types(args.project)
-            except RemoteError as exc:
-                print(f"tpu-console: could not list the zones' accelerator types ({exc}); "
-                      "the advice names no other zone.", file=sys.stderr)
-                offered = {}
-            return result, what_to_try(result.verdict, project=args.project, zone=args.zone,
-                                       accelerator_type=args.accelerator_type, provisioning_model="spot",
-                                       offered=offered, reason=result.reason)
+            return await case.answer(source.offered_types,
+                                     on_state=lambda state: print(f"  {state}", file=sys.stderr, flush=True))
 
     try:
-        result, tries = asyncio.run(go())
+        answer = asyncio.run(go())
     except RemoteError as exc:
         print(f"tpu-console: {exc}", file=sys.stderr)
         return 1
+    result, tries = answer.result, answer.tries
+    if answer.note:
+        print(f"tpu-console: {answer.note}", file=sys.stderr)
     if args.json:
         print(json.dumps({**result.to_json(), "try": [t.to_json() for t in tries]}, indent=2))
     else:

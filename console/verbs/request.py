@@ -6,7 +6,8 @@ Usage: ``tpu-console request NAME --project P --zone Z --accelerator-type T
 [--json]``.
 
 Prints the exact REST call and body, the equivalent ``gcloud alpha compute tpus
-queued-resources create`` line and what it costs, then asks (on a terminal; ``--yes`` skips it,
+queued-resources create`` line and what it costs (with a container: its commands and the swap's
+lint on the node the request creates), then asks (on a terminal; ``--yes`` skips it,
 and without a terminal nothing is created without ``--yes``) and creates it. ``--wait`` follows
 the states (WAITING_FOR_RESOURCES -> PROVISIONING -> ACTIVE, node CREATING -> READY), one
 line each, until the node is READY or the request FAILED. ``--image`` / ``--model`` / ``--set``
@@ -29,7 +30,9 @@ from remote.names import console_command
 
 if TYPE_CHECKING:
     from console.config import Config
-    from console.flows.request import RequestPreview
+    from console.flows.request import RequestCase, RequestPreview
+    from console.flows.request_container import ContainerLaunch
+    from console.flows.swap_case import SwapPreview
     from console.flows.swap_run import StepStates
     from console.verbs.common import Subparsers
     from remote.container.swap import SwapStep
@@ -75,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from console.flows.request import build_request, preview
+    from console.flows.request_container import container_launch
     from console.verbs.common import ask_yes_no, config_or_exit, refused_readonly
+    from console.verbs.swap import plan_json
 
     config = config_or_exit(args)
     if config is None:
@@ -85,16 +90,25 @@ def run(args: argparse.Namespace) -> int:
                                 accelerator_type=args.accelerator_type, provisioning_model=args.provisioning_model,
                                 runtime_version=args.runtime_version, max_run_duration=args.max_run_duration,
                                 valid_until=args.valid_until, node_id=args.node_id)
-        changes = _launch_changes(args)
+        launch = container_launch(image=args.image, model=args.model, settings=args.set_)
     except ValueError as exc:
         _say(f"tpu-console: {exc}; nothing was created.", err=True)
         return 2
-    if changes is not None:
+    if launch is not None:
         args.wait = True
     shown = preview(request, config.prices, api_endpoint=config.api_endpoint)
     out: dict[str, Any] = {**request.to_json(config.api_endpoint), "cost": shown.cost, "created": False, "queued_resource": None}
     if not args.json:
         _print_preview(shown)
+    if launch is not None:
+        try:
+            container = _container_preview(config, request, launch, args)
+        except ValueError as exc:
+            _say(f"tpu-console: container: {exc}; nothing was created.", err=True)
+            return 2
+        out["container_plan"] = plan_json(container.plan, container.findings)
+        if not args.json:
+            _print_container(container)
     if args.dry_run:
         if args.json:
             print(json.dumps(out, indent=2))
@@ -109,26 +123,38 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(out, indent=2))
         return 1
-    return asyncio.run(_create(config, request, args, out, changes))
+    return asyncio.run(_create(config, request, args, out, launch))
 
 
-def _launch_changes(args: argparse.Namespace) -> dict[str, str | None] | None:
-    """The container changes of ``--image/--model/--set``, or ``None`` when none was given.
+def _container_preview(config: Config, request: QueuedResourceRequest, launch: ContainerLaunch,
+                       args: argparse.Namespace) -> SwapPreview:
+    """The container's commands and the swap's lint on the node the request creates (with the history's
+    facts: past failures, boot times, the model's maximum length).
 
     Raises:
-        ValueError: a bad ``--set`` or a value the container spec refuses (checked before creating).
+        ValueError: the container's spec is invalid.
     """
-    if not (args.image or args.model or args.set_):
-        return None
-    from console.verbs.swap import parse_changes
-    from remote.container.spec import ContainerSpec
+    from console.flows.history_access import HistoryAccess
+    from console.flows.history_store import open_history
+    from console.flows.request_container import preview_launch
 
-    changes = parse_changes(args.set_, [])
-    if args.model:
-        changes["model"] = args.model
-    ContainerSpec.from_template(name="vllm", image="vllm/vllm-tpu:latest", model="org/model").with_changes(
-        changes, image=args.image)
-    return changes
+    history = HistoryAccess(lambda: open_history(config, getattr(args, "db", None)))
+    try:
+        return preview_launch(config, request, launch, config.container, history)
+    finally:
+        history.close()
+
+
+def _print_container(container: SwapPreview) -> None:
+    _say("Container, started once READY:")
+    for f in container.findings:
+        fix = (" [fix: --set " + " --set ".join(f"{k}={'' if v is None else v}" for k, v in f.fix.items()) + "]"
+               if f.fix else "")
+        _say(f"  {f.severity.upper():7} {f.rule_id}: {f.message}{fix}")
+    if not container.findings:
+        _say("  Lint: no findings.")
+    for i, command in enumerate(container.plan.commands, 1):
+        _say(f"  {i}. {command}")
 
 
 def _print_preview(shown: RequestPreview) -> None:
@@ -144,7 +170,7 @@ def _print_preview(shown: RequestPreview) -> None:
 
 
 async def _create(config: Config, request: QueuedResourceRequest, args: argparse.Namespace, out: dict[str, Any],
-                  changes: dict[str, str | None] | None) -> int:
+                  launch: ContainerLaunch | None) -> int:
     import json
 
     from console.flows.node_lookup import fleet_source_for
@@ -156,7 +182,8 @@ async def _create(config: Config, request: QueuedResourceRequest, args: argparse
     with fleet_source_for(config, project=request.project, zone=request.zone) as source:
         service = QueuedResourceService(source)
         try:
-            qr = await RequestCase(config, service, request).submit(timeout_s=max(60.0, config.request_timeout_s * 3))
+            case = RequestCase(config, service, request, launch=launch)
+            qr = await case.submit(timeout_s=max(60.0, config.request_timeout_s * 3))
             out["created"] = True
             out["queued_resource"] = qr.to_json()
             if not args.json:
@@ -171,8 +198,8 @@ async def _create(config: Config, request: QueuedResourceRequest, args: argparse
                 out["queued_resource"] = qr.to_json()
                 out["node"] = None if node is None else node.to_json()
                 code = 0 if is_ready(qr, node) else 1
-                if code == 0 and changes is not None:
-                    code = await _launch(config, node, changes, args, out)
+                if code == 0 and launch is not None:
+                    code = await _launch(config, case, node, args, out)
             elif not args.json:
                 from remote.tpu.advice import delete_command
 
@@ -188,11 +215,12 @@ async def _create(config: Config, request: QueuedResourceRequest, args: argparse
     return code
 
 
-async def _launch(config: Config, node: Node, changes: dict[str, str | None], args: argparse.Namespace,
+async def _launch(config: Config, case: RequestCase, node: Node, args: argparse.Namespace,
                   out: dict[str, Any]) -> int:
-    """Run the container on the READY node (the swap machinery); returns 0 started, 1 not."""
+    """Run the request's container on the READY node (the use case's swap machinery); returns 0
+    started, 1 not."""
     from console.config import ConfigError, load_config
-    from console.flows.request import launch_container
+    from console.flows.policy import ReadOnlyRefused
     from remote.errors import RemoteError
 
     try:
@@ -213,9 +241,8 @@ async def _launch(config: Config, node: Node, changes: dict[str, str | None], ar
                 _say(f"  exit {res.exit_status}")
 
     try:
-        outcome = await launch_container(config, node, changes, image=args.image, history=history,
-                                         on_step=step, watched=False)
-    except (RemoteError, ValueError) as exc:
+        outcome = await case.start_container(config, node, history=history, on_step=step, watched=False)
+    except (RemoteError, ValueError, ReadOnlyRefused) as exc:
         _say(f"tpu-console: the container was not started on {node.name}: {exc}", err=True)
         out["container"] = {"started": False, "error": str(exc)}
         return 1

@@ -73,25 +73,6 @@ def add_parser(subparsers: Subparsers) -> None:
     parser.set_defaults(run=run)
 
 
-def parse_changes(sets: list[str], unsets: list[str]) -> dict[str, str | None]:
-    """``["max-model-len=4096"]``, ``["kv-cache-dtype"]`` -> ``{"max-model-len": "4096", "kv-cache-dtype": None}``.
-
-    Raises:
-        ValueError: a ``--set`` without ``=`` or with an empty key.
-    """
-    changes: dict[str, str | None] = {}
-    for item in sets:
-        key, eq, value = item.partition("=")
-        if not eq or not key.strip():
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
-        changes[key.strip()] = value
-    for key in unsets:
-        if not key.strip():
-            raise ValueError("--unset needs a KEY")
-        changes[key.strip()] = None
-    return changes
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the verb; returns the exit code (see the module docstring)."""
     import asyncio
@@ -105,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.dry_run and refused_readonly(config, "swap"):
         return 1
+    from console.flows.swap_case import parse_changes
     from remote.container.spec import ContainerSpec
 
     try:
@@ -172,7 +154,7 @@ class SwapCommand:
         config: the loaded config.
         args: the parsed arguments (``node``, ``project``, ``zone``, ``dry_run``, ``yes``, ``json``,
             ``image``, ``db``).
-        changes: :func:`parse_changes` of ``--set``/``--unset``.
+        changes: :func:`console.flows.swap_case.parse_changes` of ``--set``/``--unset``.
     """
 
     verb: SwapMode = "swap"

@@ -96,3 +96,29 @@ def test_deleting_the_queued_resource_stops_its_vm_and_the_node_leaves_the_fleet
         assert "vllm-v5e-a" in box.vms
     finally:
         box.stop()
+
+
+def test_a_dry_run_with_a_container_shows_the_swaps_lint_and_commands(tmp_path: Path, capsys) -> None:
+    """The same lint as swap, on the node the request creates (a v5e-1: the compile-cache warning and
+    its fix as --set items; a 0.97 utilization above the v5e's known ceiling), and the exact
+    docker commands; nothing is created (the API endpoint is not even reachable)."""
+    config = tmp_path / "config.toml"
+    config.write_text('api_endpoint = "http://127.0.0.1:9"\n[[projects]]\nid = "inference-prod"\n')
+    argv = ["--config", str(config), "--db", str(tmp_path / "h.db"), "request", "demo-v5e", "--project",
+            "inference-prod", "--zone", "us-west4-a", "--accelerator-type", "v5litepod-1", "--provisioning-model",
+            "flex-start", "--max-run-duration", "4h", "--image", "vllm/vllm-tpu:v0.30.0", "--model",
+            "google/gemma-4-E2B-it", "--set", "max-model-len=8192", "--set", "gpu-memory-utilization=0.97",
+            "--dry-run"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    start = out.index("Container, started once READY:")
+    lint = [line.split(":")[0].split() for line in out[start + 1:] if not line.strip()[0].isdigit()
+            and line != "Dry run: nothing was created."]
+    assert ["WARNING", "hbm-utilization"] in lint and ["WARNING", "compile-cache"] in lint
+    assert any("[fix: --set env.VLLM_XLA_CACHE_PATH=" in line for line in out)
+    assert out[-2].startswith("  3. sudo -n docker run -d --name vllm") and out[-2].endswith(
+        "vllm/vllm-tpu:v0.30.0 vllm serve google/gemma-4-E2B-it --max-model-len 8192 --gpu-memory-utilization 0.97")
+    assert main([*argv, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["container_plan"]
+    assert plan["old"] is None and plan["commands"][0] == "sudo -n docker pull vllm/vllm-tpu:v0.30.0"
+    assert {f["rule_id"] for f in plan["lint"]} >= {"hbm-utilization", "compile-cache"}

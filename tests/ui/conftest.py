@@ -60,12 +60,13 @@ async def fleet_node(services: Services, name: str) -> Any:
 
 
 @contextmanager
-def running_sandbox(state_dir: Path, *, boot_s: float, fast_boot_s: float) -> Iterator[Any]:
+def running_sandbox(state_dir: Path, *, boot_s: float, fast_boot_s: float, time_scale: float = 1.0) -> Iterator[Any]:
     """The whole sandbox (TPU API, SSH VMs, simulated vLLM, OpenAI servers) in ``state_dir``,
-    stopped on exit; ``boot_s`` for the slow nodes, ``fast_boot_s`` for the others."""
+    stopped on exit; ``boot_s`` for the slow nodes, ``fast_boot_s`` for the others, ``time_scale``
+    on the queued resources' state durations."""
     from sandbox.runner import Sandbox
 
-    box = Sandbox(state_dir, boot_s=boot_s, fast_boot_s=fast_boot_s)
+    box = Sandbox(state_dir, boot_s=boot_s, fast_boot_s=fast_boot_s, time_scale=time_scale)
     box.start()
     try:
         yield box

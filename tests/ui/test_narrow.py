@@ -130,3 +130,74 @@ async def test_checked_and_unchecked_boxes_differ_by_more_than_colour() -> None:
         await pilot.click("#off")
         await pilot.pause()
         assert off.value and str(off.render()).startswith("▐✓▌")
+
+
+async def test_serving_figures_are_never_shown_without_the_serving_column(services: Services) -> None:
+    """At 80 columns SERVING does not fit after TIME LEFT: TOK/S and QUEUE go with it (a rate beside no
+    serving state was shown there); at 100 the three show together."""
+    from textual.widgets import DataTable
+
+    shown: dict[int, list[str]] = {}
+    for size in ((80, 24), (100, 30)):
+        async with TpuConsoleApp(services).run_test(size=size) as pilot:
+            screen = await _fleet(pilot)
+            shown[size[0]] = [str(c.label) for c in screen.query_one("#nodes", DataTable).columns.values()]
+    assert shown[80][:5] == ["NAME", "STATE", "ACCELERATOR", "PROVISIONING", "TIME LEFT"]
+    assert not {"SERVING", "TOK/S", "QUEUE", "MODEL"} & set(shown[80])
+    assert shown[100][:8] == ["NAME", "STATE", "ACCELERATOR", "PROVISIONING", "TIME LEFT", "SERVING", "TOK/S", "QUEUE"], shown
+
+
+def test_a_column_that_needs_another_is_hidden_with_it() -> None:
+    from console.render.columns import fit_columns
+
+    widths = [10, 10, 13, 8, 7, 9]           # NAME, STATE, SERVING, TOK/S, QUEUE, HEALTH
+    assert fit_columns(widths, 30) == [0, 1, 3]                             # the sliver TOK/S alone: the bug
+    assert fit_columns(widths, 30, needs={3: 2, 4: 2}) == [0, 1, 5]         # hidden with SERVING; HEALTH fits
+    assert fit_columns(widths, 57, needs={3: 2, 4: 2}) == [0, 1, 2, 3, 4, 5]
+
+
+async def test_request_form_stacks_its_preview_under_the_fields_below_110_columns(services: Services) -> None:
+    from console.screens.request import RequestScreen
+
+    for size, stacked in (((80, 24), True), ((160, 45), False)):
+        async with TpuConsoleApp(services).run_test(size=size) as pilot:
+            await _fleet(pilot)
+            await pilot.press("n")
+            await pilot.pause()
+            form = pilot.app.screen
+            assert isinstance(form, RequestScreen)
+            fields, preview = form.query_one("#request-form"), form.query_one("#request-preview")
+            assert form.has_class("-stacked") is stacked, size
+            if stacked:     # each the full width, the preview under the fields
+                assert fields.size.width == preview.size.width == 78 and preview.region.y > fields.region.y
+            else:
+                assert preview.region.x > fields.region.x and preview.size.width >= 80
+            _footer_fits(form)
+
+
+async def test_a_tall_confirm_keeps_the_typed_box_and_its_buttons_on_an_80x24_screen(services: Services) -> None:
+    """The request's confirm (the gcloud line and three docker commands) is taller than 24 rows: the box
+    scrolls, and the name to type and the buttons are on screen (they were cut off below it)."""
+    from textual.widgets import Input
+
+    from console.screens.confirm import ConfirmScreen
+    from console.screens.request import RequestScreen
+
+    async with TpuConsoleApp(services).run_test(size=(80, 24)) as pilot:
+        await _fleet(pilot)
+        await pilot.press("n")
+        await pilot.pause()
+        form = pilot.app.screen
+        assert isinstance(form, RequestScreen)
+        for field_id, value in (("name", "demo-v5e"), ("zone", "us-west4-a"), ("accelerator_type", "v5litepod-1")):
+            form.query_one(f"#rq-{field_id}", Input).value = value
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        modal = pilot.app.screen
+        assert isinstance(modal, ConfirmScreen) and len(modal.commands) == 4
+        await pilot.press(*"demo-v5e")
+        await pilot.pause()
+        typed, yes = modal.query_one("#confirm-typed", Input), modal.query_one("#confirm-yes")
+        assert typed.has_focus and typed.value == "demo-v5e"
+        assert typed.region.y >= 0 and typed.region.bottom <= 24 and yes.region.bottom <= 24

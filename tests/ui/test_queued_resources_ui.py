@@ -126,7 +126,7 @@ async def test_request_form_previews_confirms_and_the_fleet_lists_it(services: S
         form.query_one("#rq-accelerator_type", Input).value = "v5litepod-1"
         form.query_one("#rq-valid_until", Input).value = "1h"
         await pilot.pause()
-        shown = text_of(form.query_one("#rq-preview", Static), width=400)
+        shown = text_of(form.query_one("#rq-call", Static), width=400)
         assert (f"POST {services.config.api_endpoint}/v2alpha1/projects/inference-prod/locations/us-west4-a/"
                 "queuedResources?queuedResourceId=demo-v5e") in shown
         assert '"provisioningModel": "FLEX_START"' in shown and '"maxRunDuration": "14400s"' in shown
@@ -138,12 +138,24 @@ async def test_request_form_previews_confirms_and_the_fleet_lists_it(services: S
         await pilot.pause()
         modal = app.screen
         assert isinstance(modal, ConfirmScreen) and modal.require_text == "demo-v5e"
+        assert any(c.startswith("sudo -n docker run -d --name vllm") for c in modal.commands)  # the container
         await pilot.press(*"demo-v5e", "enter")
+        from console.screens.startup import StartupScreen
+
+        for _ in range(200):                      # the startup view follows the request from the queue
+            await pilot.pause(0.02)
+            if isinstance(app.screen, StartupScreen) and app.screen.node_wait:
+                break
+        view = app.screen
+        assert isinstance(view, StartupScreen) and view.request is not None
+        assert (view.node.name, view.node.queued_resource, view.node.accelerator_type) == (
+            "demo-v5e", "demo-v5e", "v5litepod-1")
+        assert "demo-v5e" in await _qr_names(services)
+        await pilot.press("escape")
         for _ in range(3):
             await app.workers.wait_for_complete()
             await pilot.pause()
-        assert isinstance(app.screen, FleetScreen)
-        assert "demo-v5e" in await _qr_names(services)
+        assert app.screen is screen
         listed = {q.name: q for q in screen.snapshot.queued_resources}
         assert listed["demo-v5e"].provisioning_model == "flex-start"
 
@@ -264,3 +276,58 @@ async def test_w_on_a_queued_resource_follows_its_node_from_the_queue(services: 
         assert app.screen is screen
         assert any("Queued resource qr-failed of node" in n.message and "is FAILED" in n.message
                    for n in app._notifications)
+
+
+async def test_a_waited_for_node_that_turns_out_a_slice_is_followed_on_every_worker(services: Services) -> None:
+    """The node a request creates is known only by name until READY: once it is, a slice's workers are
+    all followed (the stand-in had none, so the view had started on worker 0)."""
+    from console.screens.startup import StartupScreen
+    from remote.models import Node
+
+    stand_in = Node(project="inference-prod", zone="us-west4-a", name="vllm-v5e-16", state="CREATING",
+                    accelerator_type="v5litepod-16", queued_resource=None)
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await _loaded(pilot)
+        view = StartupScreen(stand_in, poll_s=0.05)
+        assert view.worker == 0
+        app.push_screen(view)
+        for _ in range(200):
+            await pilot.pause(0.02)
+            if view.node.state == "READY":
+                break
+        assert len(view.node.workers) == 4 and view.worker is None
+        assert "all 4 workers" in view.sub_title
+
+
+async def test_request_form_pins_the_image_to_the_digest_the_history_recorded(services: Services) -> None:
+    """The config's image is a tag (vllm/vllm-tpu:latest); the history recorded its digest at a launch,
+    so the form starts on that digest and says so, until another image is typed."""
+    digest = "vllm/vllm-tpu@sha256:" + "ab" * 32
+    services.store.start_launch(node="vllm-flex-b", project="inference-prod", zone="us-east5-a",
+                                accelerator_type="v6e-8", provisioning_model="flex-start", model="Qwen/Qwen3-8B",
+                                image="vllm/vllm-tpu:latest", image_digest=digest,
+                                requested_at="2026-11-29T09:00:00Z", outcome="ready")
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await _loaded(pilot)
+        await pilot.press("n")
+        await pilot.pause()
+        form = app.screen
+        assert isinstance(form, RequestScreen)
+        assert form.query_one("#rq-image", Input).value == digest
+        await _fill_request(pilot, form)
+        note = "image pinned to the digest the history recorded for vllm/vllm-tpu:latest"
+        container = text_of(form.query_one("#rq-container", Static), width=400)
+        assert note in container and f"docker pull {digest}" in container
+        form.query_one("#rq-image", Input).value = "vllm/vllm-tpu:v0.30.0"
+        await pilot.pause()
+        container = text_of(form.query_one("#rq-container", Static), width=400)
+        assert note not in container and "docker pull vllm/vllm-tpu:v0.30.0" in container
+
+
+async def _fill_request(pilot: Any, form: RequestScreen) -> None:
+    form.query_one("#rq-name", Input).value = "demo-v5e"
+    form.query_one("#rq-zone", Input).value = "us-west4-a"
+    form.query_one("#rq-accelerator_type", Input).value = "v5litepod-1"
+    await pilot.pause()
