@@ -140,7 +140,10 @@ LogLevel VERBOSE
 
     def drop_connections(self) -> None:
         for pid in self.session_pids():
-            os.kill(pid, signal.SIGKILL)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:           # the session ended between the listing and the kill
+                pass
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
