@@ -1,14 +1,7 @@
-"""The console's key bindings as data, so ``[keys]`` is checked without importing Textual (CLI verbs).
-
-Each view's bindings, inherited ones included, as ``(id, action, key)``; an id ``""`` is not remappable.
-The app's (``TpuConsoleApp``) are active on every view. ``tests/unit/test_keymap.py`` fails when this
-drifts from the screens' ``BINDINGS`` and prints the table to paste here.
-"""
-
-from __future__ import annotations
-
 BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
     "BenchScreen": (
+        ("focus_next", "app.focus_next", "tab"),
+        ("focus_previous", "app.focus_previous", "shift+tab"),
         ("bench_run", "run", "ctrl+r"),
         ("bench_back", "back_or_cancel", "escape"),
     ),
@@ -17,6 +10,8 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("command_complete", "complete", "tab"),
     ),
     "CompareScreen": (
+        ("focus_next", "app.focus_next", "tab"),
+        ("focus_previous", "app.focus_previous", "shift+tab"),
         ("compare_back", "close", "escape"),
         ("compare_swap", "swap_sides", "x"),
     ),
@@ -25,6 +20,10 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("", "cancel", "n"),
         ("confirm_yes", "confirm", "y"),
     ),
+    "ConsoleScreen": (
+        ("focus_next", "app.focus_next", "tab"),
+        ("focus_previous", "app.focus_previous", "shift+tab"),
+    ),
     "ErrorScreen": (
         ("error_close", "close", "escape"),
     ),
@@ -32,6 +31,8 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("export_cancel", "cancel", "escape"),
     ),
     "FleetScreen": (
+        ("focus_next", "app.focus_next", "tab"),
+        ("focus_previous", "app.focus_previous", "shift+tab"),
         ("refresh", "refresh_fleet", "r"),
         ("filter", "filter", "slash"),
         ("clear_filter", "clear_filter", "escape"),
@@ -53,6 +54,8 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("shell", "shell", "S"),
     ),
     "ForwardsScreen": (
+        ("focus_next", "app.focus_next", "tab"),
+        ("focus_previous", "app.focus_previous", "shift+tab"),
         ("forward_close", "close_forward", "x"),
         ("forward_copy", "copy_url", "y"),
         ("back", "back", "escape"),
@@ -63,6 +66,8 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("", "dismiss", "question_mark"),
     ),
     "HistoryScreen": (
+        ("focus_next", "app.focus_next", "tab"),
+        ("focus_previous", "app.focus_previous", "shift+tab"),
         ("filter", "focus_filter", "slash"),
         ("history_mark", "mark", "m"),
         ("history_compare", "compare", "c"),
@@ -79,9 +84,13 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("line_copy_path", "copy_path", "p"),
     ),
     "MetricsScreen": (
+        ("focus_next", "app.focus_next", "tab"),
+        ("focus_previous", "app.focus_previous", "shift+tab"),
         ("metrics_back", "back", "escape"),
     ),
     "RelaunchScreen": (
+        ("focus_next", "app.focus_next", "tab"),
+        ("focus_previous", "app.focus_previous", "shift+tab"),
         ("swap_confirm", "swap_confirm", "ctrl+s"),
         ("swap_fix", "apply_fix", "f"),
         ("swap_rollback", "rollback", "ctrl+z"),
@@ -89,11 +98,15 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("swap_copy", "copy_commands", "y,ctrl+y"),
     ),
     "RequestScreen": (
+        ("focus_next", "app.focus_next", "tab"),
+        ("focus_previous", "app.focus_previous", "shift+tab"),
         ("request_create", "create", "ctrl+s"),
         ("request_probe", "probe", "ctrl+t"),
         ("request_back", "back", "escape"),
     ),
     "RollbackScreen": (
+        ("focus_next", "app.focus_next", "tab"),
+        ("focus_previous", "app.focus_previous", "shift+tab"),
         ("swap_confirm", "swap_confirm", "ctrl+s"),
         ("swap_fix", "apply_fix", "f"),
         ("swap_rollback", "rollback", "ctrl+z"),
@@ -102,6 +115,8 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("swap_confirm", "swap_confirm", "ctrl+s"),
     ),
     "StartupScreen": (
+        ("focus_next", "app.focus_next", "tab"),
+        ("focus_previous", "app.focus_previous", "shift+tab"),
         ("log_follow", "toggle_follow", "f"),
         ("log_filter", "filter", "slash"),
         ("log_search", "search", "ctrl+f"),
@@ -116,6 +131,8 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("log_whole_line", "whole_line", "e"),
     ),
     "SwapScreen": (
+        ("focus_next", "app.focus_next", "tab"),
+        ("focus_previous", "app.focus_previous", "shift+tab"),
         ("swap_confirm", "swap_confirm", "ctrl+s"),
         ("swap_fix", "apply_fix", "f"),
         ("swap_rollback", "rollback", "ctrl+z"),
@@ -130,9 +147,13 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("quit", "quit", "q"),
     ),
     "WorkloadStartupScreen": (
+        ("focus_next", "app.focus_next", "tab"),
+        ("focus_previous", "app.focus_previous", "shift+tab"),
         ("workload_back", "back", "escape"),
     ),
     "WorkloadSwapScreen": (
+        ("focus_next", "app.focus_next", "tab"),
+        ("focus_previous", "app.focus_previous", "shift+tab"),
         ("workload_patch", "patch", "ctrl+s"),
         ("workload_swap_back", "back", "escape"),
     ),

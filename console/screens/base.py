@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from textual import events
+from textual.binding import Binding
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
@@ -37,6 +38,15 @@ class ConsoleScreen(Screen[None]):
     """
 
     READONLY_ACTIONS: dict[str, str] = {}
+
+    #: Tab and shift+tab move the focus as the key arrives. As an ordinary binding, the key first went
+    #: to the focused field's queue and bubbled back, and the keys typed right after it (a fast typist,
+    #: a paste through tmux) reached the field being left: "demo<tab>v6e-1" put "v" in the wrong field.
+    BINDINGS = [
+        Binding("tab", "app.focus_next", "Next field", show=False, priority=True, id="focus_next"),
+        Binding("shift+tab", "app.focus_previous", "Previous field", show=False, priority=True,
+                id="focus_previous"),
+    ]
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Read-only mode hides (and refuses) the actions in ``READONLY_ACTIONS``."""
