@@ -12,6 +12,7 @@ from __future__ import annotations
 from textual.css.query import NoMatches
 from textual.dom import NoScreen
 from textual.events import Mount
+from textual.widget import Widget
 from textual.widgets import Header
 from textual.widgets._header import HeaderTitle
 
@@ -19,7 +20,12 @@ from textual.widgets._header import HeaderTitle
 class ConsoleHeader(Header):
     """``Header`` whose title update is skipped once the header is being removed."""
 
-    def _on_mount(self, _: Mount) -> None:
+    def _on_mount(self, event: Mount) -> None:
+        # Textual calls every class's _on_mount along the MRO: Header's own would register its failing
+        # watcher beside this one. prevent_default stops the walk here; Widget's step is done by hand.
+        event.prevent_default()
+        Widget._on_mount(self, event)
+
         async def set_title() -> None:
             try:
                 self.query_one(HeaderTitle).update(self.format_title())
