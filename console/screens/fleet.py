@@ -621,7 +621,9 @@ class FleetScreen(ConsoleScreen):
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         """Moving focus between the tables selects the row under that table's cursor."""
         table = event.widget
-        if isinstance(table, DataTable) and table.id in ("nodes", "qrs") and table.row_count:
+        if self._workloads_focused():                # the detail pane holds no stale node beside a workload
+            self._render_detail()
+        elif isinstance(table, DataTable) and table.id in ("nodes", "qrs") and table.row_count:
             row_key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
             if row_key.value is not None:
                 self._selected_key = row_key.value
@@ -633,8 +635,14 @@ class FleetScreen(ConsoleScreen):
 
     @property
     def selected(self) -> Node | QueuedResource | None:
-        """The node or queued resource under the cursor."""
+        """The node or queued resource under the cursor; ``None`` while the Workloads table has the focus
+        (the keys then act on its workload, never on the row left selected in another table)."""
+        if self._workloads_focused():
+            return None
         return self._by_key.get(self._selected_key or "")
+
+    def _workloads_focused(self) -> bool:
+        return any(pane.has_focus_within for pane in self.query(WorkloadsPane))
 
     @property
     def selected_node(self) -> Node | None:
@@ -646,7 +654,9 @@ class FleetScreen(ConsoleScreen):
         body = self.query_one("#detail-body", Static)
         item = self.selected
         if item is None:
-            body.update(Text("Select a row to see every field. j: raw JSON.", style="dim"))
+            body.update(Text("A GKE workload: its fields are in its row (nodes --json has them all). w: its startup, "
+                             "s: swap it." if self._workloads_focused() else
+                             "Select a row to see every field. j: raw JSON.", style="dim"))
             return
         if self.show_raw:
             raw = JSON(json.dumps(item.raw, default=str, sort_keys=True)).text
@@ -911,7 +921,10 @@ class FleetScreen(ConsoleScreen):
 
     def _need_node(self, verb: str) -> Node | None:
         node = self.selected_node
-        if node is None:
+        if node is None and self._workloads_focused():
+            self.app.notify(f"A GKE workload is selected: on a workload, w follows its startup and s swaps it; "
+                            f"select a TPU node to {verb}.", severity="warning", markup=False)
+        elif node is None:
             self.app.notify(f"Select a node to {verb}.", severity="warning")
         return node
 

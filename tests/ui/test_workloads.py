@@ -58,6 +58,16 @@ async def test_the_workloads_table_and_its_startup_view(tmp_path: Path) -> None:
             assert any(e.kind == "ready" for e in view.events)
             await pilot.press("escape")
             await until(pilot, lambda: app.screen is fleet, "back to the fleet")
+            # the node keys on a workload never act on the node left selected in the Nodes table
+            table.focus()
+            await pilot.pause()
+            assert fleet.selected is None
+            for key in ("b", "f", "m", "R"):
+                await pilot.press(key)
+                await pilot.pause()
+                assert app.screen is fleet, key
+            said = [n.message for n in app._notifications if n.message.startswith("A GKE workload is selected")]
+            assert len(said) == 4 and said[0].endswith("select a TPU node to benchmark it.")
 
 
 async def test_s_on_a_workload_previews_patches_and_follows_the_rollout(tmp_path: Path) -> None:
