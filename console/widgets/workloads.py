@@ -16,6 +16,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Label
 
 from console.flows.gke_fleet import WORKLOAD_COLUMNS, workload_row
+from console.render.plain import plain
 from remote.gke.models import GkeFleet, Workload
 
 #: Columns shown (``nodes`` prints every one; location and project are in the title's problems or rarely differ).
@@ -84,7 +85,7 @@ class WorkloadsPane(Vertical):
                 table.add_column(column, key=column)
         self._by_key = {workload_key(w): w for w in fleet.workloads}
         for key, w in self._by_key.items():
-            table.add_row(*workload_row(w)[:len(SHOWN)], key=key)
+            table.add_row(*(plain(c) for c in workload_row(w)[:len(SHOWN)]), key=key)   # never markup
         if selected is not None and workload_key(selected) in self._by_key:
             table.move_cursor(row=table.get_row_index(workload_key(selected)))
         pools = ", ".join(f"{p.name} {p.chips_in_use if p.chips_in_use is not None else '?'}/"
@@ -92,7 +93,7 @@ class WorkloadsPane(Vertical):
         title = f"Workloads {len(fleet.workloads)} (GKE)" + (f" · TPU chips in use: {pools}" if pools else "")
         if fleet.problems:
             title += f" · ⚠ {len(fleet.problems)} not listed"
-        self.query_one("#workloads-title", Label).update(title)
+        self.query_one("#workloads-title", Label).update(plain(title))
 
     @property
     def selected(self) -> Workload | None:
