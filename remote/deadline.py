@@ -228,3 +228,15 @@ class DaemonThreadPool(Executor):
                     item[0].cancel()
         for _ in range(threads):
             self._calls.put(None)
+
+
+def bound_session(session: object, pool_maxsize: int = 10) -> None:
+    """Mount a :class:`DeadlineAdapter` on ``session`` (a ``requests.Session``, e.g. a google-cloud REST
+    transport's ``_session``) for both schemes, so each of its calls ends within its timeout, whole;
+    ``None`` or anything without ``mount`` is left alone."""
+    mount = getattr(session, "mount", None)
+    if mount is None:
+        return
+    adapter = DeadlineAdapter(pool_connections=4, pool_maxsize=pool_maxsize)
+    mount("https://", adapter)
+    mount("http://", adapter)

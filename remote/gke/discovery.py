@@ -24,11 +24,11 @@ from google.auth.credentials import AnonymousCredentials
 from google.auth.transport.requests import Request
 from google.cloud import container_v1
 
-from remote.deadline import DaemonThreadPool, DeadlineAdapter
+from remote.deadline import DaemonThreadPool, bound_session
 from remote.errors import CredentialsError, TpuApiError
 from remote.gke.models import GkeCluster, GkeProblem
 from remote.gke.parse import cluster_from_json
-from remote.tpu.api import _CAUGHT, ProjectConfig, api_error, default_credentials
+from remote.tpu.api import _CAUGHT, ProjectConfig, api_error, credentials_for
 
 
 @dataclass(frozen=True)
@@ -83,18 +83,11 @@ class GkeDiscovery:
     def _setup(self) -> container_v1.ClusterManagerClient:
         with self._lock:
             if self._client is None:
-                creds = self._credentials
-                if creds is None:
-                    creds = AnonymousCredentials() if self.anonymous else default_credentials()
-                    self._credentials = creds
+                creds = self._credentials = credentials_for(self.api_endpoint, self._credentials)
                 options = {"api_endpoint": self.api_endpoint} if self.api_endpoint else None
                 client = container_v1.ClusterManagerClient(transport="rest", credentials=creds,
                                                            client_options=options)
-                session = getattr(client.transport, "_session", None)
-                if session is not None:
-                    adapter = DeadlineAdapter(pool_connections=4, pool_maxsize=8)
-                    session.mount("https://", adapter)
-                    session.mount("http://", adapter)
+                bound_session(getattr(client.transport, "_session", None), 8)
                 self._client = client
             return self._client
 

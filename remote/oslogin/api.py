@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from remote.deadline import DaemonThreadPool, DeadlineAdapter
+from remote.deadline import DaemonThreadPool, bound_session
 from remote.errors import RemoteError
 
 T = TypeVar("T")
@@ -127,16 +127,12 @@ class OsLoginApi:
     # --- clients ------------------------------------------------------------------------
 
     def _creds(self, endpoint: str | None) -> Any:
-        if self._credentials is not None:
-            return self._credentials
-        if endpoint and endpoint.startswith("http://"):
-            from google.auth.credentials import AnonymousCredentials
+        from remote.tpu.api import credentials_for
 
-            return AnonymousCredentials()
-        from remote.tpu.api import default_credentials
-
-        self._credentials = default_credentials()
-        return self._credentials
+        creds = credentials_for(endpoint, self._credentials)
+        if not (endpoint and endpoint.startswith("http://")):
+            self._credentials = creds            # ADC kept (one refresh); a stand-in's anonymous ones are not
+        return creds
 
     def _projects_client(self) -> Any:
         """The Compute v1 ``projects`` resource (google-api-python-client, static discovery)."""
@@ -167,10 +163,7 @@ class OsLoginApi:
                 options = {"api_endpoint": self.oslogin_endpoint} if self.oslogin_endpoint else None
                 self._oslogin = oslogin_v1.OsLoginServiceClient(
                     transport="rest", credentials=self._creds(self.oslogin_endpoint), client_options=options)
-                session = getattr(self._oslogin.transport, "_session", None)
-                if session is not None:      # each call's body within its timeout, not each read
-                    session.mount("https://", DeadlineAdapter())
-                    session.mount("http://", DeadlineAdapter())
+                bound_session(getattr(self._oslogin.transport, "_session", None))  # each call whole in time
             return self._oslogin
 
     async def _run(self, what: str, fn: Callable[[], T]) -> T:

@@ -37,7 +37,7 @@ from google.auth.transport.requests import AuthorizedSession, Request
 from google.cloud import tpu_v2
 from google.protobuf import json_format
 
-from remote.deadline import DaemonThreadPool, DeadlineAdapter
+from remote.deadline import DaemonThreadPool, bound_session
 from remote.errors import CredentialsError, TpuApiError
 from remote.models import FleetProblem, FleetSnapshot, Node, QueuedResource, utc_now
 from remote.printable import shown_name
@@ -347,20 +347,13 @@ class FleetSource:
             if self._client is not None:
                 return
             endpoint = self.api_endpoint
-            creds = self._credentials
-            if creds is None and endpoint and endpoint.startswith("http://"):
-                creds = AnonymousCredentials()
-            if creds is None:
-                creds = default_credentials()
+            creds = credentials_for(endpoint, self._credentials)
             options = {"api_endpoint": endpoint} if endpoint else None
             client = tpu_v2.TpuClient(transport="rest", credentials=creds, client_options=options)
             base = base_url(endpoint)
             session = AuthorizedSession(creds)
             for s in (session, getattr(client.transport, "_session", None)):
-                if s is not None:   # one pooled connection per worker thread; every call's body in its timeout
-                    adapter = DeadlineAdapter(pool_connections=4, pool_maxsize=self._pool_size)
-                    s.mount("https://", adapter)
-                    s.mount("http://", adapter)
+                bound_session(s, self._pool_size)   # a pooled connection per worker thread; each call whole in time
             self._alpha = V2alpha1Supplement(session, base, self.timeout_s)
             self._client = client
 
@@ -697,6 +690,20 @@ def read_records(collection: str, records: Iterable[object]) -> tuple[list[JsonD
             continue
         items.append(message_to_json(message))
     return items, unreadable
+
+
+def credentials_for(endpoint: str | None, given: Any = None) -> Any:
+    """The credentials a Google API client uses: ``given`` if any; none (anonymous) for an ``http://``
+    endpoint, i.e. a loopback stand-in; else :func:`default_credentials`.
+
+    Raises:
+        CredentialsError: ADC are needed and there are none usable.
+    """
+    if given is not None:
+        return given
+    if endpoint and endpoint.startswith("http://"):
+        return AnonymousCredentials()
+    return default_credentials()
 
 
 def default_credentials() -> Any:
