@@ -3,6 +3,7 @@ stand-ins (the TPU API, the Compute + OS Login APIs) share, by composition."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -26,16 +27,23 @@ class LoopbackHttp:
         self.name = name
         self._server: LoopbackServer | None = None
         self._thread: threading.Thread | None = None
+        self._scheme = "http"
 
     @property
     def endpoint(self) -> str:
-        """``http://127.0.0.1:PORT`` (only valid after :meth:`start`)."""
+        """``http://127.0.0.1:PORT`` (``https://`` when served with TLS; only valid after :meth:`start`)."""
         assert self._server is not None, "server not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"{self._scheme}://127.0.0.1:{self._server.server_address[1]}"
 
-    def start(self, handler: type[BaseHTTPRequestHandler]) -> str:
-        """Start serving ``handler``; returns the endpoint ``http://127.0.0.1:PORT``."""
+    def start(self, handler: type[BaseHTTPRequestHandler], tls: ssl.SSLContext | None = None) -> str:
+        """Start serving ``handler`` (over TLS with the server context ``tls``: the handshake then runs in
+        each request's thread, the handler's ``setup`` does it); returns the endpoint."""
         self._server = LoopbackServer(("127.0.0.1", 0), handler)
+        self._scheme = "http"
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True,
+                                                  do_handshake_on_connect=False)
+            self._scheme = "https"
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name=self.name, daemon=True)
         self._thread.start()

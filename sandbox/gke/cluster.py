@@ -11,10 +11,7 @@ import base64
 import json
 import os
 import secrets
-import ssl
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +25,11 @@ from sandbox.gke.portforward import PortForwarder
 from sandbox.gke.store import ObjectStore
 from sandbox.gke.tls import make_cluster_tls
 from sandbox.gke.writes import with_defaults
-from sandbox.loopback_http import LoopbackServer
+from sandbox.loopback_http import LoopbackHttp
 
 #: The Google access token the sandbox's own gcloud presents (``sandbox.runner``); the API takes it too,
 #: as GKE takes a Google token from ``gke-gcloud-auth-plugin``.
 SANDBOX_GOOGLE_TOKEN = "sandbox-access-token"
-
-
-class _TlsServer(LoopbackServer):
-    """The loopback server with TLS; the handshake runs in the request thread (:meth:`KubeHandler.setup`)."""
-
-    def __init__(self, context: ssl.SSLContext, handler: type[BaseHTTPRequestHandler]) -> None:
-        super().__init__(("127.0.0.1", 0), handler)
-        self.socket = context.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
 
 
 def _default_plan_for(boot_s: float) -> PlanFor:
@@ -93,8 +82,7 @@ class SandboxGke:
         self.kube: KubeApiState | None = None
         self.gke_api_url = ""
         self.kubernetes_api_url = ""
-        self._server: _TlsServer | None = None
-        self._thread: threading.Thread | None = None
+        self._http = LoopbackHttp("sandbox-kube-api")
         self._ca_b64 = ""
 
     @staticmethod
@@ -120,13 +108,9 @@ class SandboxGke:
         class Handler(KubeHandler):
             api = state
 
-        self._server = _TlsServer(tls.server_context(), Handler)
-        port = self._server.server_address[1]
+        self.kubernetes_api_url = self._http.start(Handler, tls=tls.server_context())
+        port = int(self.kubernetes_api_url.rsplit(":", 1)[1])
         state.server_address = f"127.0.0.1:{port}"
-        self.kubernetes_api_url = f"https://127.0.0.1:{port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="sandbox-kube-api", daemon=True)
-        self._thread.start()
         clusters: dict[str, Callable[[], list[dict[str, Any]]]] = {
             data.PROJECT: lambda: [data.cluster_json(f"127.0.0.1:{port}", self._ca_b64)]}
         for project in self.other_projects:
@@ -209,13 +193,7 @@ class SandboxGke:
         with self.store.cond:
             self.store.closed = True
             self.store.cond.notify_all()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self._http.stop()
         if self.gke_api is not None:
             self.gke_api.stop()
             self.gke_api = None
