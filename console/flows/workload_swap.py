@@ -187,7 +187,7 @@ class WorkloadSwapCase:
         launch_id = self._record(preview)
         w = self.workload
         try:
-            patched = await self.kube.json_patch(w.namespace, w.name, preview.patch, kind=w.kind)
+            patched = await self._guarded_patch(preview.patch)
         except KubeApiError as exc:
             now = await self._resource_version() if exc.code in (409, 422) else None
             changed = now is not None and now != w.resource_version
@@ -208,18 +208,46 @@ class WorkloadSwapCase:
         self._complete(launch_id, rollout)
         return WorkloadSwapOutcome(True, launch_id, revision, rollout)
 
-    async def _resource_version(self) -> str | None:
-        """The object's resourceVersion now (``None`` when it cannot be read): why a guarded patch failed."""
+    async def _guarded_patch(self, patch: list[dict[str, Any]], tries: int = 3) -> dict[str, Any]:
+        """The patch, guarded by its ``test`` of the resourceVersion read. The controllers' status updates
+        bump the resourceVersion too (a pod turning Ready): when the guard refuses and the object's ``spec``
+        is still the one read, the same patch is sent again on the new resourceVersion (at most ``tries``
+        in all); a changed spec (someone else's edit) is refused.
+
+        Raises:
+            KubeApiError: the API refused the patch (the guard when the spec changed).
+        """
+        from remote.errors import KubeApiError
+
+        w = self.workload
+        for attempt in range(tries):
+            try:
+                return await self.kube.json_patch(w.namespace, w.name, patch, kind=w.kind)
+            except KubeApiError as exc:
+                now = await self._current() if exc.code in (409, 422) and attempt + 1 < tries else None
+                version = str(((now or {}).get("metadata") or {}).get("resourceVersion") or "")
+                if now is None or now.get("spec") != w.raw.get("spec") or not version:
+                    raise
+                patch = [{**op, "value": version} if op.get("op") == "test"
+                         and op.get("path") == "/metadata/resourceVersion" else op for op in patch]
+        raise AssertionError("unreachable: the last try returns or raises")
+
+    async def _current(self) -> dict[str, Any] | None:
+        """The object as the API has it now, or ``None`` when it cannot be read."""
         from remote.errors import KubeApiError
 
         w = self.workload
         version = "apps/v1" if w.kind == "Deployment" else "leaderworkerset.x-k8s.io/v1"
         try:
-            obj = await self.kube.get(version, "deployments" if w.kind == "Deployment" else "leaderworkersets",
-                                      w.namespace, w.name)
+            return await self.kube.get(version, "deployments" if w.kind == "Deployment" else "leaderworkersets",
+                                       w.namespace, w.name)
         except KubeApiError:
             return None
-        return str((obj.get("metadata") or {}).get("resourceVersion") or "") or None
+
+    async def _resource_version(self) -> str | None:
+        """The object's resourceVersion now (``None`` when it cannot be read): why a guarded patch failed."""
+        obj = await self._current()
+        return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "") or None
 
     def _record(self, preview: WorkloadPreview) -> int | None:
         """The launch, before the first remote step (``None`` when the history cannot be written)."""

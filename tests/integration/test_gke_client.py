@@ -123,7 +123,8 @@ def test_swap_patches_the_deployment_and_the_second_watch_has_the_new_length(
     assert swapped["id"] == second["launch_id"]
 
 
-def test_a_stale_resource_version_is_refused_and_nothing_changes(box: Sandbox) -> None:
+def _swap_after(box: Sandbox, name: str, edit: list[str]) -> Any:
+    """Read ``deploy/name``, run ``kubectl edit`` (someone else's write) on it, then swap from that read."""
     import asyncio
 
     from console.config import load_config
@@ -137,20 +138,34 @@ def test_a_stale_resource_version_is_refused_and_nothing_changes(box: Sandbox) -
         assert source is not None
         try:
             fleet = await source.list_fleet()
-            workload = pick_workload(fleet, parse_workload_spec("deploy/vllm-llama"))
-            from dataclasses import replace
-            stale = replace(workload, resource_version=str(int(workload.resource_version) - 1))
-            case = WorkloadSwapCase(stale, source.client(fleet.clusters[0].ref), load_config(box.config_path),
+            workload = pick_workload(fleet, parse_workload_spec(f"deploy/{name}"))
+            await asyncio.to_thread(_kubectl, box, *edit)
+            case = WorkloadSwapCase(workload, source.client(fleet.clusters[0].ref), load_config(box.config_path),
                                     HistoryAccess.none())
-            return await case.run(case.preview({"max-model-len": "4096"}, None))
+            return await case.run(case.preview({"max-model-len": "2048"}, None), follow=False)
         finally:
             await source.close()
 
-    before = _kubectl(box, "get", "deploy", "vllm-llama", "-o", "json")
-    outcome = asyncio.run(go())
+    return asyncio.run(go())
+
+
+def test_a_spec_changed_since_it_was_read_is_refused_and_a_status_change_is_not(box: Sandbox) -> None:
+    """The patch's guard (a test of the resourceVersion read) refuses when someone else changed the spec;
+    a write that left the spec alone (the controllers' status updates bump the resourceVersion too: a pod
+    turning Ready between the preview and the confirm failed a swap) is patched on the new version."""
+    _create(box, "guard-a", "8")                # unschedulable: nothing boots, nothing else writes it
+    other = ["patch", "deploy", "guard-a", "--type", "merge", "-p",
+             '{"spec": {"template": {"metadata": {"annotations": {"someone": "else"}}}}}']
+    outcome = _swap_after(box, "guard-a", other)
+    after = _kubectl(box, "get", "deploy", "guard-a", "-o", "json")
     assert outcome.patched is False and "changed since it was read" in (outcome.error or "")
-    after = _kubectl(box, "get", "deploy", "vllm-llama", "-o", "json")
-    assert after["spec"] == before["spec"]
+    assert after["spec"]["template"]["metadata"]["annotations"] == {"someone": "else"}
+    assert "--max-model-len=2048" not in after["spec"]["template"]["spec"]["containers"][0]["args"]
+    outcome = _swap_after(box, "guard-a", ["annotate", "deploy", "guard-a", "seen=yes"])
+    after = _kubectl(box, "get", "deploy", "guard-a", "-o", "json")
+    assert outcome.patched is True, outcome.error
+    assert after["metadata"]["annotations"]["seen"] == "yes"
+    assert "--max-model-len=2048" in after["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gke-deploy-noprobe.json"
