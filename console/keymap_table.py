@@ -149,6 +149,7 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
     "WorkloadStartupScreen": (
         ("focus_next", "app.focus_next", "tab"),
         ("focus_previous", "app.focus_previous", "shift+tab"),
+        ("rollback", "rollback", "R"),
         ("workload_back", "back", "escape"),
     ),
     "WorkloadSwapScreen": (

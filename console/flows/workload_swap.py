@@ -32,10 +32,18 @@ from console.flows.slice_watch import SliceOutcome
 from console.flows.workload_watch import WorkloadEvent, WorkloadWatch
 from remote.container.lint import Finding
 from remote.container.spec import SPEC_KEYS, ContainerSpec
-from remote.gke.edit import container_index, edited_args, spec_of, swap_patch, workload_lints
+from remote.gke.edit import (
+    container_index,
+    edited_args,
+    previous_template,
+    rollback_patch,
+    spec_of,
+    swap_patch,
+    workload_lints,
+)
 from remote.gke.kube import KubeClient
 from remote.gke.models import NodePool, Workload
-from remote.gke.parse import REVISION_ANNOTATION, generation_of_accelerator, workload_from_json
+from remote.gke.parse import REVISION_ANNOTATION, generation_of_accelerator, selector_of, workload_from_json
 from remote.models import Node
 from store.errors import StoreError
 
@@ -69,6 +77,9 @@ class WorkloadPreview:
     image: str | None
     patch: list[dict[str, Any]]
     findings: list[Finding]
+    #: a rollback's revisions: the one whose template is restored, and the one the rollout makes
+    restores_revision: int | None = None
+    new_revision: int | None = None
 
     @property
     def errors(self) -> list[Finding]:
@@ -99,6 +110,7 @@ class WorkloadSwapCase:
         history: the history (:class:`HistoryAccess`).
         pool: the node pool it runs on (chips per node for the rolling-update lint), or ``None``.
         preview_only: only :meth:`preview` will be used (``--dry-run``): allowed in read-only mode.
+        verb: ``swap`` or ``rollback`` (what read-only mode names when it refuses).
 
     Raises:
         ReadOnlyRefused: read-only mode is on (and not ``preview_only``).
@@ -110,11 +122,12 @@ class WorkloadSwapCase:
     history: HistoryAccess
     pool: NodePool | None = None
     preview_only: bool = False
+    verb: str = "swap"
     _facts: dict[str, Any] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         if not self.preview_only:
-            refuse_in_readonly(self.config, "swap")
+            refuse_in_readonly(self.config, self.verb)
 
     @property
     def node(self) -> Node:
@@ -142,14 +155,50 @@ class WorkloadSwapCase:
         args = edited_args(list(container.get("args") or []), flags) if flags else None
         new_image = image or changes.get("image") or None
         patch = swap_patch(self.workload, index, args=args, image=new_image)
+        findings = self._findings(spec, old, self.workload)
+        return WorkloadPreview(spec=spec, old=old, old_args=list(container.get("args") or []), args=args, image=new_image, patch=patch, findings=findings)
+
+    def _findings(self, spec: ContainerSpec, old: ContainerSpec, workload: Workload) -> list[Finding]:
+        """The VM swap's flag lints on the pod's chips, then the workload's own (on ``workload``, as patched)."""
         node = self.node
         facts = self._history_facts(node, spec)
         findings = [f for f in (swap_flow.lint_spec(node, spec, old, facts) if node.accelerator_type else [])
                     if f.rule_id != "compile-cache"]        # the VM's rule: the workload's own reads the volumes
         boot = facts.get("predicted_boot_s")
-        findings += workload_lints(self.workload, self.pool.chips_per_node if self.pool else None,
-                                   boot if isinstance(boot, int | float) else None)
-        return WorkloadPreview(spec=spec, old=old, old_args=list(container.get("args") or []), args=args, image=new_image, patch=patch, findings=findings)
+        return findings + workload_lints(workload, self.pool.chips_per_node if self.pool else None,
+                                         boot if isinstance(boot, int | float) else None)
+
+    async def preview_rollback(self) -> WorkloadPreview:
+        """The rollback, as ``kubectl rollout undo`` makes it: the Deployment's ReplicaSets read, the previous
+        revision's pod template (:func:`remote.gke.edit.previous_template`) as a guarded ``replace`` of
+        ``spec.template``, its container's args and image beside the running ones, linted as a swap is.
+
+        Raises:
+            ValueError: not a Deployment, nothing to roll back to (one revision; or the previous template is
+                the running one), or a template with no serving container / model.
+            KubeApiError: the ReplicaSets could not be listed.
+        """
+        w = self.workload
+        if w.kind != "Deployment":
+            raise ValueError(f"{w.ref}: rollback restores Deployments only so far")
+        replica_sets = await self.kube.list_all("apps/v1", "replicasets", namespace=w.namespace,
+                                                label_selector=selector_of(w.raw))
+        found = previous_template(replica_sets, w.name)
+        if found is None:
+            raise ValueError(f"Nothing to roll back to: {w.ref} has one revision only")
+        current, previous, template = found
+        if _semantic((w.raw.get("spec") or {}).get("template")) == _semantic(template):
+            raise ValueError(f"Nothing to roll back to: {w.ref} already runs the template of revision {previous}")
+        restored = replace(w, raw={**w.raw, "spec": {**(w.raw.get("spec") or {}), "template": template}})
+        old, spec = spec_of(w), spec_of(restored)
+        index = container_index(w)
+        old_args = list(w.raw["spec"]["template"]["spec"]["containers"][index].get("args") or [])
+        new_container = template["spec"]["containers"][container_index(restored)]
+        args = list(new_container.get("args") or [])
+        return WorkloadPreview(spec=spec, old=old, old_args=old_args, args=args if args != old_args else None,
+                               image=spec.image if spec.image != old.image else None,
+                               patch=rollback_patch(w, template), findings=self._findings(spec, old, restored),
+                               restores_revision=previous, new_revision=current + 1)
 
     def _history_facts(self, node: Node, spec: ContainerSpec) -> dict[str, Any]:
         store = self.history.get()
@@ -180,7 +229,7 @@ class WorkloadSwapCase:
         """
         from remote.errors import KubeApiError
 
-        refuse_in_readonly(self.config, "swap")
+        refuse_in_readonly(self.config, self.verb)
         refused = self.refusal(preview, force=force)
         if refused:
             raise ValueError(refused)
@@ -195,7 +244,8 @@ class WorkloadSwapCase:
                    "guard refused the patch; list it again and retry" if changed else str(exc))
             self._update(launch_id, outcome="failed", failure_kind="patch refused", failure_detail=why)
             return WorkloadSwapOutcome(False, launch_id, None, None, error=why)
-        revision = str(((patched.get("metadata") or {}).get("annotations") or {}).get(REVISION_ANNOTATION) or "") \
+        revision = (str(preview.new_revision) if preview.new_revision is not None else "") \
+            or str(((patched.get("metadata") or {}).get("annotations") or {}).get(REVISION_ANNOTATION) or "") \
             or str((patched.get("metadata") or {}).get("resourceVersion") or "")
         self._update(launch_id, revision=revision or None)
         if not follow:
@@ -255,8 +305,10 @@ class WorkloadSwapCase:
         if store is None:
             return None
         try:
-            return swap_flow.record_attempt(store, self.node, preview.spec, extra={
-                "cluster": w.cluster, "namespace": w.namespace, "workload": w.ref})
+            extra = {"cluster": w.cluster, "namespace": w.namespace, "workload": w.ref}
+            if preview.new_revision is not None:         # a rollback knows the revision it makes
+                extra["revision"] = str(preview.new_revision)
+            return swap_flow.record_attempt(store, self.node, preview.spec, extra=extra)
         except StoreError as exc:
             self.history.failed(exc)
             return None
@@ -317,6 +369,17 @@ def record_watched(history: HistoryAccess, workload: Workload, rollout: SliceOut
         return None
     complete_launch(history, launch_id, rollout)
     return launch_id
+
+
+def _semantic(value: Any) -> Any:
+    """``value`` without nulls and empty maps or lists (a template read back from a ReplicaSet and the
+    Deployment's own compare equal when only such defaults differ)."""
+    if isinstance(value, dict):
+        kept = {k: _semantic(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, {}, [])}
+    if isinstance(value, list):
+        return [_semantic(v) for v in value]
+    return value
 
 
 def _ref_of(w: Workload) -> Any:

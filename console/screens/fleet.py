@@ -967,7 +967,16 @@ class FleetScreen(ConsoleScreen):
             self.open_feature("swap", node)
 
     def action_rollback(self) -> None:
-        """Open the rollback preview of the selected node (re-runs the container a swap replaced)."""
+        """Open the rollback preview of the selected node (re-runs the container a swap replaced); on a GKE
+        workload, its rollback view (the previous revision's template, as ``kubectl rollout undo``)."""
+        pane = self.query_one(WorkloadsPane)
+        if pane.has_focus_within:
+            if pane.selected is not None and self.console.need_services("Roll back") \
+                    and not self.console.refuse_readonly("rollback"):
+                from console.screens.workload_swap import WorkloadSwapScreen
+
+                self.app.push_screen(WorkloadSwapScreen(pane.selected, self.services.config, rollback=True))
+            return
         if self._live("Roll back") and (node := self._need_node("roll back its container")) is not None:
             self.open_feature("rollback", node)
 

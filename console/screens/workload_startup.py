@@ -4,7 +4,8 @@ Drives :class:`console.flows.workload_watch.WorkloadWatch` (the one behind ``tpu
 what Kubernetes says of the current template's pod (Pending / Unschedulable with its events,
 ContainerCreating), then the pod's log read by the startup reader; the status line says the phase, the KV
 cache tokens and the concurrency, "Kubernetes says Ready while the log still compiles" when that happens,
-and ready or failed at the end. The log pane keeps the newest :data:`MAX_LINES` lines.
+and ready or failed at the end. The log pane keeps the newest :data:`MAX_LINES` lines. ``R`` rolls the
+workload back to its previous revision (:class:`console.screens.workload_swap.WorkloadSwapScreen`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ _STYLES = {"failed": "bold red", "ready": "bold green", "ready_early": "bold yel
 class WorkloadStartupScreen(ConsoleScreen):
     """Follow one workload's current pod to ready or failed."""
 
-    BINDINGS = [Binding("escape", "back", "Back", id="workload_back")]
+    BINDINGS = [Binding("R", "rollback", "Roll back", id="rollback"),
+                Binding("escape", "back", "Back", id="workload_back")]
+    READONLY_ACTIONS = {"rollback": "rollback"}
     DEFAULT_CSS = """
     WorkloadStartupScreen #workload-status { padding: 0 1; height: auto; }
     WorkloadStartupScreen #workload-log { height: 1fr; }
@@ -61,6 +64,13 @@ class WorkloadStartupScreen(ConsoleScreen):
     def action_back(self) -> None:
         """Back to the fleet (the watch stops with the view)."""
         self.app.pop_screen()
+
+    def action_rollback(self) -> None:
+        """Roll the workload back to its previous revision (the rollback view: preview, confirm, the rollout)."""
+        if self.console.need_services("Roll back") and not self.console.refuse_readonly("rollback"):
+            from console.screens.workload_swap import WorkloadSwapScreen
+
+            self.app.push_screen(WorkloadSwapScreen(self.workload, self.config, rollback=True))
 
     def _event(self, event: WorkloadEvent) -> None:
         self.events.append(event)

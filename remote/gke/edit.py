@@ -174,3 +174,50 @@ def workload_lints(workload: Workload, pool_chips: int | None, predicted_boot_s:
                                 f"{predicted_boot_s:g} s before: the kubelet would kill the container mid-compile "
                                 "(vllm#17386); raise failureThreshold or periodSeconds"))
     return findings
+
+
+def previous_template(replica_sets: list[JsonDict], owner: str) -> tuple[int, int, JsonDict] | None:
+    """What ``kubectl rollout undo deploy/OWNER`` restores: the pod template of the ReplicaSet of the previous
+    revision (the highest ``deployment.kubernetes.io/revision`` below the newest), without its
+    ``pod-template-hash`` label.
+
+    Args:
+        replica_sets: the namespace's ReplicaSets (JSON); only those owned by Deployment ``owner`` count.
+        owner: the Deployment's name.
+
+    Returns:
+        ``(current revision, previous revision, template)``, or ``None`` when there is one revision only.
+    """
+    import copy
+
+    from remote.gke.parse import REVISION_ANNOTATION, TEMPLATE_HASH_LABEL
+
+    revisions: dict[int, JsonDict] = {}
+    for rs in replica_sets:
+        found = rs.get("metadata")
+        meta: JsonDict = found if isinstance(found, dict) else {}
+        owners = [o for o in meta.get("ownerReferences") or [] if isinstance(o, dict)]
+        if not any(o.get("kind") == "Deployment" and o.get("name") == owner for o in owners):
+            continue
+        try:
+            revision = int((meta.get("annotations") or {}).get(REVISION_ANNOTATION, ""))
+        except (TypeError, ValueError):
+            continue
+        template = (rs.get("spec") or {}).get("template")
+        if isinstance(template, dict):
+            revisions[revision] = template
+    if len(revisions) < 2:
+        return None
+    current, previous = sorted(revisions)[-1], sorted(revisions)[-2]
+    template = copy.deepcopy(revisions[previous])
+    labels = (template.get("metadata") or {}).get("labels")
+    if isinstance(labels, dict):
+        labels.pop(TEMPLATE_HASH_LABEL, None)
+    return current, previous, template
+
+
+def rollback_patch(workload: Workload, template: JsonDict) -> list[JsonDict]:
+    """The JSON patch of a rollback, as ``kubectl rollout undo`` sends it: ``test`` the resourceVersion read,
+    then ``replace`` the whole ``spec.template`` with the previous revision's."""
+    return [{"op": "test", "path": "/metadata/resourceVersion", "value": workload.resource_version},
+            {"op": "replace", "path": "/spec/template", "value": template}]

@@ -62,12 +62,12 @@ async def test_the_workloads_table_and_its_startup_view(tmp_path: Path) -> None:
             table.focus()
             await pilot.pause()
             assert fleet.selected is None
-            for key in ("b", "f", "m", "R"):
+            for key in ("b", "f", "m"):
                 await pilot.press(key)
                 await pilot.pause()
                 assert app.screen is fleet, key
             said = [n.message for n in app._notifications if n.message.startswith("A GKE workload is selected")]
-            assert len(said) == 4 and said[0].endswith("select a TPU node to benchmark it.")
+            assert len(said) == 3 and said[0].endswith("select a TPU node to benchmark it.")
 
 
 async def test_s_on_a_workload_previews_patches_and_follows_the_rollout(tmp_path: Path) -> None:
@@ -103,3 +103,24 @@ async def test_s_on_a_workload_previews_patches_and_follows_the_rollout(tmp_path
             launch = services.store.get_launch(view.outcome.launch_id)
             assert launch is not None and (launch.workload, launch.outcome, launch.max_model_len) == (
                 "deploy/vllm-llama", "ready", 8192)
+            # R on the workload: the previous revision's template (the 65536 one), confirmed, followed
+            await pilot.press("escape")
+            await until(pilot, lambda: app.screen is fleet, "back to the fleet")
+            table.focus()
+            await pilot.pause()
+            await pilot.press("R")
+            await until(pilot, lambda: isinstance(app.screen, WorkloadSwapScreen) and app.screen is not view,
+                        "the rollback view")
+            back = app.screen
+            assert back.rollback and not back.query_one("#workload-swap-edits", Input).display
+            await until(pilot, lambda: back.preview is not None, "the rollback's preview")
+            plan = str(back.query_one("#workload-swap-plan", Static).render())
+            assert "restores revision 1" in plan and "--max-model-len=65536" in plan and '"/spec/template"' in plan
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the rollback's confirm")
+            app.screen.dismiss(True)
+            await until(pilot, lambda: back.outcome is not None, "the rollback's rollout", timeout_s=60)
+            assert back.outcome.patched and back.outcome.rollout.code == 0
+            assert back.outcome.rollout.summary["max_model_len"] == 65536
+            launch = services.store.get_launch(back.outcome.launch_id)
+            assert launch is not None and (launch.revision, launch.outcome, launch.max_model_len) == ("3", "ready", 65536)

@@ -1,0 +1,89 @@
+"""``rollback``, ``history``, ``forward``, ``bench`` and ``metrics`` on ``deploy/NAME`` against the sandbox's
+GKE and Kubernetes API stand-ins (one sandbox for the module), with the real kubectl as the oracle
+(skipped, saying why, without kubectl)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from console.cli import main
+from sandbox.runner import Sandbox
+
+KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
+DEPLOY = "vllm-llama"
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    sb = Sandbox(tmp_path_factory.mktemp("gke-verbs"), boot_s=1.0, fast_boot_s=0.3, gke_boot_s=1.0, gke_create_s=0.3)
+    sb.start()
+    try:
+        yield sb
+    finally:
+        sb.stop()
+
+
+def _kubectl(box: Sandbox, *args: str) -> Any:
+    if not Path(KUBECTL).exists():
+        pytest.skip("kubectl is not installed (the oracle for the Kubernetes API stand-in)")
+    done = subprocess.run([KUBECTL, "--kubeconfig", str(box.kubeconfig_path), *args], capture_output=True,
+                          text=True, timeout=60, check=True)
+    return json.loads(done.stdout) if "-o" in args and "json" in args else done.stdout
+
+
+def _cli(capsys: pytest.CaptureFixture[str], box: Sandbox, *argv: str) -> tuple[int, str, str]:
+    code = main(["--config", str(box.config_path), *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _args(box: Sandbox) -> list[str]:
+    deploy = _kubectl(box, "get", "deploy", DEPLOY, "-o", "json")
+    [container] = deploy["spec"]["template"]["spec"]["containers"]
+    return list(container["args"])
+
+
+def test_rollback_restores_the_previous_template_as_rollout_undo_does(
+        box: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _cli(capsys, box, "rollback", f"deploy/{DEPLOY}", "--yes", "--json")
+    assert code == 1 and "Nothing to roll back to: deploy/vllm-llama has one revision only" in err
+    first_args = _args(box)
+    code, out, err = _cli(capsys, box, "swap", f"deploy/{DEPLOY}", "--set", "max-model-len=8192", "--yes")
+    assert code == 0, err
+    swapped_args = _args(box)
+    assert "--max-model-len=8192" in swapped_args and swapped_args != first_args
+    code, out, err = _cli(capsys, box, "rollback", f"deploy/{DEPLOY}", "--dry-run", "--json")
+    assert code == 0, err
+    plan = json.loads(out)["plan"]
+    assert (plan["restores_revision"], plan["new_revision"], plan["args"]) == (1, 3, first_args)
+    assert plan["patch"][1]["op"] == "replace" and plan["patch"][1]["path"] == "/spec/template"
+    assert _args(box) == swapped_args                   # a dry run changes nothing
+    code, out, err = _cli(capsys, box, "rollback", f"deploy/{DEPLOY}", "--yes", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["outcome"]["patched"] is True and report["outcome"]["code"] == 0
+    assert report["outcome"]["revision"] == "3"
+    assert _args(box) == first_args                     # kubectl: the Deployment's args are the old ones
+    history = _kubectl(box, "rollout", "history", f"deploy/{DEPLOY}")
+    assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["2", "3"]
+    code, out, _ = _cli(capsys, box, "history", "--json")
+    [launch] = [x for x in json.loads(out) if x["id"] == report["outcome"]["launch_id"]]
+    assert (launch["workload"], launch["cluster"], launch["namespace"], launch["revision"], launch["outcome"]) == (
+        "deploy/vllm-llama", "tpu-serving", "default", "3", "ready")
+    assert launch["max_model_len"] == 65536
+
+
+def test_rollback_is_refused_in_read_only_mode_but_previews(box: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
+    before = _kubectl(box, "get", "deploy", DEPLOY, "-o", "json")["metadata"]["resourceVersion"]
+    code, _, err = _cli(capsys, box, "--readonly", "rollback", f"deploy/{DEPLOY}", "--yes")
+    assert code == 1 and "read-only" in err
+    code, out, err = _cli(capsys, box, "--readonly", "rollback", f"deploy/{DEPLOY}", "--dry-run", "--json")
+    assert code == 0, err
+    assert json.loads(out)["plan"]["patch"][0] == {"op": "test", "path": "/metadata/resourceVersion", "value": before}
