@@ -150,6 +150,7 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("focus_next", "app.focus_next", "tab"),
         ("focus_previous", "app.focus_previous", "shift+tab"),
         ("rollback", "rollback", "R"),
+        ("history", "history", "H"),
         ("workload_back", "back", "escape"),
     ),
     "WorkloadSwapScreen": (

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from console.flows import swap as swap_flow
+from console.flows.gke_target import accelerator_type_of as accelerator_type_of  # re-exported (moved)
+from console.flows.gke_target import lint_node
 from console.flows.history_access import HistoryAccess
 from console.flows.policy import HasReadonly, refuse_in_readonly
 from console.flows.slice_watch import SliceOutcome
@@ -43,27 +45,9 @@ from remote.gke.edit import (
 )
 from remote.gke.kube import KubeClient
 from remote.gke.models import NodePool, Workload
-from remote.gke.parse import REVISION_ANNOTATION, generation_of_accelerator, selector_of, workload_from_json
+from remote.gke.parse import REVISION_ANNOTATION, selector_of, workload_from_json
 from remote.models import Node
 from store.errors import StoreError
-
-#: Accelerator type name of a pod's chips per generation (the TPU API's names, what the lints know).
-_TYPE_NAMES = {"v5e": "v5litepod-{chips}", "v6e": "v6e-{chips}", "v5p": "v5p-{cores}", "v4": "v4-{cores}"}
-
-
-def accelerator_type_of(workload: Workload) -> str:
-    """The TPU API accelerator type the workload's pod (or LWS group) holds: ``v6e-4``, ``v5litepod-16``; or ``""``."""
-    generation = generation_of_accelerator(workload.accelerator)
-    chips = (workload.chips or 0) * max(1, workload.size)
-    pattern = _TYPE_NAMES.get(generation)
-    return pattern.format(chips=chips, cores=2 * chips) if pattern and chips else ""
-
-
-def lint_node(workload: Workload) -> Node:
-    """The workload as the node the VM lints and history queries read (name ``CLUSTER/NAMESPACE/deploy/NAME``)."""
-    return Node(project=workload.project or "-", zone=workload.location or "-",
-                name=f"{workload.cluster}/{workload.namespace}/{workload.ref}", state="READY",
-                accelerator_type=accelerator_type_of(workload), provisioning_model=workload.provisioning_model or "on-demand")
 
 
 @dataclass(frozen=True)

@@ -1035,7 +1035,13 @@ class FleetScreen(ConsoleScreen):
         self.open_feature("metrics", node)
 
     def action_history(self) -> None:
-        """Open the history pane."""
+        """Open the history pane; from a GKE workload, with its launches (``N``: its launches only)."""
+        pane = self.query_one(WorkloadsPane)
+        if pane.has_focus_within and pane.selected is not None:
+            from console.flows.gke_target import lint_node
+
+            self.open_feature("history", lint_node(pane.selected))      # CLUSTER/NAMESPACE/deploy/NAME
+            return
         self.open_feature("history", self.selected_node)
 
     # --- queued resources ------------------------------------------------------------------

@@ -35,6 +35,7 @@ class WorkloadStartupScreen(ConsoleScreen):
     """Follow one workload's current pod to ready or failed."""
 
     BINDINGS = [Binding("R", "rollback", "Roll back", id="rollback"),
+                Binding("H", "history", "History", id="history"),
                 Binding("escape", "back", "Back", id="workload_back")]
     READONLY_ACTIONS = {"rollback": "rollback"}
     DEFAULT_CSS = """
@@ -71,6 +72,12 @@ class WorkloadStartupScreen(ConsoleScreen):
             from console.screens.workload_swap import WorkloadSwapScreen
 
             self.app.push_screen(WorkloadSwapScreen(self.workload, self.config, rollback=True))
+
+    def action_history(self) -> None:
+        """The history pane with this workload's launches (``N`` there: its launches only)."""
+        from console.flows.gke_target import lint_node
+
+        self.console.open_feature("history", lint_node(self.workload))
 
     def _event(self, event: WorkloadEvent) -> None:
         self.events.append(event)

@@ -87,3 +87,27 @@ def test_rollback_is_refused_in_read_only_mode_but_previews(box: Sandbox, capsys
     code, out, err = _cli(capsys, box, "--readonly", "rollback", f"deploy/{DEPLOY}", "--dry-run", "--json")
     assert code == 0, err
     assert json.loads(out)["plan"]["patch"][0] == {"op": "test", "path": "/metadata/resourceVersion", "value": before}
+
+
+def test_history_of_a_workload_lists_its_launches_only(box: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _cli(capsys, box, "watch", f"deploy/{DEPLOY}", "--json", "--poll-s", "0.2")
+    assert code == 0, err
+    pod = json.loads(out)["pod"]
+    code, out, err = _cli(capsys, box, "history", f"deploy/{DEPLOY}", "--json")
+    assert code == 0, err
+    mine = json.loads(out)
+    code, out, _ = _cli(capsys, box, "history", "--json")
+    every = json.loads(out)
+    expected = [x["id"] for x in every if x.get("workload") == f"deploy/{DEPLOY}"]
+    assert [x["id"] for x in mine] == expected and len(expected) >= 1
+    assert {(x["cluster"], x["namespace"], x["node"]) for x in mine} == {
+        ("tpu-serving", "default", f"tpu-serving/default/deploy/{DEPLOY}")}
+    assert mine[0]["container_id"] == pod                     # newest first: the watch just made
+    code, out, _ = _cli(capsys, box, "history", f"deploy/{DEPLOY}", "--namespace", "serving", "--json")
+    assert code == 0 and json.loads(out) == []
+    code, out, _ = _cli(capsys, box, "history", "deploy/other", "--json")
+    assert code == 0 and json.loads(out) == []
+    code, out, _ = _cli(capsys, box, "history", f"deploy/{DEPLOY}", "--cluster", "tpu-serving")
+    assert code == 0 and "tpu-serving/default/" in out and "No launches" not in out
+    code, _, err = _cli(capsys, box, "history", "deploy/Bad_Name")
+    assert code == 2 and "not a Kubernetes object name" in err

@@ -70,7 +70,7 @@ async def test_the_workloads_table_and_its_startup_view(tmp_path: Path) -> None:
             assert len(said) == 3 and said[0].endswith("select a TPU node to benchmark it.")
 
 
-async def test_s_on_a_workload_previews_patches_and_follows_the_rollout(tmp_path: Path) -> None:
+async def test_s_then_R_then_H_on_a_workload_swap_roll_back_and_list_its_launches(tmp_path: Path) -> None:
     from textual.widgets import Input, Static
 
     from console.screens.confirm import ConfirmScreen
@@ -124,3 +124,21 @@ async def test_s_on_a_workload_previews_patches_and_follows_the_rollout(tmp_path
             assert back.outcome.rollout.summary["max_model_len"] == 65536
             launch = services.store.get_launch(back.outcome.launch_id)
             assert launch is not None and (launch.revision, launch.outcome, launch.max_model_len) == ("3", "ready", 65536)
+            # H on the workload: the history with its launches; N: its launches only (the swap and the rollback)
+            await pilot.press("escape")
+            await until(pilot, lambda: app.screen is fleet, "back to the fleet")
+            table.focus()
+            await pilot.pause()
+            await pilot.press("H")
+            from console.screens.history.screen import HistoryScreen
+
+            await until(pilot, lambda: isinstance(app.screen, HistoryScreen), "the history")
+            history = app.screen
+            assert history.node.name == "tpu-serving/default/deploy/vllm-llama"
+            await until(pilot, lambda: history.loads > 0, "the history's launches")
+            await pilot.press("N")
+            await until(pilot, lambda: history.launch_filter.node == history.node.name and history.loads > 1,
+                        "its launches only")
+            await until(pilot, lambda: {view.outcome.launch_id, back.outcome.launch_id} <= {x.id for x in history.launches},
+                        "the swap's and the rollback's launches")
+            assert {x.workload for x in history.launches} == {"deploy/vllm-llama"}
