@@ -151,6 +151,7 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("focus_previous", "app.focus_previous", "shift+tab"),
         ("rollback", "rollback", "R"),
         ("history", "history", "H"),
+        ("forward", "forward", "f"),
         ("workload_back", "back", "escape"),
     ),
     "WorkloadSwapScreen": (

@@ -56,6 +56,7 @@ from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 from console.widgets.workloads import WorkloadsPane
 from remote.errors import RemoteError
+from remote.gke.models import Workload
 from remote.models import FleetSnapshot, Node, QueuedResource
 
 if TYPE_CHECKING:
@@ -990,6 +991,11 @@ class FleetScreen(ConsoleScreen):
         open when this view is left; the node's port: :meth:`~console.flows.forwards.ForwardRegistry.port_for`)."""
         if not self.console.need_services("Forward"):
             return
+        pane = self.query_one(WorkloadsPane)
+        if pane.has_focus_within:
+            if pane.selected is not None:
+                self._forward_workload(pane.selected)
+            return
         node = self._need_node("forward to its vLLM")
         if node is None:
             return
@@ -1002,6 +1008,24 @@ class FleetScreen(ConsoleScreen):
                             title="Already forwarded")
             return
         self._forward(node)
+
+    @work(group="forward", exit_on_error=False)
+    async def _forward_workload(self, workload: Workload) -> None:
+        """``f`` on a GKE workload: its forward (through the API server to the serving pod; it follows a
+        rollout, and says so), held by the app's forwards."""
+        from console.flows.workload_forward import open_workload_forward
+
+        try:
+            forward = await open_workload_forward(self.services.forwards, workload, self.services.config,
+                                                  notify=lambda s: self.app.notify(s, title=f"Forward {workload.ref}",
+                                                                                   markup=False, timeout=8))
+        except RemoteError as exc:
+            self.app.notify(exc.message, title=f"No forward to {workload.ref}", severity="error", timeout=10,
+                            markup=False)
+            return
+        self.app.notify(f"{forward.url} -> {workload.ref} pod {forward.pod} port {forward.container_port} (through "
+                        "the API server; it moves to the new pod after a rollout). F lists forwards.",
+                        title="Forward open", markup=False)
 
     @work(group="forward", exit_on_error=False)
     async def _forward(self, node: Node) -> None:

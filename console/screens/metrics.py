@@ -11,6 +11,7 @@ that fails is said under the last figures; the view keeps trying. ``escape`` goe
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -25,6 +26,9 @@ from console.widgets.serving_panel import ServingPanel
 from remote.errors import RemoteError
 from remote.models import Node
 from remote.printable import printable
+
+if TYPE_CHECKING:
+    from console.flows.workload_forward import WorkloadForward
 
 #: Seconds between two reads of ``/metrics``.
 INTERVAL_S = 3.0
@@ -44,7 +48,7 @@ class MetricsScreen(ConsoleScreen):
     def __init__(self, node: Node) -> None:
         super().__init__()
         self.node = node
-        self.forward: Forward | None = None
+        self.forward: Forward | WorkloadForward | None = None
         self.samples = 0        # figures shown so far (tests wait on it)
 
     def compose(self) -> ComposeResult:
@@ -63,7 +67,7 @@ class MetricsScreen(ConsoleScreen):
     def _status(self, sentence: str, style: str = "dim") -> None:
         self.query_one("#metrics-status", Static).update(Text(printable(sentence), style=style))
 
-    async def _open_forward(self) -> Forward | None:
+    async def _open_forward(self) -> Forward | WorkloadForward | None:
         """The node's forward: the one the console holds, else a new one (asking about an unknown host key)."""
         from console.flows.ssh_target import resolve_target
         from console.screens.confirm import host_key_question

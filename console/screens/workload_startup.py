@@ -36,6 +36,7 @@ class WorkloadStartupScreen(ConsoleScreen):
 
     BINDINGS = [Binding("R", "rollback", "Roll back", id="rollback"),
                 Binding("H", "history", "History", id="history"),
+                Binding("f", "forward", "Forward", id="forward"),
                 Binding("escape", "back", "Back", id="workload_back")]
     READONLY_ACTIONS = {"rollback": "rollback"}
     DEFAULT_CSS = """
@@ -78,6 +79,27 @@ class WorkloadStartupScreen(ConsoleScreen):
         from console.flows.gke_target import lint_node
 
         self.console.open_feature("history", lint_node(self.workload))
+
+    def action_forward(self) -> None:
+        """Forward ``localhost:PORT`` to the workload's serving pod (through the API server), in the app's
+        forwards: it stays open when this view is left and moves to the new pod after a rollout."""
+        if self.console.need_services("Forward"):
+            self._forward()
+
+    @work(group="workload-forward", exit_on_error=False)
+    async def _forward(self) -> None:
+        from console.flows.workload_forward import open_workload_forward
+        from remote.errors import RemoteError
+
+        w = self.workload
+        try:
+            forward = await open_workload_forward(self.services.forwards, w, self.config, notify=lambda s: self.app.notify(
+                s, title=f"Forward {w.ref}", markup=False, timeout=8))
+        except RemoteError as exc:
+            self.app.notify(exc.message, title=f"No forward to {w.ref}", severity="error", timeout=10, markup=False)
+            return
+        self.app.notify(f"{forward.url} -> {w.ref} pod {forward.pod} port {forward.container_port}; it stays open "
+                        "(F lists forwards).", title="Forward open", markup=False)
 
     def _event(self, event: WorkloadEvent) -> None:
         self.events.append(event)

@@ -221,3 +221,20 @@ def rollback_patch(workload: Workload, template: JsonDict) -> list[JsonDict]:
     then ``replace`` the whole ``spec.template`` with the previous revision's."""
     return [{"op": "test", "path": "/metadata/resourceVersion", "value": workload.resource_version},
             {"op": "replace", "path": "/spec/template", "value": template}]
+
+
+def serving_port(workload: Workload) -> int:
+    """The port vLLM serves on in the pod: the serving container's ``containerPort`` named ``http`` (else its
+    first), else its ``--port`` argument, else vLLM's default 8000."""
+    container = serving_container(pod_spec_of(workload))
+    ports = [p for p in container.get("ports") or [] if isinstance(p, dict) and isinstance(p.get("containerPort"), int)]
+    named = next((p for p in ports if p.get("name") == "http"), ports[0] if ports else None)
+    if named is not None:
+        return int(named["containerPort"])
+    words = [w for w in [*(container.get("command") or []), *(container.get("args") or [])] if isinstance(w, str)]
+    for i, word in enumerate(words):
+        value = word.split("=", 1)[1] if word.startswith("--port=") else (
+            words[i + 1] if word == "--port" and i + 1 < len(words) else "")
+        if value.isdigit() and 0 < int(value) < 65536:
+            return int(value)
+    return 8000

@@ -364,3 +364,13 @@ def pod_events(events: Iterable[Mapping[str, Any]], pod: str, limit: int = 5) ->
               or _str(_path(e, "metadata", "creationTimestamp")))
     return [f"{_str(e.get('type')) or 'Normal'} {_str(e.get('reason'))}: {_str(e.get('message'))}"
             for e in mine[-limit:]]
+
+
+def serving_pod(pods: Iterable[Mapping[str, Any]], container: str) -> PodStatus | None:
+    """The pod a forward to a workload goes to: the newest Ready pod that is not being deleted (during a
+    rollout the old pod serves until the new one is Ready; then the new one, the newest). ``None``: none Ready."""
+    ready = [(p, pod_status(p, container)) for p in pods]
+    ready = [(p, s) for p, s in ready if s.ready and not s.deleting]
+    if not ready:
+        return None
+    return max(ready, key=lambda ps: _str(_dict(ps[0].get("metadata")).get("creationTimestamp")))[1]

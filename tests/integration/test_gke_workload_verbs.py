@@ -111,3 +111,58 @@ def test_history_of_a_workload_lists_its_launches_only(box: Sandbox, capsys: pyt
     assert code == 0 and "tpu-serving/default/" in out and "No launches" not in out
     code, _, err = _cli(capsys, box, "history", "deploy/Bad_Name")
     assert code == 2 and "not a Kubernetes object name" in err
+
+
+def test_a_forward_reaches_the_pods_openai_server_and_follows_a_swap_to_the_new_pod(box: Sandbox) -> None:
+    """localhost:PORT -> the serving pod through the API server (kr8s's port-forward over the sandbox's
+    WebSocket), then a swap: the same URL answers from the new pod, and the forward said it moved."""
+    import asyncio
+
+    import httpx
+
+    from console.config import load_config
+    from console.flows.forwards import ForwardRegistry
+    from console.flows.gke_fleet import gke_source
+    from console.flows.gke_target import find_workload, parse_workload_spec
+    from console.flows.history_access import HistoryAccess
+    from console.flows.workload_swap import WorkloadSwapCase
+
+    said: list[str] = []
+    _kubectl(box, "rollout", "status", f"deploy/{DEPLOY}", "--timeout=60s")
+
+    async def go() -> tuple[Any, Any, str, str, str, int]:
+        config = load_config(box.config_path)
+        source = gke_source(config)
+        assert source is not None
+        registry = ForwardRegistry()
+        try:
+            workload, kube = await find_workload(source, parse_workload_spec(f"deploy/{DEPLOY}"))
+            forward = await registry.open_workload(workload, kube, config=config.forward)
+            forward.on_change = said.append
+            first_pod = forward.pod or ""
+            async with httpx.AsyncClient(timeout=10, trust_env=False) as client:
+                before = (await client.get(f"{forward.url}/v1/models")).json()
+                case = WorkloadSwapCase(workload, kube, config, HistoryAccess.none())
+                outcome = await case.run(case.preview({"max-model-len": "4096"}, None), poll_s=0.2)
+                assert outcome.rollout is not None and outcome.rollout.code == 0
+                for _ in range(300):                    # said by the forward's own look at the pods
+                    if any("moves to pod" in s for s in said):
+                        break
+                    await asyncio.sleep(0.1)
+                assert any("moves to pod" in s for s in said), said     # before any request found it
+                after = (await client.get(f"{forward.url}/v1/models")).json()
+            new_pod = str(outcome.rollout.summary["pod"])
+            return before, after, first_pod, new_pod, forward.describe(), forward.connections
+        finally:
+            registry.close_all()
+            await source.close()
+
+    before, after, first_pod, new_pod, state, connections = asyncio.run(go())
+    assert [m["max_model_len"] for m in before["data"]] == [65536]
+    assert [m["max_model_len"] for m in after["data"]] == [4096]
+    assert new_pod != first_pod and state == f"open (pod {new_pod})" and connections >= 2
+    [moved] = [s for s in said if "moves to pod" in s]
+    assert f"moves to pod {new_pod} (was {first_pod})" in moved
+    pods = {p["metadata"]["name"] for p in _kubectl(box, "get", "pods", "-n", "default", "-o", "json")["items"]
+            if not p["metadata"].get("deletionTimestamp")}
+    assert new_pod in pods

@@ -62,12 +62,31 @@ async def test_the_workloads_table_and_its_startup_view(tmp_path: Path) -> None:
             table.focus()
             await pilot.pause()
             assert fleet.selected is None
-            for key in ("b", "f", "m"):
+            for key in ("b", "m"):
                 await pilot.press(key)
                 await pilot.pause()
                 assert app.screen is fleet, key
             said = [n.message for n in app._notifications if n.message.startswith("A GKE workload is selected")]
-            assert len(said) == 3 and said[0].endswith("select a TPU node to benchmark it.")
+            assert len(said) == 2 and said[0].endswith("select a TPU node to benchmark it.")
+            # f: a forward through the API server to the serving pod, listed in the forwards view
+            await pilot.press("f")
+            key = ("inference-prod", "us-east5", "tpu-serving/default/deploy/vllm-llama")
+            await until(pilot, lambda: getattr(services.forwards.get(key), "state", "") == "open", "the forward")
+            forward = services.forwards.get(key)
+            import httpx
+
+            async with httpx.AsyncClient(timeout=10, trust_env=False) as client:
+                models = (await client.get(f"{forward.url}/v1/models")).json()
+            assert [m["id"] for m in models["data"]] == ["meta-llama/Llama-3.1-8B-Instruct"]
+            await pilot.press("F")
+            from console.screens.forwards import ForwardsScreen
+
+            await until(pilot, lambda: isinstance(app.screen, ForwardsScreen), "the forwards view")
+            rows = app.screen.query_one("#forwards", DataTable)
+            await until(pilot, lambda: rows.row_count == 1, "the forward's row")
+            cells = [str(c) for c in rows.get_row_at(0)]
+            assert cells[:3] == ["tpu-serving/default/deploy/vllm-llama", forward.url, f"open (pod {forward.pod})"]
+            assert cells[4] == "8000"
 
 
 async def test_s_then_R_then_H_on_a_workload_swap_roll_back_and_list_its_launches(tmp_path: Path) -> None:
