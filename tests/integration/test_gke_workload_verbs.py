@@ -166,3 +166,26 @@ def test_a_forward_reaches_the_pods_openai_server_and_follows_a_swap_to_the_new_
     pods = {p["metadata"]["name"] for p in _kubectl(box, "get", "pods", "-n", "default", "-o", "json")["items"]
             if not p["metadata"].get("deletionTimestamp")}
     assert new_pod in pods
+
+
+def test_the_forward_verb_prints_the_url_and_serves_until_interrupted(box: Sandbox) -> None:
+    import signal
+    import sys
+
+    import httpx
+
+    _kubectl(box, "rollout", "status", f"deploy/{DEPLOY}", "--timeout=60s")
+    proc = subprocess.Popen([sys.executable, "-m", "console.cli", "--config", str(box.config_path), "forward",
+                             f"deploy/{DEPLOY}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        url = proc.stdout.readline().strip()            # printed once it listens
+        assert url.startswith("http://127.0.0.1:"), proc.stderr.read() if proc.poll() is not None else url
+        said = proc.stderr.readline()
+        assert f"-> deploy/{DEPLOY} pod {DEPLOY}-" in said and "port 8000 in tpu-serving/default" in said
+        models = httpx.get(f"{url}/v1/models", timeout=10, trust_env=False).json()
+        assert models["data"][0]["id"] == "meta-llama/Llama-3.1-8B-Instruct"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=30)
+    assert code == 0
