@@ -13,7 +13,8 @@ every ``poll_s`` seconds so the move is said when it happens, not at the next re
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from console.flows.gke_target import lint_node
@@ -22,8 +23,9 @@ from remote.errors import KubeApiError, RemoteError
 if TYPE_CHECKING:
     from console.config import Config
     from console.flows.forwards import ForwardRegistry
+    from console.flows.gke_target import WorkloadSpec
     from remote.gke.kube import KubeClient
-    from remote.gke.models import Workload
+    from remote.gke.models import NodePool, Workload
     from remote.gke.portforward import PodPortForward
 
 
@@ -33,7 +35,7 @@ class WorkloadForward:
     Args:
         workload: the workload (``deploy/NAME``; an LWS forwards to its leader pod ``NAME-0``).
         kube: its cluster's client.
-        local_port: the local port.
+        local_port: the local port (0: a free one, chosen when it opens).
         on_change: one sentence per change (opened, the pod it goes to changed, no Ready pod, closed).
         poll_s: seconds between two looks at the pods while held.
         release: awaited once when the forward ends (held to its close, or failed to open): what ``kube``
@@ -146,6 +148,7 @@ class WorkloadForward:
                                            on_connection=self._connection)
             try:
                 await self._forward.start()
+                self.local_port = self._forward.local_port
             except OSError as exc:
                 raise RemoteError(f"localhost:{self.local_port} cannot be used: {exc.strerror or exc}",
                                   title="Port taken") from None
@@ -186,6 +189,13 @@ class WorkloadForward:
         if self._forward is not None:
             self._forward.stop_listening()
 
+    async def aclose(self) -> None:
+        """Close a forward that was not held (a verb's own): the port released, ``release`` awaited."""
+        self.close()
+        if self._forward is not None:
+            await self._forward.stop()
+        await self._released()
+
 
 async def open_workload_forward(registry: ForwardRegistry, workload: Workload, config: Config, *,
                                 notify: Callable[[str], None] | None = None) -> WorkloadForward:
@@ -223,3 +233,37 @@ async def open_workload_forward(registry: ForwardRegistry, workload: Workload, c
 
     forward.on_change = said
     return forward
+
+
+@asynccontextmanager
+async def workload_tunnel(config: Config, spec: WorkloadSpec) -> AsyncIterator[tuple[Workload, NodePool | None,
+                                                                                      WorkloadForward]]:
+    """A verb's own forward to the workload ``spec`` names, on a free local port, closed on exit:
+    ``(workload, its node pool or None, the open forward)``.
+
+    Raises:
+        WorkloadSpecError: no such workload (or several, without ``--cluster``).
+        RemoteError: no ``[gke]``, a listing that failed, no Ready pod.
+    """
+    from console.flows.gke_fleet import gke_source
+    from console.flows.gke_target import pick_workload
+
+    source = gke_source(config)
+    if source is None:
+        raise RemoteError(f"{spec.ref} is a GKE workload and {config.path or 'the config'} has no [gke] table",
+                          title="No GKE")
+    try:
+        fleet = await source.list_fleet()
+        workload = pick_workload(fleet, spec)
+        ref = next(c.ref for c in fleet.clusters if c.ref.name == workload.cluster
+                   and c.ref.project == workload.project and c.ref.location == workload.location)
+        pool = next((p for p in fleet.node_pools if p.cluster == workload.cluster and p.name == workload.node_pool),
+                    None)
+        forward = WorkloadForward(workload, source.client(ref), local_port=0)
+        await forward.open()
+        try:
+            yield workload, pool, forward
+        finally:
+            await forward.aclose()
+    finally:
+        await source.close()

@@ -52,7 +52,7 @@ class PodPortForward:
         kube: the cluster's client (its kr8s API object carries the credentials).
         namespace: the pods' namespace.
         remote_port: the port in the pod (vLLM's, e.g. 8000).
-        local_port: the local port (listening on 127.0.0.1 only).
+        local_port: the local port (listening on 127.0.0.1 only); 0: a free one, set by :meth:`start`.
         choose: ``async () -> pod name or None`` (none Ready), asked on every accepted connection.
         on_connection: called with ``None`` when a connection is accepted, and again with why (one sentence)
             when it could not reach the pod.
@@ -79,7 +79,7 @@ class PodPortForward:
         """
         api = await self.kube.api()
         self._forward = _ChosenPodForward(self, api)
-        await self._stack.enter_async_context(self._forward)
+        self.local_port = await self._stack.enter_async_context(self._forward)
 
     def stop_listening(self) -> None:
         """Stop accepting connections now (sync; :meth:`stop` finishes the close)."""

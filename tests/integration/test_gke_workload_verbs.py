@@ -189,3 +189,46 @@ def test_the_forward_verb_prints_the_url_and_serves_until_interrupted(box: Sandb
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=30)
     assert code == 0
+
+
+def test_bench_prices_by_the_node_pool_and_the_pods_chips_and_is_recorded(
+        box: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
+    from console.config import load_config
+    from remote.bench import usd_per_mtok
+
+    code, out, err = _cli(capsys, box, "watch", f"deploy/{DEPLOY}", "--json", "--poll-s", "0.2")
+    assert code == 0, err
+    pod = json.loads(out)["pod"]
+    code, out, err = _cli(capsys, box, "bench", f"deploy/{DEPLOY}", "--kind", "throughput", "--streams", "2",
+                          "--requests", "4", "--prompt-tokens", "64", "--output-tokens", "16", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert (report["node"], report["accelerator_type"], report["provisioning_model"]) == (
+        f"tpu-serving/default/deploy/{DEPLOY}", "v6e-4", "flex-start")
+    [level] = report["results"]
+    spec = _kubectl(box, "get", "pod", pod, "-o", "json")["spec"]        # kubectl: the pod's chips and node
+    chips = int(spec["containers"][0]["resources"]["limits"]["google.com/tpu"])
+    labels = _kubectl(box, "get", "node", spec["nodeName"], "-o", "json")["metadata"]["labels"]
+    assert (labels["cloud.google.com/gke-nodepool"], labels.get("cloud.google.com/gke-flex-start")) == ("v6e-flex", "true")
+    price = load_config(box.config_path).prices["v6e"]["flex-start"]
+    assert (level["chips"], level["price_per_chip_hour_usd"]) == (chips, price) and chips == 4
+    tok_s = level["output_throughput"]
+    assert level["usd_per_mtok"] == pytest.approx(usd_per_mtok(price, chips, tok_s)) and level["usd_per_mtok"] > 0
+    code, out, _ = _cli(capsys, box, "history", f"deploy/{DEPLOY}", "--json")
+    [launch] = [x for x in json.loads(out) if x["container_id"] == pod]
+    [bench] = launch["benchmarks"]
+    assert bench["kind"] == "throughput" and bench["usd_per_mtok"] == pytest.approx(level["usd_per_mtok"])
+
+
+def test_metrics_reads_the_serving_pods_kv_cache(box: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _cli(capsys, box, "watch", f"deploy/{DEPLOY}", "--json", "--poll-s", "0.2")
+    assert code == 0, err
+    watched = json.loads(out)
+    code, out, err = _cli(capsys, box, "metrics", f"deploy/{DEPLOY}", "--json", "--interval", "0.2")
+    assert code == 0, err
+    [line] = out.splitlines()
+    sample = json.loads(line)
+    assert sample["node"] == f"tpu-serving/default/deploy/{DEPLOY}" and sample["url"] is None
+    assert sample["kv_cache_size_tokens"] == watched["kv_cache_tokens"]
+    assert sample["model_names"] == ["meta-llama/Llama-3.1-8B-Instruct"]
+    assert f"pod {watched['pod']} port 8000" in err
