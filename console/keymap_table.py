@@ -152,6 +152,8 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("rollback", "rollback", "R"),
         ("history", "history", "H"),
         ("forward", "forward", "f"),
+        ("bench", "bench", "b"),
+        ("metrics", "metrics", "m"),
         ("workload_back", "back", "escape"),
     ),
     "WorkloadSwapScreen": (

@@ -656,7 +656,8 @@ class FleetScreen(ConsoleScreen):
         item = self.selected
         if item is None:
             body.update(Text("A GKE workload: its fields are in its row (nodes --json has them all). w: its startup, "
-                             "s: swap it." if self._workloads_focused() else
+                             "s: swap it, R: roll it back, f: forward, b: bench, m: metrics, H: its launches."
+                             if self._workloads_focused() else
                              "Select a row to see every field. j: raw JSON.", style="dim"))
             return
         if self.show_raw:
@@ -923,8 +924,9 @@ class FleetScreen(ConsoleScreen):
     def _need_node(self, verb: str) -> Node | None:
         node = self.selected_node
         if node is None and self._workloads_focused():
-            self.app.notify(f"A GKE workload is selected: on a workload, w follows its startup and s swaps it; "
-                            f"select a TPU node to {verb}.", severity="warning", markup=False)
+            self.app.notify(f"A GKE workload is selected: on a workload, w follows its startup, s swaps it, R rolls "
+                            f"it back, f forwards, b benchmarks, m shows its metrics and H its launches; select a "
+                            f"TPU node to {verb}.", severity="warning", markup=False)
         elif node is None:
             self.app.notify(f"Select a node to {verb}.", severity="warning")
         return node
@@ -982,7 +984,18 @@ class FleetScreen(ConsoleScreen):
             self.open_feature("rollback", node)
 
     def action_bench(self) -> None:
-        """Open the benchmark form of the selected node."""
+        """Open the benchmark form of the selected node; on a GKE workload, of its serving pod (through the
+        API server's port-forward, priced by its node pool)."""
+        pane = self.query_one(WorkloadsPane)
+        if pane.has_focus_within:
+            if (w := pane.selected) is not None and self.console.need_services("Bench"):
+                from console.flows.gke_target import lint_node
+                from console.screens.bench import BenchScreen
+
+                pools = pane.fleet.node_pools if pane.fleet is not None else []
+                pool = next((p for p in pools if p.cluster == w.cluster and p.name == w.node_pool), None)
+                self.app.push_screen(BenchScreen(lint_node(w), workload=w, pool=pool))
+            return
         if (node := self._need_node("benchmark it")) is not None:
             self.open_feature("bench", node)
 
@@ -1049,7 +1062,16 @@ class FleetScreen(ConsoleScreen):
                         "(F lists forwards, y there copies the URL).", title="Forward open")
 
     def action_metrics(self) -> None:
-        """Open the metrics view of the selected READY node (``/metrics`` through its forward)."""
+        """Open the metrics view of the selected READY node (``/metrics`` through its forward); on a GKE
+        workload, of its serving pod (through the workload's forward)."""
+        pane = self.query_one(WorkloadsPane)
+        if pane.has_focus_within:
+            if (w := pane.selected) is not None and self.console.need_services("Metrics"):
+                from console.flows.gke_target import lint_node
+                from console.screens.metrics import MetricsScreen
+
+                self.app.push_screen(MetricsScreen(lint_node(w), workload=w))
+            return
         node = self._need_node("see what it serves")
         if node is None:
             return

@@ -37,6 +37,8 @@ class WorkloadStartupScreen(ConsoleScreen):
     BINDINGS = [Binding("R", "rollback", "Roll back", id="rollback"),
                 Binding("H", "history", "History", id="history"),
                 Binding("f", "forward", "Forward", id="forward"),
+                Binding("b", "bench", "Bench", id="bench"),
+                Binding("m", "metrics", "Metrics", id="metrics"),
                 Binding("escape", "back", "Back", id="workload_back")]
     READONLY_ACTIONS = {"rollback": "rollback"}
     DEFAULT_CSS = """
@@ -79,6 +81,22 @@ class WorkloadStartupScreen(ConsoleScreen):
         from console.flows.gke_target import lint_node
 
         self.console.open_feature("history", lint_node(self.workload))
+
+    def action_bench(self) -> None:
+        """The benchmark view of the workload's serving pod (through its forward)."""
+        if self.console.need_services("Bench"):
+            from console.flows.gke_target import lint_node
+            from console.screens.bench import BenchScreen
+
+            self.app.push_screen(BenchScreen(lint_node(self.workload), workload=self.workload))
+
+    def action_metrics(self) -> None:
+        """The metrics view of the workload's serving pod (through its forward)."""
+        if self.console.need_services("Metrics"):
+            from console.flows.gke_target import lint_node
+            from console.screens.metrics import MetricsScreen
+
+            self.app.push_screen(MetricsScreen(lint_node(self.workload), workload=self.workload))
 
     def action_forward(self) -> None:
         """Forward ``localhost:PORT`` to the workload's serving pod (through the API server), in the app's

@@ -62,12 +62,10 @@ async def test_the_workloads_table_and_its_startup_view(tmp_path: Path) -> None:
             table.focus()
             await pilot.pause()
             assert fleet.selected is None
-            for key in ("b", "m"):
-                await pilot.press(key)
-                await pilot.pause()
-                assert app.screen is fleet, key
+            await pilot.press("S")                  # a shell is a TPU node's only
+            await pilot.pause()
             said = [n.message for n in app._notifications if n.message.startswith("A GKE workload is selected")]
-            assert len(said) == 2 and said[0].endswith("select a TPU node to benchmark it.")
+            assert app.screen is fleet and len(said) == 1 and said[0].endswith("select a TPU node to open a shell on.")
             # f: a forward through the API server to the serving pod, listed in the forwards view
             await pilot.press("f")
             key = ("inference-prod", "us-east5", "tpu-serving/default/deploy/vllm-llama")
@@ -87,6 +85,34 @@ async def test_the_workloads_table_and_its_startup_view(tmp_path: Path) -> None:
             cells = [str(c) for c in rows.get_row_at(0)]
             assert cells[:3] == ["tpu-serving/default/deploy/vllm-llama", forward.url, f"open (pod {forward.pod})"]
             assert cells[4] == "8000"
+            # m: the metrics view through that forward; b: the benchmark view, priced by the v6e flex-start pool
+            await pilot.press("escape")
+            await until(pilot, lambda: app.screen is fleet, "back to the fleet")
+            table.focus()
+            await pilot.pause()
+            await pilot.press("m")
+            from console.screens.metrics import MetricsScreen
+
+            await until(pilot, lambda: isinstance(app.screen, MetricsScreen), "the metrics view")
+            metrics = app.screen
+            await until(pilot, lambda: metrics.samples >= 1, "a /metrics sample", timeout_s=30)
+            assert metrics.forward is forward and metrics.node.name == key[2]
+            await pilot.press("escape")
+            await until(pilot, lambda: app.screen is fleet, "back to the fleet")
+            table.focus()
+            await pilot.pause()
+            await pilot.press("b")
+            from console.screens.bench import BenchScreen
+
+            await until(pilot, lambda: isinstance(app.screen, BenchScreen), "the bench view")
+            bench = app.screen
+            assert bench.pricing is not None and (bench.pricing.generation, bench.pricing.provisioning_model,
+                                                  bench.pricing.chips) == ("v6e", "flex-start", 4)
+            bench.query_one("#f-kind").value = "smoke"
+            await pilot.pause()
+            await pilot.press("ctrl+r")
+            await until(pilot, lambda: bench.results and not bench.running, "the smoke run", timeout_s=60)
+            assert bench.results[0].model == "meta-llama/Llama-3.1-8B-Instruct" and bench.recorded
 
 
 async def test_s_then_R_then_H_on_a_workload_swap_roll_back_and_list_its_launches(tmp_path: Path) -> None:
