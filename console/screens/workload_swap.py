@@ -14,7 +14,6 @@ as ``kubectl rollout undo``) is shown at once, ``ctrl+s`` confirms, and the roll
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.text import Text
@@ -26,6 +25,7 @@ from textual.widgets import Header, Input, RichLog, Static
 from console.flows.workload_watch import WorkloadEvent
 from console.screens.base import ConsoleScreen
 from console.widgets.footer import ConsoleFooter
+from remote.gke.edit import patch_lines
 from remote.gke.models import Workload
 from remote.printable import printable
 
@@ -140,7 +140,7 @@ class WorkloadSwapScreen(ConsoleScreen):
         for f in p.findings:
             out.append(f"lint {f.severity}: {f.rule_id}: ", style="bold red" if f.severity == "error" else "yellow")
             out.append(printable(f.message) + "\n")
-        out.append("JSON patch ", style="bold").append(printable(json.dumps(p.patch)) + "\n")
+        out.append("JSON patch ", style="bold").append(printable("[" + ", ".join(patch_lines(p.patch)) + "]") + "\n")
         out.append("ctrl+s patches (after a confirm)", style="dim")
         self._plan(out)
 
@@ -166,7 +166,7 @@ class WorkloadSwapScreen(ConsoleScreen):
             f"{what} {w.ref} in {w.cluster}/{w.namespace}?",
             "The Deployment's pod template changes: its pod is replaced by a new one"
             + (f"; {len(errors)} lint error(s): type the workload's name to patch anyway" if errors else "."),
-            [json.dumps(op) for op in p.patch], confirm_label="Patch", require_text=w.name if errors else None))
+            patch_lines(p.patch), confirm_label="Patch", require_text=w.name if errors else None))
         if not confirmed:
             self.app.notify("Nothing was changed.", title="Rollback" if self.rollback else "Swap")
             return

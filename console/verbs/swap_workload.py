@@ -113,7 +113,9 @@ def _print_plan(preview: WorkloadPreview, ref: str, err: bool) -> None:
         say(f"     -> {' '.join(preview.args)}", err=err)
     for f in preview.findings:
         say(f"  lint {f.severity}: {f.rule_id}: {f.message}", err=err)
-    say(f"  JSON patch: {json.dumps(preview.patch)}", err=err)
+    from remote.gke.edit import patch_lines
+
+    say(f"  JSON patch: [{', '.join(patch_lines(preview.patch))}]", err=err)
 
 
 async def _decide_and_run(args: argparse.Namespace, case: Any, preview: WorkloadPreview, report: dict[str, Any],

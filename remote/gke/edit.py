@@ -238,3 +238,20 @@ def serving_port(workload: Workload) -> int:
         if value.isdigit() and 0 < int(value) < 65536:
             return int(value)
     return 8000
+
+
+def patch_lines(ops: list[JsonDict], max_value_chars: int = 160) -> list[str]:
+    """A JSON patch as one line per op for a person to read: a value longer than ``max_value_chars`` when
+    serialized (a rollback's whole pod template) is named by its path and size instead
+    (``{"op": "replace", "path": "/spec/template", "value": <3,412 characters: the template shown above>}``)."""
+    import json
+
+    lines = []
+    for op in ops:
+        value = json.dumps(op.get("value")) if "value" in op else ""
+        if len(value) > max_value_chars:
+            head = json.dumps({k: v for k, v in op.items() if k != "value"})[:-1]
+            lines.append(f'{head}, "value": <{len(value):,} characters: the args and image shown above>}}')
+        else:
+            lines.append(json.dumps(op))
+    return lines

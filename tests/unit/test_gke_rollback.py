@@ -36,3 +36,14 @@ def test_the_patch_replaces_the_template_behind_the_resource_version_test() -> N
     patch = rollback_patch(workload, {"spec": {}})
     assert patch == [{"op": "test", "path": "/metadata/resourceVersion", "value": workload.resource_version},
                      {"op": "replace", "path": "/spec/template", "value": {"spec": {}}}]
+
+
+def test_a_long_patch_value_is_named_by_its_size_for_a_person() -> None:
+    from remote.gke.edit import patch_lines
+
+    template = {"spec": {"containers": [{"name": "vllm", "args": ["--x"] * 60}]}}
+    lines = patch_lines([{"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+                         {"op": "replace", "path": "/spec/template", "value": template}])
+    assert lines[0] == '{"op": "test", "path": "/metadata/resourceVersion", "value": "7"}'
+    assert lines[1].startswith('{"op": "replace", "path": "/spec/template", "value": <') and "characters" in lines[1]
+    assert len(lines[1]) < 160
