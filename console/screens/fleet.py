@@ -921,6 +921,41 @@ class FleetScreen(ConsoleScreen):
             return
         self.app.notify(f"The shell on {node.name} ended (exit {code}).", title="Shell")
 
+    def open_workload(self, view: str, workload: Workload) -> None:
+        """Open ``view`` of a GKE workload: every door (the Workloads table's keys, command mode) comes here.
+
+        Args:
+            view: ``startup``, ``swap``, ``rollback`` (refused in read-only mode, as the use case refuses
+                them too), ``bench``, ``metrics`` or ``history`` (from ``CLUSTER/NAMESPACE/deploy/NAME``).
+        """
+        from console.flows.gke_target import lint_node
+
+        config = self.services.config
+        if view == "startup":
+            from console.widgets.workloads import workload_startup
+
+            self.app.push_screen(workload_startup(workload, config))
+        elif view == "history":
+            self.open_feature("history", lint_node(workload))
+        elif not self.console.need_services(view.capitalize()):
+            return
+        elif view in ("swap", "rollback"):
+            if not self.console.refuse_readonly(view):
+                from console.screens.workload_swap import WorkloadSwapScreen
+
+                self.app.push_screen(WorkloadSwapScreen(workload, config, rollback=view == "rollback"))
+        elif view == "bench":
+            from console.screens.bench import BenchScreen
+
+            fleet = self.query_one(WorkloadsPane).fleet
+            pool = next((p for p in (fleet.node_pools if fleet is not None else [])
+                         if p.cluster == workload.cluster and p.name == workload.node_pool), None)
+            self.app.push_screen(BenchScreen(lint_node(workload), workload=workload, pool=pool))
+        elif view == "metrics":
+            from console.screens.metrics import MetricsScreen
+
+            self.app.push_screen(MetricsScreen(lint_node(workload), workload=workload))
+
     def _need_node(self, verb: str) -> Node | None:
         node = self.selected_node
         if node is None and self._workloads_focused():
@@ -938,9 +973,7 @@ class FleetScreen(ConsoleScreen):
         pane = self.query_one(WorkloadsPane)
         if pane.has_focus_within:                   # a GKE workload: its own startup view
             if pane.selected is not None:
-                from console.widgets.workloads import workload_startup
-
-                self.app.push_screen(workload_startup(pane.selected, self.services.config))
+                self.open_workload("startup", pane.selected)
             return
         item = self.selected
         if isinstance(item, QueuedResource):
@@ -960,11 +993,8 @@ class FleetScreen(ConsoleScreen):
         swap view (:mod:`console.screens.workload_swap`)."""
         pane = self.query_one(WorkloadsPane)
         if pane.has_focus_within:
-            if pane.selected is not None and self.console.need_services("Swap") \
-                    and not self.console.refuse_readonly("swap"):
-                from console.screens.workload_swap import WorkloadSwapScreen
-
-                self.app.push_screen(WorkloadSwapScreen(pane.selected, self.services.config))
+            if pane.selected is not None:
+                self.open_workload("swap", pane.selected)
             return
         if self._live("Swap") and (node := self._need_node("swap its container")) is not None:
             self.open_feature("swap", node)
@@ -974,11 +1004,8 @@ class FleetScreen(ConsoleScreen):
         workload, its rollback view (the previous revision's template, as ``kubectl rollout undo``)."""
         pane = self.query_one(WorkloadsPane)
         if pane.has_focus_within:
-            if pane.selected is not None and self.console.need_services("Roll back") \
-                    and not self.console.refuse_readonly("rollback"):
-                from console.screens.workload_swap import WorkloadSwapScreen
-
-                self.app.push_screen(WorkloadSwapScreen(pane.selected, self.services.config, rollback=True))
+            if pane.selected is not None:
+                self.open_workload("rollback", pane.selected)
             return
         if self._live("Roll back") and (node := self._need_node("roll back its container")) is not None:
             self.open_feature("rollback", node)
@@ -988,13 +1015,8 @@ class FleetScreen(ConsoleScreen):
         API server's port-forward, priced by its node pool)."""
         pane = self.query_one(WorkloadsPane)
         if pane.has_focus_within:
-            if (w := pane.selected) is not None and self.console.need_services("Bench"):
-                from console.flows.gke_target import lint_node
-                from console.screens.bench import BenchScreen
-
-                pools = pane.fleet.node_pools if pane.fleet is not None else []
-                pool = next((p for p in pools if p.cluster == w.cluster and p.name == w.node_pool), None)
-                self.app.push_screen(BenchScreen(lint_node(w), workload=w, pool=pool))
+            if pane.selected is not None:
+                self.open_workload("bench", pane.selected)
             return
         if (node := self._need_node("benchmark it")) is not None:
             self.open_feature("bench", node)
@@ -1066,11 +1088,8 @@ class FleetScreen(ConsoleScreen):
         workload, of its serving pod (through the workload's forward)."""
         pane = self.query_one(WorkloadsPane)
         if pane.has_focus_within:
-            if (w := pane.selected) is not None and self.console.need_services("Metrics"):
-                from console.flows.gke_target import lint_node
-                from console.screens.metrics import MetricsScreen
-
-                self.app.push_screen(MetricsScreen(lint_node(w), workload=w))
+            if pane.selected is not None:
+                self.open_workload("metrics", pane.selected)
             return
         node = self._need_node("see what it serves")
         if node is None:
@@ -1084,9 +1103,7 @@ class FleetScreen(ConsoleScreen):
         """Open the history pane; from a GKE workload, with its launches (``N``: its launches only)."""
         pane = self.query_one(WorkloadsPane)
         if pane.has_focus_within and pane.selected is not None:
-            from console.flows.gke_target import lint_node
-
-            self.open_feature("history", lint_node(pane.selected))      # CLUSTER/NAMESPACE/deploy/NAME
+            self.open_workload("history", pane.selected)
             return
         self.open_feature("history", self.selected_node)
 

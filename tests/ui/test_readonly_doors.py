@@ -162,6 +162,11 @@ async def _workload_doors(pilot: Any, fleet: FleetScreen) -> None:
     await pilot.pause()
     for key in ("s", "R"):
         await _press_refused(pilot, key, fleet)
+    for text in ("swap deploy/vllm-llama", "rollback deploy/vllm-llama"):        # command mode
+        app.clear_notifications()
+        app.run_command(text)
+        await pilot.pause()
+        assert app.screen is fleet and _refusals(app), text
     workload = fleet.query_one("WorkloadsPane").selected
     app.push_screen(WorkloadStartupScreen(workload, fleet.services.config))
     startup = await _until(pilot, lambda: isinstance(app.screen, WorkloadStartupScreen) and app.screen, "its startup")

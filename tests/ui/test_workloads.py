@@ -113,6 +113,25 @@ async def test_the_workloads_table_and_its_startup_view(tmp_path: Path) -> None:
             await pilot.press("ctrl+r")
             await until(pilot, lambda: bench.results and not bench.running, "the smoke run", timeout_s=60)
             assert bench.results[0].model == "meta-llama/Llama-3.1-8B-Instruct" and bench.recorded
+            # R on a workload with one revision: its rollback view says there is nothing to roll back to
+            await pilot.press("escape")
+            await until(pilot, lambda: app.screen is fleet, "back to the fleet")
+            table.focus()
+            await pilot.pause()
+            await pilot.press("R")
+            from textual.widgets import Static
+
+            from console.screens.workload_swap import WorkloadSwapScreen
+
+            await until(pilot, lambda: isinstance(app.screen, WorkloadSwapScreen), "the rollback view")
+            rollback = app.screen
+
+            def plan() -> str:
+                found = rollback.query("#workload-swap-plan")
+                return str(found.first(Static).render()) if found else ""
+
+            await until(pilot, lambda: "Nothing to roll back to" in plan(), plan)
+            assert "deploy/vllm-llama has one revision only" in plan() and rollback.rollback
 
 
 async def test_s_then_R_then_H_on_a_workload_swap_roll_back_and_list_its_launches(tmp_path: Path) -> None:
@@ -148,17 +167,16 @@ async def test_s_then_R_then_H_on_a_workload_swap_roll_back_and_list_its_launche
             launch = services.store.get_launch(view.outcome.launch_id)
             assert launch is not None and (launch.workload, launch.outcome, launch.max_model_len) == (
                 "deploy/vllm-llama", "ready", 8192)
-            # R on the workload: the previous revision's template (the 65536 one), confirmed, followed
+            # command mode's :rollback deploy/vllm-llama opens the same view as R on the workload: the previous
+            # revision's template (the 65536 one), confirmed, followed
             await pilot.press("escape")
             await until(pilot, lambda: app.screen is fleet, "back to the fleet")
-            table.focus()
-            await pilot.pause()
-            await pilot.press("R")
+            app.run_command("rollback deploy/vllm-llama")
             await until(pilot, lambda: isinstance(app.screen, WorkloadSwapScreen) and app.screen is not view,
                         "the rollback view")
             back = app.screen
-            assert back.rollback and not back.query_one("#workload-swap-edits", Input).display
             await until(pilot, lambda: back.preview is not None, "the rollback's preview")
+            assert back.rollback and not back.query_one("#workload-swap-edits", Input).display
             plan = str(back.query_one("#workload-swap-plan", Static).render())
             assert "restores revision 1" in plan and "--max-model-len=65536" in plan and '"/spec/template"' in plan
             await pilot.press("ctrl+s")
