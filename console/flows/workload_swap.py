@@ -217,6 +217,8 @@ class WorkloadSwapCase:
         refused = self.refusal(preview, force=force)
         if refused:
             raise ValueError(refused)
+        if preview.new_revision is None and self.workload.kind == "Deployment":
+            preview = replace(preview, new_revision=await self._next_revision())
         launch_id = self._record(preview)
         w = self.workload
         try:
@@ -265,6 +267,25 @@ class WorkloadSwapCase:
                 patch = [{**op, "value": version} if op.get("op") == "test"
                          and op.get("path") == "/metadata/resourceVersion" else op for op in patch]
         raise AssertionError("unreachable: the last try returns or raises")
+
+    async def _next_revision(self) -> int | None:
+        """The revision the Deployment controller gives the template a patch makes: the highest revision of
+        its ReplicaSets + 1 (a new ReplicaSet, or an old one of the same template renumbered), as the
+        controller's ``MaxRevision + 1``; ``None`` when the ReplicaSets cannot be listed. (The patch's answer
+        still carries the revision before it: the controller writes the new one afterwards.)"""
+        from remote.errors import KubeApiError
+        from remote.gke.parse import REVISION_ANNOTATION as REVISION
+
+        w = self.workload
+        try:
+            sets = await self.kube.list_all("apps/v1", "replicasets", namespace=w.namespace,
+                                            label_selector=selector_of(w.raw))
+        except KubeApiError:
+            return None
+        revisions = [int(r) for rs in sets if any(o.get("kind") == "Deployment" and o.get("name") == w.name
+                                                   for o in (rs.get("metadata") or {}).get("ownerReferences") or [])
+                     if str(r := ((rs.get("metadata") or {}).get("annotations") or {}).get(REVISION, "")).isdigit()]
+        return max(revisions) + 1 if revisions else None
 
     async def _current(self) -> dict[str, Any] | None:
         """The object as the API has it now, or ``None`` when it cannot be read."""

@@ -55,8 +55,11 @@ def test_rollback_restores_the_previous_template_as_rollout_undo_does(
     code, out, err = _cli(capsys, box, "rollback", f"deploy/{DEPLOY}", "--yes", "--json")
     assert code == 1 and "Nothing to roll back to: deploy/vllm-llama has one revision only" in err
     first_args = _args(box)
-    code, out, err = _cli(capsys, box, "swap", f"deploy/{DEPLOY}", "--set", "max-model-len=8192", "--yes")
+    code, out, err = _cli(capsys, box, "swap", f"deploy/{DEPLOY}", "--set", "max-model-len=8192", "--yes", "--json")
     assert code == 0, err
+    swap = json.loads(out)["outcome"]
+    deployed = _kubectl(box, "get", "deploy", DEPLOY, "-o", "json")["metadata"]["annotations"]
+    assert swap["revision"] == deployed["deployment.kubernetes.io/revision"] == "2"   # the revision it made
     swapped_args = _args(box)
     assert "--max-model-len=8192" in swapped_args and swapped_args != first_args
     code, out, err = _cli(capsys, box, "rollback", f"deploy/{DEPLOY}", "--dry-run", "--json")
