@@ -105,9 +105,9 @@ async def _swap(args: argparse.Namespace, config: Config, spec: WorkloadSpec,
 
 
 def _print_plan(preview: WorkloadPreview, ref: str, err: bool) -> None:
-    verb = "swap" if preview.restores_revision is None else (
-        f"rollback to revision {preview.restores_revision} (becomes revision {preview.new_revision})")
-    say(f"{verb} {ref}: {preview.old.image} -> {preview.spec.image}" if preview.image else f"{verb} {ref}:", err=err)
+    head = f"swap {ref}" if preview.restores_revision is None else (
+        f"rollback {ref} to revision {preview.restores_revision} (it becomes revision {preview.new_revision})")
+    say(f"{head}: {preview.old.image} -> {preview.spec.image}" if preview.image else f"{head}:", err=err)
     if preview.args is not None:
         say(f"  args: {' '.join(preview.old_args)}", err=err)
         say(f"     -> {' '.join(preview.args)}", err=err)
