@@ -56,6 +56,22 @@ async def test_the_workloads_table_and_its_startup_view(tmp_path: Path) -> None:
             assert view.outcome.code == 0, view.events
             assert view.outcome.summary["kv_cache_tokens"] > 0
             assert any(e.kind == "ready" for e in view.events)
+            # the startup view's own keys on the workload: H its launches, b and m its views, f its forward
+            from console.screens.bench import BenchScreen
+            from console.screens.history.screen import HistoryScreen
+            from console.screens.metrics import MetricsScreen
+
+            for key, kind in (("H", HistoryScreen), ("b", BenchScreen), ("m", MetricsScreen)):
+                await pilot.press(key)
+                await until(pilot, lambda kind=kind: isinstance(app.screen, kind), kind.__name__)
+                opened: Any = app.screen
+                assert opened.node.name == "tpu-serving/default/deploy/vllm-llama", key
+                assert key == "H" or opened.workload is view.workload
+                await pilot.press("escape")
+                await until(pilot, lambda: app.screen is view, "back to the startup view")
+            await pilot.press("f")                  # (m opened it already: f says it is open, on which pod)
+            await until(pilot, lambda: any(n.title == "Forward open" and "-> deploy/vllm-llama pod vllm-llama-" in n.message
+                                           for n in app._notifications), "the startup view's forward")
             await pilot.press("escape")
             await until(pilot, lambda: app.screen is fleet, "back to the fleet")
             # the node keys on a workload never act on the node left selected in the Nodes table
