@@ -78,7 +78,7 @@ def main() -> int:
                     try:
                         rounds.append(asyncio.run(_round(config, args.requests)))
                         break
-                    except Exception as exc:  # noqa: BLE001 (a bench: not ready yet, try again)
+                    except Exception as exc:
                         if "no Ready pod" not in str(exc):
                             raise
                         time.sleep(0.5)
