@@ -65,6 +65,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from console.config import load_config
+    from remote.errors import RemoteError
     from sandbox.runner import Sandbox
 
     with tempfile.TemporaryDirectory() as folder:
@@ -78,8 +79,8 @@ def main() -> int:
                     try:
                         rounds.append(asyncio.run(_round(config, args.requests)))
                         break
-                    except Exception as exc:
-                        if "no Ready pod" not in str(exc):
+                    except RemoteError as exc:
+                        if "no Ready pod" not in exc.message:
                             raise
                         time.sleep(0.5)
         finally:
