@@ -5,7 +5,9 @@ what Kubernetes says of the current template's pod (Pending / Unschedulable with
 ContainerCreating), then the pod's log read by the startup reader; the status line says the phase, the KV
 cache tokens and the concurrency, "Kubernetes says Ready while the log still compiles" when that happens,
 and ready or failed at the end. The log pane keeps the newest :data:`MAX_LINES` lines. ``R`` rolls the
-workload back to its previous revision (:class:`console.screens.workload_swap.WorkloadSwapScreen`).
+workload back to its previous revision (:class:`console.screens.workload_swap.WorkloadSwapScreen`), ``H``
+opens its launches in the history, ``f`` its forward (through the API server to the serving pod), ``b`` and
+``m`` its benchmark and metrics views, as on the fleet's Workloads table.
 """
 
 from __future__ import annotations
