@@ -238,6 +238,8 @@ async def _bench_workload(args: argparse.Namespace, config: Config, spec: Any, p
     from console.flows.workload_bench import WorkloadBenchCase, workload_pricing
     from console.flows.workload_forward import workload_tunnel
 
+    if not config.gke.enabled:
+        return _fail(f"{spec.ref} is a GKE workload and {config.path or 'the config'} has no [gke] table", 2)
     history = HistoryAccess(lambda: open_history(config, getattr(args, "db", None)))
     progress = None if args.json or not sys.stderr.isatty() else _progress_line
     try:

@@ -156,6 +156,8 @@ async def _sample_workload(args: argparse.Namespace, config: Config, spec: Any) 
     from console.flows.gke_target import WorkloadSpecError, lint_node
     from console.flows.workload_forward import workload_tunnel
 
+    if not config.gke.enabled:
+        return _fail(f"{spec.ref} is a GKE workload and {config.path or 'the config'} has no [gke] table", 2)
     try:
         async with workload_tunnel(config, spec) as (workload, _pool, forward):
             print(printable(f"{workload.ref} in {workload.cluster}/{workload.namespace}: pod {forward.pod} port "

@@ -235,3 +235,15 @@ def test_metrics_reads_the_serving_pods_kv_cache(box: Sandbox, capsys: pytest.Ca
     assert sample["kv_cache_size_tokens"] == watched["kv_cache_tokens"]
     assert sample["model_names"] == ["meta-llama/Llama-3.1-8B-Instruct"]
     assert f"pod {watched['pod']} port 8000" in err
+
+
+def test_a_workload_without_gke_in_the_config_is_bad_input(box: Sandbox, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("\n".join(line for line in box.config_path.read_text().splitlines()
+                                if not line.startswith(("[gke]", "discover", "kubeconfig", "contexts", "api_endpoint"))))
+    for argv in (["bench", f"deploy/{DEPLOY}", "--kind", "smoke"], ["metrics", f"deploy/{DEPLOY}"],
+                 ["rollback", f"deploy/{DEPLOY}", "--yes"], ["forward", f"deploy/{DEPLOY}"]):
+        code = main(["--config", str(config), *argv])
+        err = capsys.readouterr().err
+        assert code == 2 and "is a GKE workload and" in err and "has no [gke] table" in err, (argv, err)
