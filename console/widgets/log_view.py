@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import deque
+from math import ceil
 from typing import NamedTuple
 
 from rich.style import Style
@@ -27,6 +28,7 @@ from textual.cache import LRUCache
 from textual.content import Content
 from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
+from textual.scrollbar import ScrollBar
 from textual.strip import Strip
 
 from console.render.plain import log_line_text
@@ -270,15 +272,22 @@ class LogView(ScrollView, can_focus=True):
 
     # --- input -------------------------------------------------------------------------
 
-    def write_lines(self, lines: list[str], skipped: int = 0, *, masked: bool = False) -> None:
+    def write_lines(self, lines: list[str], skipped: int = 0, *, masked: bool = False, show: bool = True) -> None:
         """Append lines (after ``skipped`` older ones that are only counted); scrolls to the end when following.
 
         A line with CR redraws (tqdm, ``docker run -t``) shows its last state, as a terminal would.
         ``masked``: they went through :func:`~console.render.plain.log_line_text` already.
+        ``show=False``: only into the buffer; :meth:`show_rows` sizes, scrolls and repaints the view
+        once after several writes (the log pane's drain writes in steps).
         """
         if skipped:
             self.buffer.skip(skipped)
         self.buffer.append(lines, masked=masked)
+        if show:
+            self._resize()
+
+    def show_rows(self) -> None:
+        """Size the view to the buffer's rows, scroll to the end when following, repaint."""
         self._resize()
 
     def _resize(self) -> None:
@@ -294,10 +303,10 @@ class LogView(ScrollView, can_focus=True):
             self.set_reactive(LogView.virtual_size, size)
             if size.width == width_before:
                 # only lines were added: the vertical bar alone (Textual's update repaints both
-                # bars, ~3 ms a bar per pane write)
-                bar = self.vertical_scrollbar
-                bar.window_virtual_size = size.height
-                bar.window_size = self.container_size.height - self.scrollbar_size_horizontal
+                # bars, ~3 ms a bar per pane write), and only when its thumb moves
+                window_rows = self.container_size.height - self.scrollbar_size_horizontal
+                at_end = max(0, size.height - window_rows) if self.follow else None   # where scroll_end goes
+                set_bar(self.vertical_scrollbar, virtual=size.height, window=window_rows, position=at_end)
                 self.scroll_y = self.validate_scroll_y(self.scroll_y)
             else:
                 self._scroll_update(size)
@@ -306,6 +315,14 @@ class LogView(ScrollView, can_focus=True):
         if self.follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
         self.refresh()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        """Textual's (the rows repaint when the top row changes), but the vertical bar repaints
+        only when its thumb moves (following a flood it stays at the bottom)."""
+        if self.show_vertical_scrollbar:
+            set_bar(self.vertical_scrollbar, position=new_value)
+        if round(old_value) != round(new_value):
+            self.refresh(self.size.region)
 
     def set_follow(self, follow: bool) -> None:
         """Follow new lines (scroll to the end) or stay put."""
@@ -400,6 +417,40 @@ class LogView(ScrollView, can_focus=True):
             if needle:
                 _highlight(line, needle, self.get_component_rich_style("log-view--match"))
         return Strip(line.render(self.app.console), line.cell_len)
+
+
+def thumb_eighths(bar_cells: int, virtual: float, window: float, position: float) -> tuple[int, int] | None:
+    """Where a scrollbar's thumb is drawn: ``(start, end)`` in eighths of a cell along a bar of
+    ``bar_cells`` cells, or ``None`` for no thumb; the arithmetic of Textual's
+    ``ScrollBar._render_bar`` and ``ScrollBarRender.render_bar`` (``virtual``/``window``: the
+    bar's ``window_virtual_size``/``window_size``, rows; ``position``: its ``position``, a row)."""
+    virtual_rows = ceil(virtual)
+    window_rows = ceil(window if window < virtual else 0)
+    if not (window_rows and bar_cells and virtual_rows and bar_cells != virtual_rows):
+        return None
+    thumb_cells = max(1, window_rows / (virtual_rows / bar_cells))
+    start = int((bar_cells - thumb_cells) * (position / (virtual_rows - window_rows)) * 8)
+    return start, start + ceil(thumb_cells * 8)
+
+
+def set_bar(bar: ScrollBar, *, virtual: float | None = None, window: float | None = None,
+            position: float | None = None) -> None:
+    """Set a vertical scrollbar's reactives (``None``: unchanged), repainting the bar only when
+    its thumb moves: each repaint is ~1-3 ms of a frame, and a flood followed at the bottom
+    changes the numbers at every write, not the thumb."""
+    new_virtual = bar.window_virtual_size if virtual is None else int(virtual)
+    new_window = bar.window_size if window is None else int(window)
+    new_position = bar.position if position is None else bar.validate_position(position)
+    cells = bar.size.height
+    same = (cells > 0 and not bar.grabbed
+            and thumb_eighths(cells, new_virtual, new_window, new_position)
+            == thumb_eighths(cells, bar.window_virtual_size, bar.window_size, bar.position))
+    for name, value in (("window_virtual_size", new_virtual), ("window_size", new_window),
+                        ("position", new_position)):
+        if same:
+            bar.set_reactive(getattr(ScrollBar, name), value)
+        else:
+            setattr(bar, name, value)
 
 
 def _highlight(line: Text, needle: str, style: Style) -> None:
