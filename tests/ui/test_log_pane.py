@@ -228,3 +228,34 @@ async def test_lines_that_do_not_move_the_thumb_update_the_bar_without_drawing_i
         view.scroll_to(y=300, animate=False, immediate=True)                               # the thumb moves
         await pilot.pause()
         assert painted == [993]
+
+
+async def test_plain_rows_are_drawn_as_the_rich_path_draws_them() -> None:
+    """ASCII rows without a highlight skip Rich text (a flood redraws every row at each write):
+    the segments, styles and selection offsets are those of the general path, which a search
+    that matches nothing takes, at every horizontal scroll (inside, across and past the lines)."""
+    lines = ["INFO 01-02 03:04:05 [core.py:1] info line", "WARNING 01-02 03:04:05 [core.py:1] careful",
+             "ERROR 01-02 03:04:05 [core.py:1] RuntimeError: boom", "DEBUG 01-02 03:04:05 [x.py:1] detail",
+             "   continuation of the error", "", "INFO " + "y" * 300, "plain [bold]not markup[/bold] text"]
+
+    class RowsApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield LogPane(100, id="log-pane")
+
+    app = RowsApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        view = app.query_one(LogPane).view
+        view.set_folded(False)
+        view.write_lines(lines)
+        await pilot.pause()
+        for scroll_x in (0, 9, 150, 400):
+            view.scroll_to(x=scroll_x, y=0, animate=False, immediate=True)
+            await pilot.pause()
+            fast = [list(view.render_line(y)) for y in range(len(lines) + 1)]
+            view.set_search("never in any line")
+            general = [list(view.render_line(y)) for y in range(len(lines) + 1)]
+            view.set_search("")
+            assert fast == general, scroll_x
+            assert sum(len(segment.text) for segment in fast[6]) == view.size.width
+            if scroll_x == 0:                                            # the levels keep their colours
+                assert len({row[0].style.color for row in fast[:4]}) == 4
