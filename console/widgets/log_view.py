@@ -414,9 +414,10 @@ class LogView(ScrollView, can_focus=True):
         return strip.crop_extend(scroll_x, scroll_x + width, rich_style).apply_offsets(scroll_x, index)
 
     def _plain_row(self, entry: Entry, index: int, scroll_x: int, width: int, base: Style) -> Strip:
-        """Row ``index`` (an ASCII line, no highlight) as Textual's path draws it (Rich text,
-        ``crop_extend``, ``apply_offsets``: the same segments, a test holds it) for a fifth of
-        the work: during a flood every row on screen is a new line at each write."""
+        """Row ``index`` (an ASCII line, no highlight) as the general path draws it (Rich text,
+        ``crop_extend``, ``apply_offsets``: the same segments, a test holds it) with less work:
+        during a flood every row on screen is a new line at each write (the view's part of a
+        frame in ``bench_log_pane_frames``: ~2.4 -> ~1.6 ms of the loop's CPU)."""
         visible = entry.text[scroll_x:scroll_x + width]
         style = self._level_styles.get(entry.level)
         if style is None:
