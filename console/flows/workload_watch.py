@@ -42,7 +42,7 @@ from remote.startup import Phase, StartupState, summary_json
 from remote.vllm_log.reader import StartupReader
 
 WatchEventKind = Literal["pod", "status", "event", "following", "phase", "kv_cache", "ready_early", "failed",
-                         "ready", "rollout", "restarted", "resumed", "warning"]
+                         "ready", "rollout", "restarted", "recreated", "resumed", "warning"]
 #: Seconds to keep reading after a fatal failure line (the traceback's remaining lines).
 FAILURE_GRACE_S = 2.0
 
@@ -85,6 +85,8 @@ class WorkloadWatch:
         self._phase: Phase | None = None
         self._flagged = False
         self._events_said: set[str] = set()
+        #: times the followed pod was made anew under the same name (a LeaderWorkerSet's group recreated)
+        self.recreated = 0
 
     @property
     def state(self) -> StartupState:
@@ -252,7 +254,7 @@ class WorkloadWatch:
             pod = await self.current_pod()
             if pod is None or pod.name != followed.name:
                 return "rollout"
-            if pod.restarts > followed.restarts or pod.deleting:
+            if pod.restarts > followed.restarts or pod.deleting or pod.uid != followed.uid:
                 return "ended"
             self.pod = pod
             if self._last_ns is not None:                 # the pod's Ready against the newest line read
@@ -275,7 +277,11 @@ class WorkloadWatch:
         followed: PodStatus | None = None
         while True:
             pod = await self._wait_for_container()
-            if followed is not None and (pod.name != followed.name or pod.restarts > followed.restarts):
+            if followed is not None and pod.name == followed.name and pod.uid != followed.uid:
+                self.recreated += 1
+                self._emit("recreated", f"{pod.name} was made anew (a new pod under the same name): a fresh boot")
+                self._fresh_boot()
+            elif followed is not None and (pod.name != followed.name or pod.restarts > followed.restarts):
                 self._emit("rollout" if pod.name != followed.name else "restarted",
                            f"now {pod.name} (restarts {pod.restarts}): a fresh boot")
                 self._fresh_boot()

@@ -1,8 +1,10 @@
 """A multi-host LeaderWorkerSet in the sandbox's GKE, held to the real kubectl: the ``v5e-multi`` pool
 (a 4x4 v5e slice, 4 nodes of 4 chips) and the ``vllm-multi`` group (a leader and 3 workers), each pod's log
-describing ITS 4 chips; the group recreated whole when one pod goes (``RecreateGroupOnPodRestart``).
+describing ITS 4 chips; the group recreated whole when one pod goes (``RecreateGroupOnPodRestart``); and
+``watch lws/NAME`` following every pod of the group (:class:`console.flows.group_watch.GroupWatch`).
 
-One cluster for the module (its pods boot in 2 s); tests wait on conditions, never on a timer.
+One sandbox for the module (``gke_multi_host``, as ``--demo`` starts it; its pods boot in 3 s); tests that
+break the group put it back, and every test waits on conditions, never on a timer.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import json
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from sandbox.gke.cluster import SandboxGke
+from console.cli import main
 from sandbox.gke.cluster_data import DEMO_LWS, DEMO_LWS_SIZE, MULTI_POOL
+from sandbox.runner import Sandbox
 
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 KUBECTL_TIMEOUT_S = 60.0
@@ -30,25 +32,24 @@ pytestmark = pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl is n
 
 
 @pytest.fixture(scope="module")
-def gke() -> Iterator[SandboxGke]:
-    with tempfile.TemporaryDirectory(prefix="k8s-lws-") as folder:
-        cluster = SandboxGke(Path(folder), boot_s=2.0, create_s=0.2, terminate_s=0.1, time_scale=0.05,
-                             multi_host=True)
-        cluster.start()
-        try:
-            yield cluster
-        finally:
-            cluster.stop()
+def gke(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    box = Sandbox(tmp_path_factory.mktemp("gke-lws"), boot_s=1.0, fast_boot_s=0.3, gke_boot_s=3.0,
+                  gke_create_s=0.2, time_scale=0.05, gke_multi_host=True)
+    box.start()
+    try:
+        yield box
+    finally:
+        box.stop()
 
 
-def kubectl(gke: SandboxGke, *args: str) -> str:
+def kubectl(gke: Sandbox, *args: str) -> str:
     done = subprocess.run([KUBECTL, "--kubeconfig", str(gke.kubeconfig_path), *args], capture_output=True,
                           text=True, timeout=KUBECTL_TIMEOUT_S, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
-def group_pods(gke: SandboxGke) -> list[dict[str, Any]]:
+def group_pods(gke: Sandbox) -> list[dict[str, Any]]:
     """The group's pods as kubectl lists them (``-l leaderworkerset.sigs.k8s.io/name=vllm-multi``)."""
     items = json.loads(kubectl(gke, "get", "pods", "-l", f"{LABEL}name={DEMO_LWS}", "-o", "json"))["items"]
     return sorted(items, key=lambda p: p["metadata"]["name"])
@@ -64,7 +65,7 @@ def wait_for(what: str, check: Any, timeout_s: float = 60.0) -> Any:
     pytest.fail(f"timed out waiting for {what}")
 
 
-def _all_ready(gke: SandboxGke) -> list[dict[str, Any]] | None:
+def _all_ready(gke: Sandbox) -> list[dict[str, Any]] | None:
     pods = group_pods(gke)
     live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
     ready = [p for p in live if any(c["type"] == "Ready" and c["status"] == "True"
@@ -72,7 +73,7 @@ def _all_ready(gke: SandboxGke) -> list[dict[str, Any]] | None:
     return live if len(ready) == DEMO_LWS_SIZE == len(pods) else None
 
 
-def test_the_group_runs_one_pod_per_host_of_the_slice(gke: SandboxGke) -> None:
+def test_the_group_runs_one_pod_per_host_of_the_slice(gke: Sandbox) -> None:
     pods = wait_for("the group's 4 pods Ready", lambda: _all_ready(gke))
     assert [p["metadata"]["name"] for p in pods] == ["vllm-multi-0", "vllm-multi-0-1", "vllm-multi-0-2",
                                                      "vllm-multi-0-3"]
@@ -90,7 +91,7 @@ def test_the_group_runs_one_pod_per_host_of_the_slice(gke: SandboxGke) -> None:
     assert {n["metadata"]["labels"]["cloud.google.com/gke-tpu-topology"] for n in pools["items"]} == {"4x4"}
 
 
-def test_each_pods_log_describes_its_own_four_chips(gke: SandboxGke) -> None:
+def test_each_pods_log_describes_its_own_four_chips(gke: Sandbox) -> None:
     wait_for("the group's 4 pods Ready", lambda: _all_ready(gke))
     for worker, name in enumerate(["vllm-multi-0", "vllm-multi-0-1", "vllm-multi-0-2", "vllm-multi-0-3"]):
         def logged(name: str = name) -> str | None:
@@ -105,7 +106,7 @@ def test_each_pods_log_describes_its_own_four_chips(gke: SandboxGke) -> None:
         assert ("TPU KV cache size" in text) == (worker == 0)   # the engine's figures: the leader's alone
 
 
-def test_one_pod_going_recreates_the_whole_group(gke: SandboxGke) -> None:
+def test_one_pod_going_recreates_the_whole_group(gke: Sandbox) -> None:
     before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in wait_for("ready", lambda: _all_ready(gke))}
     kubectl(gke, "delete", "pod", "vllm-multi-0-2", "--wait=false")
     after = wait_for("the group made anew", lambda: (pods := _all_ready(gke)) and all(
@@ -114,3 +115,119 @@ def test_one_pod_going_recreates_the_whole_group(gke: SandboxGke) -> None:
     events = json.loads(kubectl(gke, "get", "events", "--field-selector",
                                 f"involvedObject.name={DEMO_LWS},reason=RecreateGroupOnPodRestart", "-o", "json"))
     assert any("vllm-multi-0-2" in e["message"] for e in events["items"])
+
+
+# --- watch lws/NAME: every pod of group 0 -------------------------------------------------------------
+
+
+def _cli(capsys: pytest.CaptureFixture[str], gke: Sandbox, *argv: str) -> tuple[int, str, str]:
+    code = main(["--config", str(gke.config_path), *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _group_watch(gke: Sandbox, on_event: Any = None, max_wait_s: float = 90.0) -> tuple[Any, list[str]]:
+    """Run a GroupWatch on ``lws/vllm-multi`` (the one ``watch lws/NAME`` runs); ``on_event(event)`` may act."""
+    import asyncio
+
+    from console.config import load_config
+    from console.flows.gke_fleet import gke_source
+    from console.flows.gke_target import find_workload, parse_workload_spec
+    from console.flows.group_watch import GroupWatch
+
+    said: list[str] = []
+
+    async def go() -> Any:
+        source = gke_source(load_config(gke.config_path))
+        assert source is not None
+        try:
+            workload, kube = await find_workload(source, parse_workload_spec(f"lws/{DEMO_LWS}"))
+
+            def event(e: Any) -> None:
+                said.append(f"{e.kind}: {e.line()}")
+                if on_event is not None:
+                    on_event(e)
+
+            return await GroupWatch(workload, kube, on_event=event, poll_s=0.05, max_wait_s=max_wait_s).run()
+        finally:
+            await source.close()
+
+    return asyncio.run(go()), said
+
+
+def _remake_group(gke: Sandbox) -> set[str]:
+    """Delete the leader (LWS remakes the whole group); returns the old pods' uids."""
+    old = {p["metadata"]["uid"] for p in group_pods(gke)}
+    kubectl(gke, "delete", "pod", "vllm-multi-0", "--wait=false")
+    wait_for("the new group's pods", lambda: (pods := group_pods(gke)) and len(pods) == DEMO_LWS_SIZE and all(
+        p["metadata"]["uid"] not in old for p in pods))
+    return old
+
+
+def test_watch_lws_follows_every_pod_and_sums_their_hbm(gke: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
+    wait_for("the group Ready", lambda: _all_ready(gke))
+    code, out, err = _cli(capsys, gke, "watch", f"lws/{DEMO_LWS}", "--json", "--poll-s", "0.1")
+    assert code == 0, err
+    summary = json.loads(out)
+    pods = group_pods(gke)
+    assert (summary["workload"], summary["pod"], summary["ready"], summary["workers"]) == (
+        "lws/vllm-multi", "vllm-multi-0", True, 4)
+    assert [(p["name"], p["worker"], p["node"], p["log_ready"], p["failure"]) for p in summary["pods"]] == [
+        (p["metadata"]["name"], i, p["spec"]["nodeName"], True, None) for i, p in enumerate(pods)]
+    leader_log = kubectl(gke, "logs", "vllm-multi-0")
+    [tokens] = re.findall(r"TPU KV cache size: ([\d,]+) tokens", leader_log)
+    assert summary["kv_cache_tokens"] == int(tokens.replace(",", ""))
+    kv = next(h for h in summary["slice_hbm"] if h["stage"] == "kv_cache")
+    assert (kv["chips"], kv["workers"]) == (16, 4)              # 4 pods x their own 4 chips
+    [per_chip] = {tuple(h) for h in summary["worker_hbm_used_gib"]}
+    assert kv["used_gib"] == pytest.approx(16 * per_chip[0], abs=0.05)
+    for worker in (1, 2, 3):                                    # each pod's sentences, marked with its index
+        assert f"w{worker}| following vllm-multi-0-{worker}" in err or f"w{worker}| pod vllm-multi-0-{worker}" in err
+
+
+def test_one_pod_failing_fails_the_group_with_its_reason(gke: Sandbox) -> None:
+    from sandbox.engine import plan_startup, worker_plan
+
+    def failing_on_2(plan: Any, worker: int) -> Any:
+        if worker != 2:
+            return worker_plan(plan, worker)
+        oom = plan_startup(["--model=meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size=4"],
+                           "v5litepod-16", boot_s=3.0)
+        return worker_plan(oom, worker)
+
+    kubelet = gke.gke.kubelet
+    kubelet.worker_plan = failing_on_2
+    try:
+        _remake_group(gke)
+        outcome, said = _group_watch(gke)
+    finally:
+        kubelet.worker_plan = worker_plan
+    assert outcome.code == 1, said
+    summary = outcome.summary
+    assert (summary["ready"], summary["failure_pod"], summary["failure"]) == (False, "vllm-multi-0-2",
+                                                                                   "hbm_oom_load")
+    assert summary["failure_explanation"].startswith("pod vllm-multi-0-2: ")
+    [failed] = [p for p in summary["pods"] if p["failure"]]
+    assert failed["name"] == "vllm-multi-0-2" and failed["failure"].startswith("hbm_oom_load")
+    assert said[-1].startswith("failed: failed: hbm_oom_load: On pod vllm-multi-0-2: HBM ran out")
+    _remake_group(gke)                                 # the next tests' group boots as it should
+
+
+def test_a_recreated_group_is_marked_and_booted_afresh(gke: Sandbox) -> None:
+    import threading
+
+    _remake_group(gke)
+    deleted = threading.Event()
+
+    def on_event(event: Any) -> None:
+        if event.worker == 1 and event.kind == "following" and not deleted.is_set():
+            deleted.set()                              # mid-boot: one worker goes, LWS remakes the group
+            threading.Thread(target=kubectl, args=(gke, "delete", "pod", "vllm-multi-0-1", "--wait=false")).start()
+
+    outcome, said = _group_watch(gke, on_event)
+    assert deleted.is_set()
+    assert outcome.code == 0, said
+    assert outcome.summary["recreated"] == 1 and all(p["recreated"] == 1 for p in outcome.summary["pods"])
+    [marker] = [s for s in said if s.startswith("group: ")]
+    assert "group 0 of lws/vllm-multi was recreated" in marker
+    assert said.index(marker) < next(i for i, s in enumerate(said) if s.startswith("ready: "))
