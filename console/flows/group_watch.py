@@ -102,7 +102,6 @@ class PodFollower(WorkloadWatch):
         super().__init__(workload, kube, on_event=on_event, on_lines=on_lines, poll_s=poll_s, max_wait_s=math.inf)
         self.worker = worker
         self.name = pod_name(workload.name, group, worker)
-        self.latest: PodStatus | None = None
         self._template = template_for(workload.raw, worker)
 
     async def current_pod(self) -> PodStatus | None:

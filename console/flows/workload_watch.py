@@ -87,6 +87,8 @@ class WorkloadWatch:
         self._events_said: set[str] = set()
         #: times the followed pod was made anew under the same name (a LeaderWorkerSet's group recreated)
         self.recreated = 0
+        #: what Kubernetes said of the current pod at the last poll (Pending, Unschedulable...), or ``None``
+        self.latest: PodStatus | None = None
 
     @property
     def state(self) -> StartupState:
@@ -125,6 +127,7 @@ class WorkloadWatch:
 
     async def _say_pod(self, pod: PodStatus) -> None:
         """One line per change of what Kubernetes says of the pod, and its new warning events."""
+        self.latest = pod
         line = f"pod {pod.name}: {pod.headline}"
         if line not in self._said:
             self._said.add(line)
@@ -256,7 +259,7 @@ class WorkloadWatch:
                 return "rollout"
             if pod.restarts > followed.restarts or pod.deleting or pod.uid != followed.uid:
                 return "ended"
-            self.pod = pod
+            self.pod = self.latest = pod
             if self._last_ns is not None:                 # the pod's Ready against the newest line read
                 self._check_ready_early(self._last_ns)
 
