@@ -231,3 +231,43 @@ def test_a_recreated_group_is_marked_and_booted_afresh(gke: Sandbox) -> None:
     [marker] = [s for s in said if s.startswith("group: ")]
     assert "group 0 of lws/vllm-multi was recreated" in marker
     assert said.index(marker) < next(i for i, s in enumerate(said) if s.startswith("ready: "))
+
+
+# --- swap lws/NAME: one patch of both templates, every new pod followed --------------------------------
+
+
+def test_swap_lws_patches_both_templates_once_and_follows_every_new_pod(
+        gke: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
+    before = {p["metadata"]["uid"] for p in wait_for("the group Ready", lambda: _all_ready(gke))}
+    lws_before = json.loads(kubectl(gke, "get", "lws", DEMO_LWS, "-o", "json"))
+    code, out, err = _cli(capsys, gke, "swap", f"lws/{DEMO_LWS}", "--set", "max-model-len=4096", "--yes", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    ops = report["plan"]["patch"]
+    assert ops[0] == {"op": "test", "path": "/metadata/resourceVersion",
+                      "value": lws_before["metadata"]["resourceVersion"]}
+    assert sorted(op["path"] for op in ops[1:]) == [
+        "/spec/leaderWorkerTemplate/leaderTemplate/spec/containers/0/args",
+        "/spec/leaderWorkerTemplate/workerTemplate/spec/containers/0/args"]
+    lws = json.loads(kubectl(gke, "get", "lws", DEMO_LWS, "-o", "json"))
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    for part in ("leaderTemplate", "workerTemplate"):
+        assert "--max-model-len=4096" in lwt[part]["spec"]["containers"][0]["args"]
+    pods = group_pods(gke)                              # the new group, each pod from the new templates
+    assert len(pods) == 4 and not {p["metadata"]["uid"] for p in pods} & before
+    assert all("--max-model-len=4096" in p["spec"]["containers"][0]["args"] for p in pods)
+    assert len({p["metadata"]["labels"][LABEL + "template-revision-hash"] for p in pods}) == 1
+    summary = report["outcome"]["summary"]
+    assert (summary["ready"], summary["max_model_len"], len(summary["pods"])) == (True, 4096, 4)
+    assert {p["name"] for p in summary["pods"]} == {p["metadata"]["name"] for p in pods}
+    [tokens] = re.findall(r"Maximum concurrency for ([\d,]+) tokens per request", kubectl(gke, "logs", "vllm-multi-0"))
+    assert tokens == "4,096"
+    assert "w3| following vllm-multi-0-3" in err
+
+    from store.history import HistoryStore
+
+    with HistoryStore(gke.db_path) as store:            # recorded like the Deployment swap
+        launch = store.get_launch(report["outcome"]["launch_id"])
+    assert (launch.workload, launch.cluster, launch.namespace, launch.outcome) == (
+        "lws/vllm-multi", "tpu-serving", "default", "ready")
+    assert launch.kv_cache_tokens == summary["kv_cache_tokens"] and launch.container_id == "vllm-multi-0"
