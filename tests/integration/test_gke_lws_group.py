@@ -214,9 +214,29 @@ def test_one_pod_failing_fails_the_group_with_its_reason(gke: Sandbox) -> None:
 
 
 def test_a_recreated_group_is_marked_and_booted_afresh(gke: Sandbox) -> None:
+
+    from sandbox.engine import plan_startup
+
+    kubelet = gke.gke.kubelet
+    quick = kubelet.plan_for
+    kubelet.plan_for = lambda argv, accelerator, image: plan_startup(argv, accelerator, boot_s=8.0, image=image)
+    try:                                               # a boot long enough to delete a pod in the middle of it
+        _remake_group(gke)
+        outcome, said, deleted = _watch_and_delete_a_worker(gke)
+    finally:
+        kubelet.plan_for = quick
+    assert deleted.is_set()
+    assert outcome.code == 0, said
+    assert outcome.summary["recreated"] == 1 and all(p["recreated"] == 1 for p in outcome.summary["pods"])
+    [marker] = [s for s in said if s.startswith("group: ")]
+    assert "group 0 of lws/vllm-multi was recreated" in marker
+    assert said.index(marker) < next(i for i, s in enumerate(said) if s.startswith("ready: "))
+
+
+def _watch_and_delete_a_worker(gke: Sandbox) -> tuple[Any, list[str], Any]:
+    """Watch the group; when worker 1's container is followed, delete that pod (LWS remakes the group)."""
     import threading
 
-    _remake_group(gke)
     deleted = threading.Event()
 
     def on_event(event: Any) -> None:
@@ -225,12 +245,7 @@ def test_a_recreated_group_is_marked_and_booted_afresh(gke: Sandbox) -> None:
             threading.Thread(target=kubectl, args=(gke, "delete", "pod", "vllm-multi-0-1", "--wait=false")).start()
 
     outcome, said = _group_watch(gke, on_event)
-    assert deleted.is_set()
-    assert outcome.code == 0, said
-    assert outcome.summary["recreated"] == 1 and all(p["recreated"] == 1 for p in outcome.summary["pods"])
-    [marker] = [s for s in said if s.startswith("group: ")]
-    assert "group 0 of lws/vllm-multi was recreated" in marker
-    assert said.index(marker) < next(i for i, s in enumerate(said) if s.startswith("ready: "))
+    return outcome, said, deleted
 
 
 # --- swap lws/NAME: one patch of both templates, every new pod followed --------------------------------
@@ -268,6 +283,7 @@ def test_swap_lws_patches_both_templates_once_and_follows_every_new_pod(
 
     with HistoryStore(gke.db_path) as store:            # recorded like the Deployment swap
         launch = store.get_launch(report["outcome"]["launch_id"])
+    assert launch is not None
     assert (launch.workload, launch.cluster, launch.namespace, launch.outcome) == (
         "lws/vllm-multi", "tpu-serving", "default", "ready")
     assert launch.kv_cache_tokens == summary["kv_cache_tokens"] and launch.container_id == "vllm-multi-0"
