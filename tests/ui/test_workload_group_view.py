@@ -72,6 +72,7 @@ async def test_w_on_a_leader_worker_set_shows_the_panel_and_one_row_per_pod(box:
             await pilot.press("w")
             await until(pilot, lambda: isinstance(app.screen, WorkloadStartupScreen), "the startup view")
             view = app.screen
+            assert isinstance(view, WorkloadStartupScreen)
             await until(pilot, lambda: view.outcome is not None, lambda: f"the verdict ({view.events[-3:]})")
             assert view.outcome.code == 0, view.events
             summary = view.outcome.summary
