@@ -14,6 +14,9 @@ that pod name and to the LWS's current template) and judges them with the multi-
 - a group made anew (LWS's ``RecreateGroupOnPodRestart``: one pod restarting or going takes every pod of
   the group with it) is marked once per recreation (``recreated`` event, ``recreated`` in the summary),
   and every pod's boot starts over;
+- the LWS is read again every poll: a changed template (someone's patch during the watch) is a rollout:
+  said once (``rollout``), the pods of the new template followed, the group's pods made anew for it not
+  counted as a recreation;
 - HBM is summed over the pods (``slice_hbm``), each pod's own chips;
 - ``--json`` gives per-pod results (``pods``: name, worker, node, what Kubernetes says, Ready, whether the
   pod's log is ready, restarts, its failure).
@@ -102,7 +105,11 @@ class PodFollower(WorkloadWatch):
         super().__init__(workload, kube, on_event=on_event, on_lines=on_lines, poll_s=poll_s, max_wait_s=math.inf)
         self.worker = worker
         self.name = pod_name(workload.name, group, worker)
-        self._template = template_for(workload.raw, worker)
+        self.template = template_for(workload.raw, worker)
+        #: the group watch's template generation when this pod's template was last set, and the one of the
+        #: pod followed (a pod made anew for a newer generation is the rollout, not a recreation)
+        self.generation = 0
+        self.followed_generation = 0
 
     async def current_pod(self) -> PodStatus | None:
         """This pod when it exists, is not going and runs the current template, else ``None``."""
@@ -110,7 +117,7 @@ class PodFollower(WorkloadWatch):
                                         field_selector=f"metadata.name={self.name}")
         found = [(p, pod_status(p, self.workload.container)) for p in pods]
         self.latest = found[0][1] if found else None
-        live = [status for raw, status in found if not status.deleting and of_template(raw, self._template)]
+        live = [status for raw, status in found if not status.deleting and of_template(raw, self.template)]
         return live[0] if live else None
 
     def _check_ready_early(self, line_ns: int) -> None:
@@ -148,6 +155,11 @@ class GroupWatch:
         self._on_lines = on_lines
         #: recreations of the group seen (the most any pod saw)
         self.recreated = 0
+        #: template changes seen during the watch (rollouts)
+        self.rollouts = 0
+        self.kube = kube
+        self.poll_s = poll_s
+        self._template_json = _templates(workload.raw)
         #: rises with every event and batch (a view redraws when it moved)
         self.version = 0
         self.followers = [self._follower(workload, kube, worker, poll_s) for worker in range(max(1, workload.size))]
@@ -213,7 +225,12 @@ class GroupWatch:
         if event.kind in ("ready", "failed"):
             return                                   # the group's verdict says it, once
         if event.kind == "recreated":
-            seen = self.followers[worker].recreated
+            follower = self.followers[worker]
+            if follower.generation > follower.followed_generation:       # made anew for the new template
+                follower.followed_generation = follower.generation
+                follower.recreated -= 1
+                return
+            seen = follower.recreated
             if seen > self.recreated:
                 self.recreated = seen
                 self._emit("group", f"group {self.group} of {self.workload.ref} was recreated (LeaderWorkerSet "
@@ -224,18 +241,41 @@ class GroupWatch:
 
     # --- the whole watch ---------------------------------------------------------------------
 
+    async def _track_template(self) -> None:
+        """Read the LWS every poll; a changed template is a rollout: each follower follows the new one."""
+        w = self.workload
+        while True:
+            await asyncio.sleep(self.poll_s)
+            try:
+                raw = await self.kube.get("leaderworkerset.x-k8s.io/v1", "leaderworkersets", w.namespace, w.name)
+            except KubeApiError:
+                continue                                   # the followers' own polls say what is wrong
+            templates = _templates(raw)
+            if templates == self._template_json:
+                continue
+            self._template_json = templates
+            self.rollouts += 1
+            for follower in self.followers:
+                follower.template = template_for(raw, follower.worker)
+                follower.generation = self.rollouts
+            self._emit("rollout", f"{w.ref}'s template changed (resourceVersion "
+                                  f"{(raw.get('metadata') or {}).get('resourceVersion', '?')}): following the pods "
+                                  "of the new template, a fresh boot on each")
+
     async def run(self) -> SliceOutcome:
         """Watch until every pod is ready (code 0), one failed (1), or ``max_wait_s`` / an API failure (2)."""
         tasks = [asyncio.create_task(f.run()) for f in self.followers]
+        tracker = asyncio.create_task(self._track_template())
         try:
             async with asyncio.timeout(self.max_wait_s):
                 return await self._until_verdict(tasks)
         except TimeoutError:
             self._emit("warning", f"gave up after {self.max_wait_s:g} s without a verdict")
         finally:
-            for task in tasks:
+            tracker.cancel()
+            for task in [*tasks, tracker]:
                 task.cancel()
-            for task in tasks:
+            for task in [*tasks, tracker]:
                 with contextlib.suppress(asyncio.CancelledError, KubeApiError):
                     await task
         return SliceOutcome(2, self.summary() if any(s.lines_read for s in self.states()) else None)
@@ -280,6 +320,12 @@ class GroupWatch:
             self._emit("failed", f"failed: {failure.kind.value}: {failure.explanation} {failure.hint}".strip()
                        if failure is not None else "failed: a pod's log ended without ready")
         return SliceOutcome(code, self.summary())
+
+
+def _templates(raw: Mapping[str, Any]) -> Any:
+    """The LWS's leader and worker templates (what a rollout changes)."""
+    lwt = (raw.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    return (lwt.get("leaderTemplate"), lwt.get("workerTemplate"))
 
 
 def group_state(states: list[StartupState], names: list[str]) -> StartupState:

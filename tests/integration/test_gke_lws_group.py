@@ -287,3 +287,37 @@ def test_swap_lws_patches_both_templates_once_and_follows_every_new_pod(
     assert (launch.workload, launch.cluster, launch.namespace, launch.outcome) == (
         "lws/vllm-multi", "tpu-serving", "default", "ready")
     assert launch.kv_cache_tokens == summary["kv_cache_tokens"] and launch.container_id == "vllm-multi-0"
+
+
+def test_a_template_changed_during_the_watch_is_followed_as_a_rollout(gke: Sandbox) -> None:
+    import threading
+
+    from sandbox.engine import plan_startup
+
+    kubelet = gke.gke.kubelet
+    quick = kubelet.plan_for
+    kubelet.plan_for = lambda argv, accelerator, image: plan_startup(argv, accelerator, boot_s=8.0, image=image)
+    patched = threading.Event()
+    lws = json.loads(kubectl(gke, "get", "lws", DEMO_LWS, "-o", "json"))
+    args = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["args"]
+    new_args = [a for a in args if not a.startswith("--max-model-len")] + ["--max-model-len=2048"]
+    patch = json.dumps([{"op": "replace", "path": f"/spec/leaderWorkerTemplate/{part}/spec/containers/0/args",
+                         "value": new_args} for part in ("leaderTemplate", "workerTemplate")])
+
+    def on_event(event: Any) -> None:
+        if event.worker == 1 and event.kind == "following" and not patched.is_set():
+            patched.set()                              # mid-boot: someone patches the LWS
+            threading.Thread(target=kubectl, args=(gke, "patch", "lws", DEMO_LWS, "--type", "json", "-p",
+                                                   patch)).start()
+
+    try:
+        _remake_group(gke)
+        outcome, said = _group_watch(gke, on_event)
+    finally:
+        kubelet.plan_for = quick
+    assert patched.is_set() and outcome.code == 0, said
+    summary = outcome.summary
+    assert (summary["max_model_len"], summary["recreated"]) == (2048, 0)   # the new template's boot, no recreation
+    [rollout] = [s for s in said if s.startswith("rollout: ")]               # said once, not once per pod
+    assert rollout.startswith("rollout: lws/vllm-multi's template changed")
+    assert all("--max-model-len=2048" in p["spec"]["containers"][0]["args"] for p in group_pods(gke))
