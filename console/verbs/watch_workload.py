@@ -78,5 +78,15 @@ async def _watch(args: argparse.Namespace, config: Config, spec: WorkloadSpec) -
             from console.verbs.log_summary import print_summary_panel
 
             print_summary_panel(f"watch {spec.ref}", outcome.summary)
+            _print_pods(outcome.summary.get("pods") or [])
     sys.stdout.flush()
     return outcome.code
+
+
+def _print_pods(pods: list[dict[str, object]]) -> None:
+    """An LWS group's pods, one line each: name, node, what Kubernetes says, the log's readiness, its failure."""
+    for pod in pods:
+        log = "log ready" if pod.get("log_ready") else f"log {pod.get('phase')}"
+        failure = f" · {pod['failure']}" if pod.get("failure") else ""
+        say(f"  w{pod.get('worker')} {pod.get('name')} on {pod.get('node') or '-'}: {pod.get('kubernetes')} · "
+            f"{log}{failure}")

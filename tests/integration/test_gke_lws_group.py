@@ -183,6 +183,10 @@ def test_watch_lws_follows_every_pod_and_sums_their_hbm(gke: Sandbox, capsys: py
     assert kv["used_gib"] == pytest.approx(16 * per_chip[0], abs=0.05)
     for worker in (1, 2, 3):                                    # each pod's sentences, marked with its index
         assert f"w{worker}| following vllm-multi-0-{worker}" in err or f"w{worker}| pod vllm-multi-0-{worker}" in err
+    code, out, err = _cli(capsys, gke, "watch", f"lws/{DEMO_LWS}", "--poll-s", "0.1")     # the panel, then the pods
+    assert code == 0, err
+    for worker, p in enumerate(pods):
+        assert f"w{worker} {p['metadata']['name']} on {p['spec']['nodeName']}: Running, Ready · log ready" in out
 
 
 def test_one_pod_failing_fails_the_group_with_its_reason(gke: Sandbox) -> None:
