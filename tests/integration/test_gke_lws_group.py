@@ -325,3 +325,47 @@ def test_a_template_changed_during_the_watch_is_followed_as_a_rollout(gke: Sandb
     [rollout] = [s for s in said if s.startswith("rollout: ")]               # said once, not once per pod
     assert rollout.startswith("rollout: lws/vllm-multi's template changed")
     assert all("--max-model-len=2048" in p["spec"]["containers"][0]["args"] for p in group_pods(gke))
+
+
+def test_an_lws_changed_since_it_was_read_is_not_patched(gke: Sandbox) -> None:
+    """The swap's guard on an LWS: someone else's spec edit between the read and the patch refuses the swap
+    (nothing of ours lands); an edit that left the spec alone (an annotation) is patched on the new version."""
+    import asyncio
+
+    from console.config import load_config
+    from console.flows.gke_fleet import gke_source
+    from console.flows.gke_target import parse_workload_spec, pick_workload
+    from console.flows.history_access import HistoryAccess
+    from console.flows.workload_swap import WorkloadSwapCase
+
+    def swap_after(*edit: str) -> Any:
+        async def go() -> Any:
+            source = gke_source(load_config(gke.config_path))
+            assert source is not None
+            try:
+                fleet = await source.list_fleet()
+                workload = pick_workload(fleet, parse_workload_spec(f"lws/{DEMO_LWS}"))
+                await asyncio.to_thread(kubectl, gke, *edit)
+                case = WorkloadSwapCase(workload, source.client(fleet.clusters[0].ref), load_config(gke.config_path),
+                                        HistoryAccess.none())
+                return await case.run(case.preview({"max-model-len": "3072"}, None), follow=False)
+            finally:
+                await source.close()
+
+        return asyncio.run(go())
+
+    outcome = swap_after("patch", "lws", DEMO_LWS, "--type", "merge", "-p",
+                         '{"spec": {"leaderWorkerTemplate": {"workerTemplate": {"metadata": {"annotations": '
+                         '{"someone": "else"}}}}}}')
+    lwt = json.loads(kubectl(gke, "get", "lws", DEMO_LWS, "-o", "json"))["spec"]["leaderWorkerTemplate"]
+    assert outcome.patched is False and "changed since it was read" in (outcome.error or "")
+    assert lwt["workerTemplate"]["metadata"]["annotations"] == {"someone": "else"}
+    assert not any("--max-model-len=3072" in lwt[part]["spec"]["containers"][0]["args"]
+                   for part in ("leaderTemplate", "workerTemplate"))
+    outcome = swap_after("annotate", "lws", DEMO_LWS, "seen=yes")
+    lwt = json.loads(kubectl(gke, "get", "lws", DEMO_LWS, "-o", "json"))["spec"]["leaderWorkerTemplate"]
+    assert outcome.patched is True, outcome.error
+    assert all("--max-model-len=3072" in lwt[part]["spec"]["containers"][0]["args"]
+               for part in ("leaderTemplate", "workerTemplate"))
+    wait_for("the new group Ready (the next test starts from a settled group)", lambda: (pods := _all_ready(gke))
+             and all("--max-model-len=3072" in p["spec"]["containers"][0]["args"] for p in pods))
