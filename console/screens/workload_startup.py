@@ -79,6 +79,9 @@ class WorkloadStartupScreen(ConsoleScreen):
         #: pod name -> the newest warning event Kubernetes recorded of it
         self._said_of: dict[str, str] = {}
         self._rows_key: object = None
+        #: the history's median compile seconds for this workload's setup, and whether the history was asked
+        self.compile_eta_s: float | None = None
+        self.history_known = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -140,9 +143,11 @@ class WorkloadStartupScreen(ConsoleScreen):
         if self.group is not None:
             states = self.group.states()
             return PanelInfo(state=self.group.state, now=now, status=self._status, workers=len(states),
-                             slice_hbm=tuple(slice_hbm(states)) if len(states) > 1 else ())
+                             slice_hbm=tuple(slice_hbm(states)) if len(states) > 1 else (),
+                             compile_eta_s=self.compile_eta_s, history_known=self.history_known)
         state = self.pod_watch.state if self.pod_watch is not None else StartupState()
-        return PanelInfo(state=state, now=now, status=self._status)
+        return PanelInfo(state=state, now=now, status=self._status, compile_eta_s=self.compile_eta_s,
+                         history_known=self.history_known)
 
     def pod_rows(self) -> list[tuple[str, str, str, str, str, str, str]]:
         """One row per pod: name, what Kubernetes says (phase / condition), Ready, the log's phase, restarts,
@@ -190,6 +195,7 @@ class WorkloadStartupScreen(ConsoleScreen):
         poll_s = min(2.0, self.config.refresh_interval_s)
         try:
             workload, kube = await find_workload(source, WorkloadSpec(w.kind, w.name, w.namespace, w.cluster))
+            self._compile_eta(workload)
             if workload.kind == "LeaderWorkerSet":
                 self.group = GroupWatch(workload, kube, on_event=self._event, poll_s=poll_s,
                                         on_lines=lambda worker, batch: self._lines(batch, worker))
@@ -205,6 +211,31 @@ class WorkloadStartupScreen(ConsoleScreen):
         finally:
             await source.close()
             self._refresh()
+
+    def _compile_eta(self, workload: Workload) -> None:
+        """The history's median compile time for this workload's setup (its chips, model and compile flags, as
+        the swap and ``watch`` record them); no history or no launch: no ETA."""
+        from console.flows.workload_swap import accelerator_type_of
+        from remote.gke.edit import spec_of
+        from remote.secrets import scrub_args
+        from store.errors import StoreError
+        from store.records import compile_key
+
+        accelerator = accelerator_type_of(workload)
+        try:
+            spec = spec_of(workload)
+        except ValueError:
+            return
+        if not accelerator:
+            return
+        key = compile_key(accelerator, spec.model, scrub_args(spec.serve_args()))
+        try:
+            store = self.services.store
+            self.compile_eta_s = store.compile_eta_s(key)   # the console's store lives on this thread (one SELECT)
+        except StoreError as exc:               # no ETA is fine; the log says why
+            self._event(WorkloadEvent("warning", f"compile ETA: {exc}"))
+            return
+        self.history_known = True
 
     async def _keep_polling(self, poll_s: float) -> None:
         """After the verdict, keep the pods' rows current (a pod turns Ready once its probe passes, a group is

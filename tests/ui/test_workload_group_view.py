@@ -58,8 +58,17 @@ def _kubectl_json(box: Any, *args: str) -> Any:
     return json.loads(done.stdout)
 
 
-async def test_w_on_a_leader_worker_set_shows_the_panel_and_one_row_per_pod(box: Any, tmp_path: Path) -> None:
-    with services_on(box, tmp_path / "history.db") as services:
+async def test_w_on_a_leader_worker_set_shows_the_panel_and_one_row_per_pod(
+        box: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    from console.cli import main
+
+    # a watch recorded in the history first: the view's compile ETA is that boot's compile time
+    argv = ["--config", str(box.config_path), "watch", "lws/vllm-multi", "--json", "--poll-s", "0.1"]
+    assert await asyncio.to_thread(main, argv) == 0
+    recorded = json.loads(capsys.readouterr().out)
+    with services_on(box, box.db_path) as services:
         app = TpuConsoleApp(services)
         async with app.run_test(size=(160, 45)) as pilot:
             await until(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet")
@@ -87,6 +96,7 @@ async def test_w_on_a_leader_worker_set_shows_the_panel_and_one_row_per_pod(box:
             await until(pilot, lambda: panel.info.state.ready, "the panel's ready")
             slice_text = text_of(panel.query_one("#panel-slice", Static))
             assert "4 workers" in slice_text and "KV cache:" in slice_text and "over 16 chips (4 of 4 workers)" in slice_text
+            assert (panel.info.history_known, panel.info.compile_eta_s) == (True, recorded["compile_seconds"])
             kv_text = text_of(panel.query_one("#panel-kv", Static))
             assert f"{summary['kv_cache_tokens']:,} tokens" in kv_text
             assert "Max concurrency" in kv_text
