@@ -197,7 +197,8 @@ class GroupWatch:
 
     def summary(self) -> dict[str, Any]:
         """The ``log-summary --json`` object of the group (a slice's when it has several pods), with
-        ``workload``, ``namespace``, ``cluster``, ``pod`` (the leader), ``group``, ``recreated``,
+        ``workload``, ``namespace``, ``cluster``, ``pod`` (the leader), ``container_id`` (``LEADER@UID``: the
+        boot's id in the history; a group made anew keeps its names, not its uids), ``group``, ``recreated``,
         ``kubernetes_ready_early`` and ``pods`` (one object per pod)."""
         states, names = self.states(), [f.name for f in self.followers]
         summary = slice_summary(states) if len(states) > 1 else summary_json(states[0])
@@ -210,8 +211,10 @@ class GroupWatch:
             summary.update(ready=False, failure_pod=names[worker])
         else:
             summary["ready"] = self.ready()
+        leader = self.leader.pod
         summary.update(workload=self.workload.ref, namespace=self.workload.namespace, cluster=self.workload.cluster,
-                       pod=self.leader.name, group=self.group, recreated=self.recreated,
+                       pod=self.leader.name, container_id=f"{self.leader.name}@{leader.uid}" if leader and leader.uid
+                       else self.leader.name, group=self.group, recreated=self.recreated,
                        kubernetes_ready_early=self.leader._flagged, pods=[pod_result(f) for f in self.followers])
         return summary
 

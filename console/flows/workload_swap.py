@@ -299,7 +299,8 @@ def complete_launch(history: HistoryAccess, launch_id: int | None, rollout: Slic
     fields: dict[str, Any] = {
         "outcome": {0: "ready", 1: "failed"}.get(rollout.code, "unwatched"),
         "kv_cache_tokens": summary.get("kv_cache_tokens"), "max_concurrency": summary.get("max_concurrency"),
-        "compile_seconds": summary.get("compile_seconds"), "container_id": summary.get("pod")}
+        "compile_seconds": summary.get("compile_seconds"),
+        "container_id": summary.get("container_id") or summary.get("pod")}     # an LWS leader's: NAME@UID
     if rollout.code == 0 and ready_at:
         fields["ready_at"] = ready_at
     if rollout.code == 1:
@@ -315,7 +316,7 @@ def record_watched(history: HistoryAccess, workload: Workload, rollout: SliceOut
     VM path finds a container by id), completed; a pod no launch names is recorded as ``observed``.
     Returns the launch id, ``None`` without a history or a pod."""
     store = history.get()
-    pod = (rollout.summary or {}).get("pod")
+    pod = (rollout.summary or {}).get("container_id") or (rollout.summary or {}).get("pod")
     if store is None or not pod:
         return None
     node = lint_node(workload)

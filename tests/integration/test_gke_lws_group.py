@@ -290,7 +290,9 @@ def test_swap_lws_patches_both_templates_once_and_follows_every_new_pod(
     assert launch is not None
     assert (launch.workload, launch.cluster, launch.namespace, launch.outcome) == (
         "lws/vllm-multi", "tpu-serving", "default", "ready")
-    assert launch.kv_cache_tokens == summary["kv_cache_tokens"] and launch.container_id == "vllm-multi-0"
+    leader = next(p for p in pods if p["metadata"]["name"] == "vllm-multi-0")
+    assert launch.kv_cache_tokens == summary["kv_cache_tokens"]
+    assert launch.container_id == f"vllm-multi-0@{leader['metadata']['uid']}"      # this boot's leader, by uid
 
 
 def test_a_template_changed_during_the_watch_is_followed_as_a_rollout(gke: Sandbox) -> None:
@@ -369,3 +371,18 @@ def test_an_lws_changed_since_it_was_read_is_not_patched(gke: Sandbox) -> None:
                for part in ("leaderTemplate", "workerTemplate"))
     wait_for("the new group Ready (the next test starts from a settled group)", lambda: (pods := _all_ready(gke))
              and all("--max-model-len=3072" in p["spec"]["containers"][0]["args"] for p in pods))
+
+
+def test_watches_of_one_boot_share_a_launch_and_a_remade_group_is_a_new_one(
+        gke: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
+    """The history keys a group's boot by its leader's uid: the leader's NAME outlives a recreation."""
+    def watched() -> int:
+        wait_for("the group Ready", lambda: _all_ready(gke))
+        code, out, err = _cli(capsys, gke, "watch", f"lws/{DEMO_LWS}", "--json", "--poll-s", "0.1")
+        assert code == 0, err
+        return int(json.loads(out)["launch_id"])
+
+    first = watched()
+    assert watched() == first
+    _remake_group(gke)
+    assert watched() != first
