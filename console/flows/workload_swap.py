@@ -14,7 +14,9 @@ the same flag lints and gate, record before act), with a Kubernetes backend.
 - :meth:`~WorkloadSwapCase.run` records the launch (cluster, namespace, workload) before the JSON patch,
   patches guarded by a ``test`` on ``metadata.resourceVersion``, records the revision the patch made, and
   follows the rollout to the new pod's ready (:class:`console.flows.workload_watch.WorkloadWatch`),
-  completing the launch with what the log said.
+  completing the launch with what the log said. A LeaderWorkerSet's leader and worker templates change in
+  ONE patch (:func:`remote.gke.edit.lws_swap_patch`), followed to every new pod's ready
+  (:class:`console.flows.group_watch.GroupWatch`).
 
 Textual-free; the verb collects input and prints.
 """
@@ -28,6 +30,7 @@ from typing import Any
 from console.flows import swap as swap_flow
 from console.flows.gke_target import accelerator_type_of as accelerator_type_of  # re-exported (moved)
 from console.flows.gke_target import lint_node
+from console.flows.group_watch import GroupEvent, GroupWatch
 from console.flows.history_access import HistoryAccess
 from console.flows.policy import HasReadonly, refuse_in_readonly
 from console.flows.slice_watch import SliceOutcome
@@ -37,6 +40,8 @@ from remote.container.spec import SPEC_KEYS, ContainerSpec
 from remote.gke.edit import (
     container_index,
     edited_args,
+    lws_swap_patch,
+    pod_spec_of,
     previous_template,
     rollback_patch,
     spec_of,
@@ -125,20 +130,18 @@ class WorkloadSwapCase:
             ValueError: a bad value (the spec's sentence), a key a workload swap cannot change yet
                 (``env.*``, ``volume:*``, ``name``...), or a container with no model.
         """
-        if self.workload.kind != "Deployment":
-            raise ValueError(f"{self.workload.ref}: swap changes Deployments only so far (a LeaderWorkerSet's "
-                             "leader and worker templates are not patched yet)")
         for key in changes:
             if key.startswith(("env.", "volume:")) or (key in SPEC_KEYS and key not in ("image", "model")):
                 raise ValueError(f"{key}: a GKE swap changes the container's flags and image only so far")
         old = spec_of(self.workload)
         spec = old.with_changes(dict(changes), image=image)
         index = container_index(self.workload)
-        container = self.workload.raw["spec"]["template"]["spec"]["containers"][index]
+        container = pod_spec_of(self.workload)["containers"][index]
         flags = {k: v for k, v in changes.items() if k != "image"}
         args = edited_args(list(container.get("args") or []), flags) if flags else None
         new_image = image or changes.get("image") or None
-        patch = swap_patch(self.workload, index, args=args, image=new_image)
+        patch = (lws_swap_patch(self.workload, flags, new_image) if self.workload.kind == "LeaderWorkerSet"
+                 else swap_patch(self.workload, index, args=args, image=new_image))
         findings = self._findings(spec, old, self.workload)
         return WorkloadPreview(spec=spec, old=old, old_args=list(container.get("args") or []), args=args, image=new_image, patch=patch, findings=findings)
 
@@ -204,8 +207,10 @@ class WorkloadSwapCase:
                 "Nothing was changed.")
 
     async def run(self, preview: WorkloadPreview, *, force: bool = False, follow: bool = True,
-                  on_event: Callable[[WorkloadEvent], None] | None = None, poll_s: float = 2.0) -> WorkloadSwapOutcome:
-        """Record, patch, and (``follow``) follow the rollout to the new pod's ready.
+                  on_event: Callable[[WorkloadEvent | GroupEvent], None] | None = None,
+                  poll_s: float = 2.0) -> WorkloadSwapOutcome:
+        """Record, patch, and (``follow``) follow the rollout to the new pod's ready (a LeaderWorkerSet's: every
+        pod of its new group 0, :class:`~console.flows.group_watch.GroupWatch`).
 
         Raises:
             ReadOnlyRefused: read-only mode is on (checked again: no door can skip it).
@@ -238,9 +243,12 @@ class WorkloadSwapCase:
             self._update(launch_id, outcome="unwatched")
             return WorkloadSwapOutcome(True, launch_id, revision, None)
         new = workload_from_json(patched, _ref_of(w), [self.pool] if self.pool else [])
-        watch = WorkloadWatch(replace(new, container=w.container) if new else w, self.kube,
-                              on_event=on_event or (lambda _: None), poll_s=poll_s)
-        rollout = await watch.run()
+        followed = replace(new, container=w.container) if new else w
+        said = on_event or (lambda _: None)
+        if w.kind == "LeaderWorkerSet":            # every pod of the new group, to each one's ready
+            rollout = await GroupWatch(followed, self.kube, on_event=said, poll_s=poll_s).run()
+        else:
+            rollout = await WorkloadWatch(followed, self.kube, on_event=said, poll_s=poll_s).run()
         self._complete(launch_id, rollout)
         return WorkloadSwapOutcome(True, launch_id, revision, rollout)
 
@@ -274,7 +282,6 @@ class WorkloadSwapCase:
         controller's ``MaxRevision + 1``; ``None`` when the ReplicaSets cannot be listed. (The patch's answer
         still carries the revision before it: the controller writes the new one afterwards.)"""
         from remote.errors import KubeApiError
-        from remote.gke.parse import REVISION_ANNOTATION as REVISION
 
         w = self.workload
         try:
@@ -284,7 +291,7 @@ class WorkloadSwapCase:
             return None
         revisions = [int(r) for rs in sets if any(o.get("kind") == "Deployment" and o.get("name") == w.name
                                                    for o in (rs.get("metadata") or {}).get("ownerReferences") or [])
-                     if str(r := ((rs.get("metadata") or {}).get("annotations") or {}).get(REVISION, "")).isdigit()]
+                     if str(r := ((rs.get("metadata") or {}).get("annotations") or {}).get(REVISION_ANNOTATION, "")).isdigit()]
         return max(revisions) + 1 if revisions else None
 
     async def _current(self) -> dict[str, Any] | None:
@@ -311,7 +318,7 @@ class WorkloadSwapCase:
             return None
         try:
             extra = {"cluster": w.cluster, "namespace": w.namespace, "workload": w.ref}
-            if preview.new_revision is not None:         # a rollback knows the revision it makes
+            if preview.new_revision is not None:         # a rollback knows the revision it makes, a swap reads it
                 extra["revision"] = str(preview.new_revision)
             return swap_flow.record_attempt(store, self.node, preview.spec, extra=extra)
         except StoreError as exc:
@@ -342,7 +349,8 @@ def complete_launch(history: HistoryAccess, launch_id: int | None, rollout: Slic
     fields: dict[str, Any] = {
         "outcome": {0: "ready", 1: "failed"}.get(rollout.code, "unwatched"),
         "kv_cache_tokens": summary.get("kv_cache_tokens"), "max_concurrency": summary.get("max_concurrency"),
-        "compile_seconds": summary.get("compile_seconds"), "container_id": summary.get("pod")}
+        "compile_seconds": summary.get("compile_seconds"),
+        "container_id": summary.get("container_id") or summary.get("pod")}     # an LWS leader's: NAME@UID
     if rollout.code == 0 and ready_at:
         fields["ready_at"] = ready_at
     if rollout.code == 1:
@@ -358,7 +366,7 @@ def record_watched(history: HistoryAccess, workload: Workload, rollout: SliceOut
     VM path finds a container by id), completed; a pod no launch names is recorded as ``observed``.
     Returns the launch id, ``None`` without a history or a pod."""
     store = history.get()
-    pod = (rollout.summary or {}).get("pod")
+    pod = (rollout.summary or {}).get("container_id") or (rollout.summary or {}).get("pod")
     if store is None or not pod:
         return None
     node = lint_node(workload)

@@ -22,6 +22,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Header, Input, RichLog, Static
 
+from console.flows.group_watch import GroupEvent
 from console.flows.workload_watch import WorkloadEvent
 from console.screens.base import ConsoleScreen
 from console.widgets.footer import ConsoleFooter
@@ -164,7 +165,8 @@ class WorkloadSwapScreen(ConsoleScreen):
         what = "Patch" if p.restores_revision is None else f"Roll back to revision {p.restores_revision}:"
         confirmed = await self.ask(ConfirmScreen(
             f"{what} {w.ref} in {w.cluster}/{w.namespace}?",
-            "The Deployment's pod template changes: its pod is replaced by a new one"
+            ("The LeaderWorkerSet's leader and worker templates change: each group is made anew"
+             if w.kind == "LeaderWorkerSet" else "The Deployment's pod template changes: its pod is replaced by a new one")
             + (f"; {len(errors)} lint error(s): type the workload's name to patch anyway" if errors else "."),
             patch_lines(p.patch), confirm_label="Patch", require_text=w.name if errors else None))
         if not confirmed:
@@ -183,9 +185,10 @@ class WorkloadSwapScreen(ConsoleScreen):
             log.write(Text(printable(f"the patch was refused: {self.outcome.error}; nothing was changed."),
                            style="bold red"))
 
-    def _event(self, event: WorkloadEvent) -> None:
+    def _event(self, event: WorkloadEvent | GroupEvent) -> None:
         style = {"ready": "bold green", "failed": "bold red", "ready_early": "bold yellow"}.get(event.kind, "")
-        self.query_one("#workload-swap-log", RichLog).write(Text(f"» {printable(event.text)}", style=style))
+        text = event.line() if isinstance(event, GroupEvent) else event.text
+        self.query_one("#workload-swap-log", RichLog).write(Text(f"» {printable(text)}", style=style))
 
     async def on_unmount(self) -> None:
         if self._source is not None:

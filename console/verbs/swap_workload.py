@@ -133,7 +133,10 @@ async def _decide_and_run(args: argparse.Namespace, case: Any, preview: Workload
         say("tpu-console: not confirmed (--yes to skip the question); nothing was changed.", err=True)
         return 1
     report["confirmed"] = True
-    outcome = await case.run(preview, force=bool(args.force), on_event=lambda e: say(e.text, err=True))
+    from console.flows.group_watch import GroupEvent
+
+    outcome = await case.run(preview, force=bool(args.force), on_event=lambda e: say(
+        e.line() if isinstance(e, GroupEvent) else e.text, err=True))
     rollout = outcome.rollout
     report["outcome"] = {"patched": outcome.patched, "launch_id": outcome.launch_id, "revision": outcome.revision,
                          "code": rollout.code if rollout else None, "error": outcome.error,

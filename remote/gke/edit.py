@@ -8,6 +8,9 @@ and the lints only a workload has. Pure functions.
 - :func:`swap_patch` is the JSON patch (RFC 6902): a ``test`` of ``metadata.resourceVersion`` first (the
   server refuses the patch with 422 when the object changed since it was read), then the container's
   ``args`` and ``image``. A merge patch of ``containers`` would replace the whole list.
+- :func:`lws_swap_patch`: a LeaderWorkerSet's in ONE patch (one new revision, one group replacement): the
+  same ``test``, then the serving container of the leader template and of the worker template (each
+  template's own container index; args edited in each template that runs vLLM with flags, the image in both).
 - :func:`workload_lints`: a rolling update that cannot schedule on full TPU nodes (the new pod waits for
   chips the old one holds: ``Recreate`` or ``maxSurge: 0``), no ``VLLM_XLA_CACHE_PATH`` (every pod
   compiles from nothing), a startupProbe shorter than the boot the history expects (vllm#17386).
@@ -117,6 +120,52 @@ def swap_patch(workload: Workload, index: int, *, args: list[str] | None, image:
         ops.append({"op": "add", "path": f"{base}/containers/{index}/args", "value": args})
     if image is not None:
         ops.append({"op": "replace", "path": f"{base}/containers/{index}/image", "value": image})
+    return ops
+
+
+LWS_PARTS = ("leaderTemplate", "workerTemplate")
+
+
+def lws_template_containers(workload: Workload) -> list[tuple[str, int, JsonDict]]:
+    """``(part, index, container)`` of the serving container (named ``workload.container``) in each template
+    a LeaderWorkerSet has: ``leaderTemplate`` (when given) then ``workerTemplate``."""
+    lwt = (workload.raw.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    found = []
+    for part in LWS_PARTS:
+        template = lwt.get(part)
+        containers = ((template or {}).get("spec") or {}).get("containers") or [] if isinstance(template, dict) else []
+        for i, c in enumerate(containers[:100]):
+            if isinstance(c, dict) and c.get("name") == workload.container:
+                found.append((part, i, c))
+                break
+    return found
+
+
+def _serves_with_flags(container: Mapping[str, Any]) -> bool:
+    """The container's ``args`` carry vLLM's flags (``--model``, ``serve MODEL``): a Ray worker's do not."""
+    words = [str(w) for w in (container.get("command") or []) + (container.get("args") or [])]
+    return any(w == "--model" or w.startswith("--model=") for w in words) or "serve" in words
+
+
+def lws_swap_patch(workload: Workload, flags: Mapping[str, str | None], image: str | None) -> list[JsonDict]:
+    """The JSON patch of a LeaderWorkerSet swap: ``test`` resourceVersion, then for each template's serving
+    container its ``args`` (``flags`` applied by :func:`edited_args`, where it runs vLLM with flags) and
+    ``image``.
+
+    Raises:
+        ValueError: no template has the serving container.
+    """
+    parts = lws_template_containers(workload)
+    if not parts:
+        raise ValueError(f"{workload.ref} has no container named {workload.container!r} in its templates")
+    ops: list[JsonDict] = [{"op": "test", "path": "/metadata/resourceVersion", "value": workload.resource_version}]
+    for part, index, container in parts:
+        base = f"/spec/leaderWorkerTemplate/{part}/spec/containers/{index}"
+        if flags and _serves_with_flags(container):
+            ops.append({"op": "add", "path": f"{base}/args",
+                        "value": edited_args(list(container.get("args") or []), flags)})
+        if image is not None:
+            ops.append({"op": "replace", "path": f"{base}/image", "value": image})
     return ops
 
 

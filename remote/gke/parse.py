@@ -325,7 +325,8 @@ def pod_status(pod: Mapping[str, Any], container: str) -> PodStatus:
         if _str(conditions.get("Ready", {}).get("status")) == "True" else "",
         restarts=_int(mine.get("restartCount")),
         started_at=_str(_dict(running).get("startedAt")) or _str(terminated.get("startedAt")),
-        deleting=bool(meta.get("deletionTimestamp")))
+        deleting=bool(meta.get("deletionTimestamp")), uid=_str(meta.get("uid")),
+        labels=tuple(sorted((str(k), _str(v)) for k, v in _dict(meta.get("labels")).items())))
 
 
 def newest_template_hash(replica_sets: Iterable[Mapping[str, Any]], owner: str,
