@@ -156,7 +156,8 @@ async def _error_screen_of_a_start(error: Exception) -> tuple[ErrorScreen, bool]
 
     app = TpuConsoleApp(start=start)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _until(pilot, lambda: isinstance(app.screen, ErrorScreen), "the error screen")
+        await _until(pilot, lambda: isinstance(app.screen, ErrorScreen) and bool(app.screen.query("#error-advice")),
+                     "the error screen, composed")   # pushed is not yet composed: its panes come at its mount
         shown = app.screen
         assert isinstance(shown, ErrorScreen)
         return shown, bool(shown.query("#error-traceback"))
