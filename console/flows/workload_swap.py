@@ -69,6 +69,15 @@ class WorkloadPreview:
     #: a rollback's revisions: the one whose template is restored, and the one the rollout makes
     restores_revision: int | None = None
     new_revision: int | None = None
+    #: a LeaderWorkerSet's rollback (it keeps no ReplicaSets to read): the history's launch whose spec it restores
+    restores_launch: int | None = None
+
+    @property
+    def restores(self) -> str | None:
+        """What a rollback restores (``revision 2``, ``launch 14 from the history``); ``None`` for a swap."""
+        if self.restores_revision is not None:
+            return f"revision {self.restores_revision}"
+        return None if self.restores_launch is None else f"launch {self.restores_launch} from the history"
 
     @property
     def errors(self) -> list[Finding]:
@@ -166,8 +175,10 @@ class WorkloadSwapCase:
             KubeApiError: the ReplicaSets could not be listed.
         """
         w = self.workload
+        if w.kind == "LeaderWorkerSet":
+            return self._preview_group_rollback()
         if w.kind != "Deployment":
-            raise ValueError(f"{w.ref}: rollback restores Deployments only so far")
+            raise ValueError(f"{w.ref}: rollback restores Deployments and LeaderWorkerSets only")
         replica_sets = await self.kube.list_all("apps/v1", "replicasets", namespace=w.namespace,
                                                 label_selector=selector_of(w.raw))
         found = previous_template(replica_sets, w.name)
@@ -186,6 +197,24 @@ class WorkloadSwapCase:
                                image=spec.image if spec.image != old.image else None,
                                patch=rollback_patch(w, template), findings=self._findings(spec, old, restored),
                                restores_revision=previous, new_revision=current + 1)
+
+    def _preview_group_rollback(self) -> WorkloadPreview:
+        """A LeaderWorkerSet's rollback: its API keeps no ReplicaSets to undo to, so the spec comes from the
+        history, as a TPU VM's rollback does (:func:`previous_recorded`): the newest launch of this workload
+        whose serving container differed from the running one and did not fail, applied to the leader and
+        worker templates as a swap's flag and image edits (:func:`flag_changes`).
+
+        Raises:
+            ValueError: no such launch, or one whose arguments differ in ways the swap cannot express.
+        """
+        w, current = self.workload, spec_of(self.workload)
+        found = previous_recorded(self.history, self.node.name, current)
+        if found is None:
+            raise ValueError(f"Nothing to roll back to: the history has no earlier launch of {w.ref} in "
+                             f"{w.cluster}/{w.namespace} with another container spec")
+        spec, launch_id = found
+        preview = self.preview(flag_changes(current, spec), spec.image if spec.image != current.image else None)
+        return replace(preview, restores_launch=launch_id)
 
     def _history_facts(self, node: Node, spec: ContainerSpec) -> dict[str, Any]:
         store = self.history.get()
@@ -318,12 +347,28 @@ class WorkloadSwapCase:
             return None
         try:
             extra = {"cluster": w.cluster, "namespace": w.namespace, "workload": w.ref}
+            if w.kind == "LeaderWorkerSet":
+                self._keep_replaced(store, preview.old, extra)
             if preview.new_revision is not None:         # a rollback knows the revision it makes, a swap reads it
                 extra["revision"] = str(preview.new_revision)
             return swap_flow.record_attempt(store, self.node, preview.spec, extra=extra)
         except StoreError as exc:
             self.history.failed(exc)
             return None
+
+    def _keep_replaced(self, store: Any, old: ContainerSpec, extra: dict[str, str]) -> None:
+        """A LeaderWorkerSet's rollback reads the spec it restores from the history (its API keeps no revisions):
+        the running spec a swap replaces is recorded first (``observed``, ``replaced``) when no launch of the
+        workload holds it, as the VM swap records a container it did not start."""
+        newest = store.list_launches(node=self.node.name, limit=1)
+        if newest and newest[0].container_spec:
+            try:
+                if swap_flow.spec_from_launch(newest[0], old).serve_args() == old.serve_args() \
+                        and newest[0].image == old.image:
+                    return
+            except ValueError:
+                pass
+        store.start_launch(**swap_flow.launch_fields(self.node, old), origin="observed", outcome="replaced", **extra)
 
     def _update(self, launch_id: int | None, **fields: Any) -> None:
         store = self.history.get()
@@ -336,6 +381,51 @@ class WorkloadSwapCase:
 
     def _complete(self, launch_id: int | None, rollout: SliceOutcome) -> None:
         complete_launch(self.history, launch_id, rollout)
+
+
+def _arg_flags(spec: ContainerSpec) -> dict[str, str]:
+    """Every ``--flag`` of the spec's serve line, known or not: ``{name: value}``, ``""`` for a bare switch."""
+    from remote.container.parse import parse_serve_args
+
+    flags = {name: "" if value is None else str(value) for name, value in spec.serve_flags.items()}
+    extra = parse_serve_args(["-", *spec.extra_args]).extra_flags
+    return flags | {name: "" if value is None else str(value) for name, value in extra.items()}
+
+
+def flag_changes(current: ContainerSpec, target: ContainerSpec) -> dict[str, str | None]:
+    """The edits that turn ``current``'s serve flags into ``target``'s (:func:`remote.gke.edit.edited_args`'
+    form: ``{flag: value}``, ``None`` removes, ``""`` a bare switch), the model included when it differs."""
+    have, want = _arg_flags(current), _arg_flags(target)
+    changes: dict[str, str | None] = {name: None for name in have if name not in want}
+    changes.update({name: value for name, value in want.items() if have.get(name) != value})
+    if target.model and target.model != current.model:
+        changes["model"] = target.model
+    return changes
+
+
+def previous_recorded(history: HistoryAccess, node_name: str,
+                      current: ContainerSpec) -> tuple[ContainerSpec, int] | None:
+    """The newest launch of ``node_name`` (a workload's lint node name) with a container spec other than
+    ``current``'s (image, model or serve flags) and not ``failed``: ``(spec, launch id)``; ``None`` when the
+    history has none or cannot be read (its problem kept in ``history``). At most 50 launches are read."""
+    store = history.get()
+    if store is None:
+        return None
+    try:
+        launches = store.list_launches(node=node_name, limit=50)
+    except StoreError as exc:
+        history.failed(exc)
+        return None
+    for launch in launches:
+        if not launch.container_spec or launch.outcome == "failed":
+            continue
+        try:
+            spec = swap_flow.spec_from_launch(launch, current)
+        except ValueError:
+            continue
+        if (spec.image, spec.model, _arg_flags(spec)) != (current.image, current.model, _arg_flags(current)):
+            return spec, launch.id
+    return None
 
 
 def complete_launch(history: HistoryAccess, launch_id: int | None, rollout: SliceOutcome) -> None:

@@ -134,6 +134,9 @@ class WorkloadSwapScreen(ConsoleScreen):
         if p.restores_revision is not None:
             out.append(f"restores revision {p.restores_revision} (as kubectl rollout undo; it becomes revision "
                        f"{p.new_revision})\n", style="bold")
+        elif p.restores_launch is not None:
+            out.append(f"restores the container of {p.restores} (a LeaderWorkerSet keeps no revisions "
+                       "to undo to)\n", style="bold")
         out.append("args  ", style="bold").append(printable(" ".join(p.old_args)) + "\n")
         out.append("   -> ", style="bold").append(printable(" ".join(p.args or p.old_args)) + "\n")
         if p.image:
@@ -162,7 +165,7 @@ class WorkloadSwapScreen(ConsoleScreen):
 
         w, p = self.case.workload, self.preview
         errors = p.errors
-        what = "Patch" if p.restores_revision is None else f"Roll back to revision {p.restores_revision}:"
+        what = "Patch" if p.restores is None else f"Roll back to {p.restores}:"
         confirmed = await self.ask(ConfirmScreen(
             f"{what} {w.ref} in {w.cluster}/{w.namespace}?",
             ("The LeaderWorkerSet's leader and worker templates change: each group is made anew"

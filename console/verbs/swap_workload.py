@@ -41,6 +41,7 @@ def run_workload_swap(args: argparse.Namespace, config: Config, spec: WorkloadSp
 def _plan_json(preview: WorkloadPreview) -> dict[str, Any]:
     return {"old": preview.old.to_dict(), "new": preview.spec.to_dict(), "old_args": preview.old_args,
             "args": preview.args, "restores_revision": preview.restores_revision,
+            "restores_launch": preview.restores_launch,
             "new_revision": preview.new_revision,
             "patch": preview.patch,
             "lint": [{"rule_id": f.rule_id, "severity": f.severity, "message": f.message, "fix": f.fix}
@@ -105,8 +106,8 @@ async def _swap(args: argparse.Namespace, config: Config, spec: WorkloadSpec,
 
 
 def _print_plan(preview: WorkloadPreview, ref: str, err: bool) -> None:
-    head = f"swap {ref}" if preview.restores_revision is None else (
-        f"rollback {ref} to revision {preview.restores_revision} (it becomes revision {preview.new_revision})")
+    head = f"swap {ref}" if preview.restores is None else f"rollback {ref} to {preview.restores}" + (
+        f" (it becomes revision {preview.new_revision})" if preview.new_revision is not None else "")
     say(f"{head}: {preview.old.image} -> {preview.spec.image}" if preview.image else f"{head}:", err=err)
     if preview.args is not None:
         say(f"  args: {' '.join(preview.old_args)}", err=err)
@@ -128,7 +129,7 @@ async def _decide_and_run(args: argparse.Namespace, case: Any, preview: Workload
     if refused:
         say(f"tpu-console: {refused}", err=True)
         return 1
-    what = "Patch" if preview.restores_revision is None else f"Roll back (revision {preview.restores_revision})"
+    what = "Patch" if preview.restores is None else f"Roll back ({preview.restores})"
     if not args.yes and not await ask(f"{what} {case.workload.ref} in {case.workload.cluster}/{case.workload.namespace}?"):
         say("tpu-console: not confirmed (--yes to skip the question); nothing was changed.", err=True)
         return 1
@@ -144,5 +145,5 @@ async def _decide_and_run(args: argparse.Namespace, case: Any, preview: Workload
     if not outcome.patched:
         say(f"tpu-console: the patch was refused: {outcome.error}; nothing was changed.", err=True)
         return 1
-    say(f"{'patched' if preview.restores_revision is None else 'rolled back'} {case.workload.ref} (revision {outcome.revision or '?'}, launch {outcome.launch_id or '-'})", err=err)
+    say(f"{'patched' if preview.restores is None else 'rolled back'} {case.workload.ref} (revision {outcome.revision or '?'}, launch {outcome.launch_id or '-'})", err=err)
     return 0 if rollout is not None and rollout.code == 0 else 1

@@ -386,3 +386,30 @@ def test_watches_of_one_boot_share_a_launch_and_a_remade_group_is_a_new_one(
     assert watched() == first
     _remake_group(gke)
     assert watched() != first
+
+
+def test_rollback_lws_restores_both_templates_from_the_history(gke: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
+    """A LeaderWorkerSet keeps no ReplicaSets to undo to: ``rollback lws/NAME`` restores the spec the last swap
+    replaced, which the swap kept in the history (``observed``, ``replaced``) when no launch held it."""
+    wait_for("the group Ready", lambda: _all_ready(gke))
+    lwt = json.loads(kubectl(gke, "get", "lws", DEMO_LWS, "-o", "json"))["spec"]["leaderWorkerTemplate"]
+    before = {part: lwt[part]["spec"]["containers"][0]["args"] for part in ("leaderTemplate", "workerTemplate")}
+    code, _, err = _cli(capsys, gke, "swap", f"lws/{DEMO_LWS}", "--set", "max-model-len=2048", "--set",
+                        "enable-prefix-caching=", "--yes")
+    assert code == 0, err
+    code, out, err = _cli(capsys, gke, "rollback", f"lws/{DEMO_LWS}", "--yes", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["plan"]["restores_launch"] is not None and report["plan"]["restores_revision"] is None
+    assert f"rollback lws/{DEMO_LWS} to launch {report['plan']['restores_launch']} from the history" in err
+    lwt = json.loads(kubectl(gke, "get", "lws", DEMO_LWS, "-o", "json"))["spec"]["leaderWorkerTemplate"]
+    after = {part: lwt[part]["spec"]["containers"][0]["args"] for part in ("leaderTemplate", "workerTemplate")}
+    assert after == before
+    summary = report["outcome"]["summary"]
+    pods = group_pods(gke)
+    assert summary["ready"] is True and {p["name"] for p in summary["pods"]} == {p["metadata"]["name"] for p in pods}
+    assert all(p["spec"]["containers"][0]["args"] == before["workerTemplate" if p["metadata"]["name"] != "vllm-multi-0"
+                                                            else "leaderTemplate"] for p in pods)
+    code, out, err = _cli(capsys, gke, "rollback", f"lws/{DEMO_LWS}", "--dry-run")   # back to the swapped spec
+    assert code == 0, err
+    assert "--max-model-len=2048" in out.split("->", 1)[1] and "--enable-prefix-caching" in out.split("->", 1)[1]
