@@ -69,7 +69,8 @@ class ServicesStarter:
             assert config is not None
             db_path = Path(self.args.db) if self.args.db else (
                 self.sandbox.db_path if self.sandbox is not None else None)
-            return build_services(config, db_path=db_path, sandbox=self.sandbox, fleet_cache=self.fleet_cache)
+            return build_services(config, db_path=db_path, sandbox=self.sandbox, fleet_cache=self.fleet_cache,
+                                  listing_process=True)
         finally:
             self._done.set()
 
@@ -80,7 +81,7 @@ class ServicesStarter:
 
         config = _with_flags(load_config(str(state_dir / "config.toml")), self.args)
         db_path = Path(self.args.db) if self.args.db else state_dir / "history.db"
-        services = build_services(config, db_path=db_path, fleet_cache=self.fleet_cache)
+        services = build_services(config, db_path=db_path, fleet_cache=self.fleet_cache, listing_process=True)
         services.shared_sandbox_dir = state_dir
         return services
 
