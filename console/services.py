@@ -204,6 +204,13 @@ def build_services(config: Config, *, db_path: Path | None = None, sandbox: Sand
         fleet_cache=fleet_cache,
     )
     services.serving_sampler = lambda node: serving_sampler_for(services, node)
+    if listing_process:
+        # the serving samplers' SSH and HTTP clients, imported here (a thread, off the first frame):
+        # asyncssh's import runs a compiler to look for liboqs, ~0.1-0.5 s the first sample held the UI
+        import httpx  # noqa: F401
+
+        import remote.ssh.connect
+        import remote.ssh.forward  # noqa: F401
     return services
 
 

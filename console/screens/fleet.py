@@ -46,7 +46,7 @@ from console.flows.node_lookup import NodeLookupError
 from console.flows.serving import SamplingQueue, ServingSample
 from console.flows.triage import advice_for, inactive_by_zone, stuck_verdict
 from console.render import format as fmt
-from console.render.columns import column_widths, fit_columns, natural_key
+from console.render.columns import cell_widths, fit_columns, natural_key, widest_cells
 from console.render.plain import plain, printable, row
 from console.render.serving import serving_cells, serving_rows
 from console.screens.base import ConsoleScreen
@@ -111,13 +111,20 @@ def _health(node: Node) -> Text:
     return fmt.styled_state(node.health)
 
 
-#: One table row: (node or queued resource, its cells' plain text, its cells, its row key).
-_Row = tuple[Node | QueuedResource, list[str], list[Any], str]
+#: One table row: (node or queued resource, its cells' plain text, its cells, its row key, its cells'
+#: widths in terminal cells, its cells' text lowercased and joined: what the filter searches).
+_Row = tuple[Node | QueuedResource, list[str], list[Any], str, tuple[int, ...], str]
+#: A row as built for one item and one serving sample: (item, sample, row).
+_Entry = tuple[Any, Any, _Row]
 
 
-def _matches(words: list[str], cells: list[str]) -> bool:
-    hay = " ".join(cells).lower()
+def _matches(words: list[str], hay: str) -> bool:
     return all(w in hay for w in words)
+
+
+def _row_of(item: Node | QueuedResource, cells: list[Any], key: str) -> _Row:
+    plains = [c.plain if isinstance(c, Text) else str(c) for c in cells]
+    return item, plains, cells, key, cell_widths(plains), " ".join(plains).lower()
 
 
 class FleetScreen(ConsoleScreen):
@@ -177,9 +184,20 @@ class FleetScreen(ConsoleScreen):
         self._sampling: SamplingQueue | None = None
         self._ready_nodes: dict[str, Node] = {}
         self._serving_dirty = False
-        #: table id -> row key -> (item, its serving sample, cells, cells' plain text): a row is
-        #: rebuilt only when its item or sample changed (a refresh, a sample), not per keystroke
-        self._row_cache: dict[str, dict[str, tuple[Any, Any, list[Any], list[str]]]] = {}
+        #: table id -> row key -> (item, its serving sample, its row): a row is rebuilt only when its
+        #: item or sample changed (a refresh, a sample), not per keystroke; ``_row_by_id`` finds an
+        #: item kept from the last listing (the same object) without working out its key
+        self._row_cache: dict[str, dict[str, _Entry]] = {}
+        self._row_by_id: dict[str, dict[int, _Entry]] = {}
+        #: table id -> (the items, the serving samples' version, their rows): a filter keystroke, a sort
+        #: or a resize reuses the rows; ``_serving_version`` counts the samples that changed a row
+        self._rows_memo: dict[str, tuple[Sequence[Any], int, list[_Row]]] = {}
+        self._serving_version = 0
+        #: what the detail pane and the titles show now (not set again when unchanged: each update
+        #: lays the screen out again)
+        self._detail_shown_for: tuple[Any, ...] | None = None
+        self._detail_refs: tuple[Any, ...] = ()
+        self._titles: dict[str, str] = {}
         #: table id -> (columns shown, row keys in order, each row's cells' plain text)
         self._drawn: dict[str, tuple[list[str], list[str], dict[str, list[str]]]] = {}
         self._drawn_width: int | None = None
@@ -211,7 +229,7 @@ class FleetScreen(ConsoleScreen):
             self.show_snapshot(cached.snapshot, cached_at=cached.saved_at)
         else:
             self.sub_title = "loading fleet…"
-            self.query_one("#nodes-title", Label).update("Nodes · loading fleet…")
+            self._set_title("nodes", "Nodes · loading fleet…")
         self.set_interval(1.0, self._tick)
         self.query_one("#nodes", DataTable).focus()
         if self.console.ready:
@@ -248,7 +266,8 @@ class FleetScreen(ConsoleScreen):
                                                  if self.cached_at is not None else "")
             self._render_problems()
             if self.snapshot is None:        # nothing listed yet: no "loading fleet…" left behind
-                self.query_one("#nodes-title", Label).update("Nodes · not listed: the refresh failed (r retries)")
+                self._set_title("nodes", "Nodes · not listed: the refresh failed (r retries)")
+                self._detail_shown_for = None
                 self.query_one("#detail-body", Static).update(
                     Text("The fleet could not be listed; the reason is above.", style="dim"))
             return
@@ -337,6 +356,7 @@ class FleetScreen(ConsoleScreen):
                 now=self._now)
             if key in self._ready_nodes:
                 self.serving[key] = sample
+                self._serving_version += 1
                 if not self._serving_dirty:   # samples that come back together: one redraw
                     self._serving_dirty = True
                     self.set_timer(SERVING_REDRAW_S, self._redraw_serving)
@@ -469,39 +489,50 @@ class FleetScreen(ConsoleScreen):
 
     def _table_rows(self, table_id: str, items: Sequence[Any], cells_of: Callable[[Any], list[Any]],
                     key_of: Callable[[Any], str]) -> list[_Row]:
-        """Each item's row ``(item, cells' plain text, cells, row key)``; a row's cells are built again
-        only when its item or its serving sample is another object (a refresh, a sample), so a
-        keystroke of the filter, a sort or a resize costs no cell building."""
+        """Each item's row (:data:`_Row`); a row's cells are built again only when its item or its serving
+        sample is another object (a refresh, a sample), so a keystroke of the filter, a sort or a resize
+        costs no cell building, and the same items and samples cost nothing at all."""
+        version = self._serving_version if table_id == "nodes" else 0
+        memo = self._rows_memo.get(table_id)
+        if memo is not None and memo[0] is items and memo[1] == version:
+            return memo[2]
         cache = self._row_cache.get(table_id, {})
-        fresh: dict[str, tuple[Any, Any, list[Any], list[str]]] = {}
+        by_id = self._row_by_id.get(table_id, {})
+        fresh: dict[str, _Entry] = {}
+        fresh_by_id: dict[int, _Entry] = {}
         rows: list[_Row] = []
         serving = self.serving if table_id == "nodes" else {}
         for item in items:
-            key = key_of(item)
-            sample = serving.get(key)
-            entry = cache.get(key)
-            if entry is not None and entry[1] is sample and entry[0] is not item and entry[0] == item:
-                entry = self._with_times(item, sample, entry)     # a refresh, the same node
-            if entry is None or entry[0] is not item or entry[1] is not sample:
-                cells = cells_of(item)
-                entry = (item, sample, cells, [c.plain if isinstance(c, Text) else str(c) for c in cells])
-            fresh[key] = entry
-            rows.append((item, entry[3], entry[2], key))
-        self._row_cache[table_id] = fresh
+            entry = by_id.get(id(item))
+            if entry is not None and entry[0] is item:          # the same object as drawn: its key is known
+                key = entry[2][3]
+                if entry[1] is not serving.get(key):
+                    entry = None
+            else:
+                key = key_of(item)
+                entry = cache.get(key)
+            if entry is None or entry[0] is not item or entry[1] is not serving.get(key):
+                sample = serving.get(key)
+                if entry is not None and entry[1] is sample and entry[0] == item:
+                    entry = self._with_times(item, sample, entry)     # a refresh, the same node
+                else:
+                    entry = (item, sample, _row_of(item, cells_of(item), key))
+            fresh[key] = fresh_by_id[id(item)] = entry
+            rows.append(entry[2])
+        self._row_cache[table_id], self._row_by_id[table_id] = fresh, fresh_by_id
+        self._rows_memo[table_id] = (items, version, rows)
         return rows
 
-    def _with_times(self, item: Node | QueuedResource, sample: Any,
-                    entry: tuple[Any, Any, list[Any], list[str]]) -> tuple[Any, Any, list[Any], list[str]]:
-        """``entry``'s cells for ``item``, equal to the item they were built from, with TIME LEFT and AGE
+    def _with_times(self, item: Node | QueuedResource, sample: Any, entry: _Entry) -> _Entry:
+        """``entry``'s row for ``item``, equal to the item it was built from, with TIME LEFT and AGE
         counted again (a refresh costs two cells a row, not the row)."""
         now = self._now()
-        cells, plains = list(entry[2]), list(entry[3])
+        cells = list(entry[2][2])
         columns = NODE_COLUMNS if isinstance(item, Node) else QR_COLUMNS
         left = (fmt.countdown(item.time_left_s(now)) if isinstance(item, Node) else self._qr_time_left(item, now))
         for column, cell in (("TIME LEFT", left), ("AGE", plain(fmt.age(item.create_time, now)))):
-            index = columns.index(column)
-            cells[index], plains[index] = cell, cell.plain
-        return item, sample, cells, plains
+            cells[columns.index(column)] = cell
+        return item, sample, _row_of(item, cells, entry[2][3])
 
     def _draw(self, table: FleetTable, shown: list[str], widths: list[int], indexes: list[int],
               rows: list[_Row]) -> None:
@@ -516,19 +547,20 @@ class FleetScreen(ConsoleScreen):
         if drawn is not None and drawn[0] == shown and drawn[1] == keys:
             table.set_widths(width_of)
             before = drawn[2]
-            for _, now, cells, key in rows:
+            changed: list[tuple[str, str, Any]] = []
+            for _, now, cells, key, _, _ in rows:
                 then = before.get(key)
                 if now is not then and now != then:
-                    for j, i in enumerate(indexes):
-                        if then is None or now[i] != then[i]:
-                            table.update_cell(key, shown[j], cells[i])
+                    changed += [(key, shown[j], cells[i]) for j, i in enumerate(indexes)
+                                if then is None or now[i] != then[i]]
+            table.update_cells(changed)
         else:
             table.clear(columns=[c.value for c in table.columns] != shown)
             if not table.columns:
                 for column in shown:
                     table.add_column(column, key=column, width=width_of[column])
             table.set_widths(width_of)
-            table.add_rows_keyed((key, [cells[i] for i in indexes]) for _, _, cells, key in rows)
+            table.add_rows_keyed((key, [cells[i] for i in indexes]) for _, _, cells, key, _, _ in rows)
             if self._selected_key is not None and self._selected_key in table.rows:
                 table.move_cursor(row=table.get_row_index(self._selected_key), animate=False)
         self._drawn[table_id] = (shown, keys, drawn_cells)
@@ -550,9 +582,9 @@ class FleetScreen(ConsoleScreen):
             table_id = table.id or ""
             rows = self._table_rows(table_id, items, cells_of, key_of)
             if self.filter_words:
-                rows = [r for r in rows if _matches(self.filter_words, r[1])]
+                rows = [r for r in rows if _matches(self.filter_words, r[5])]
             rows = self._sorted(table_id, columns, rows)
-            measured = column_widths(columns, [r[1] for r in rows])
+            measured = widest_cells(columns, [r[4] for r in rows])
             widths = self._stable_widths(table_id, columns, measured)
             needs = {columns.index(c): columns.index(n) for c, n in COLUMN_NEEDS.items() if c in columns}
             indexes = fit_columns(widths, available, needs=needs)
@@ -574,8 +606,14 @@ class FleetScreen(ConsoleScreen):
             if hidden_count[table_id]:
                 where = "in the detail pane" if self.detail_shown else "(i: detail pane)"
                 parts.append(f"{fmt.count(hidden_count[table_id], 'more column')} {where}")
-            self.query_one(f"#{table_id}-title", Label).update(plain(" · ".join(parts)))
+            self._set_title(table_id, " · ".join(parts))
         self._render_detail()
+
+    def _set_title(self, table_id: str, text: str) -> None:
+        """The table's title line, updated only when its text changed (an update lays the screen out)."""
+        if self._titles.get(table_id) != text:
+            self._titles[table_id] = text
+            self.query_one(f"#{table_id}-title", Label).update(plain(text))
 
     def _stable_widths(self, table_id: str, columns: Sequence[str], measured: list[int]) -> list[int]:
         """The widths the columns are fitted by: the widest each has been this session (and the serving
@@ -599,13 +637,15 @@ class FleetScreen(ConsoleScreen):
             table = self.query_one(f"#{table_id}", FleetTable)
             if "TIME LEFT" not in table.columns:
                 continue
+            changed: list[tuple[str, str, Any]] = []
             for key in table.visible_row_keys():
                 item = self._by_key.get(key)
                 if item is None or item.termination_time is None:
                     continue
                 left = (fmt.countdown(item.time_left_s(now)) if isinstance(item, Node)
                         else self._qr_time_left(item, now))
-                table.update_cell(key, "TIME LEFT", left)
+                changed.append((key, "TIME LEFT", left))
+            table.update_cells(changed)        # one redraw of the rows on screen, not one per cell
 
     # --- selection and detail --------------------------------------------------------------
 
@@ -650,9 +690,26 @@ class FleetScreen(ConsoleScreen):
         item = self.selected
         return item if isinstance(item, Node) else None
 
+    def _detail_signature(self, item: Node | QueuedResource | None) -> tuple[Any, ...]:
+        """What the detail pane's text follows from: the same signature draws the same pane."""
+        if item is None:
+            return (None, self._workloads_focused())
+        key = self._selected_key or ""
+        left = item.time_left_s(self._now()) if item.termination_time is not None else None
+        return (key, id(item), self.show_raw, None if left is None else int(left), id(self.serving.get(key)),
+                self.logins.get(key), key in self._logins_loading, self.console.ready, self.console.readonly,
+                id(self.offered_types.get(item.project)))
+
     def _render_detail(self) -> None:
         body = self.query_one("#detail-body", Static)
         item = self.selected
+        signature = self._detail_signature(item)
+        if signature == self._detail_shown_for:      # each update lays the screen out again: only on a change
+            return
+        self._detail_shown_for = signature
+        # the objects whose ids the signature holds stay alive with it (an id is never reused while it does)
+        self._detail_refs = (item, self.serving.get(self._selected_key or ""),
+                             self.offered_types.get(item.project) if item is not None else None)
         if item is None:
             body.update(Text("A GKE workload: its fields are in its row (nodes --json has them all). w: its startup, "
                              "s: swap it." if self._workloads_focused() else

@@ -60,6 +60,26 @@ class FleetTable(DataTable[Any]):
         self._update_count += 1
         self.check_idle()
 
+    def update_cells(self, cells: Iterable[tuple[str, str, Any]]) -> None:
+        """Set each ``(row key, column key, value)`` and redraw once: ``DataTable.update_cell`` per cell
+        drops the table's render caches per cell (and each drop costs a walk of every row).
+
+        Raises:
+            textual.widgets.data_table.CellDoesNotExist: a row or column key is not in the table.
+        """
+        from textual.widgets.data_table import CellDoesNotExist
+
+        changed = False
+        for row_key, column_key, value in cells:
+            row = self._data.get(RowKey(row_key))
+            if row is None or ColumnKey(column_key) not in self._column_locations:
+                raise CellDoesNotExist(f"No cell exists for row_key={row_key!r}, column_key={column_key!r}.")
+            row[ColumnKey(column_key)] = value
+            changed = True
+        if changed:
+            self._update_count += 1
+            self.refresh()
+
     def set_widths(self, widths: Mapping[str, int]) -> bool:
         """Give the columns named in ``widths`` (by key) these content widths; ``True`` when one changed
         (the table is then laid out and drawn again)."""

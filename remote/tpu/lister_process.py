@@ -20,7 +20,8 @@ child is killed and the call raises :class:`~remote.errors.TpuApiError`. A child
 start, dies or answers nonsense: the listing runs in this process and the snapshot says so
 (:data:`IN_PROCESS_PROJECT` problem); after :data:`MAX_CHILD_FAILURES` failures it stays here.
 :meth:`ProcessFleetSource.close` kills the child (nothing waits for it); the child also exits
-when its stdin closes (the console gone).
+when its stdin closes (the console gone). The child runs at a lower priority (``nice 10``): on a
+busy machine the console's keys come first.
 """
 
 from __future__ import annotations
@@ -93,7 +94,11 @@ class _FrameReader:
     async def _readable(self, deadline: float) -> None:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
-        loop.add_reader(self.fd, lambda: ready.done() or ready.set_result(None))
+
+        def wake() -> None:
+            if not ready.done():
+                ready.set_result(None)
+        loop.add_reader(self.fd, wake)
         try:
             await asyncio.wait_for(ready, max(0.0, deadline - time.monotonic()))
         finally:
@@ -278,6 +283,10 @@ def child_main() -> None:
     """The child: read the setup, then answer each ``("list", base)`` until stdin closes."""
     import queue
 
+    try:
+        os.nice(10)                    # background work: the console's UI wins the CPU when both want it
+    except OSError:
+        pass
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)                      # a library's print goes to stderr, never into the frames
     stdin = sys.stdin.buffer
