@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -83,6 +84,8 @@ DETAIL_MIN_WIDTH = 120
 SERVING_REDRAW_S = 1.0
 #: Seconds between two looks for serving samples that are due (:class:`~console.flows.serving.SamplingQueue`).
 SAMPLE_DUE_S = 0.2
+#: Seconds the cursor stays on a row before the detail pane follows it, while it moves row after row.
+DETAIL_SETTLE_S = 0.15
 #: Cells the detail pane takes (its CSS width, border included).
 DETAIL_WIDTH = 44
 #: Width (cells, padding included) held for the serving columns before their first samples, so the
@@ -197,6 +200,8 @@ class FleetScreen(ConsoleScreen):
         #: lays the screen out again)
         self._detail_shown_for: tuple[Any, ...] | None = None
         self._detail_refs: tuple[Any, ...] = ()
+        self._cursor_moved_at = 0.0
+        self._detail_timer: Any = None
         self._titles: dict[str, str] = {}
         #: table id -> (columns shown, row keys in order, each row's cells' plain text)
         self._drawn: dict[str, tuple[list[str], list[str], dict[str, list[str]]]] = {}
@@ -656,7 +661,26 @@ class FleetScreen(ConsoleScreen):
             return
         if event.row_key is not None and event.row_key.value is not None:
             self._selected_key = event.row_key.value
+            self._render_detail_soon()
+
+    def _render_detail_soon(self) -> None:
+        """The detail pane for a cursor that moved: at once when it had been still, else once it stays
+        put :data:`DETAIL_SETTLE_S` (a held key redraws the table per row, the pane once: each pane
+        update lays the whole screen out)."""
+        now = time.monotonic()
+        moving = now - self._cursor_moved_at < DETAIL_SETTLE_S
+        self._cursor_moved_at = now
+        if self._detail_timer is not None:
+            self._detail_timer.stop()
+            self._detail_timer = None
+        if not moving:
             self._render_detail()
+            return
+
+        def settled() -> None:
+            self._detail_timer = None
+            self._render_detail()
+        self._detail_timer = self.set_timer(DETAIL_SETTLE_S, settled)
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         """Moving focus between the tables selects the row under that table's cursor."""
