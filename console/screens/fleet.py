@@ -60,6 +60,7 @@ from remote.errors import RemoteError
 from remote.models import FleetSnapshot, Node, QueuedResource
 
 if TYPE_CHECKING:
+    from console.flows.fleet_cache import CacheFile
     from console.flows.serving import ServingSampler
 
 #: Node columns by priority: a narrow terminal shows the leading ones that fit, whole (the detail
@@ -84,6 +85,10 @@ DETAIL_MIN_WIDTH = 120
 SERVING_REDRAW_S = 1.0
 #: Seconds between two looks for serving samples that are due (:class:`~console.flows.serving.SamplingQueue`).
 SAMPLE_DUE_S = 0.2
+#: Rows of each table the first frame draws from the cache (a tall terminal's screenful); the rest follow.
+FIRST_ROWS = 120
+#: Records read, or rows built, per loop turn while a large fleet is loaded or shown (keys go in between).
+CHUNK_ROWS = 500
 #: Seconds the cursor stays on a row before the detail pane follows it, while it moves row after row.
 DETAIL_SETTLE_S = 0.15
 #: Cells the detail pane takes (its CSS width, border included).
@@ -228,17 +233,52 @@ class FleetScreen(ConsoleScreen):
     def on_mount(self) -> None:
         self._apply_detail()
         self.query_one("#filter", Input).display = False
-        cache = self.console.fleet_cache
-        cached = cache.load() if cache is not None else None
-        if cached is not None:
-            self.show_snapshot(cached.snapshot, cached_at=cached.saved_at)
-        else:
+        if not self._show_cache_head():
             self.sub_title = "loading fleet…"
             self._set_title("nodes", "Nodes · loading fleet…")
         self.set_interval(1.0, self._tick)
         self.query_one("#nodes", DataTable).focus()
         if self.console.ready:
             self.services_ready()
+
+    def _show_cache_head(self) -> bool:
+        """The cached fleet's first :data:`FIRST_ROWS` rows of each table, now (the first frame); the
+        rest follows a chunk per loop turn (:meth:`_show_cache_rest`). ``False``: no usable cache."""
+        from console.flows.fleet_cache import UNREADABLE
+
+        cache = self.console.fleet_cache
+        file = cache.read() if cache is not None else None
+        if file is None:
+            return False
+        try:
+            head = file.snapshot(FIRST_ROWS, FIRST_ROWS)
+        except UNREADABLE:
+            return False
+        self.show_snapshot(head, cached_at=file.saved_at)
+        if len(file.node_records) > FIRST_ROWS or len(file.qr_records) > FIRST_ROWS:
+            self._show_cache_rest(file, head)
+        return True
+
+    @work(group="cache", exit_on_error=False)
+    async def _show_cache_rest(self, file: CacheFile, head: FleetSnapshot) -> None:
+        """The rest of the cached fleet, read :data:`CHUNK_ROWS` records per loop turn (the keys go in
+        between), then shown whole; dropped when a live listing landed first or a record is unreadable."""
+        from console.flows.fleet_cache import UNREADABLE
+
+        nodes, qrs = list(head.nodes), list(head.queued_resources)
+        try:
+            for start in range(FIRST_ROWS, len(file.node_records), CHUNK_ROWS):
+                await asyncio.sleep(0)
+                nodes += file.nodes(start, start + CHUNK_ROWS)
+            for start in range(FIRST_ROWS, len(file.qr_records), CHUNK_ROWS):
+                await asyncio.sleep(0)
+                qrs += file.queued_resources(start, start + CHUNK_ROWS)
+        except UNREADABLE:
+            return
+        snapshot = FleetSnapshot(tuple(nodes), tuple(qrs), file.problems, fetched_at=file.saved_at)
+        await self._warm_rows(snapshot)
+        if self.snapshot is head:              # still the cache's first rows (no live listing, no refresh)
+            self.show_snapshot(snapshot, cached_at=file.saved_at)
 
     def services_ready(self) -> None:
         """The app's services exist: list the fleet now and every ``refresh_interval_s`` (once)."""
@@ -280,6 +320,7 @@ class FleetScreen(ConsoleScreen):
             self._refreshing = False
         self._last_error = None
         self.services.reload_ssh_hosts()     # a node made READY since (e.g. requested here) may have a host entry now
+        await self._warm_rows(snapshot)
         self.show_snapshot(snapshot)
         await self._save_cache(snapshot)
 
@@ -492,37 +533,58 @@ class FleetScreen(ConsoleScreen):
         missing = [e for e in rows if key(e) is None]    # blanks last, whichever the direction
         return sorted(present, key=key, reverse=descending) + missing
 
+    def _tables(self, snapshot: FleetSnapshot) -> tuple[tuple[str, Sequence[Any], Callable[[Any], list[Any]],
+                                                          Callable[[Any], str]], ...]:
+        """Each table's (id, items, cells of an item, row key of an item)."""
+        return (("nodes", snapshot.nodes, self._node_cells, node_row_key),
+                ("qrs", snapshot.queued_resources, self._qr_cells, qr_row_key))
+
+    def _entry_for(self, table_id: str, item: Any, cells_of: Callable[[Any], list[Any]],
+                   key_of: Callable[[Any], str]) -> _Entry:
+        """``item``'s row as cached when its item and serving sample are the objects it was built from;
+        with its times counted again when the item is an equal one (a refresh); else built anew."""
+        serving = self.serving if table_id == "nodes" else {}
+        entry = self._row_by_id.get(table_id, {}).get(id(item))
+        if entry is not None and entry[0] is item:          # the same object as drawn: its key is known
+            if entry[1] is serving.get(entry[2][3]):
+                return entry
+            key = entry[2][3]
+        else:
+            key = key_of(item)
+            entry = self._row_cache.get(table_id, {}).get(key)
+        sample = serving.get(key)
+        if entry is not None and entry[0] is item and entry[1] is sample:
+            return entry
+        if entry is not None and entry[1] is sample and entry[0] == item:
+            return self._with_times(item, sample, entry)     # a refresh, the same node
+        return item, sample, _row_of(item, cells_of(item), key)
+
+    async def _warm_rows(self, snapshot: FleetSnapshot) -> None:
+        """Build the rows of ``snapshot``'s new items :data:`CHUNK_ROWS` at a time, a chunk per loop turn,
+        so that showing it costs no cell building (thousands of new rows at once held the keys)."""
+        for table_id, items, cells_of, key_of in self._tables(snapshot):
+            cache = self._row_cache.setdefault(table_id, {})
+            by_id = self._row_by_id.setdefault(table_id, {})
+            for start in range(0, len(items), CHUNK_ROWS):
+                for item in items[start:start + CHUNK_ROWS]:
+                    entry = self._entry_for(table_id, item, cells_of, key_of)
+                    cache[entry[2][3]] = by_id[id(item)] = entry
+                await asyncio.sleep(0)
+
     def _table_rows(self, table_id: str, items: Sequence[Any], cells_of: Callable[[Any], list[Any]],
                     key_of: Callable[[Any], str]) -> list[_Row]:
-        """Each item's row (:data:`_Row`); a row's cells are built again only when its item or its serving
-        sample is another object (a refresh, a sample), so a keystroke of the filter, a sort or a resize
-        costs no cell building, and the same items and samples cost nothing at all."""
+        """Each item's row (:data:`_Row`, :meth:`_entry_for`): a keystroke of the filter, a sort or a
+        resize costs no cell building, and the same items and samples cost nothing at all."""
         version = self._serving_version if table_id == "nodes" else 0
         memo = self._rows_memo.get(table_id)
         if memo is not None and memo[0] is items and memo[1] == version:
             return memo[2]
-        cache = self._row_cache.get(table_id, {})
-        by_id = self._row_by_id.get(table_id, {})
         fresh: dict[str, _Entry] = {}
         fresh_by_id: dict[int, _Entry] = {}
         rows: list[_Row] = []
-        serving = self.serving if table_id == "nodes" else {}
         for item in items:
-            entry = by_id.get(id(item))
-            if entry is not None and entry[0] is item:          # the same object as drawn: its key is known
-                key = entry[2][3]
-                if entry[1] is not serving.get(key):
-                    entry = None
-            else:
-                key = key_of(item)
-                entry = cache.get(key)
-            if entry is None or entry[0] is not item or entry[1] is not serving.get(key):
-                sample = serving.get(key)
-                if entry is not None and entry[1] is sample and entry[0] == item:
-                    entry = self._with_times(item, sample, entry)     # a refresh, the same node
-                else:
-                    entry = (item, sample, _row_of(item, cells_of(item), key))
-            fresh[key] = fresh_by_id[id(item)] = entry
+            entry = self._entry_for(table_id, item, cells_of, key_of)
+            fresh[entry[2][3]] = fresh_by_id[id(item)] = entry
             rows.append(entry[2])
         self._row_cache[table_id], self._row_by_id[table_id] = fresh, fresh_by_id
         self._rows_memo[table_id] = (items, version, rows)
@@ -549,16 +611,20 @@ class FleetScreen(ConsoleScreen):
         drawn_cells = {r[3]: r[1] for r in rows}     # a cell's style follows from its text
         drawn = self._drawn.get(table_id)
         width_of = {column: width - 2 for column, width in zip(shown, widths, strict=True)}
-        if drawn is not None and drawn[0] == shown and drawn[1] == keys:
+        drawn_count = len(drawn[1]) if drawn is not None else 0
+        if drawn is not None and drawn[0] == shown and keys[:drawn_count] == drawn[1]:
+            # the rows drawn are still the first ones: their changed cells updated, new rows added below
+            # (a large cached fleet arrives a screenful first, the rest after)
             table.set_widths(width_of)
             before = drawn[2]
             changed: list[tuple[str, str, Any]] = []
-            for _, now, cells, key, _, _ in rows:
+            for _, now, cells, key, _, _ in rows[:drawn_count]:
                 then = before.get(key)
                 if now is not then and now != then:
                     changed += [(key, shown[j], cells[i]) for j, i in enumerate(indexes)
                                 if then is None or now[i] != then[i]]
             table.update_cells(changed)
+            table.add_rows_keyed((key, [cells[i] for i in indexes]) for _, _, cells, key, _, _ in rows[drawn_count:])
         else:
             table.clear(columns=[c.value for c in table.columns] != shown)
             if not table.columns:

@@ -95,7 +95,9 @@ class FleetTable(DataTable[Any]):
 
         columns = [column.key for column in self.ordered_columns]
         was_empty = self.row_count == 0
+        added = 0
         for key, cells in rows:
+            added += 1
             row_key = RowKey(key)
             if row_key in self._row_locations:
                 raise DuplicateKey(f"The row key {row_key!r} already exists.")
@@ -103,6 +105,8 @@ class FleetTable(DataTable[Any]):
             self._data[row_key] = dict(zip(columns, cells, strict=False))
             self.rows[row_key] = Row(row_key, 1, None, False)
             self._new_rows.add(row_key)
+        if not added:                   # nothing to lay out or redraw
+            return
         self._require_update_dimensions = True
         self.cursor_coordinate = self.cursor_coordinate
         if was_empty and self.row_count and self.columns and self.show_cursor and self.cursor_type != "none":
