@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import threading
 from pathlib import Path
@@ -144,6 +145,22 @@ def run_tui(args: argparse.Namespace) -> int:
         TpuConsoleApp(start=starter, fleet_cache=cache, readonly=bool(getattr(args, "readonly", False))
                       or bool(config and config.readonly), sandbox=args.demo,
                       keys=config.keys if config is not None else None).run()
-        return 0
     finally:
         starter.stop()
+    leave_now(0)
+    return 0
+
+
+def leave_now(code: int) -> None:
+    """End the process once the console has closed what it opened (terminal restored, services, the
+    sandbox): streams flushed, then ``os._exit`` without tearing down the interpreter. Freeing a
+    fleet of thousands of nodes object by object at exit took 1.7 s at 5,000 nodes, after ``q``."""
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

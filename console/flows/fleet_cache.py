@@ -22,6 +22,7 @@ import dataclasses
 import json
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -131,6 +132,23 @@ def _queued(data: dict[str, Any]) -> QueuedResource:
     return qr
 
 
+#: Temporary files a save writes before renaming; one left by a process that ended mid-save (the
+#: console leaves with ``os._exit``, :func:`console.tui.leave_now`) is removed by a later save.
+TEMP_PREFIX = ".fleet-cache."
+#: Age (seconds) past which a temporary file is a leftover, not another process's save in flight.
+STALE_TEMP_S = 300.0
+
+
+def _remove_stale_temporaries(folder: Path, now_s: float) -> None:
+    """Remove ``TEMP_PREFIX*`` files in ``folder`` older than :data:`STALE_TEMP_S` (errors ignored)."""
+    for leftover in folder.glob(TEMP_PREFIX + "*"):
+        try:
+            if now_s - leftover.stat().st_mtime > STALE_TEMP_S:
+                leftover.unlink()
+        except OSError:
+            pass
+
+
 @dataclass(frozen=True)
 class FleetCache:
     """Where the last fleet is kept, and whose fleet it is.
@@ -156,7 +174,8 @@ class FleetCache:
             "problems": [p.to_json() for p in snapshot.problems],
         }
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(prefix=".fleet-cache.", dir=self.path.parent)
+        _remove_stale_temporaries(self.path.parent, now_s=time.time())
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=self.path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 json.dump(data, out)
