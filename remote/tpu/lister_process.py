@@ -112,12 +112,15 @@ class ProcessFleetSource(FleetSource):
         projects, api_endpoint, timeout_s: as :class:`FleetSource`.
         listing_deadline_s: the most one whole listing may take, child start included (default:
             six times ``timeout_s``, at least 60 s).
+        child_command: the child's command line (default: this Python, ``-m remote.tpu.lister_process``).
     """
 
     def __init__(self, projects: Sequence[ProjectConfig], *, api_endpoint: str | None = None,
-                 timeout_s: float = 20.0, listing_deadline_s: float | None = None) -> None:
+                 timeout_s: float = 20.0, listing_deadline_s: float | None = None,
+                 child_command: Sequence[str] | None = None) -> None:
         super().__init__(projects, api_endpoint=api_endpoint, timeout_s=timeout_s)
         self.listing_deadline_s = listing_deadline_s or max(60.0, 6 * timeout_s)
+        self.child_command = list(child_command or [sys.executable, "-m", "remote.tpu.lister_process"])
         self.child: subprocess.Popen[bytes] | None = None
         self._reader: _FrameReader | None = None
         #: why listings run in this process for good (``None``: the child is used)
@@ -135,7 +138,7 @@ class ProcessFleetSource(FleetSource):
         if self.child is not None and self.child.poll() is None:
             return self.child
         self._forget()
-        child = subprocess.Popen([sys.executable, "-m", "remote.tpu.lister_process"], stdin=subprocess.PIPE,
+        child = subprocess.Popen(self.child_command, stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
         assert child.stdin is not None and child.stdout is not None
         self.child = child
