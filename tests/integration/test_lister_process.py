@@ -5,6 +5,7 @@ that dies or hangs (real processes that do) and close() killing the child."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -34,7 +35,7 @@ def api() -> Iterator[tuple[SandboxTpuApi, Any]]:
     server.stop()
 
 
-def _gone(process: Any, within_s: float = 20.0) -> int | None:
+def _gone(process: subprocess.Popen[bytes], within_s: float = 20.0) -> int | None:
     """The process's exit status once it ended (``None``: still running after ``within_s``)."""
     deadline = time.monotonic() + within_s
     while process.poll() is None and time.monotonic() < deadline:
