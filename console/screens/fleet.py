@@ -214,6 +214,8 @@ class FleetScreen(ConsoleScreen):
         #: when the fleet shown was saved, while it comes from the cache (``None``: live, or nothing yet)
         self.cached_at: datetime | None = None
         self._refresh_timer: Any = None
+        self._projects = 0
+        self._problems_error: str | None = None
 
     def compose(self) -> ComposeResult:
         yield ConsoleHeader()
@@ -320,7 +322,9 @@ class FleetScreen(ConsoleScreen):
             self._refreshing = False
         self._last_error = None
         self.services.reload_ssh_hosts()     # a node made READY since (e.g. requested here) may have a host entry now
-        await self._warm_rows(snapshot)
+        if not (self.snapshot is not None and snapshot.nodes is self.snapshot.nodes):
+            self._sync_samplers(snapshot)    # the READY nodes' samples first: the rows are built with them
+            await self._warm_rows(snapshot)
         self.show_snapshot(snapshot)
         await self._save_cache(snapshot)
 
@@ -337,22 +341,37 @@ class FleetScreen(ConsoleScreen):
 
     def show_snapshot(self, snapshot: FleetSnapshot, *, cached_at: datetime | None = None) -> None:
         """Render ``snapshot`` into the tables, keeping the selection. ``cached_at``: the fleet comes
-        from the cache saved then (the title says "cached HH:MM:SS" until a live refresh lands)."""
+        from the cache saved then (the title says "cached HH:MM:SS" until a live refresh lands).
+
+        A live listing that changed nothing (the same node and queued-resource tuples, as the child
+        lister hands back, and the same problems) only says when it was refreshed: the rows on screen
+        count down and age on their own (:meth:`_tick`)."""
+        before = self.snapshot
         self.snapshot = snapshot
+        if (before is not None and cached_at is None and self.cached_at is None and before.nodes is snapshot.nodes
+                and before.queued_resources is snapshot.queued_resources and before.problems == snapshot.problems):
+            self.sub_title = self._fleet_title(snapshot, self._projects, None)
+            if self._problems_error != self._last_error:      # a failed refresh's line goes
+                self._render_problems()
+            return
         self.cached_at = cached_at
         self._by_key = {node_row_key(n): n for n in snapshot.nodes}
         self._by_key.update({qr_row_key(q): q for q in snapshot.queued_resources})
-        projects = sorted({n.project for n in snapshot.nodes} | {p.project for p in snapshot.problems}
-                          | {q.project for q in snapshot.queued_resources})
-        self.sub_title = (f"{fmt.count(len(snapshot.nodes), 'node')} · "
-                          f"{fmt.count(len(snapshot.queued_resources), 'queued resource')}"
-                          f" · {fmt.count(len(projects), 'project')} · "
-                          + (f"cached {clock_time(cached_at)}" if cached_at is not None
-                             else f"refreshed {fmt.when(self._now())}"))
+        self._projects = len({n.project for n in snapshot.nodes} | {p.project for p in snapshot.problems}
+                             | {q.project for q in snapshot.queued_resources})
+        self.sub_title = self._fleet_title(snapshot, self._projects, cached_at)
         if cached_at is None:
             self._sync_samplers(snapshot)
         self._render_problems()
         self._render_tables()
+
+    def _fleet_title(self, snapshot: FleetSnapshot, projects: int, cached_at: datetime | None) -> str:
+        """``N nodes · N queued resources · N projects · cached HH:MM:SSZ`` (or ``refreshed ...``)."""
+        return (f"{fmt.count(len(snapshot.nodes), 'node')} · "
+                          f"{fmt.count(len(snapshot.queued_resources), 'queued resource')}"
+                f" · {fmt.count(projects, 'project')} · "
+                + (f"cached {clock_time(cached_at)}" if cached_at is not None
+                   else f"refreshed {fmt.when(self._now())}"))
 
     # --- serving columns ----------------------------------------------------------------------
 
@@ -446,6 +465,7 @@ class FleetScreen(ConsoleScreen):
         from console.render.fit import fit_items
 
         widget = self.query_one("#problems", Static)
+        self._problems_error = self._last_error
         problems = self.snapshot.problems if self.snapshot else ()
         inactive = inactive_by_zone(self.snapshot) if self.snapshot else []
         widget.display = bool(problems or inactive or self._last_error)
@@ -697,25 +717,32 @@ class FleetScreen(ConsoleScreen):
 
     def _tick(self) -> None:
         """Once a second: count down the TIME LEFT of the rows on screen from the cached snapshot (no
-        API call; a row scrolled into view counts down from the next tick)."""
+        API call; a row scrolled into view counts down from the next tick), and age their AGE when its
+        text changes (a refresh that changed nothing builds no row: the rows on screen age here)."""
         if self.snapshot is None:
             return
         selected = self.selected
         if selected is not None and selected.termination_time is not None and not self.show_raw:
             self._render_detail()           # its time_left_s counts down with the table
         now = self._now()
-        for table_id in ("nodes", "qrs"):
+        for table_id, columns in (("nodes", NODE_COLUMNS), ("qrs", QR_COLUMNS)):
             table = self.query_one(f"#{table_id}", FleetTable)
-            if "TIME LEFT" not in table.columns:
-                continue
+            drawn = self._drawn.get(table_id)
+            drawn_plains = drawn[2] if drawn is not None else {}
             changed: list[tuple[str, str, Any]] = []
             for key in table.visible_row_keys():
                 item = self._by_key.get(key)
-                if item is None or item.termination_time is None:
+                if item is None:
                     continue
-                left = (fmt.countdown(item.time_left_s(now)) if isinstance(item, Node)
-                        else self._qr_time_left(item, now))
-                changed.append((key, "TIME LEFT", left))
+                if item.termination_time is not None and "TIME LEFT" in table.columns:
+                    left = (fmt.countdown(item.time_left_s(now)) if isinstance(item, Node)
+                            else self._qr_time_left(item, now))
+                    changed.append((key, "TIME LEFT", left))
+                plains = drawn_plains.get(key)
+                age = fmt.age(item.create_time, now)
+                if "AGE" in table.columns and plains is not None and plains[columns.index("AGE")] != age:
+                    plains[columns.index("AGE")] = age      # as drawn now (the row's cells are rebuilt on a change)
+                    changed.append((key, "AGE", plain(age)))
             table.update_cells(changed)        # one redraw of the rows on screen, not one per cell
 
     # --- selection and detail --------------------------------------------------------------

@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from remote.errors import CredentialsError, TpuApiError
 from remote.models import FleetProblem, FleetSnapshot, Node, QueuedResource
@@ -49,6 +49,7 @@ MAX_CHILD_FAILURES = 2
 IN_PROCESS_PROJECT = "tpu-console"
 _HEADER = struct.Struct(">I")
 _Key = tuple[str, str, str]
+T = TypeVar("T")
 
 
 class ChildFailed(Exception):
@@ -129,6 +130,9 @@ class ProcessFleetSource(FleetSource):
         self._generation = 0
         self._nodes: dict[_Key, Node] = {}
         self._qrs: dict[_Key, QueuedResource] = {}
+        #: the tuples of the last snapshot, handed back again while nothing changed
+        self._last_nodes: tuple[Node, ...] = ()
+        self._last_qrs: tuple[QueuedResource, ...] = ()
         self._lock = asyncio.Lock()
 
     # --- the child ---------------------------------------------------------------------------
@@ -153,6 +157,7 @@ class ProcessFleetSource(FleetSource):
         child, self.child, self._reader = self.child, None, None
         self._generation = 0
         self._nodes, self._qrs = {}, {}
+        self._last_nodes, self._last_qrs = (), ()
         if child is not None:
             kill(child)
 
@@ -233,9 +238,20 @@ class ProcessFleetSource(FleetSource):
                 into[key] = item
             await asyncio.sleep(0)      # one chunk per loop turn: the keys go in between
         _, problems, fetched_at, elapsed_s = frame
+        node_items = self._same(self._last_nodes, tuple(nodes.values()))
+        qr_items = self._same(self._last_qrs, tuple(qrs.values()))
         self._generation, self._nodes, self._qrs = generation, nodes, qrs
+        self._last_nodes, self._last_qrs = node_items, qr_items
         self._failures = 0
-        return FleetSnapshot(tuple(nodes.values()), tuple(qrs.values()), tuple(problems), fetched_at, elapsed_s)
+        return FleetSnapshot(node_items, qr_items, tuple(problems), fetched_at, elapsed_s)
+
+    @staticmethod
+    def _same(before: tuple[T, ...], now: tuple[T, ...]) -> tuple[T, ...]:
+        """``before`` itself when ``now`` holds the same objects in the same order (a listing that
+        changed nothing: the console sees at once that nothing is to be drawn), else ``now``."""
+        if len(before) == len(now) and all(a is b for a, b in zip(before, now, strict=True)):
+            return before
+        return now
 
 
 def kill(child: subprocess.Popen[bytes]) -> None:
