@@ -183,3 +183,30 @@ async def test_a_large_cached_fleet_draws_a_screenful_first_then_adds_the_rest_b
         held.released.set()
         await _until(pilot, lambda: screen.cached_at is None, "the live listing")
         assert table.row_count == NODES
+
+
+async def test_quitting_the_console_kills_its_lister_process(scale: tuple[Any, Any], tmp_path: Path) -> None:
+    from remote.tpu.lister_process import ProcessFleetSource
+
+    server, _ = scale
+    projects = tuple(ProjectConfig(f"scale-{p:02d}") for p in range(PROJECTS))
+    config = Config(projects=projects, api_endpoint=server.endpoint, refresh_interval_s=3600)
+    fleet = ProcessFleetSource(projects, api_endpoint=server.endpoint, timeout_s=10)
+    services = Services(config=config, fleet=fleet, db_path=tmp_path / "history.db", clock=lambda: FROZEN_NOW)
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await _until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.cached_at is None
+                     and app.screen.snapshot is not None, "the live fleet")
+        screen = app.screen
+        assert isinstance(screen, FleetScreen) and screen.snapshot is not None
+        assert len(screen.snapshot.nodes) == NODES
+        assert not [p for p in screen.snapshot.problems if p.project == "tpu-console"]  # listed by the child
+        child = fleet.child
+        assert child is not None and child.poll() is None
+        await pilot.press("q")
+    for _ in range(500):                        # killed, not waited for: reaped by a daemon thread
+        if child.poll() is not None:
+            break
+        await asyncio.sleep(0.02)
+    assert child.poll() == -9
+    services.close()
