@@ -89,6 +89,10 @@ SAMPLE_DUE_S = 0.2
 FIRST_ROWS = 120
 #: Records read, or rows built, per loop turn while a large fleet is loaded or shown (keys go in between).
 CHUNK_ROWS = 500
+#: Rows built (a listing's new or changed rows) after which the heap is frozen again (:meth:`FleetScreen._freeze_new_rows`).
+FREEZE_AFTER_ROWS = 1000
+#: Every this many freezes, a full collection instead (what earlier freezes kept in cycles is freed).
+REFREEZE_EVERY = 8
 #: Seconds the cursor stays on a row before the detail pane follows it, while it moves row after row.
 DETAIL_SETTLE_S = 0.15
 #: Cells the detail pane takes (its CSS width, border included).
@@ -215,6 +219,9 @@ class FleetScreen(ConsoleScreen):
         self.cached_at: datetime | None = None
         self._refresh_timer: Any = None
         self._projects = 0
+        #: rows built since the heap was last frozen, and how many times it was (:meth:`_freeze_new_rows`)
+        self._rows_built = 0
+        self._freezes = 0
         self._problems_error: str | None = None
 
     def compose(self) -> ComposeResult:
@@ -281,6 +288,7 @@ class FleetScreen(ConsoleScreen):
         await self._warm_rows(snapshot)
         if self.snapshot is head:              # still the cache's first rows (no live listing, no refresh)
             self.show_snapshot(snapshot, cached_at=file.saved_at)
+            self._freeze_new_rows()
 
     def services_ready(self) -> None:
         """The app's services exist: list the fleet now and every ``refresh_interval_s`` (once)."""
@@ -326,6 +334,7 @@ class FleetScreen(ConsoleScreen):
             self._sync_samplers(snapshot)    # the READY nodes' samples first: the rows are built with them
             await self._warm_rows(snapshot)
         self.show_snapshot(snapshot)
+        self._freeze_new_rows()
         await self._save_cache(snapshot)
 
     async def _save_cache(self, snapshot: FleetSnapshot) -> None:
@@ -575,9 +584,24 @@ class FleetScreen(ConsoleScreen):
         sample = serving.get(key)
         if entry is not None and entry[0] is item and entry[1] is sample:
             return entry
+        self._rows_built += 1
         if entry is not None and entry[1] is sample and entry[0] == item:
             return self._with_times(item, sample, entry)     # a refresh, the same node
         return item, sample, _row_of(item, cells_of(item), key)
+
+    def _freeze_new_rows(self) -> None:
+        """Once :data:`FREEZE_AFTER_ROWS` rows were built, move what is alive out of the collector's walk
+        (:func:`console.heap.freeze_new`; every :data:`REFREEZE_EVERY` times a full collection,
+        :func:`console.heap.refreeze`, frees what the freezes kept in cycles): a fleet's rows are
+        hundreds of thousands of objects, and each full collection walked them all (~300 ms of the keys
+        every few seconds at 5,000 nodes)."""
+        from console.heap import freeze_new, refreeze
+
+        if self._rows_built < FREEZE_AFTER_ROWS:
+            return
+        self._rows_built = 0
+        self._freezes += 1
+        (refreeze if self._freezes % REFREEZE_EVERY == 0 else freeze_new)()
 
     async def _warm_rows(self, snapshot: FleetSnapshot) -> None:
         """Build the rows of ``snapshot``'s new items :data:`CHUNK_ROWS` at a time, a chunk per loop turn,
