@@ -10,11 +10,13 @@ During the burst a key (``f``, follow toggle) is sent every 100 ms as a terminal
 the bench records when its action ran and when the screen had refreshed after it.
 
 Prints: key round trip (key event -> action, and -> screen refreshed) p50/p99/max in ms
-against the 100 ms target, the event loop's longest stalls (a 10 ms heartbeat's overshoot),
+against the 100 ms target, how much of each round trip the loop thread spent waiting for a CPU
+(the kernel's run queue, ``/proc`` schedstat: the machine's load, not the console's work) and the
+round trip less that wait, the event loop's longest stalls (a 10 ms heartbeat's overshoot),
 lines shown vs lines written, RSS before/after/peak, CPU of the loop's thread and of the tail's
 line thread (the reader, masking and splitting run there); with
 ``--json`` the last line is one JSON object: ``key_p50_ms``, ``key_p99_ms`` (key event ->
-screen refreshed), ``lines_sent``, ``lines_received``, ``rss_mib_max`` (peak RSS).
+screen refreshed), ``key_p99_own_ms`` (less the run-queue wait), ``loop_runq_ms``, ``lines_sent``, ``lines_received``, ``rss_mib_max`` (peak RSS).
 
 Huge-line mode (``--huge``): a 60,000-line burst (20,000 lines/s for 3 s) with eight 250 KB lines
 spread through it and one 90 KB line of carriage-return redraws (a tqdm bar under ``docker run -t``)
@@ -36,6 +38,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +85,15 @@ def rss_mib() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def runq_wait_s() -> float:
+    """Seconds the calling thread has waited on a run queue for a CPU (``/proc`` schedstat; 0 when
+    the kernel does not say): the part of a stall that is the machine's load, not the thread's work."""
+    try:
+        return int(Path(f"/proc/self/task/{threading.get_native_id()}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def thread_cpu_s(native_id: int | None) -> float:
@@ -176,6 +188,8 @@ class BurstFigures:
     burst_wall_s: float
     to_action_s: list[float]    # key event -> action ran
     to_refresh_s: list[float]   # key event -> screen refreshed
+    key_runq_s: list[float]     # of each answered key's round trip, the loop thread's wait for a CPU
+    loop_runq_s: float          # the loop thread's wait for a CPU during the burst
     keys_unanswered: int
     last_line_s: float | None   # the burst's last line: due in the log -> counted by the log pane
     stalls_s: list[float]       # the 10 ms heartbeat's overshoots
@@ -278,12 +292,20 @@ async def burst(app: TpuConsoleApp, screen: StartupScreen, child: subprocess.Pop
     sent: dict[str, float] = {}
     original = screen.action_toggle_follow
 
+    key_runq: list[float] = []
+
     def timed_toggle() -> None:
         start = sent.pop("t", None)
         original()
         if start is not None:
             to_action.append(time.perf_counter() - start)
-            app.call_after_refresh(lambda: to_refresh.append(time.perf_counter() - start))
+            runq_at_key = sent.pop("runq", 0.0)
+
+            def refreshed() -> None:
+                to_refresh.append(time.perf_counter() - start)
+                key_runq.append(runq_wait_s() - runq_at_key)
+
+            app.call_after_refresh(refreshed)
 
     screen.action_toggle_follow = timed_toggle  # type: ignore[method-assign]
     await asyncio.sleep(0.5)
@@ -303,9 +325,9 @@ async def burst(app: TpuConsoleApp, screen: StartupScreen, child: subprocess.Pop
     if sampler is not None:
         sampler.start()
     beat = asyncio.create_task(heartbeat_sampled(stalls, sampler))
-    loop_cpu_before = time.thread_time()
+    loop_cpu_before, runq_before = time.thread_time(), runq_wait_s()
     while screen.watcher.lines_received < burst_lines and time.monotonic() - started < seconds * 6:
-        sent["t"] = time.perf_counter()
+        sent["t"], sent["runq"] = time.perf_counter(), runq_wait_s()
         app.post_message(events.Key("f", None))
         await asyncio.sleep(KEY_EVERY_S)
         rss_samples.append(rss_mib())
@@ -313,7 +335,7 @@ async def burst(app: TpuConsoleApp, screen: StartupScreen, child: subprocess.Pop
     beat.cancel()
     if sampler is not None:
         sampler.stop()
-    loop_cpu = time.thread_time() - loop_cpu_before
+    loop_cpu, loop_runq = time.thread_time() - loop_cpu_before, runq_wait_s() - runq_before
     line_thread = getattr(screen.watcher, "tail_thread", None)      # None before issue 18's thread
     line_cpu = thread_cpu_s(line_thread.native_id if line_thread is not None else None)
     while not state_of(screen.watcher).ready and time.monotonic() - started < seconds * 6 + 30:
@@ -324,7 +346,8 @@ async def burst(app: TpuConsoleApp, screen: StartupScreen, child: subprocess.Pop
     rss_after = rss_mib()
     return BurstFigures(
         total_lines=total_lines, burst_lines=burst_lines, burst_wall_s=burst_wall, to_action_s=to_action,
-        to_refresh_s=to_refresh, keys_unanswered=len(sent), last_line_s=last_line[0] if last_line else None,
+        to_refresh_s=to_refresh, key_runq_s=key_runq, loop_runq_s=loop_runq,
+        keys_unanswered=len([k for k in sent if k == "t"]), last_line_s=last_line[0] if last_line else None,
         stalls_s=stalls, loop_cpu_s=loop_cpu,
         line_cpu_s=line_cpu, cpu_s=cpu, rss_before_mib=rss_before, rss_samples_mib=rss_samples,
         rss_after_mib=rss_after, received=screen.watcher.lines_received, ready=state_of(screen.watcher).ready,
@@ -357,9 +380,13 @@ def print_figures(f: BurstFigures, rate: int, seconds: float, as_json: bool, hug
           f"{pct(to_action, .99) * 1000:.1f} ms, max {max(to_action or [0]) * 1000:.1f} ms")
     print(f"  key event -> screen refreshed: p50 {pct(to_refresh, .5) * 1000:.1f} ms, p99 "
           f"{pct(to_refresh, .99) * 1000:.1f} ms, max {max(to_refresh or [0]) * 1000:.1f} ms (target < 100 ms)")
+    own = [wall - wait for wall, wait in zip(to_refresh, f.key_runq_s)]
+    print(f"  of which the loop thread waited for a CPU (run queue): p99 {pct(f.key_runq_s, .99) * 1000:.1f} ms; "
+          f"key -> refreshed less that wait: p50 {pct(own, .5) * 1000:.1f} ms, p99 {pct(own, .99) * 1000:.1f} ms")
     print(f"event loop stalls during the burst (10 ms heartbeat, {len(stalls)} beats): p50 "
           f"{pct(stalls, .5) * 1000:.1f} ms, p99 {pct(stalls, .99) * 1000:.1f} ms, max {max(stalls or [0]) * 1000:.1f} ms")
-    print(f"CPU during the burst: loop thread {f.loop_cpu_s:.1f} s, tail line thread {f.line_cpu_s:.1f} s")
+    print(f"CPU during the burst: loop thread {f.loop_cpu_s:.1f} s (and {f.loop_runq_s:.1f} s waiting for a CPU), "
+          f"tail line thread {f.line_cpu_s:.1f} s")
     print(f"RSS: before the burst {f.rss_before_mib:.1f} MiB, during max {max(f.rss_samples_mib or [0]):.1f} MiB, "
           f"after ready {f.rss_after_mib:.1f} MiB, peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MiB")
     print(f"CPU (console process): {f.cpu_s:.1f} s for {received:,} lines = {f.cpu_s / max(received, 1) * 1e6:.0f} us/line "
@@ -369,6 +396,8 @@ def print_figures(f: BurstFigures, rate: int, seconds: float, as_json: bool, hug
     if as_json:
         print(json.dumps({"key_p50_ms": round(pct(to_refresh, .5) * 1000, 1),
                           "key_p99_ms": round(pct(to_refresh, .99) * 1000, 1),
+                          "key_p99_own_ms": round(pct(own, .99) * 1000, 1),
+                          "loop_runq_ms": round(f.loop_runq_s * 1000, 1),
                           "last_line_ms": round(f.last_line_s * 1000, 1) if f.last_line_s is not None else None,
                           "lines_sent": f.total_lines, "lines_received": received,
                           "rss_mib_max": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))

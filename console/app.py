@@ -323,7 +323,17 @@ class TpuConsoleApp(App[None]):
             return
         fleet = self.fleet_screen
         nodes = fleet.snapshot.nodes if fleet and fleet.snapshot else []
-        await self.push_screen(CommandScreen(candidates(nodes, readonly=self.readonly)), self.run_command)
+        await self.push_screen(CommandScreen(candidates(nodes, readonly=self.readonly,
+                                                        workloads=self._workloads())), self.run_command)
+
+    def _workloads(self) -> list[Any]:
+        """The GKE workloads the fleet's Workloads table lists (none without ``[gke]`` or before a listing)."""
+        from console.widgets.workloads import WorkloadsPane
+
+        fleet = self.fleet_screen
+        panes = list(fleet.query(WorkloadsPane)) if fleet is not None else []
+        listed = panes[0].fleet if panes else None
+        return list(listed.workloads) if listed is not None else []
 
     def run_command(self, text: str | None) -> None:
         """Run what was typed in command mode (``None``: closed); a bad command is a toast."""
@@ -333,12 +343,17 @@ class TpuConsoleApp(App[None]):
             return
         fleet = self.fleet_screen
         nodes = {n.name: n for n in fleet.snapshot.nodes} if fleet and fleet.snapshot else {}
+        workloads = self._workloads()
         try:
-            command = parse_command(text, list(nodes.values()), readonly=self.readonly)
+            command = parse_command(text, list(nodes.values()), readonly=self.readonly, workloads=workloads)
         except ValueError as exc:
-            self.notify(str(exc), title=f":{text.strip()}", severity="warning")
+            self.notify(str(exc), title=f":{text.strip()}", severity="warning", markup=False)
             return
-        if command.view == "help":
+        if command.workload is not None and fleet is not None:
+            from console.screens.command import workload_names
+
+            fleet.open_workload(command.view, workload_names(workloads)[command.workload])
+        elif command.view == "help":
             self.action_help()
         elif command.view == "quit":
             self.run_worker(self.action_quit(), group="quit")

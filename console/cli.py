@@ -100,9 +100,25 @@ def names_a_verb(argv: Sequence[str]) -> bool:
     return False
 
 
+def workload_as_option(argv: list[str]) -> list[str]:
+    """``history deploy/NAME ...`` as ``history --workload deploy/NAME ...``: ``history`` has sub-verbs
+    (``show``, ``compare``, ``export``), so argparse would read a workload in their place."""
+    from console.flows.gke_target import is_workload_spec
+
+    words = iter(enumerate(argv))
+    for i, word in words:
+        if word in _VALUE_OPTIONS:
+            next(words, None)
+        elif not word.startswith("-"):
+            if word == "history" and i + 1 < len(argv) and is_workload_spec(argv[i + 1]):
+                return [*argv[:i + 1], "--workload", *argv[i + 1:]]
+            return argv
+    return argv
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``tpu-console``; returns the process exit code."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = workload_as_option(sys.argv[1:] if argv is None else list(argv))
     parser = build_parser(verbs=names_a_verb(argv))
     args = parser.parse_args(argv)
     run = getattr(args, "run", None)

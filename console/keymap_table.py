@@ -149,6 +149,11 @@ BINDINGS_BY_VIEW: dict[str, tuple[tuple[str, str, str], ...]] = {
     "WorkloadStartupScreen": (
         ("focus_next", "app.focus_next", "tab"),
         ("focus_previous", "app.focus_previous", "shift+tab"),
+        ("rollback", "rollback", "R"),
+        ("history", "history", "H"),
+        ("forward", "forward", "f"),
+        ("bench", "bench", "b"),
+        ("metrics", "metrics", "m"),
         ("workload_back", "back", "escape"),
     ),
     "WorkloadSwapScreen": (

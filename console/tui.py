@@ -64,7 +64,7 @@ class ServicesStarter:
                 with self._lock:
                     if self._stopped:
                         raise RuntimeError("the console closed before the sandbox started")
-                    self.sandbox = Sandbox()
+                    self.sandbox = Sandbox(gke_multi_host=True)
                 self.sandbox.start()
                 config = _with_flags(load_config(str(self.sandbox.config_path)), self.args)
             assert config is not None

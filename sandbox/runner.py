@@ -139,6 +139,8 @@ class Sandbox:
         gke: start the sandbox's GKE (:mod:`sandbox.gke`): a GKE API stand-in and the Kubernetes API of
             cluster ``inference-prod/us-east5/tpu-serving`` with a vLLM Deployment whose pods boot in
             ``gke_boot_s`` (default ``boot_s``) after ``gke_create_s`` of ContainerCreating.
+            ``gke_multi_host`` adds the ``v5e-multi`` pool (4 nodes of a 4x4 v5e slice) and the
+            ``vllm-multi`` LeaderWorkerSet on it (``--demo`` and ``tpu-console sandbox`` do).
         private_nodes: names of READY nodes without external IPs (``enableExternalIps: false``, the
             network and subnetwork as the API gives them): the config names no ``[ssh.hosts]`` entry
             for them, so the console reaches them as it reaches a real private node, through gcloud's
@@ -155,7 +157,7 @@ class Sandbox:
     def __init__(self, state_dir: Path | None = None, *, boot_s: float = 25.0, fast_boot_s: float = 2.0,
                  latency_s: float = 0.0, clock: Callable[[], datetime] = utc_now, boot: bool = True,
                  time_scale: float = 1.0, private_nodes: tuple[str, ...] = (), gke: bool = True,
-                 gke_boot_s: float | None = None, gke_create_s: float = 1.0) -> None:
+                 gke_boot_s: float | None = None, gke_create_s: float = 1.0, gke_multi_host: bool = False) -> None:
         self._explicit_dir = state_dir is not None
         #: the state dir is a temporary one (the default was taken): :meth:`stop` removes it
         self.temporary = False
@@ -172,6 +174,7 @@ class Sandbox:
         self.want_gke = gke
         self.gke_boot_s = boot_s if gke_boot_s is None else gke_boot_s
         self.gke_create_s = gke_create_s
+        self.gke_multi_host = gke_multi_host
         self.gke: Any = None
         self.gke_api_url = ""
         self.kubernetes_api_url = ""
@@ -226,7 +229,7 @@ class Sandbox:
         from sandbox.gke.cluster import SandboxGke
 
         self.gke = SandboxGke(self.state_dir, boot_s=self.gke_boot_s, create_s=self.gke_create_s,
-                              time_scale=self.time_scale,
+                              time_scale=self.time_scale, multi_host=self.gke_multi_host,
                               other_projects=tuple(p for p, v in self.world.projects.items() if not v.denied),
                               denied_projects=tuple(p for p, v in self.world.projects.items() if v.denied))
         self.gke.start()

@@ -287,12 +287,15 @@ class HistoryStore:
     @_store_errors
     def list_launches(self, *, limit: int = 200, node: str | None = None, model: str | None = None,
                       accelerator_type: str | None = None, outcome: str | None = None,
-                      text: str | None = None) -> list[Launch]:
+                      text: str | None = None, workload: str | None = None, cluster: str | None = None,
+                      namespace: str | None = None) -> list[Launch]:
         """Launches, newest first (most recently recorded: ids grow with time), filtered.
 
         Args:
             limit: at most this many.
             node, accelerator_type, outcome: exact match.
+            workload, cluster, namespace: a GKE launch's (``deploy/NAME``, the cluster's name, the
+                namespace), exact match.
             model: exact match; without a ``/`` it also matches the name after the owner
                 (``Qwen3-8B`` finds ``Qwen/Qwen3-8B``).
             text: case-insensitive substring of node, project, zone, accelerator type,
@@ -300,7 +303,8 @@ class HistoryStore:
                 the trigram index, shorter text scans the rows).
         """
         where, params = [], []
-        for column, value in (("node", node), ("accelerator_type", accelerator_type), ("outcome", outcome)):
+        for column, value in (("node", node), ("accelerator_type", accelerator_type), ("outcome", outcome),
+                              ("workload", workload), ("cluster", cluster), ("namespace", namespace)):
             if value:
                 where.append(f"l.{column} = ?")
                 params.append(value)

@@ -18,10 +18,14 @@ import zlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from console.flows.gke_target import lint_node
 from remote.errors import RemoteError
 
 if TYPE_CHECKING:
     from console.config import ForwardConfig
+    from console.flows.workload_forward import WorkloadForward
+    from remote.gke.kube import KubeClient
+    from remote.gke.models import Workload
     from remote.models import Node
     from remote.ssh import SshTarget  # (asyncssh costs ~0.2 s to import: not before the first frame)
 
@@ -235,13 +239,14 @@ class ForwardRegistry:
         connect: ``(target, accept_new_host_key=...) -> connection`` (``remote.ssh.connect``).
 
     Attributes:
-        forwards: node key ``(project, zone, name)`` -> its :class:`Forward`, in opening order
+        forwards: node key ``(project, zone, name)`` -> its :class:`Forward` (a GKE workload's:
+            ``(project, location, CLUSTER/NAMESPACE/deploy/NAME)`` -> its ``WorkloadForward``), in opening order
             (a failed one stays listed with its reason until closed).
         ports: node name -> the local port it was given (kept after a close: reopened on it).
     """
 
     def __init__(self, connect: Callable[..., Awaitable[Any]] | None = None) -> None:
-        self.forwards: dict[tuple[str, str, str], Forward] = {}
+        self.forwards: dict[tuple[str, str, str], Forward | WorkloadForward] = {}
         self.ports: dict[str, int] = {}
         self._connect = connect
         self._tasks: dict[tuple[str, str, str], asyncio.Task[None]] = {}
@@ -281,11 +286,11 @@ class ForwardRegistry:
         self.ports[node_name] = port
         return port
 
-    def get(self, key: tuple[str, str, str]) -> Forward | None:
+    def get(self, key: tuple[str, str, str]) -> Forward | WorkloadForward | None:
         """The forward of the node ``key``, or ``None``."""
         return self.forwards.get(key)
 
-    def live(self) -> list[Forward]:
+    def live(self) -> list[Forward | WorkloadForward]:
         """The forwards open or reconnecting, in opening order."""
         return [f for f in self.forwards.values() if f.state in ("open", "reconnecting")]
 
@@ -307,19 +312,57 @@ class ForwardRegistry:
             RemoteError: the forward could not be opened (it stays listed as ``failed``).
         """
         existing = self.forwards.get(node.key)
-        if existing is not None and existing.state == "opening":     # another caller is opening it
+        if isinstance(existing, Forward) and existing.state == "opening":     # another caller is opening it
             await asyncio.shield(self._opened[node.key])
             return existing
-        if existing is not None and existing.state in ("open", "reconnecting"):
+        if isinstance(existing, Forward) and existing.state in ("open", "reconnecting"):
             return existing
         if existing is not None:
             self.close(node.key)
         forward = Forward(node.name, target, container_port=container_port,
                           local_port=self.port_for(node.name, config), accept_new_host_key=accept_new_host_key,
                           connect=self._connect, on_change=self._changed)
-        self.forwards[node.key] = forward
+        await self._start(node.key, forward, lambda: forward.open(container=container))
+        return forward
+
+    async def open_workload(self, workload: Workload, kube: KubeClient, *, config: ForwardConfig,
+                            release: Callable[[], Awaitable[None]] | None = None) -> WorkloadForward:
+        """A GKE workload's forward (:class:`console.flows.workload_forward.WorkloadForward`: through the API
+        server to its serving pod, following a rollout), opened or the one already open, held as a node's is.
+        ``release`` is awaited once the forward ends (or at once when one is already open).
+
+        Raises:
+            RemoteError: no Ready pod, the API server cannot be reached, or the local port is taken.
+        """
+        from console.flows.workload_forward import WorkloadForward
+
+        name = lint_node(workload).name
+        key = lint_node(workload).key
+        existing = self.forwards.get(key)
+        if isinstance(existing, WorkloadForward) and existing.state in ("opening", "open"):
+            if release is not None:
+                await release()
+            if existing.state == "opening":
+                await asyncio.shield(self._opened[key])
+            return existing
+        if existing is not None:
+            self.close(key)
+        forward = WorkloadForward(workload, kube, local_port=self.port_for(name, config), on_change=self._changed,
+                                  release=release)
+        await self._start(key, forward, forward.open)
+        return forward
+
+    async def _start(self, key: tuple[str, str, str], forward: Forward | WorkloadForward,
+                     open_it: Callable[[], Awaitable[str]]) -> None:
+        """List ``forward`` under ``key``, open it (``open_it``) and hold it on a task of its own.
+
+        Raises:
+            RemoteError: it could not be opened (it stays listed as ``failed``).
+        """
+        node_name = forward.node_name
+        self.forwards[key] = forward
         opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._opened[node.key] = opened
+        self._opened[key] = opened
 
         def fail(exc: RemoteError) -> None:
             if not opened.done():
@@ -328,21 +371,20 @@ class ForwardRegistry:
 
         async def run() -> None:
             try:
-                await forward.open(container=container)
+                await open_it()
             except RemoteError as exc:
                 fail(exc)
                 return
             except BaseException:             # closed (cancelled) while it opened: the callers hear it
-                fail(RemoteError(f"the forward to {node.name} was closed while it opened"))
+                fail(RemoteError(f"the forward to {node_name} was closed while it opened"))
                 raise
             opened.set_result(None)
             await forward.hold()
 
-        self._tasks[node.key] = asyncio.create_task(run(), name=f"forward {node.name}")
+        self._tasks[key] = asyncio.create_task(run(), name=f"forward {node_name}")
         await asyncio.shield(opened)
-        return forward
 
-    def close(self, key: tuple[str, str, str]) -> Forward | None:
+    def close(self, key: tuple[str, str, str]) -> Forward | WorkloadForward | None:
         """Close and unlist the node ``key``'s forward (its port stays the node's); returns it, or ``None``."""
         forward = self.forwards.pop(key, None)
         task = self._tasks.pop(key, None)

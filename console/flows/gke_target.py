@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from remote.gke.models import WORKLOAD_KINDS, Workload
+from remote.gke.parse import generation_of_accelerator
+from remote.models import Node
 from remote.printable import shown_name
 
 if TYPE_CHECKING:
@@ -116,3 +118,22 @@ async def find_workload(source: GkeSource, spec: WorkloadSpec) -> tuple[Workload
     ref = next(c.ref for c in fleet.clusters if c.ref.name == workload.cluster
                and c.ref.project == workload.project and c.ref.location == workload.location)
     return workload, source.client(ref)
+
+
+#: Accelerator type name of a pod's chips per generation (the TPU API's names, what the lints know).
+_TYPE_NAMES = {"v5e": "v5litepod-{chips}", "v6e": "v6e-{chips}", "v5p": "v5p-{cores}", "v4": "v4-{cores}"}
+
+
+def accelerator_type_of(workload: Workload) -> str:
+    """The TPU API accelerator type the workload's pod (or LWS group) holds: ``v6e-4``, ``v5litepod-16``; or ``""``."""
+    generation = generation_of_accelerator(workload.accelerator)
+    chips = (workload.chips or 0) * max(1, workload.size)
+    pattern = _TYPE_NAMES.get(generation)
+    return pattern.format(chips=chips, cores=2 * chips) if pattern and chips else ""
+
+
+def lint_node(workload: Workload) -> Node:
+    """The workload as the node the VM lints and history queries read (name ``CLUSTER/NAMESPACE/deploy/NAME``)."""
+    return Node(project=workload.project or "-", zone=workload.location or "-",
+                name=f"{workload.cluster}/{workload.namespace}/{workload.ref}", state="READY",
+                accelerator_type=accelerator_type_of(workload), provisioning_model=workload.provisioning_model or "on-demand")

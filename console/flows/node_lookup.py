@@ -92,8 +92,9 @@ def split_node_spec(spec: str) -> tuple[str | None, str | None, str]:
     from console.flows.gke_target import is_workload_spec
 
     if is_workload_spec(spec):
-        raise NodeLookupError(f"{shown_name(spec)} is a GKE workload: this action takes TPU nodes only so far "
-                              "(watch and swap take deploy/NAME).", title="Not a TPU node")
+        raise NodeLookupError(f"{shown_name(spec)} is a GKE workload: this action takes TPU nodes only (watch, "
+                              "swap, rollback, forward, bench, metrics and history take deploy/NAME).",
+                              title="Not a TPU node")
     parts = spec.split("/")
     if not 1 <= len(parts) <= 3 or not all(parts):
         raise NodeLookupError(f"{shown_name(spec)} is not NAME, ZONE/NAME or PROJECT/ZONE/NAME.")

@@ -14,7 +14,9 @@ the same flag lints and gate, record before act), with a Kubernetes backend.
 - :meth:`~WorkloadSwapCase.run` records the launch (cluster, namespace, workload) before the JSON patch,
   patches guarded by a ``test`` on ``metadata.resourceVersion``, records the revision the patch made, and
   follows the rollout to the new pod's ready (:class:`console.flows.workload_watch.WorkloadWatch`),
-  completing the launch with what the log said.
+  completing the launch with what the log said. A LeaderWorkerSet's leader and worker templates change in
+  ONE patch (:func:`remote.gke.edit.lws_swap_patch`), followed to every new pod's ready
+  (:class:`console.flows.group_watch.GroupWatch`).
 
 Textual-free; the verb collects input and prints.
 """
@@ -26,36 +28,31 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from console.flows import swap as swap_flow
+from console.flows.gke_target import accelerator_type_of as accelerator_type_of  # re-exported (moved)
+from console.flows.gke_target import lint_node
+from console.flows.group_watch import GroupEvent, GroupWatch
 from console.flows.history_access import HistoryAccess
 from console.flows.policy import HasReadonly, refuse_in_readonly
 from console.flows.slice_watch import SliceOutcome
 from console.flows.workload_watch import WorkloadEvent, WorkloadWatch
 from remote.container.lint import Finding
 from remote.container.spec import SPEC_KEYS, ContainerSpec
-from remote.gke.edit import container_index, edited_args, spec_of, swap_patch, workload_lints
+from remote.gke.edit import (
+    container_index,
+    edited_args,
+    lws_swap_patch,
+    pod_spec_of,
+    previous_template,
+    rollback_patch,
+    spec_of,
+    swap_patch,
+    workload_lints,
+)
 from remote.gke.kube import KubeClient
 from remote.gke.models import NodePool, Workload
-from remote.gke.parse import REVISION_ANNOTATION, generation_of_accelerator, workload_from_json
+from remote.gke.parse import REVISION_ANNOTATION, selector_of, workload_from_json
 from remote.models import Node
 from store.errors import StoreError
-
-#: Accelerator type name of a pod's chips per generation (the TPU API's names, what the lints know).
-_TYPE_NAMES = {"v5e": "v5litepod-{chips}", "v6e": "v6e-{chips}", "v5p": "v5p-{cores}", "v4": "v4-{cores}"}
-
-
-def accelerator_type_of(workload: Workload) -> str:
-    """The TPU API accelerator type the workload's pod (or LWS group) holds: ``v6e-4``, ``v5litepod-16``; or ``""``."""
-    generation = generation_of_accelerator(workload.accelerator)
-    chips = (workload.chips or 0) * max(1, workload.size)
-    pattern = _TYPE_NAMES.get(generation)
-    return pattern.format(chips=chips, cores=2 * chips) if pattern and chips else ""
-
-
-def lint_node(workload: Workload) -> Node:
-    """The workload as the node the VM lints and history queries read (name ``CLUSTER/NAMESPACE/deploy/NAME``)."""
-    return Node(project=workload.project or "-", zone=workload.location or "-",
-                name=f"{workload.cluster}/{workload.namespace}/{workload.ref}", state="READY",
-                accelerator_type=accelerator_type_of(workload), provisioning_model=workload.provisioning_model or "on-demand")
 
 
 @dataclass(frozen=True)
@@ -69,6 +66,9 @@ class WorkloadPreview:
     image: str | None
     patch: list[dict[str, Any]]
     findings: list[Finding]
+    #: a rollback's revisions: the one whose template is restored, and the one the rollout makes
+    restores_revision: int | None = None
+    new_revision: int | None = None
 
     @property
     def errors(self) -> list[Finding]:
@@ -99,6 +99,7 @@ class WorkloadSwapCase:
         history: the history (:class:`HistoryAccess`).
         pool: the node pool it runs on (chips per node for the rolling-update lint), or ``None``.
         preview_only: only :meth:`preview` will be used (``--dry-run``): allowed in read-only mode.
+        verb: ``swap`` or ``rollback`` (what read-only mode names when it refuses).
 
     Raises:
         ReadOnlyRefused: read-only mode is on (and not ``preview_only``).
@@ -110,11 +111,12 @@ class WorkloadSwapCase:
     history: HistoryAccess
     pool: NodePool | None = None
     preview_only: bool = False
+    verb: str = "swap"
     _facts: dict[str, Any] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         if not self.preview_only:
-            refuse_in_readonly(self.config, "swap")
+            refuse_in_readonly(self.config, self.verb)
 
     @property
     def node(self) -> Node:
@@ -128,28 +130,62 @@ class WorkloadSwapCase:
             ValueError: a bad value (the spec's sentence), a key a workload swap cannot change yet
                 (``env.*``, ``volume:*``, ``name``...), or a container with no model.
         """
-        if self.workload.kind != "Deployment":
-            raise ValueError(f"{self.workload.ref}: swap changes Deployments only so far (a LeaderWorkerSet's "
-                             "leader and worker templates are not patched yet)")
         for key in changes:
             if key.startswith(("env.", "volume:")) or (key in SPEC_KEYS and key not in ("image", "model")):
                 raise ValueError(f"{key}: a GKE swap changes the container's flags and image only so far")
         old = spec_of(self.workload)
         spec = old.with_changes(dict(changes), image=image)
         index = container_index(self.workload)
-        container = self.workload.raw["spec"]["template"]["spec"]["containers"][index]
+        container = pod_spec_of(self.workload)["containers"][index]
         flags = {k: v for k, v in changes.items() if k != "image"}
         args = edited_args(list(container.get("args") or []), flags) if flags else None
         new_image = image or changes.get("image") or None
-        patch = swap_patch(self.workload, index, args=args, image=new_image)
+        patch = (lws_swap_patch(self.workload, flags, new_image) if self.workload.kind == "LeaderWorkerSet"
+                 else swap_patch(self.workload, index, args=args, image=new_image))
+        findings = self._findings(spec, old, self.workload)
+        return WorkloadPreview(spec=spec, old=old, old_args=list(container.get("args") or []), args=args, image=new_image, patch=patch, findings=findings)
+
+    def _findings(self, spec: ContainerSpec, old: ContainerSpec, workload: Workload) -> list[Finding]:
+        """The VM swap's flag lints on the pod's chips, then the workload's own (on ``workload``, as patched)."""
         node = self.node
         facts = self._history_facts(node, spec)
         findings = [f for f in (swap_flow.lint_spec(node, spec, old, facts) if node.accelerator_type else [])
                     if f.rule_id != "compile-cache"]        # the VM's rule: the workload's own reads the volumes
         boot = facts.get("predicted_boot_s")
-        findings += workload_lints(self.workload, self.pool.chips_per_node if self.pool else None,
-                                   boot if isinstance(boot, int | float) else None)
-        return WorkloadPreview(spec=spec, old=old, old_args=list(container.get("args") or []), args=args, image=new_image, patch=patch, findings=findings)
+        return findings + workload_lints(workload, self.pool.chips_per_node if self.pool else None,
+                                         boot if isinstance(boot, int | float) else None)
+
+    async def preview_rollback(self) -> WorkloadPreview:
+        """The rollback, as ``kubectl rollout undo`` makes it: the Deployment's ReplicaSets read, the previous
+        revision's pod template (:func:`remote.gke.edit.previous_template`) as a guarded ``replace`` of
+        ``spec.template``, its container's args and image beside the running ones, linted as a swap is.
+
+        Raises:
+            ValueError: not a Deployment, nothing to roll back to (one revision; or the previous template is
+                the running one), or a template with no serving container / model.
+            KubeApiError: the ReplicaSets could not be listed.
+        """
+        w = self.workload
+        if w.kind != "Deployment":
+            raise ValueError(f"{w.ref}: rollback restores Deployments only so far")
+        replica_sets = await self.kube.list_all("apps/v1", "replicasets", namespace=w.namespace,
+                                                label_selector=selector_of(w.raw))
+        found = previous_template(replica_sets, w.name)
+        if found is None:
+            raise ValueError(f"Nothing to roll back to: {w.ref} has one revision only")
+        current, previous, template = found
+        if _semantic((w.raw.get("spec") or {}).get("template")) == _semantic(template):
+            raise ValueError(f"Nothing to roll back to: {w.ref} already runs the template of revision {previous}")
+        restored = replace(w, raw={**w.raw, "spec": {**(w.raw.get("spec") or {}), "template": template}})
+        old, spec = spec_of(w), spec_of(restored)
+        index = container_index(w)
+        old_args = list(w.raw["spec"]["template"]["spec"]["containers"][index].get("args") or [])
+        new_container = template["spec"]["containers"][container_index(restored)]
+        args = list(new_container.get("args") or [])
+        return WorkloadPreview(spec=spec, old=old, old_args=old_args, args=args if args != old_args else None,
+                               image=spec.image if spec.image != old.image else None,
+                               patch=rollback_patch(w, template), findings=self._findings(spec, old, restored),
+                               restores_revision=previous, new_revision=current + 1)
 
     def _history_facts(self, node: Node, spec: ContainerSpec) -> dict[str, Any]:
         store = self.history.get()
@@ -171,8 +207,10 @@ class WorkloadSwapCase:
                 "Nothing was changed.")
 
     async def run(self, preview: WorkloadPreview, *, force: bool = False, follow: bool = True,
-                  on_event: Callable[[WorkloadEvent], None] | None = None, poll_s: float = 2.0) -> WorkloadSwapOutcome:
-        """Record, patch, and (``follow``) follow the rollout to the new pod's ready.
+                  on_event: Callable[[WorkloadEvent | GroupEvent], None] | None = None,
+                  poll_s: float = 2.0) -> WorkloadSwapOutcome:
+        """Record, patch, and (``follow``) follow the rollout to the new pod's ready (a LeaderWorkerSet's: every
+        pod of its new group 0, :class:`~console.flows.group_watch.GroupWatch`).
 
         Raises:
             ReadOnlyRefused: read-only mode is on (checked again: no door can skip it).
@@ -180,10 +218,12 @@ class WorkloadSwapCase:
         """
         from remote.errors import KubeApiError
 
-        refuse_in_readonly(self.config, "swap")
+        refuse_in_readonly(self.config, self.verb)
         refused = self.refusal(preview, force=force)
         if refused:
             raise ValueError(refused)
+        if preview.new_revision is None and self.workload.kind == "Deployment":
+            preview = replace(preview, new_revision=await self._next_revision())
         launch_id = self._record(preview)
         w = self.workload
         try:
@@ -195,16 +235,20 @@ class WorkloadSwapCase:
                    "guard refused the patch; list it again and retry" if changed else str(exc))
             self._update(launch_id, outcome="failed", failure_kind="patch refused", failure_detail=why)
             return WorkloadSwapOutcome(False, launch_id, None, None, error=why)
-        revision = str(((patched.get("metadata") or {}).get("annotations") or {}).get(REVISION_ANNOTATION) or "") \
+        revision = (str(preview.new_revision) if preview.new_revision is not None else "") \
+            or str(((patched.get("metadata") or {}).get("annotations") or {}).get(REVISION_ANNOTATION) or "") \
             or str((patched.get("metadata") or {}).get("resourceVersion") or "")
         self._update(launch_id, revision=revision or None)
         if not follow:
             self._update(launch_id, outcome="unwatched")
             return WorkloadSwapOutcome(True, launch_id, revision, None)
         new = workload_from_json(patched, _ref_of(w), [self.pool] if self.pool else [])
-        watch = WorkloadWatch(replace(new, container=w.container) if new else w, self.kube,
-                              on_event=on_event or (lambda _: None), poll_s=poll_s)
-        rollout = await watch.run()
+        followed = replace(new, container=w.container) if new else w
+        said = on_event or (lambda _: None)
+        if w.kind == "LeaderWorkerSet":            # every pod of the new group, to each one's ready
+            rollout = await GroupWatch(followed, self.kube, on_event=said, poll_s=poll_s).run()
+        else:
+            rollout = await WorkloadWatch(followed, self.kube, on_event=said, poll_s=poll_s).run()
         self._complete(launch_id, rollout)
         return WorkloadSwapOutcome(True, launch_id, revision, rollout)
 
@@ -232,6 +276,24 @@ class WorkloadSwapCase:
                          and op.get("path") == "/metadata/resourceVersion" else op for op in patch]
         raise AssertionError("unreachable: the last try returns or raises")
 
+    async def _next_revision(self) -> int | None:
+        """The revision the Deployment controller gives the template a patch makes: the highest revision of
+        its ReplicaSets + 1 (a new ReplicaSet, or an old one of the same template renumbered), as the
+        controller's ``MaxRevision + 1``; ``None`` when the ReplicaSets cannot be listed. (The patch's answer
+        still carries the revision before it: the controller writes the new one afterwards.)"""
+        from remote.errors import KubeApiError
+
+        w = self.workload
+        try:
+            sets = await self.kube.list_all("apps/v1", "replicasets", namespace=w.namespace,
+                                            label_selector=selector_of(w.raw))
+        except KubeApiError:
+            return None
+        revisions = [int(r) for rs in sets if any(o.get("kind") == "Deployment" and o.get("name") == w.name
+                                                   for o in (rs.get("metadata") or {}).get("ownerReferences") or [])
+                     if str(r := ((rs.get("metadata") or {}).get("annotations") or {}).get(REVISION_ANNOTATION, "")).isdigit()]
+        return max(revisions) + 1 if revisions else None
+
     async def _current(self) -> dict[str, Any] | None:
         """The object as the API has it now, or ``None`` when it cannot be read."""
         from remote.errors import KubeApiError
@@ -255,8 +317,10 @@ class WorkloadSwapCase:
         if store is None:
             return None
         try:
-            return swap_flow.record_attempt(store, self.node, preview.spec, extra={
-                "cluster": w.cluster, "namespace": w.namespace, "workload": w.ref})
+            extra = {"cluster": w.cluster, "namespace": w.namespace, "workload": w.ref}
+            if preview.new_revision is not None:         # a rollback knows the revision it makes, a swap reads it
+                extra["revision"] = str(preview.new_revision)
+            return swap_flow.record_attempt(store, self.node, preview.spec, extra=extra)
         except StoreError as exc:
             self.history.failed(exc)
             return None
@@ -285,7 +349,8 @@ def complete_launch(history: HistoryAccess, launch_id: int | None, rollout: Slic
     fields: dict[str, Any] = {
         "outcome": {0: "ready", 1: "failed"}.get(rollout.code, "unwatched"),
         "kv_cache_tokens": summary.get("kv_cache_tokens"), "max_concurrency": summary.get("max_concurrency"),
-        "compile_seconds": summary.get("compile_seconds"), "container_id": summary.get("pod")}
+        "compile_seconds": summary.get("compile_seconds"),
+        "container_id": summary.get("container_id") or summary.get("pod")}     # an LWS leader's: NAME@UID
     if rollout.code == 0 and ready_at:
         fields["ready_at"] = ready_at
     if rollout.code == 1:
@@ -301,7 +366,7 @@ def record_watched(history: HistoryAccess, workload: Workload, rollout: SliceOut
     VM path finds a container by id), completed; a pod no launch names is recorded as ``observed``.
     Returns the launch id, ``None`` without a history or a pod."""
     store = history.get()
-    pod = (rollout.summary or {}).get("pod")
+    pod = (rollout.summary or {}).get("container_id") or (rollout.summary or {}).get("pod")
     if store is None or not pod:
         return None
     node = lint_node(workload)
@@ -317,6 +382,17 @@ def record_watched(history: HistoryAccess, workload: Workload, rollout: SliceOut
         return None
     complete_launch(history, launch_id, rollout)
     return launch_id
+
+
+def _semantic(value: Any) -> Any:
+    """``value`` without nulls and empty maps or lists (a template read back from a ReplicaSet and the
+    Deployment's own compare equal when only such defaults differ)."""
+    if isinstance(value, dict):
+        kept = {k: _semantic(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, {}, [])}
+    if isinstance(value, list):
+        return [_semantic(v) for v in value]
+    return value
 
 
 def _ref_of(w: Workload) -> Any:

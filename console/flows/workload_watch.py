@@ -42,7 +42,7 @@ from remote.startup import Phase, StartupState, summary_json
 from remote.vllm_log.reader import StartupReader
 
 WatchEventKind = Literal["pod", "status", "event", "following", "phase", "kv_cache", "ready_early", "failed",
-                         "ready", "rollout", "restarted", "resumed", "warning"]
+                         "ready", "rollout", "restarted", "recreated", "resumed", "warning"]
 #: Seconds to keep reading after a fatal failure line (the traceback's remaining lines).
 FAILURE_GRACE_S = 2.0
 
@@ -85,6 +85,10 @@ class WorkloadWatch:
         self._phase: Phase | None = None
         self._flagged = False
         self._events_said: set[str] = set()
+        #: times the followed pod was made anew under the same name (a LeaderWorkerSet's group recreated)
+        self.recreated = 0
+        #: what Kubernetes said of the current pod at the last poll (Pending, Unschedulable...), or ``None``
+        self.latest: PodStatus | None = None
 
     @property
     def state(self) -> StartupState:
@@ -123,6 +127,7 @@ class WorkloadWatch:
 
     async def _say_pod(self, pod: PodStatus) -> None:
         """One line per change of what Kubernetes says of the pod, and its new warning events."""
+        self.latest = pod
         line = f"pod {pod.name}: {pod.headline}"
         if line not in self._said:
             self._said.add(line)
@@ -252,9 +257,9 @@ class WorkloadWatch:
             pod = await self.current_pod()
             if pod is None or pod.name != followed.name:
                 return "rollout"
-            if pod.restarts > followed.restarts or pod.deleting:
+            if pod.restarts > followed.restarts or pod.deleting or pod.uid != followed.uid:
                 return "ended"
-            self.pod = pod
+            self.pod = self.latest = pod
             if self._last_ns is not None:                 # the pod's Ready against the newest line read
                 self._check_ready_early(self._last_ns)
 
@@ -275,7 +280,11 @@ class WorkloadWatch:
         followed: PodStatus | None = None
         while True:
             pod = await self._wait_for_container()
-            if followed is not None and (pod.name != followed.name or pod.restarts > followed.restarts):
+            if followed is not None and pod.name == followed.name and pod.uid != followed.uid:
+                self.recreated += 1
+                self._emit("recreated", f"{pod.name} was made anew (a new pod under the same name): a fresh boot")
+                self._fresh_boot()
+            elif followed is not None and (pod.name != followed.name or pod.restarts > followed.restarts):
                 self._emit("rollout" if pod.name != followed.name else "restarted",
                            f"now {pod.name} (restarts {pod.restarts}): a fresh boot")
                 self._fresh_boot()

@@ -56,6 +56,7 @@ from remote.models import Node
 
 if TYPE_CHECKING:
     from console.flows.bench import BenchResult
+    from remote.gke.models import NodePool, Workload
 
 #: form field -> (label, default text, parser of the text; raises ValueError with the reason)
 FIELDS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
@@ -88,9 +89,13 @@ class BenchScreen(ConsoleScreen):
         Binding("escape", "back_or_cancel", "Back / cancel", id="bench_back"),
     ]
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, workload: Workload | None = None, pool: NodePool | None = None) -> None:
         super().__init__()
         self.node = node
+        #: a GKE workload (``b`` on the Workloads table; ``node`` is its ``CLUSTER/NAMESPACE/deploy/NAME``): run
+        #: through its forward (the API server's, to the serving pod), priced by its node ``pool``
+        self.workload = workload
+        self.pool = pool
         self.results: list[Any] = []
         self.pricing: Pricing | None = None
         self.recorded: list[int] = []
@@ -141,8 +146,17 @@ class BenchScreen(ConsoleScreen):
         self.sub_title = f"benchmark {node.name}"
         line = Text()
         line.append(f"Node {node.name}", style="bold")
-        line.append(f"  {node.accelerator_type} · {node.provisioning_model} · {fmt.count(node.chips, 'chip') if node.chips else '? chips'} · "
-                    f"{node.project}/{node.zone} · vLLM port {config.container.port} over SSH")
+        if self.workload is not None:
+            from console.flows.workload_bench import workload_pricing
+
+            self.pricing = workload_pricing(self.workload, self.pool, config.prices)
+            line = Text(f"Workload {self.workload.ref}", style="bold")
+            line.append(f"  {node.accelerator_type} · {self.pricing.provisioning_model} · node pool "
+                        f"{self.workload.node_pool or '?'} · {self.workload.cluster}/{self.workload.namespace} · "
+                        "through the API server's port-forward to its serving pod")
+        else:
+            line.append(f"  {node.accelerator_type} · {node.provisioning_model} · {fmt.count(node.chips, 'chip') if node.chips else '? chips'} · "
+                        f"{node.project}/{node.zone} · vLLM port {config.container.port} over SSH")
         line.append(f"\nPrice: {self.pricing.describe()}", style="dim")
         if node.state != "READY":
             line.append(f"\nNode is {node.state}, not READY: the benchmark will likely not reach it.",
@@ -241,11 +255,15 @@ class BenchScreen(ConsoleScreen):
         services = self.services
         assert self.pricing is not None
         history = HistoryAccess(lambda: services.store, owned=False)
-        case = BenchCase(self.node, services.config, params, self.pricing, history, fleet=services.fleet,
-                         logins=services.logins)
         try:
-            await case.run(accept_new_host_key=self._ask_host_key, on_status=self._status,
-                           on_progress=self._on_progress, on_result=lambda r, row: self._on_result(params, r, row))
+            if self.workload is not None:
+                await self._run_workload(params, history)
+            else:
+                case = BenchCase(self.node, services.config, params, self.pricing, history, fleet=services.fleet,
+                                 logins=services.logins)
+                await case.run(accept_new_host_key=self._ask_host_key, on_status=self._status,
+                               on_progress=self._on_progress,
+                               on_result=lambda r, row: self._on_result(params, r, row))
             if history.problem:
                 self.app.notify(f"Results not recorded: {history.problem}", severity="warning")
             self._finish(Text(self._summary("Done"), style="green"))
@@ -261,6 +279,22 @@ class BenchScreen(ConsoleScreen):
             # line, then the app's worker-failure route shows the traceback (a bug).
             self._finish(Text(f"Unexpected error ({type(exc).__name__}): {exc}", style="bold red"))
             raise
+
+    async def _run_workload(self, params: BenchParams, history: HistoryAccess) -> None:
+        """The workload's benchmark: its forward (the app's, kept open), :class:`WorkloadBenchCase`.
+
+        Raises:
+            RemoteError: no forward (no Ready pod...) or the server failed.
+        """
+        from console.flows.workload_bench import WorkloadBenchCase
+        from console.flows.workload_forward import open_workload_forward
+
+        assert self.workload is not None and self.pricing is not None
+        self._status(f"Opening the forward to {self.workload.ref}…")
+        forward = await open_workload_forward(self.services.forwards, self.workload, self.services.config)
+        case = WorkloadBenchCase(self.workload, forward, params, self.pricing, history)
+        await case.run(on_status=self._status, on_progress=self._on_progress,
+                       on_result=lambda r, row: self._on_result(params, r, row))
 
     def _summary(self, word: str) -> str:
         elapsed = time.monotonic() - self._started

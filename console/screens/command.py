@@ -2,7 +2,9 @@
 
 Commands (:func:`parse_command`): ``fleet``, ``history``, ``request``, ``forwards``, ``help``, ``quit``;
 ``node NAME`` (or just ``NAME``) selects the node in the fleet; ``startup NAME`` (``watch``),
-``swap NAME``, ``rollback NAME``, ``bench NAME`` and ``history NAME`` open that view of the node.
+``swap NAME``, ``rollback NAME``, ``bench NAME`` and ``history NAME`` open that view of the node; the
+same words with a GKE workload (``swap deploy/NAME``, or ``CLUSTER/NAMESPACE/deploy/NAME`` when the short
+name is in several places) open the workload's view.
 Only the actions that can run are offered (:func:`candidates`): ``swap``, ``rollback`` and ``bench``
 for READY nodes, ``startup`` for nodes that are or may become READY, none that change the fleet in
 read-only mode; :func:`parse_command` refuses the others with a sentence. The matches are listed one
@@ -24,9 +26,11 @@ from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Input, Static
 
+from console.flows.gke_target import is_workload_spec
 from console.flows.node_wait import NODE_WAIT_STATES
 from console.flows.policy import FLEET_CHANGING_ACTIONS, readonly_sentence
 from console.render.plain import printable
+from remote.gke.models import Workload
 from remote.models import Node
 
 #: Views that need no node.
@@ -42,12 +46,29 @@ MUTATING = frozenset({"swap", "rollback"}) & FLEET_CHANGING_ACTIONS
 MATCHES_SHOWN = 8
 
 
+#: Views of a GKE workload (``swap deploy/NAME``...): command word -> the fleet's workload view.
+WORKLOAD_VIEWS = {"startup": "startup", "watch": "startup", "swap": "swap", "rollback": "rollback",
+                  "bench": "bench", "metrics": "metrics", "history": "history"}
+
+
 @dataclass(frozen=True)
 class Command:
-    """A parsed command: ``view`` (``fleet``, ``node``, ``startup``...) and the node name or ``None``."""
+    """A parsed command: ``view`` (``fleet``, ``node``, ``startup``...) and the node name or ``None``; or a
+    workload's view with ``workload`` its name as typed (``deploy/NAME`` or ``CLUSTER/NAMESPACE/deploy/NAME``)."""
 
     view: str
     node: str | None = None
+    workload: str | None = None
+
+
+def workload_names(workloads: Sequence[Workload]) -> dict[str, Workload]:
+    """What a workload may be called in command mode: ``CLUSTER/NAMESPACE/deploy/NAME`` always, and
+    ``deploy/NAME`` when only one listed workload has that name."""
+    full = {f"{w.cluster}/{w.namespace}/{w.ref}": w for w in workloads}
+    short: dict[str, list[Workload]] = {}
+    for w in workloads:
+        short.setdefault(w.ref, []).append(w)
+    return {**{ref: found[0] for ref, found in short.items() if len(found) == 1}, **full}
 
 
 def refusal(feature: str, node: Node, *, readonly: bool = False) -> str | None:
@@ -61,16 +82,23 @@ def refusal(feature: str, node: Node, *, readonly: bool = False) -> str | None:
     return None
 
 
-def candidates(nodes: Sequence[Node], *, readonly: bool = False) -> list[str]:
+def candidates(nodes: Sequence[Node], *, readonly: bool = False, workloads: Sequence[Workload] = ()) -> list[str]:
     """Every completion, views first: ``fleet``..., then ``node NAME``, ``bench NAME``... per node,
-    each action only for the nodes it can run on (:func:`refusal`)."""
+    each action only for the nodes it can run on (:func:`refusal`); then ``swap deploy/NAME``... per GKE
+    workload (none that change the fleet in read-only mode)."""
     result = [v for v in VIEWS if not (readonly and v == "request")]
     for word, feature in NODE_VIEWS.items():
         result.extend(f"{word} {n.name}" for n in nodes if refusal(feature, n, readonly=readonly) is None)
+    known = workload_names(workloads)          # a unique deploy/NAME, else CLUSTER/NAMESPACE/deploy/NAME
+    names = [w.ref if known.get(w.ref) is w else f"{w.cluster}/{w.namespace}/{w.ref}" for w in workloads]
+    for word, view in WORKLOAD_VIEWS.items():
+        if not (readonly and view in MUTATING):
+            result.extend(f"{word} {name}" for name in names)
     return result
 
 
-def parse_command(text: str, nodes: Sequence[Node], *, readonly: bool = False) -> Command:
+def parse_command(text: str, nodes: Sequence[Node], *, readonly: bool = False,
+                  workloads: Sequence[Workload] = ()) -> Command:
     """Parse what was typed after ``:`` (case-insensitive words, node names as listed).
 
     Raises:
@@ -91,12 +119,35 @@ def parse_command(text: str, nodes: Sequence[Node], *, readonly: bool = False) -
                          f"{', '.join(w + ' NAME' for w in NODE_VIEWS)}")
     if len(words) != 2:
         raise ValueError(f"{head} takes one node name: {head} NAME")
+    if is_workload_spec(words[1]) or words[1].count("/") >= 3:
+        return _workload_command(head, words[1], workloads, readonly=readonly)
     if words[1] not in by_name:
         raise ValueError(f"No node named {words[1]!r} in the fleet")
     feature = NODE_VIEWS[head]
     if (why := refusal(feature, by_name[words[1]], readonly=readonly)) is not None:
         raise ValueError(why)
     return Command(feature, words[1])
+
+
+def _workload_command(head: str, name: str, workloads: Sequence[Workload], *, readonly: bool) -> Command:
+    """``swap deploy/NAME``... as a :class:`Command` with ``workload``.
+
+    Raises:
+        ValueError: a view a workload has not, no such listed workload (or several: say the cluster and
+            namespace), or a fleet-changing view in read-only mode.
+    """
+    if head not in WORKLOAD_VIEWS:
+        raise ValueError(f"{head} takes a TPU node, not a GKE workload; a workload has "
+                         f"{', '.join(w + ' deploy/NAME' for w in WORKLOAD_VIEWS)}")
+    view = WORKLOAD_VIEWS[head]
+    if readonly and view in MUTATING:
+        raise ValueError(readonly_sentence(view))
+    known = workload_names(workloads)
+    if name not in known:
+        many = [n for n in known if n.endswith("/" + name)]
+        raise ValueError(f"{printable(name)} is in several clusters or namespaces: say which, e.g. {printable(many[0])}"
+                         if many else f"No GKE workload {printable(name)} is listed (the Workloads table)")
+    return Command(view, workload=name)
 
 
 def matches(text: str, options: Sequence[str]) -> list[str]:

@@ -57,6 +57,7 @@ from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 from console.widgets.workloads import WorkloadsPane
 from remote.errors import RemoteError
+from remote.gke.models import Workload
 from remote.models import FleetSnapshot, Node, QueuedResource
 
 if TYPE_CHECKING:
@@ -853,7 +854,8 @@ class FleetScreen(ConsoleScreen):
                              self.offered_types.get(item.project) if item is not None else None)
         if item is None:
             body.update(Text("A GKE workload: its fields are in its row (nodes --json has them all). w: its startup, "
-                             "s: swap it." if self._workloads_focused() else
+                             "s: swap it, R: roll it back, f: forward, b: bench, m: metrics, H: its launches."
+                             if self._workloads_focused() else
                              "Select a row to see every field. j: raw JSON.", style="dim"))
             return
         if self.show_raw:
@@ -1117,11 +1119,47 @@ class FleetScreen(ConsoleScreen):
             return
         self.app.notify(f"The shell on {node.name} ended (exit {code}).", title="Shell")
 
+    def open_workload(self, view: str, workload: Workload) -> None:
+        """Open ``view`` of a GKE workload: every door (the Workloads table's keys, command mode) comes here.
+
+        Args:
+            view: ``startup``, ``swap``, ``rollback`` (refused in read-only mode, as the use case refuses
+                them too), ``bench``, ``metrics`` or ``history`` (from ``CLUSTER/NAMESPACE/deploy/NAME``).
+        """
+        from console.flows.gke_target import lint_node
+
+        config = self.services.config
+        if view == "startup":
+            from console.widgets.workloads import workload_startup
+
+            self.app.push_screen(workload_startup(workload, config))
+        elif view == "history":
+            self.open_feature("history", lint_node(workload))
+        elif not self.console.need_services(view.capitalize()):
+            return
+        elif view in ("swap", "rollback"):
+            if not self.console.refuse_readonly(view):
+                from console.screens.workload_swap import WorkloadSwapScreen
+
+                self.app.push_screen(WorkloadSwapScreen(workload, config, rollback=view == "rollback"))
+        elif view == "bench":
+            from console.screens.bench import BenchScreen
+
+            fleet = self.query_one(WorkloadsPane).fleet
+            pool = next((p for p in (fleet.node_pools if fleet is not None else [])
+                         if p.cluster == workload.cluster and p.name == workload.node_pool), None)
+            self.app.push_screen(BenchScreen(lint_node(workload), workload=workload, pool=pool))
+        elif view == "metrics":
+            from console.screens.metrics import MetricsScreen
+
+            self.app.push_screen(MetricsScreen(lint_node(workload), workload=workload))
+
     def _need_node(self, verb: str) -> Node | None:
         node = self.selected_node
         if node is None and self._workloads_focused():
-            self.app.notify(f"A GKE workload is selected: on a workload, w follows its startup and s swaps it; "
-                            f"select a TPU node to {verb}.", severity="warning", markup=False)
+            self.app.notify(f"A GKE workload is selected: on a workload, w follows its startup, s swaps it, R rolls "
+                            f"it back, f forwards, b benchmarks, m shows its metrics and H its launches; select a "
+                            f"TPU node to {verb}.", severity="warning", markup=False)
         elif node is None:
             self.app.notify(f"Select a node to {verb}.", severity="warning")
         return node
@@ -1133,9 +1171,7 @@ class FleetScreen(ConsoleScreen):
         pane = self.query_one(WorkloadsPane)
         if pane.has_focus_within:                   # a GKE workload: its own startup view
             if pane.selected is not None:
-                from console.widgets.workloads import workload_startup
-
-                self.app.push_screen(workload_startup(pane.selected, self.services.config))
+                self.open_workload("startup", pane.selected)
             return
         item = self.selected
         if isinstance(item, QueuedResource):
@@ -1155,22 +1191,31 @@ class FleetScreen(ConsoleScreen):
         swap view (:mod:`console.screens.workload_swap`)."""
         pane = self.query_one(WorkloadsPane)
         if pane.has_focus_within:
-            if pane.selected is not None and self.console.need_services("Swap") \
-                    and not self.console.refuse_readonly("swap"):
-                from console.screens.workload_swap import WorkloadSwapScreen
-
-                self.app.push_screen(WorkloadSwapScreen(pane.selected, self.services.config))
+            if pane.selected is not None:
+                self.open_workload("swap", pane.selected)
             return
         if self._live("Swap") and (node := self._need_node("swap its container")) is not None:
             self.open_feature("swap", node)
 
     def action_rollback(self) -> None:
-        """Open the rollback preview of the selected node (re-runs the container a swap replaced)."""
+        """Open the rollback preview of the selected node (re-runs the container a swap replaced); on a GKE
+        workload, its rollback view (the previous revision's template, as ``kubectl rollout undo``)."""
+        pane = self.query_one(WorkloadsPane)
+        if pane.has_focus_within:
+            if pane.selected is not None:
+                self.open_workload("rollback", pane.selected)
+            return
         if self._live("Roll back") and (node := self._need_node("roll back its container")) is not None:
             self.open_feature("rollback", node)
 
     def action_bench(self) -> None:
-        """Open the benchmark form of the selected node."""
+        """Open the benchmark form of the selected node; on a GKE workload, of its serving pod (through the
+        API server's port-forward, priced by its node pool)."""
+        pane = self.query_one(WorkloadsPane)
+        if pane.has_focus_within:
+            if pane.selected is not None:
+                self.open_workload("bench", pane.selected)
+            return
         if (node := self._need_node("benchmark it")) is not None:
             self.open_feature("bench", node)
 
@@ -1178,6 +1223,11 @@ class FleetScreen(ConsoleScreen):
         """Forward ``localhost:PORT`` to the selected READY node's vLLM, in the app's forwards (it stays
         open when this view is left; the node's port: :meth:`~console.flows.forwards.ForwardRegistry.port_for`)."""
         if not self.console.need_services("Forward"):
+            return
+        pane = self.query_one(WorkloadsPane)
+        if pane.has_focus_within:
+            if pane.selected is not None:
+                self._forward_workload(pane.selected)
             return
         node = self._need_node("forward to its vLLM")
         if node is None:
@@ -1191,6 +1241,24 @@ class FleetScreen(ConsoleScreen):
                             title="Already forwarded")
             return
         self._forward(node)
+
+    @work(group="forward", exit_on_error=False)
+    async def _forward_workload(self, workload: Workload) -> None:
+        """``f`` on a GKE workload: its forward (through the API server to the serving pod; it follows a
+        rollout, and says so), held by the app's forwards."""
+        from console.flows.workload_forward import open_workload_forward
+
+        try:
+            forward = await open_workload_forward(self.services.forwards, workload, self.services.config,
+                                                  notify=lambda s: self.app.notify(s, title=f"Forward {workload.ref}",
+                                                                                   markup=False, timeout=8))
+        except RemoteError as exc:
+            self.app.notify(exc.message, title=f"No forward to {workload.ref}", severity="error", timeout=10,
+                            markup=False)
+            return
+        self.app.notify(f"{forward.url} -> {workload.ref} pod {forward.pod} port {forward.container_port} (through "
+                        "the API server; it moves to the new pod after a rollout). F lists forwards.",
+                        title="Forward open", markup=False)
 
     @work(group="forward", exit_on_error=False)
     async def _forward(self, node: Node) -> None:
@@ -1214,7 +1282,13 @@ class FleetScreen(ConsoleScreen):
                         "(F lists forwards, y there copies the URL).", title="Forward open")
 
     def action_metrics(self) -> None:
-        """Open the metrics view of the selected READY node (``/metrics`` through its forward)."""
+        """Open the metrics view of the selected READY node (``/metrics`` through its forward); on a GKE
+        workload, of its serving pod (through the workload's forward)."""
+        pane = self.query_one(WorkloadsPane)
+        if pane.has_focus_within:
+            if pane.selected is not None:
+                self.open_workload("metrics", pane.selected)
+            return
         node = self._need_node("see what it serves")
         if node is None:
             return
@@ -1224,7 +1298,11 @@ class FleetScreen(ConsoleScreen):
         self.open_feature("metrics", node)
 
     def action_history(self) -> None:
-        """Open the history pane."""
+        """Open the history pane; from a GKE workload, with its launches (``N``: its launches only)."""
+        pane = self.query_one(WorkloadsPane)
+        if pane.has_focus_within and pane.selected is not None:
+            self.open_workload("history", pane.selected)
+            return
         self.open_feature("history", self.selected_node)
 
     # --- queued resources ------------------------------------------------------------------

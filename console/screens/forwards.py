@@ -27,6 +27,7 @@ from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 
 if TYPE_CHECKING:
+    from console.flows.workload_forward import WorkloadForward
     from remote.models import Node
 
 #: The columns of the forwards table.
@@ -91,7 +92,7 @@ class ForwardsScreen(ConsoleScreen):
                      "you leave a view; x closes one.")
         self.sub_title = f"forwards · {len(self.services.forwards.live())} open"
 
-    def selected_forward(self) -> tuple[tuple[str, str, str], Forward] | None:
+    def selected_forward(self) -> tuple[tuple[str, str, str], Forward | WorkloadForward] | None:
         """The selected row's ``(node key, forward)``, or ``None`` when the list is empty."""
         table = self.query_one("#forwards", DataTable)
         if not self._keys:

@@ -11,6 +11,7 @@ that fails is said under the last figures; the view keeps trying. ``escape`` goe
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -25,6 +26,10 @@ from console.widgets.serving_panel import ServingPanel
 from remote.errors import RemoteError
 from remote.models import Node
 from remote.printable import printable
+
+if TYPE_CHECKING:
+    from console.flows.workload_forward import WorkloadForward
+    from remote.gke.models import Workload
 
 #: Seconds between two reads of ``/metrics``.
 INTERVAL_S = 3.0
@@ -41,10 +46,13 @@ class MetricsScreen(ConsoleScreen):
     MetricsScreen ServingPanel { padding: 0 1; }
     """
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, workload: Workload | None = None) -> None:
         super().__init__()
         self.node = node
-        self.forward: Forward | None = None
+        #: a GKE workload (``m`` on the Workloads table): ``node`` is its ``CLUSTER/NAMESPACE/deploy/NAME`` and
+        #: the forward goes through the API server to its serving pod
+        self.workload = workload
+        self.forward: Forward | WorkloadForward | None = None
         self.samples = 0        # figures shown so far (tests wait on it)
 
     def compose(self) -> ComposeResult:
@@ -63,7 +71,15 @@ class MetricsScreen(ConsoleScreen):
     def _status(self, sentence: str, style: str = "dim") -> None:
         self.query_one("#metrics-status", Static).update(Text(printable(sentence), style=style))
 
-    async def _open_forward(self) -> Forward | None:
+    async def _open_forward(self) -> Forward | WorkloadForward | None:
+        if self.workload is not None:
+            from console.flows.workload_forward import open_workload_forward
+
+            try:
+                return await open_workload_forward(self.services.forwards, self.workload, self.services.config)
+            except RemoteError as exc:
+                self._status(f"No forward to {self.workload.ref}: {exc.message}", "bold red")
+                return None
         """The node's forward: the one the console holds, else a new one (asking about an unknown host key)."""
         from console.flows.ssh_target import resolve_target
         from console.screens.confirm import host_key_question

@@ -6,11 +6,14 @@ deploy/NAME`` is for the terminal: type the edits (``max-model-len=8192 image=vl
 findings, the JSON patch), ``ctrl+s`` asks (a lint error needs the workload's name typed) and patches, then
 the rollout is followed to the new pod's ready in the log below. Read-only mode refuses it (the use case
 itself refuses; the key only says so).
+
+``rollback=True`` (``R`` on a workload, as ``tpu-console rollback deploy/NAME``): no edits; the preview of
+the previous revision's template (:meth:`~console.flows.workload_swap.WorkloadSwapCase.preview_rollback`,
+as ``kubectl rollout undo``) is shown at once, ``ctrl+s`` confirms, and the rollout is followed the same way.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.text import Text
@@ -19,9 +22,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Header, Input, RichLog, Static
 
+from console.flows.group_watch import GroupEvent
 from console.flows.workload_watch import WorkloadEvent
 from console.screens.base import ConsoleScreen
 from console.widgets.footer import ConsoleFooter
+from remote.gke.edit import patch_lines
 from remote.gke.models import Workload
 from remote.printable import printable
 
@@ -58,9 +63,10 @@ class WorkloadSwapScreen(ConsoleScreen):
     WorkloadSwapScreen #workload-swap-log { height: 1fr; }
     """
 
-    def __init__(self, workload: Workload, config: Any) -> None:
+    def __init__(self, workload: Workload, config: Any, *, rollback: bool = False) -> None:
         super().__init__()
         self.workload = workload
+        self.rollback = rollback
         self.config = config
         self.preview: Any = None
         self.case: Any = None
@@ -79,8 +85,13 @@ class WorkloadSwapScreen(ConsoleScreen):
 
     def on_mount(self) -> None:
         w = self.workload
-        self.sub_title = f"swap · {w.cluster}/{w.namespace}/{w.ref}"
-        self.query_one("#workload-swap-edits", Input).focus()
+        self.sub_title = f"{'rollback' if self.rollback else 'swap'} · {w.cluster}/{w.namespace}/{w.ref}"
+        if self.rollback:
+            self.query_one("#workload-swap-edits", Input).display = False
+            self._plan(Text("reading the Deployment's revisions…", style="dim"))
+            self._preview(None)
+        else:
+            self.query_one("#workload-swap-edits", Input).focus()
 
     def action_back(self) -> None:
         """Back to the fleet (a rollout being followed goes on in the cluster; its view stops)."""
@@ -94,7 +105,7 @@ class WorkloadSwapScreen(ConsoleScreen):
         self._preview(event.value)
 
     @work(exclusive=True, group="workload-swap-preview", exit_on_error=False)
-    async def _preview(self, text: str) -> None:
+    async def _preview(self, text: str | None) -> None:
         from console.flows.gke_fleet import gke_source
         from console.flows.gke_target import WorkloadSpec, WorkloadSpecError, find_workload
         from console.flows.history_access import HistoryAccess
@@ -103,7 +114,7 @@ class WorkloadSwapScreen(ConsoleScreen):
         from remote.errors import RemoteError
 
         try:
-            changes, image = parse_edits(text)
+            changes, image = parse_edits(text) if text is not None else ({}, None)
             if self._source is None:
                 self._source = gke_source(self.config)
             w = self.workload
@@ -111,14 +122,18 @@ class WorkloadSwapScreen(ConsoleScreen):
             pool = next((p for c in self._source.clusters.values() for p in c.node_pools
                          if p.cluster == workload.cluster and p.name == workload.node_pool), None)
             self.case = WorkloadSwapCase(workload, kube, self.config,        # the console's own history
-                                         HistoryAccess(lambda: self.services.store, owned=False), pool=pool)
-            self.preview = self.case.preview(changes, image)
+                                         HistoryAccess(lambda: self.services.store, owned=False), pool=pool,
+                                         verb="rollback" if text is None else "swap")
+            self.preview = self.case.preview(changes, image) if text is not None else await self.case.preview_rollback()
         except (ValueError, ReadOnlyRefused, WorkloadSpecError, RemoteError) as exc:
             self.preview = None
             self._plan(Text(printable(str(exc)), style="bold red"))
             return
         p = self.preview
         out = Text()
+        if p.restores_revision is not None:
+            out.append(f"restores revision {p.restores_revision} (as kubectl rollout undo; it becomes revision "
+                       f"{p.new_revision})\n", style="bold")
         out.append("args  ", style="bold").append(printable(" ".join(p.old_args)) + "\n")
         out.append("   -> ", style="bold").append(printable(" ".join(p.args or p.old_args)) + "\n")
         if p.image:
@@ -126,14 +141,15 @@ class WorkloadSwapScreen(ConsoleScreen):
         for f in p.findings:
             out.append(f"lint {f.severity}: {f.rule_id}: ", style="bold red" if f.severity == "error" else "yellow")
             out.append(printable(f.message) + "\n")
-        out.append("JSON patch ", style="bold").append(printable(json.dumps(p.patch)) + "\n")
+        out.append("JSON patch ", style="bold").append(printable("[" + ", ".join(patch_lines(p.patch)) + "]") + "\n")
         out.append("ctrl+s patches (after a confirm)", style="dim")
         self._plan(out)
 
     def action_patch(self) -> None:
         """Confirm and patch the previewed swap."""
         if self.preview is None or self.case is None:
-            self.app.notify("Press Enter on the edits first: the patch is what the preview shows.", severity="warning")
+            self.app.notify("Nothing to patch: the preview above says why." if self.rollback else
+                            "Press Enter on the edits first: the patch is what the preview shows.", severity="warning")
             return
         if self.running:
             return
@@ -146,13 +162,15 @@ class WorkloadSwapScreen(ConsoleScreen):
 
         w, p = self.case.workload, self.preview
         errors = p.errors
+        what = "Patch" if p.restores_revision is None else f"Roll back to revision {p.restores_revision}:"
         confirmed = await self.ask(ConfirmScreen(
-            f"Patch {w.ref} in {w.cluster}/{w.namespace}?",
-            "The Deployment's pod template changes: its pod is replaced by a new one"
+            f"{what} {w.ref} in {w.cluster}/{w.namespace}?",
+            ("The LeaderWorkerSet's leader and worker templates change: each group is made anew"
+             if w.kind == "LeaderWorkerSet" else "The Deployment's pod template changes: its pod is replaced by a new one")
             + (f"; {len(errors)} lint error(s): type the workload's name to patch anyway" if errors else "."),
-            [json.dumps(op) for op in p.patch], confirm_label="Patch", require_text=w.name if errors else None))
+            patch_lines(p.patch), confirm_label="Patch", require_text=w.name if errors else None))
         if not confirmed:
-            self.app.notify("Nothing was changed.", title="Swap")
+            self.app.notify("Nothing was changed.", title="Rollback" if self.rollback else "Swap")
             return
         self.running = True
         log = self.query_one("#workload-swap-log", RichLog)
@@ -167,9 +185,10 @@ class WorkloadSwapScreen(ConsoleScreen):
             log.write(Text(printable(f"the patch was refused: {self.outcome.error}; nothing was changed."),
                            style="bold red"))
 
-    def _event(self, event: WorkloadEvent) -> None:
+    def _event(self, event: WorkloadEvent | GroupEvent) -> None:
         style = {"ready": "bold green", "failed": "bold red", "ready_early": "bold yellow"}.get(event.kind, "")
-        self.query_one("#workload-swap-log", RichLog).write(Text(f"» {printable(event.text)}", style=style))
+        text = event.line() if isinstance(event, GroupEvent) else event.text
+        self.query_one("#workload-swap-log", RichLog).write(Text(f"» {printable(text)}", style=style))
 
     async def on_unmount(self) -> None:
         if self._source is not None:

@@ -21,6 +21,12 @@ the node fields ``null`` and ``base_url`` the server for ``--url``; one result p
 concurrency level for throughput, keys of ``remote.bench.to_json``; throughput entries
 gain ``usd_per_mtok`` when a price is known).
 
+``bench deploy/NAME [--cluster C] [--namespace N]`` (a GKE workload) runs the same benchmark through a
+port-forward of the API server to the workload's serving pod (its newest Ready pod, as ``forward
+deploy/NAME``); $/Mtok from the node pool's chip generation (its machine type) and provisioning model
+(spot, flex-start, reserved, on-demand) in ``[prices]``, chips the pod's ``google.com/tpu``; recorded
+against the launch of that pod (``node`` in ``--json``: ``CLUSTER/NAMESPACE/deploy/NAME``).
+
 Exit codes: 0 the benchmark ran (whatever the figures), 1 the server (or node) could not
 be reached, the node is not READY, or every request failed, 2 bad input (including an
 unknown or ambiguous NODE).
@@ -151,9 +157,16 @@ async def _run(args: argparse.Namespace, config: Config | None) -> int:
             pricing = Pricing(args.price_per_chip_hour, args.chips)
             return await _bench(args, params, args.url, pricing,
                                 api_key=await api_key_for(None, "", given=args.api_key))
-        from console.flows.node_lookup import find_node, fleet_source_for
+        from console.verbs.common import workload_spec_or_none
 
         assert config is not None               # (run loads it whenever NODE is given)
+        spec = workload_spec_or_none(args)
+        if spec is False:
+            return 2
+        if spec is not None:
+            return await _bench_workload(args, config, spec, params)
+        from console.flows.node_lookup import find_node, fleet_source_for
+
         with fleet_source_for(config, project=args.project, zone=args.zone) as source:
             node = await find_node(source, args.node, project=args.project, zone=args.zone, require_ready=True)
             pricing = pricing_for(node, config.prices, provisioning_model=args.provisioning_model)
@@ -206,6 +219,47 @@ async def _bench_node(args: argparse.Namespace, config: Config, node: Node, para
         if progress is not None:
             _clear_progress()
     _report(args.kind, results, pricing=pricing, node=node, as_json=args.json)
+    if history.problem:
+        print(printable(f"tpu-console: the results were not recorded: {history.problem}"), file=sys.stderr)
+    failed = every_request_failed(results)
+    if failed:
+        print("tpu-console: every request failed (see the errors above)", file=sys.stderr)
+    return 1 if failed else 0
+
+
+async def _bench_workload(args: argparse.Namespace, config: Config, spec: Any, params: BenchParams) -> int:
+    """``bench deploy/NAME``: through the workload's own forward (the API server's port-forward to its serving
+    pod), priced by its node pool (:func:`console.flows.workload_bench.workload_pricing`), recorded against
+    the pod's launch."""
+    from console.flows.bench import Pricing, every_request_failed
+    from console.flows.gke_target import WorkloadSpecError, lint_node
+    from console.flows.history_access import HistoryAccess
+    from console.flows.history_store import open_history
+    from console.flows.workload_bench import WorkloadBenchCase, workload_pricing
+    from console.flows.workload_forward import workload_tunnel
+
+    if not config.gke.enabled:
+        return _fail(f"{spec.ref} is a GKE workload and {config.path or 'the config'} has no [gke] table", 2)
+    history = HistoryAccess(lambda: open_history(config, getattr(args, "db", None)))
+    progress = None if args.json or not sys.stderr.isatty() else _progress_line
+    try:
+        async with workload_tunnel(config, spec) as (workload, pool, forward):
+            pricing = workload_pricing(workload, pool, config.prices, provisioning_model=args.provisioning_model)
+            if args.price_per_chip_hour is not None or args.chips is not None:
+                pricing = Pricing(args.price_per_chip_hour or pricing.price_per_chip_hour_usd,
+                                  args.chips or pricing.chips, pricing.generation, pricing.provisioning_model)
+            case = WorkloadBenchCase(workload, forward, params, pricing, history, api_key=args.api_key)
+            if not args.json:
+                print(printable(f"{workload.ref} in {workload.cluster}/{workload.namespace}: pod {forward.pod}, "
+                                f"{pricing.describe()}"), file=sys.stderr)
+            results = await case.run(on_progress=progress)
+    except WorkloadSpecError as exc:
+        return _fail(str(exc), 2)
+    finally:
+        history.close()
+        if progress is not None:
+            _clear_progress()
+    _report(args.kind, results, pricing=pricing, node=lint_node(workload), as_json=args.json)
     if history.problem:
         print(printable(f"tpu-console: the results were not recorded: {history.problem}"), file=sys.stderr)
     failed = every_request_failed(results)

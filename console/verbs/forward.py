@@ -15,6 +15,13 @@ stderr, and so is the target going down (the node refuses the port: ``target dow
 (Connection refused)``, e.g. the container was removed) and coming back; the URL is printed on
 stdout once it listens.
 
+``forward deploy/NAME [--cluster C] [--namespace N]`` (a GKE workload) forwards through the API server
+instead (kr8s's port-forward, as ``kubectl port-forward`` does) to the workload's serving pod: its newest
+Ready pod, chosen again for every connection, so after a rollout the forward goes to the new pod (said
+once on stderr: ``the forward moves to pod NEW (was OLD)``) on the same local port; the port in the pod
+is the container's ``http`` port (else ``--port`` in its args, else 8000). The local port: ``--port``, else
+the workload's stable port (its ``CLUSTER/NAMESPACE/deploy/NAME``).
+
 Exit codes: 0 held until Ctrl-C, 1 the node or the port could not be reached (or the local
 port is taken), 2 bad input (unknown or ambiguous NODE, bad config).
 """
@@ -31,6 +38,7 @@ from remote.printable import printable
 
 if TYPE_CHECKING:
     from console.config import Config
+    from console.flows.gke_target import WorkloadSpec
     from console.verbs.common import Subparsers
 
 
@@ -54,7 +62,14 @@ def run(args: argparse.Namespace) -> int:
     config = config_or_exit(args)
     if config is None:
         return 2
+    from console.verbs.common import workload_spec_or_none
+
+    spec = workload_spec_or_none(args)
+    if spec is False:
+        return 2
     try:
+        if spec is not None:
+            return asyncio.run(_hold_workload(args, config, spec))  # type: ignore[arg-type]
         return asyncio.run(_hold(args, config))
     except KeyboardInterrupt:           # the way out
         return 0
@@ -91,6 +106,43 @@ async def _hold(args: argparse.Namespace, config: Config) -> int:
         return 0
     finally:
         forward.close()
+
+
+async def _hold_workload(args: argparse.Namespace, config: Config, spec: WorkloadSpec) -> int:
+    """``forward deploy/NAME``: through the API server to the serving pod, following a rollout."""
+    from console.flows.forwards import ForwardRegistry
+    from console.flows.gke_fleet import gke_source
+    from console.flows.gke_target import WorkloadSpecError, find_workload, lint_node
+    from console.flows.workload_forward import WorkloadForward
+    from remote.errors import RemoteError
+
+    source = gke_source(config)
+    if source is None:
+        return _fail(f"{spec.ref} is a GKE workload and {config.path or 'the config'} has no [gke] table", 2)
+    forward: WorkloadForward | None = None
+    try:
+        try:
+            workload, kube = await find_workload(source, spec)
+        except (WorkloadSpecError, RemoteError) as exc:
+            return _fail(str(exc), 2 if isinstance(exc, WorkloadSpecError) else 1)
+        name = lint_node(workload).name
+        local_port = args.port if args.port is not None else ForwardRegistry().port_for(name, config.forward)
+        forward = WorkloadForward(workload, kube, local_port=local_port)
+        try:
+            url = await forward.open()
+        except RemoteError as exc:
+            return _fail(str(exc), 1)
+        print(url, flush=True)
+        print(printable(f"Forwarding {url} -> {workload.ref} pod {forward.pod} port {forward.container_port} in "
+                        f"{workload.cluster}/{workload.namespace} (through the API server; it follows a rollout "
+                        "to the new pod); Ctrl-C stops."), file=sys.stderr, flush=True)
+        forward.on_change = lambda sentence: print(printable(sentence), file=sys.stderr, flush=True)
+        await forward.hold()
+        return 0
+    finally:
+        if forward is not None:
+            forward.close()
+        await source.close()
 
 
 def _fail(message: str, code: int) -> int:

@@ -3,6 +3,7 @@
 Usage::
 
     tpu-console history [--json] [--limit N] [--node NAME] [--model M] [--outcome OUTCOME]
+    tpu-console history deploy/NAME [--cluster C] [--namespace N] [--json] [--limit N] ...
     tpu-console history show ID [--json]
     tpu-console history compare ID ID [--json]
     tpu-console history export [--format json|csv] [--limit N] [--node NAME] [--model M]
@@ -14,7 +15,9 @@ that one object for ``show``. ``compare`` shows the spec and figure differences 
 launches (:mod:`console.flows.launch_compare`, as the compare view; ``--json``:
 :func:`~console.flows.launch_compare.compare_json`); the first id is the baseline. ``export``
 prints the filtered launches as the history pane's ``e`` writes them (JSON with benchmarks
-nested, or CSV one row per launch). The database is ``--db PATH``, else the config's
+nested, or CSV one row per launch). ``history deploy/NAME`` (or ``--workload deploy/NAME``) lists the
+launches recorded for that GKE workload (``--cluster`` / ``--namespace`` narrow it; the namespace defaults
+to ``default``): its watches, swaps and rollbacks. The database is ``--db PATH``, else the config's
 ``db_path``, else the XDG data path.
 
 Exit codes: 0 listed/shown/compared/exported, 1 no launch with that id, 2 bad arguments,
@@ -61,6 +64,10 @@ def add_parser(subparsers: Subparsers) -> None:
     parser.add_argument("--node", metavar="NAME", help="only launches on this node")
     parser.add_argument("--model", metavar="M", help="only this model (Qwen/Qwen3-8B or Qwen3-8B)")
     parser.add_argument("--outcome", choices=OUTCOMES, help="only launches with this outcome")
+    parser.add_argument("--workload", metavar="deploy/NAME",
+                        help="only launches of this GKE workload (also as `history deploy/NAME`)")
+    parser.add_argument("--cluster", metavar="C", help="with a workload: only launches in this GKE cluster")
+    parser.add_argument("--namespace", metavar="N", help="with a workload: its namespace (default: default)")
     parser.add_argument("--db", metavar="PATH", default=argparse.SUPPRESS, help="history database")
     commands = parser.add_subparsers(dest="history_command", metavar="COMMAND")
     show = commands.add_parser("show", help="one launch in detail, with its benchmarks")
@@ -120,17 +127,43 @@ def run(args: argparse.Namespace) -> int:
                                            outcome=args.outcome, accelerator_type=args.accelerator, text=args.text)
             sys.stdout.write(store.export(launches, args.format).rstrip("\n") + "\n")
             return 0
-        launches = store.list_launches(limit=args.limit, node=args.node, model=args.model, outcome=args.outcome)
+        workload = _workload_filter(args)
+        if workload is None:
+            return 2
+        launches = store.list_launches(limit=args.limit, node=args.node, model=args.model, outcome=args.outcome,
+                                       **workload)
         if args.json:
             print(store.export(launches, "json"))
         elif not launches:
             print(printable(f"No launches recorded in {path}" + (" match those filters." if
-                            (args.node or args.model or args.outcome) else ".")))
+                            (args.node or args.model or args.outcome or workload) else ".")))
         else:
             _print_table(launches)
         return 0
     finally:
         store.close()
+
+
+def _workload_filter(args: argparse.Namespace) -> dict[str, str] | None:
+    """``--workload deploy/NAME`` (``--cluster``, ``--namespace``) as :meth:`HistoryStore.list_launches`
+    filters (``{}`` without a workload); ``None`` after one line on stderr (a bad spec, or ``--cluster`` /
+    ``--namespace`` without a workload: exit 2)."""
+    from console.flows.gke_target import WorkloadSpecError, parse_workload_spec
+
+    text, cluster, namespace = getattr(args, "workload", None), args.cluster, args.namespace
+    if text is None:
+        if cluster is not None or namespace is not None:
+            print("tpu-console: --cluster and --namespace go with a GKE workload (history deploy/NAME)",
+                  file=sys.stderr)
+            return None
+        return {}
+    try:
+        spec = parse_workload_spec(text, namespace=namespace, cluster=cluster)
+    except WorkloadSpecError as exc:
+        print(printable(f"tpu-console: {exc}"), file=sys.stderr)
+        return None
+    found = {"workload": spec.ref, "namespace": spec.namespace}
+    return found | ({"cluster": spec.cluster} if spec.cluster else {})
 
 
 def _show(store: HistoryStore, launch_id: int, *, as_json: bool) -> int:

@@ -28,6 +28,10 @@ only ``num_gpu_blocks`` and ``block_size`` gets their product marked "derived".
 ``null`` with ``--url``), ``url`` (the ``--url`` given, ``null`` for a NODE: the verb's own SSH forward is
 closed when it ends) and ``model_names``.
 
+``metrics deploy/NAME [--cluster C] [--namespace N]`` (a GKE workload) reads the serving pod's
+``/metrics`` through a port-forward of the API server (as ``forward deploy/NAME``); ``node`` in
+``--json`` is ``CLUSTER/NAMESPACE/deploy/NAME``.
+
 Exit codes: 0 read, 1 the server or node could not be reached (or answered no metrics), 2 bad
 input (including an unknown or ambiguous NODE).
 """
@@ -103,6 +107,13 @@ async def _run(args: argparse.Namespace, config: Config | None) -> int:
                 return _fail(f"--url: {exc.message}", 2)
             return await _sample(args, url, url_shown=url)
         assert config is not None               # (run loads it whenever NODE is given)
+        from console.verbs.common import workload_spec_or_none
+
+        spec = workload_spec_or_none(args)
+        if spec is False:
+            return 2
+        if spec is not None:
+            return await _sample_workload(args, config, spec)
         from console.flows.ssh_target import ready_node_target
         from console.verbs.watch import terminal_host_key_prompt
 
@@ -137,6 +148,23 @@ async def _sample(args: argparse.Namespace, url: str, *, url_shown: str | None =
             _print(window, url_shown, node_name, as_json=args.json)
             if not args.watch:
                 return 0
+
+
+async def _sample_workload(args: argparse.Namespace, config: Config, spec: Any) -> int:
+    """``metrics deploy/NAME``: the serving pod's ``/metrics`` through the workload's own forward (the API
+    server's port-forward); ``node`` in the JSON is ``CLUSTER/NAMESPACE/deploy/NAME``."""
+    from console.flows.gke_target import WorkloadSpecError, lint_node
+    from console.flows.workload_forward import workload_tunnel
+
+    if not config.gke.enabled:
+        return _fail(f"{spec.ref} is a GKE workload and {config.path or 'the config'} has no [gke] table", 2)
+    try:
+        async with workload_tunnel(config, spec) as (workload, _pool, forward):
+            print(printable(f"{workload.ref} in {workload.cluster}/{workload.namespace}: pod {forward.pod} port "
+                            f"{forward.container_port} (through the API server)"), file=sys.stderr, flush=True)
+            return await _sample(args, forward.url, node_name=lint_node(workload).name)
+    except WorkloadSpecError as exc:
+        return _fail(str(exc), 2)
 
 
 def _print(window: Any, url: str | None, node_name: str | None, *, as_json: bool) -> None:

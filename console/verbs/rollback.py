@@ -13,6 +13,13 @@ is recorded. ``--json`` prints the plan and the outcome as ``swap --json`` does.
 Exit codes: 0 rolled back (or ``--dry-run`` printed the plan), 1 nothing to roll back to,
 refused, failed or unreachable, 2 bad input (unknown node, bad config, a recorded spec that
 is not valid).
+
+``rollback deploy/NAME`` (a GKE Deployment) restores the previous revision's pod template instead, as
+``kubectl rollout undo`` does (:mod:`console.verbs.swap_workload`): the template of the ReplicaSet of the
+revision before the newest, sent as a JSON patch guarded by a ``test`` of the resourceVersion, after the
+same preview (args before and after, lint, patch) and confirm; recorded with cluster, namespace, workload
+and the revision it makes, then the rollout is followed to the new pod's ready. One revision only:
+"Nothing to roll back to" (exit 1).
 """
 
 from __future__ import annotations
@@ -63,4 +70,13 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.dry_run and refused_readonly(config, "rollback"):
         return 1
+    from console.verbs.common import workload_spec_or_none
+
+    spec = workload_spec_or_none(args)
+    if spec is False:
+        return 2
+    if spec is not None:
+        from console.verbs.swap_workload import run_workload_rollback
+
+        return run_workload_rollback(args, config, spec)  # type: ignore[arg-type]
     return asyncio.run(RollbackCommand(config, args, {}).run())

@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     """Start the sandbox, print where it is, and wait for Ctrl-C. Exit 0."""
     from sandbox.runner import Sandbox
 
-    sandbox = Sandbox(args.state_dir, boot_s=args.boot_s)
+    sandbox = Sandbox(args.state_dir, boot_s=args.boot_s, gke_multi_host=True)
     sandbox.start()
     try:
         print(sandbox.describe())

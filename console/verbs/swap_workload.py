@@ -40,13 +40,26 @@ def run_workload_swap(args: argparse.Namespace, config: Config, spec: WorkloadSp
 
 def _plan_json(preview: WorkloadPreview) -> dict[str, Any]:
     return {"old": preview.old.to_dict(), "new": preview.spec.to_dict(), "old_args": preview.old_args,
-            "args": preview.args,
+            "args": preview.args, "restores_revision": preview.restores_revision,
+            "new_revision": preview.new_revision,
             "patch": preview.patch,
             "lint": [{"rule_id": f.rule_id, "severity": f.severity, "message": f.message, "fix": f.fix}
                      for f in preview.findings]}
 
 
-async def _swap(args: argparse.Namespace, config: Config, spec: WorkloadSpec, changes: dict[str, str | None]) -> int:
+def run_workload_rollback(args: argparse.Namespace, config: Config, spec: WorkloadSpec) -> int:
+    """Run ``rollback`` on a workload (the previous revision's template, as ``kubectl rollout undo``); returns
+    the exit code: 0 rolled back and ready (or ``--dry-run``), 1 nothing to roll back to, refused, not
+    confirmed or failed, 2 bad input or no such workload."""
+    if not config.gke.enabled:
+        say(f"tpu-console: {spec.ref} is a GKE workload and {config.path or 'the config'} has no [gke] table", err=True)
+        return 2
+    return asyncio.run(_swap(args, config, spec, None))
+
+
+async def _swap(args: argparse.Namespace, config: Config, spec: WorkloadSpec,
+                changes: dict[str, str | None] | None) -> int:
+    """A swap (``changes``) or a rollback (``changes`` is ``None``) of the workload ``spec`` names."""
     from console.flows.gke_fleet import gke_source
     from console.flows.gke_target import WorkloadSpecError, pick_workload
     from console.flows.history_access import HistoryAccess
@@ -73,11 +86,11 @@ async def _swap(args: argparse.Namespace, config: Config, spec: WorkloadSpec, ch
         pool = next((p for p in fleet.node_pools if p.cluster == workload.cluster and p.name == workload.node_pool), None)
         try:
             case = WorkloadSwapCase(workload, source.client(ref), config, history, pool=pool,
-                                    preview_only=bool(args.dry_run))
-            preview = case.preview(changes, args.image)
-        except (ReadOnlyRefused, ValueError) as exc:
+                                    preview_only=bool(args.dry_run), verb="swap" if changes is not None else "rollback")
+            preview = case.preview(changes, args.image) if changes is not None else await case.preview_rollback()
+        except (ReadOnlyRefused, ValueError, RemoteError) as exc:
             say(f"tpu-console: {exc}; nothing was changed.", err=True)
-            return 2 if isinstance(exc, ValueError) else 1
+            return 2 if isinstance(exc, ValueError) and changes is not None else 1
         report["plan"] = _plan_json(preview)
         _print_plan(preview, workload.ref, err)
         code = await _decide_and_run(args, case, preview, report, err)
@@ -92,13 +105,17 @@ async def _swap(args: argparse.Namespace, config: Config, spec: WorkloadSpec, ch
 
 
 def _print_plan(preview: WorkloadPreview, ref: str, err: bool) -> None:
-    say(f"swap {ref}: {preview.old.image} -> {preview.spec.image}" if preview.image else f"swap {ref}:", err=err)
+    head = f"swap {ref}" if preview.restores_revision is None else (
+        f"rollback {ref} to revision {preview.restores_revision} (it becomes revision {preview.new_revision})")
+    say(f"{head}: {preview.old.image} -> {preview.spec.image}" if preview.image else f"{head}:", err=err)
     if preview.args is not None:
         say(f"  args: {' '.join(preview.old_args)}", err=err)
         say(f"     -> {' '.join(preview.args)}", err=err)
     for f in preview.findings:
         say(f"  lint {f.severity}: {f.rule_id}: {f.message}", err=err)
-    say(f"  JSON patch: {json.dumps(preview.patch)}", err=err)
+    from remote.gke.edit import patch_lines
+
+    say(f"  JSON patch: [{', '.join(patch_lines(preview.patch))}]", err=err)
 
 
 async def _decide_and_run(args: argparse.Namespace, case: Any, preview: WorkloadPreview, report: dict[str, Any],
@@ -111,11 +128,15 @@ async def _decide_and_run(args: argparse.Namespace, case: Any, preview: Workload
     if refused:
         say(f"tpu-console: {refused}", err=True)
         return 1
-    if not args.yes and not await ask(f"Patch {case.workload.ref} in {case.workload.cluster}/{case.workload.namespace}?"):
+    what = "Patch" if preview.restores_revision is None else f"Roll back (revision {preview.restores_revision})"
+    if not args.yes and not await ask(f"{what} {case.workload.ref} in {case.workload.cluster}/{case.workload.namespace}?"):
         say("tpu-console: not confirmed (--yes to skip the question); nothing was changed.", err=True)
         return 1
     report["confirmed"] = True
-    outcome = await case.run(preview, force=bool(args.force), on_event=lambda e: say(e.text, err=True))
+    from console.flows.group_watch import GroupEvent
+
+    outcome = await case.run(preview, force=bool(args.force), on_event=lambda e: say(
+        e.line() if isinstance(e, GroupEvent) else e.text, err=True))
     rollout = outcome.rollout
     report["outcome"] = {"patched": outcome.patched, "launch_id": outcome.launch_id, "revision": outcome.revision,
                          "code": rollout.code if rollout else None, "error": outcome.error,
@@ -123,5 +144,5 @@ async def _decide_and_run(args: argparse.Namespace, case: Any, preview: Workload
     if not outcome.patched:
         say(f"tpu-console: the patch was refused: {outcome.error}; nothing was changed.", err=True)
         return 1
-    say(f"patched {case.workload.ref} (revision {outcome.revision or '?'}, launch {outcome.launch_id or '-'})", err=err)
+    say(f"{'patched' if preview.restores_revision is None else 'rolled back'} {case.workload.ref} (revision {outcome.revision or '?'}, launch {outcome.launch_id or '-'})", err=err)
     return 0 if rollout is not None and rollout.code == 0 else 1

@@ -1,10 +1,12 @@
 """``tpu-console watch deploy/NAME``: the GKE half of the ``watch`` verb (:mod:`console.verbs.watch`).
 
 Finds the workload in the GKE listing (``--cluster`` / ``--namespace``: :mod:`console.flows.gke_target`)
-and runs :class:`console.flows.workload_watch.WorkloadWatch`: progress on stderr (the pod's state and
-events until its container runs, then the boot's phases), the summary on stdout (``--json``: the
-``log-summary --json`` object plus ``workload``, ``namespace``, ``cluster``, ``pod`` and
-``kubernetes_ready_early``). Exit codes as ``watch``: 0 ready, 1 failed, 2 bad input, no such workload
+and runs :class:`console.flows.workload_watch.WorkloadWatch` (a Deployment's current pod) or
+:class:`console.flows.group_watch.GroupWatch` (``lws/NAME``: every pod of group 0, ``wN| `` before a pod's
+sentences): progress on stderr (the pod's state and events until its container runs, then the boot's
+phases), the summary on stdout (``--json``: the ``log-summary --json`` object plus ``workload``,
+``namespace``, ``cluster``, ``pod`` and ``kubernetes_ready_early``; an LWS's also ``pods``, one per pod,
+``slice_hbm`` summed over them and ``recreated``). Exit codes as ``watch``: 0 ready, 1 failed, 2 bad input, no such workload
 or no answer.
 """
 
@@ -35,6 +37,7 @@ def run_workload_watch(args: argparse.Namespace, config: Config, spec: WorkloadS
 async def _watch(args: argparse.Namespace, config: Config, spec: WorkloadSpec) -> int:
     from console.flows.gke_fleet import gke_source
     from console.flows.gke_target import WorkloadSpecError, find_workload
+    from console.flows.group_watch import GroupWatch
     from console.flows.workload_watch import WorkloadWatch
     from remote.errors import RemoteError
 
@@ -48,9 +51,13 @@ async def _watch(args: argparse.Namespace, config: Config, spec: WorkloadSpec) -
             return 2
         say(f"tpu-console: watching {workload.ref} in {workload.project or 'context'}/{workload.location or '-'}/"
             f"{workload.cluster} namespace {workload.namespace}", err=True)
-        watch = WorkloadWatch(workload, kube, on_event=lambda e: say(e.text, err=True),
-                              poll_s=max(0.05, min(args.poll_s, 5.0)))
-        outcome = await watch.run()
+        poll_s = max(0.05, min(args.poll_s, 5.0))
+        if workload.kind == "LeaderWorkerSet":          # every pod of group 0, judged as one slice
+            outcome = await GroupWatch(workload, kube, on_event=lambda e: say(e.line(), err=True),
+                                       poll_s=poll_s).run()
+        else:
+            outcome = await WorkloadWatch(workload, kube, on_event=lambda e: say(e.text, err=True),
+                                          poll_s=poll_s).run()
         from console.flows.history_access import HistoryAccess
         from console.flows.history_store import open_history
         from console.flows.workload_swap import record_watched
@@ -71,5 +78,15 @@ async def _watch(args: argparse.Namespace, config: Config, spec: WorkloadSpec) -
             from console.verbs.log_summary import print_summary_panel
 
             print_summary_panel(f"watch {spec.ref}", outcome.summary)
+            _print_pods(outcome.summary.get("pods") or [])
     sys.stdout.flush()
     return outcome.code
+
+
+def _print_pods(pods: list[dict[str, object]]) -> None:
+    """An LWS group's pods, one line each: name, node, what Kubernetes says, the log's readiness, its failure."""
+    for pod in pods:
+        log = "log ready" if pod.get("log_ready") else f"log {pod.get('phase')}"
+        failure = f" · {pod['failure']}" if pod.get("failure") else ""
+        say(f"  w{pod.get('worker')} {pod.get('name')} on {pod.get('node') or '-'}: {pod.get('kubernetes')} · "
+            f"{log}{failure}")

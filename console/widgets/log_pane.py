@@ -154,9 +154,10 @@ class LogPane(Vertical):
             lines, skipped = self._pending[:DRAIN_STEP_LINES], self._skipped
             del self._pending[:DRAIN_STEP_LINES]
             self._skipped = 0
-            view.write_lines(lines, skipped, masked=True)   # cleaned and masked before they were queued
+            view.write_lines(lines, skipped, masked=True, show=False)   # cleaned and masked before they were queued
             if time.perf_counter() > deadline:
                 break
+        view.show_rows()                                     # one resize, scroll and repaint per write
         self._drain_interval_s = FLOOD_DRAIN_INTERVAL_S if waiting >= FLOOD_DRAIN_LINES else DRAIN_INTERVAL_S
         self._draining = bool(self._pending)
         if self._draining:

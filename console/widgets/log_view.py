@@ -19,14 +19,17 @@ from __future__ import annotations
 import bisect
 import re
 from collections import deque
+from math import ceil
 from typing import NamedTuple
 
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
 from textual.content import Content
 from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
+from textual.scrollbar import ScrollBar
 from textual.strip import Strip
 
 from console.render.plain import log_line_text
@@ -46,6 +49,8 @@ CUT_LINES_KEPT = 16
 #: strips with seven caches apiece, all cyclic garbage once dropped: 1,024 rows were ~30,000
 #: objects every full collection walked during a flood (see :mod:`console.heap`).
 ROWS_CACHED = 200
+#: The component class of each level letter drawn in its own colour.
+_LEVEL_CLASSES = {"E": "log-view--error", "W": "log-view--warning", "D": "log-view--debug"}
 
 
 class Entry(NamedTuple):
@@ -244,11 +249,13 @@ class LogView(ScrollView, can_focus=True):
         self.search_text = ""
         self._cache: LRUCache[tuple[int, int, int], Strip] = LRUCache(ROWS_CACHED)
         self._frame_style: Style | None = None
+        self._level_styles: dict[str, Style] = {}       # level letter -> row style, for one frame
         self._title_shown: Content | None = None
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._cache.clear()
+        self._level_styles.clear()
 
     def set_title(self, title: Content) -> None:
         """Put ``title`` on the view's top border, repainting that row only.
@@ -270,15 +277,22 @@ class LogView(ScrollView, can_focus=True):
 
     # --- input -------------------------------------------------------------------------
 
-    def write_lines(self, lines: list[str], skipped: int = 0, *, masked: bool = False) -> None:
+    def write_lines(self, lines: list[str], skipped: int = 0, *, masked: bool = False, show: bool = True) -> None:
         """Append lines (after ``skipped`` older ones that are only counted); scrolls to the end when following.
 
         A line with CR redraws (tqdm, ``docker run -t``) shows its last state, as a terminal would.
         ``masked``: they went through :func:`~console.render.plain.log_line_text` already.
+        ``show=False``: only into the buffer; :meth:`show_rows` sizes, scrolls and repaints the view
+        once after several writes (the log pane's drain writes in steps).
         """
         if skipped:
             self.buffer.skip(skipped)
         self.buffer.append(lines, masked=masked)
+        if show:
+            self._resize()
+
+    def show_rows(self) -> None:
+        """Size the view to the buffer's rows, scroll to the end when following, repaint."""
         self._resize()
 
     def _resize(self) -> None:
@@ -294,10 +308,10 @@ class LogView(ScrollView, can_focus=True):
             self.set_reactive(LogView.virtual_size, size)
             if size.width == width_before:
                 # only lines were added: the vertical bar alone (Textual's update repaints both
-                # bars, ~3 ms a bar per pane write)
-                bar = self.vertical_scrollbar
-                bar.window_virtual_size = size.height
-                bar.window_size = self.container_size.height - self.scrollbar_size_horizontal
+                # bars, ~3 ms a bar per pane write), and only when its thumb moves
+                window_rows = self.container_size.height - self.scrollbar_size_horizontal
+                at_end = max(0, size.height - window_rows) if self.follow else None   # where scroll_end goes
+                set_bar(self.vertical_scrollbar, virtual=size.height, window=window_rows, position=at_end)
                 self.scroll_y = self.validate_scroll_y(self.scroll_y)
             else:
                 self._scroll_update(size)
@@ -306,6 +320,14 @@ class LogView(ScrollView, can_focus=True):
         if self.follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
         self.refresh()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        """Textual's (the rows repaint when the top row changes), but the vertical bar repaints
+        only when its thumb moves (following a flood it stays at the bottom)."""
+        if self.show_vertical_scrollbar:
+            set_bar(self.vertical_scrollbar, position=new_value)
+        if round(old_value) != round(new_value):
+            self.refresh(self.size.region)
 
     def set_follow(self, follow: bool) -> None:
         """Follow new lines (scroll to the end) or stay put."""
@@ -367,6 +389,7 @@ class LogView(ScrollView, can_focus=True):
             return super().render_lines(crop)
         finally:
             self._frame_style = None
+            self._level_styles.clear()
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
@@ -376,6 +399,10 @@ class LogView(ScrollView, can_focus=True):
         if index >= len(self.buffer.rows):
             return Strip.blank(width, rich_style)
         seq, n = self.buffer.rows[index]
+        if not n and not self.search_text and not self.buffer.filter_text:
+            entry = self.buffer.entry(seq)
+            if entry.text and entry.text.isascii():     # one cell a character: no Rich text needed
+                return self._plain_row(entry, index, scroll_x, width, rich_style)
         # only the characters up to the window's right edge are rendered (a 2,000-character line
         # costs ~0.5 ms whole); every character is at least one cell, so the window is full
         limit = scroll_x + width
@@ -386,6 +413,25 @@ class LogView(ScrollView, can_focus=True):
             self._cache[key] = strip
         return strip.crop_extend(scroll_x, scroll_x + width, rich_style).apply_offsets(scroll_x, index)
 
+    def _plain_row(self, entry: Entry, index: int, scroll_x: int, width: int, base: Style) -> Strip:
+        """Row ``index`` (an ASCII line, no highlight) as the general path draws it (Rich text,
+        ``crop_extend``, ``apply_offsets``: the same segments, a test holds it) with less work:
+        during a flood every row on screen is a new line at each write (the view's part of a
+        frame in ``bench_log_pane_frames``: ~2.4 -> ~1.6 ms of the loop's CPU)."""
+        visible = entry.text[scroll_x:scroll_x + width]
+        style = self._level_styles.get(entry.level)
+        if style is None:
+            name = _LEVEL_CLASSES.get(entry.level)
+            style = base + self.get_component_rich_style(name) if name else base
+            self._level_styles[entry.level] = style
+        segments = []
+        if visible:
+            segments.append(Segment(visible, style + Style.from_meta({"offset": (scroll_x, index)})))
+        if len(visible) < width:
+            pad_meta = Style.from_meta({"offset": (scroll_x + len(visible), index)})
+            segments.append(Segment(" " * (width - len(visible)), base + pad_meta))
+        return Strip(segments, width)
+
     def _render_row(self, index: int, base: Style, limit: int) -> Strip:
         text, level, fold = self.buffer.row_text(index)
         # a match that crosses the right edge is still found (and its visible part highlighted)
@@ -393,13 +439,46 @@ class LogView(ScrollView, can_focus=True):
         line.stylize(base)
         if fold:
             line.stylize(self.get_component_rich_style("log-view--fold"))
-        elif level in ("E", "W", "D"):
-            name = {"E": "log-view--error", "W": "log-view--warning", "D": "log-view--debug"}[level]
-            line.stylize(self.get_component_rich_style(name))
+        elif level in _LEVEL_CLASSES:
+            line.stylize(self.get_component_rich_style(_LEVEL_CLASSES[level]))
         for needle in {self.search_text.lower(), self.buffer.filter_text.lower()}:
             if needle:
                 _highlight(line, needle, self.get_component_rich_style("log-view--match"))
         return Strip(line.render(self.app.console), line.cell_len)
+
+
+def thumb_eighths(bar_cells: int, virtual: float, window: float, position: float) -> tuple[int, int] | None:
+    """Where a scrollbar's thumb is drawn: ``(start, end)`` in eighths of a cell along a bar of
+    ``bar_cells`` cells, or ``None`` for no thumb; the arithmetic of Textual's
+    ``ScrollBar._render_bar`` and ``ScrollBarRender.render_bar`` (``virtual``/``window``: the
+    bar's ``window_virtual_size``/``window_size``, rows; ``position``: its ``position``, a row)."""
+    virtual_rows = ceil(virtual)
+    window_rows = ceil(window if window < virtual else 0)
+    if not (window_rows and bar_cells and virtual_rows and bar_cells != virtual_rows):
+        return None
+    thumb_cells = max(1, window_rows / (virtual_rows / bar_cells))
+    start = int((bar_cells - thumb_cells) * (position / (virtual_rows - window_rows)) * 8)
+    return start, start + ceil(thumb_cells * 8)
+
+
+def set_bar(bar: ScrollBar, *, virtual: float | None = None, window: float | None = None,
+            position: float | None = None) -> None:
+    """Set a vertical scrollbar's reactives (``None``: unchanged), repainting the bar only when
+    its thumb moves: each repaint is ~1-3 ms of a frame, and a flood followed at the bottom
+    changes the numbers at every write, not the thumb."""
+    new_virtual = bar.window_virtual_size if virtual is None else int(virtual)
+    new_window = bar.window_size if window is None else int(window)
+    new_position = bar.position if position is None else bar.validate_position(position)
+    cells = bar.size.height
+    same = (cells > 0 and not bar.grabbed
+            and thumb_eighths(cells, new_virtual, new_window, new_position)
+            == thumb_eighths(cells, bar.window_virtual_size, bar.window_size, bar.position))
+    for name, value in (("window_virtual_size", new_virtual), ("window_size", new_window),
+                        ("position", new_position)):
+        if same:
+            bar.set_reactive(getattr(ScrollBar, name), value)
+        else:
+            setattr(bar, name, value)
 
 
 def _highlight(line: Text, needle: str, style: Style) -> None:

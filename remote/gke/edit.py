@@ -8,6 +8,9 @@ and the lints only a workload has. Pure functions.
 - :func:`swap_patch` is the JSON patch (RFC 6902): a ``test`` of ``metadata.resourceVersion`` first (the
   server refuses the patch with 422 when the object changed since it was read), then the container's
   ``args`` and ``image``. A merge patch of ``containers`` would replace the whole list.
+- :func:`lws_swap_patch`: a LeaderWorkerSet's in ONE patch (one new revision, one group replacement): the
+  same ``test``, then the serving container of the leader template and of the worker template (each
+  template's own container index; args edited in each template that runs vLLM with flags, the image in both).
 - :func:`workload_lints`: a rolling update that cannot schedule on full TPU nodes (the new pod waits for
   chips the old one holds: ``Recreate`` or ``maxSurge: 0``), no ``VLLM_XLA_CACHE_PATH`` (every pod
   compiles from nothing), a startupProbe shorter than the boot the history expects (vllm#17386).
@@ -120,6 +123,52 @@ def swap_patch(workload: Workload, index: int, *, args: list[str] | None, image:
     return ops
 
 
+LWS_PARTS = ("leaderTemplate", "workerTemplate")
+
+
+def lws_template_containers(workload: Workload) -> list[tuple[str, int, JsonDict]]:
+    """``(part, index, container)`` of the serving container (named ``workload.container``) in each template
+    a LeaderWorkerSet has: ``leaderTemplate`` (when given) then ``workerTemplate``."""
+    lwt = (workload.raw.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    found = []
+    for part in LWS_PARTS:
+        template = lwt.get(part)
+        containers = ((template or {}).get("spec") or {}).get("containers") or [] if isinstance(template, dict) else []
+        for i, c in enumerate(containers[:100]):
+            if isinstance(c, dict) and c.get("name") == workload.container:
+                found.append((part, i, c))
+                break
+    return found
+
+
+def _serves_with_flags(container: Mapping[str, Any]) -> bool:
+    """The container's ``args`` carry vLLM's flags (``--model``, ``serve MODEL``): a Ray worker's do not."""
+    words = [str(w) for w in (container.get("command") or []) + (container.get("args") or [])]
+    return any(w == "--model" or w.startswith("--model=") for w in words) or "serve" in words
+
+
+def lws_swap_patch(workload: Workload, flags: Mapping[str, str | None], image: str | None) -> list[JsonDict]:
+    """The JSON patch of a LeaderWorkerSet swap: ``test`` resourceVersion, then for each template's serving
+    container its ``args`` (``flags`` applied by :func:`edited_args`, where it runs vLLM with flags) and
+    ``image``.
+
+    Raises:
+        ValueError: no template has the serving container.
+    """
+    parts = lws_template_containers(workload)
+    if not parts:
+        raise ValueError(f"{workload.ref} has no container named {workload.container!r} in its templates")
+    ops: list[JsonDict] = [{"op": "test", "path": "/metadata/resourceVersion", "value": workload.resource_version}]
+    for part, index, container in parts:
+        base = f"/spec/leaderWorkerTemplate/{part}/spec/containers/{index}"
+        if flags and _serves_with_flags(container):
+            ops.append({"op": "add", "path": f"{base}/args",
+                        "value": edited_args(list(container.get("args") or []), flags)})
+        if image is not None:
+            ops.append({"op": "replace", "path": f"{base}/image", "value": image})
+    return ops
+
+
 def _probe_budget_s(probe: object) -> float | None:
     """Seconds a startupProbe allows before the kubelet kills the container, or ``None`` without one."""
     if not isinstance(probe, dict):
@@ -174,3 +223,84 @@ def workload_lints(workload: Workload, pool_chips: int | None, predicted_boot_s:
                                 f"{predicted_boot_s:g} s before: the kubelet would kill the container mid-compile "
                                 "(vllm#17386); raise failureThreshold or periodSeconds"))
     return findings
+
+
+def previous_template(replica_sets: list[JsonDict], owner: str) -> tuple[int, int, JsonDict] | None:
+    """What ``kubectl rollout undo deploy/OWNER`` restores: the pod template of the ReplicaSet of the previous
+    revision (the highest ``deployment.kubernetes.io/revision`` below the newest), without its
+    ``pod-template-hash`` label.
+
+    Args:
+        replica_sets: the namespace's ReplicaSets (JSON); only those owned by Deployment ``owner`` count.
+        owner: the Deployment's name.
+
+    Returns:
+        ``(current revision, previous revision, template)``, or ``None`` when there is one revision only.
+    """
+    import copy
+
+    from remote.gke.parse import REVISION_ANNOTATION, TEMPLATE_HASH_LABEL
+
+    revisions: dict[int, JsonDict] = {}
+    for rs in replica_sets:
+        found = rs.get("metadata")
+        meta: JsonDict = found if isinstance(found, dict) else {}
+        owners = [o for o in meta.get("ownerReferences") or [] if isinstance(o, dict)]
+        if not any(o.get("kind") == "Deployment" and o.get("name") == owner for o in owners):
+            continue
+        try:
+            revision = int((meta.get("annotations") or {}).get(REVISION_ANNOTATION, ""))
+        except (TypeError, ValueError):
+            continue
+        template = (rs.get("spec") or {}).get("template")
+        if isinstance(template, dict):
+            revisions[revision] = template
+    if len(revisions) < 2:
+        return None
+    current, previous = sorted(revisions)[-1], sorted(revisions)[-2]
+    template = copy.deepcopy(revisions[previous])
+    labels = (template.get("metadata") or {}).get("labels")
+    if isinstance(labels, dict):
+        labels.pop(TEMPLATE_HASH_LABEL, None)
+    return current, previous, template
+
+
+def rollback_patch(workload: Workload, template: JsonDict) -> list[JsonDict]:
+    """The JSON patch of a rollback, as ``kubectl rollout undo`` sends it: ``test`` the resourceVersion read,
+    then ``replace`` the whole ``spec.template`` with the previous revision's."""
+    return [{"op": "test", "path": "/metadata/resourceVersion", "value": workload.resource_version},
+            {"op": "replace", "path": "/spec/template", "value": template}]
+
+
+def serving_port(workload: Workload) -> int:
+    """The port vLLM serves on in the pod: the serving container's ``containerPort`` named ``http`` (else its
+    first), else its ``--port`` argument, else vLLM's default 8000."""
+    container = serving_container(pod_spec_of(workload))
+    ports = [p for p in container.get("ports") or [] if isinstance(p, dict) and isinstance(p.get("containerPort"), int)]
+    named = next((p for p in ports if p.get("name") == "http"), ports[0] if ports else None)
+    if named is not None:
+        return int(named["containerPort"])
+    words = [w for w in [*(container.get("command") or []), *(container.get("args") or [])] if isinstance(w, str)]
+    for i, word in enumerate(words):
+        value = word.split("=", 1)[1] if word.startswith("--port=") else (
+            words[i + 1] if word == "--port" and i + 1 < len(words) else "")
+        if value.isdigit() and 0 < int(value) < 65536:
+            return int(value)
+    return 8000
+
+
+def patch_lines(ops: list[JsonDict], max_value_chars: int = 160) -> list[str]:
+    """A JSON patch as one line per op for a person to read: a value longer than ``max_value_chars`` when
+    serialized (a rollback's whole pod template) is named by its path and size instead
+    (``{"op": "replace", "path": "/spec/template", "value": <3,412 characters: the template shown above>}``)."""
+    import json
+
+    lines = []
+    for op in ops:
+        value = json.dumps(op.get("value")) if "value" in op else ""
+        if len(value) > max_value_chars:
+            head = json.dumps({k: v for k, v in op.items() if k != "value"})[:-1]
+            lines.append(f'{head}, "value": <{len(value):,} characters: the args and image shown above>}}')
+        else:
+            lines.append(json.dumps(op))
+    return lines

@@ -26,10 +26,14 @@ from typing import Any
 import httpx
 import kr8s
 import kr8s.asyncio
-from kr8s.asyncio.objects import Deployment
+from kr8s.asyncio.objects import APIObject, Deployment, new_class
 
 from remote.errors import KubeApiError, RemoteError
 from remote.gke.discovery import ClusterAccess
+
+#: kr8s's class for the LeaderWorkerSet CRD (``leaderworkerset.x-k8s.io/v1``, plural ``leaderworkersets``).
+LeaderWorkerSet = new_class("LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1", namespaced=True,
+                            plural="leaderworkersets")
 
 JsonDict = dict[str, Any]
 #: Objects asked for per page, and pages one listing may take (at most 25,000 objects).
@@ -168,16 +172,18 @@ class KubeClient:
         return body
 
     async def json_patch(self, namespace: str, name: str, ops: list[JsonDict], *, kind: str = "Deployment") -> JsonDict:
-        """Apply a JSON patch (RFC 6902) to a Deployment and return the object the server answered with.
+        """Apply a JSON patch (RFC 6902) to a Deployment or a LeaderWorkerSet (``kind``) and return the object
+        the server answered with.
 
         Raises:
             KubeApiError: 422 (a ``test`` op failed: the object changed since it was read; or the patched
                 object is invalid), 404, 409, or no answer in time.
         """
-        if kind != "Deployment":
-            raise KubeApiError(f"patch {kind}/{name}: only Deployments are patched so far")
+        kinds: dict[str, type[APIObject]] = {"Deployment": Deployment, "LeaderWorkerSet": LeaderWorkerSet}
+        if kind not in kinds:
+            raise KubeApiError(f"patch {kind}/{name}: only Deployments and LeaderWorkerSets are patched")
         api = await self.api()
-        obj = Deployment({"metadata": {"name": name, "namespace": namespace}}, api=api)
+        obj = kinds[kind]({"metadata": {"name": name, "namespace": namespace}}, api=api)
         try:
             async with asyncio.timeout(self.timeout_s):
                 await obj.patch(ops, type="json")

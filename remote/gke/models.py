@@ -253,6 +253,9 @@ class PodStatus:
         restarts: the container's ``restartCount``.
         started_at: the running (else terminated) state's ``startedAt`` (RFC 3339), or ``""``.
         deleting: ``metadata.deletionTimestamp`` is set (the pod is going away).
+        uid: ``metadata.uid`` (a pod made anew under the same name, as a LeaderWorkerSet remakes its
+            group, has a new one), or ``""``.
+        labels: the pod's labels.
     """
 
     name: str
@@ -270,6 +273,8 @@ class PodStatus:
     restarts: int = 0
     started_at: str = ""
     deleting: bool = False
+    uid: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def headline(self) -> str:

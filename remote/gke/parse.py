@@ -325,7 +325,8 @@ def pod_status(pod: Mapping[str, Any], container: str) -> PodStatus:
         if _str(conditions.get("Ready", {}).get("status")) == "True" else "",
         restarts=_int(mine.get("restartCount")),
         started_at=_str(_dict(running).get("startedAt")) or _str(terminated.get("startedAt")),
-        deleting=bool(meta.get("deletionTimestamp")))
+        deleting=bool(meta.get("deletionTimestamp")), uid=_str(meta.get("uid")),
+        labels=tuple(sorted((str(k), _str(v)) for k, v in _dict(meta.get("labels")).items())))
 
 
 def newest_template_hash(replica_sets: Iterable[Mapping[str, Any]], owner: str,
@@ -364,3 +365,13 @@ def pod_events(events: Iterable[Mapping[str, Any]], pod: str, limit: int = 5) ->
               or _str(_path(e, "metadata", "creationTimestamp")))
     return [f"{_str(e.get('type')) or 'Normal'} {_str(e.get('reason'))}: {_str(e.get('message'))}"
             for e in mine[-limit:]]
+
+
+def serving_pod(pods: Iterable[Mapping[str, Any]], container: str) -> PodStatus | None:
+    """The pod a forward to a workload goes to: the newest Ready pod that is not being deleted (during a
+    rollout the old pod serves until the new one is Ready; then the new one, the newest). ``None``: none Ready."""
+    ready = [(p, pod_status(p, container)) for p in pods]
+    ready = [(p, s) for p, s in ready if s.ready and not s.deleting]
+    if not ready:
+        return None
+    return max(ready, key=lambda ps: _str(_dict(ps[0].get("metadata")).get("creationTimestamp")))[1]

@@ -24,7 +24,7 @@ from sandbox.gke.pod_logs import serve_log
 from sandbox.gke.portforward import PortForwarder
 from sandbox.gke.store import ObjectStore
 from sandbox.gke.tls import make_cluster_tls
-from sandbox.gke.writes import with_defaults
+from sandbox.gke.writes import lws_with_defaults, with_defaults
 from sandbox.loopback_http import LoopbackHttp
 
 #: The Google access token the sandbox's own gcloud presents (``sandbox.runner``); the API takes it too,
@@ -41,6 +41,13 @@ def _default_plan_for(boot_s: float) -> PlanFor:
     return plan_for
 
 
+def _worker_plan(plan: Any, worker: int) -> Any:
+    """What host ``worker`` (> 0) of a multi-host group prints while its leader runs ``plan``."""
+    from sandbox.engine import worker_plan
+
+    return worker_plan(plan, worker)
+
+
 class SandboxGke:
     """One GKE cluster of the sandbox, its APIs and kubeconfig.
 
@@ -52,6 +59,8 @@ class SandboxGke:
         plan_for: ``(serve_argv, accelerator_type, image) -> plan`` (default: the sandbox engine).
         other_projects: projects the GKE API lists with no clusters; denied_projects: answered 403.
         deploy_demo: create the ``vllm-llama`` Deployment at start.
+        multi_host: add the ``v5e-multi`` pool (a 4x4 v5e slice of 4 nodes) and, with ``deploy_demo``, the
+            ``vllm-multi`` LeaderWorkerSet on it (a leader and 3 workers, 4 chips each).
 
     Attributes (after :meth:`start`): gke_api_url, kubernetes_api_url, kubeconfig_path, token, store,
     controller, kubelet, gke_api, kube (the handlers' shared state: its ``requests``).
@@ -60,7 +69,7 @@ class SandboxGke:
     def __init__(self, state_dir: Path, *, boot_s: float = 25.0, create_s: float = 1.0, terminate_s: float = 0.5,
                  time_scale: float = 1.0, tick_s: float = 0.1, plan_for: PlanFor | None = None,
                  other_projects: tuple[str, ...] = (), denied_projects: tuple[str, ...] = (),
-                 deploy_demo: bool = True) -> None:
+                 deploy_demo: bool = True, multi_host: bool = False) -> None:
         self.folder = Path(state_dir) / "gke"
         self.kubeconfig_path = self.folder / "kubeconfig"
         self.token = "sandbox-k8s-" + secrets.token_urlsafe(18)
@@ -69,9 +78,10 @@ class SandboxGke:
         self.other_projects = other_projects
         self.denied_projects = denied_projects
         self.deploy_demo = deploy_demo
+        self.pools = data.ALL_POOLS if multi_host else data.POOLS
         self.store = ObjectStore()
         self.kubelet = Kubelet(self.store, self._accelerator_of, self.plan_for, create_s=create_s,
-                               terminate_s=terminate_s, time_scale=time_scale)
+                               terminate_s=terminate_s, time_scale=time_scale, worker_plan=_worker_plan)
         self.controller = Controller(self.store, self.kubelet, tick_s=tick_s)
         self.kubelet.on_ready = self._serve_pod
         self.kubelet.on_stopped = self._unserve_pod
@@ -112,7 +122,8 @@ class SandboxGke:
         port = int(self.kubernetes_api_url.rsplit(":", 1)[1])
         state.server_address = f"127.0.0.1:{port}"
         clusters: dict[str, Callable[[], list[dict[str, Any]]]] = {
-            data.PROJECT: lambda: [data.cluster_json(f"127.0.0.1:{port}", self._ca_b64)]}
+            data.PROJECT: lambda: [data.cluster_json(f"127.0.0.1:{port}", self._ca_b64,
+                                                         pool_specs=self.pools)]}
         for project in self.other_projects:
             clusters.setdefault(project, list)
         self.gke_api = SandboxGkeApi(clusters, denied_projects=self.denied_projects)
@@ -124,7 +135,7 @@ class SandboxGke:
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.store.create("namespaces", {"metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
                                              "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
-        for pool in data.POOLS:
+        for pool in self.pools:
             for index, name in enumerate(pool.node_names()):
                 self.store.create("nodes", data.node_json(pool, name, index))
         if self.deploy_demo:
@@ -132,6 +143,11 @@ class SandboxGke:
             deployment.pop("apiVersion")
             deployment.pop("kind")
             self.store.create("deployments", deployment)
+        if self.deploy_demo and data.MULTI_POOL in self.pools:
+            lws = lws_with_defaults(data.demo_lws())
+            lws.pop("apiVersion")
+            lws.pop("kind")
+            self.store.create("leaderworkersets", lws)
 
     def _serve_pod(self, pod: dict[str, Any], run: PodRun) -> None:
         """The pod's engine is up: its OpenAI-compatible server answers (configured from the engine's plan)."""

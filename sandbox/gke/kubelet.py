@@ -147,6 +147,9 @@ class Kubelet:
         a pod's termination. time_scale: factor on the crash back-off. on_ready / on_stopped: called with
         ``(pod, run)`` when a pod's engine starts serving (``Application startup complete.``) / its
         container stops (the pod's OpenAI server follows them).
+        worker_plan: ``(leader_plan, worker_index) -> plan`` for the pods of a multi-host group past its
+            leader (label ``leaderworkerset.sigs.k8s.io/worker-index`` > 0) that run vLLM: that host's own
+            worker log (its chips' HBM lines; no API server, never ready on its own). ``None``: as the leader.
     """
 
     store: ObjectStore
@@ -157,6 +160,7 @@ class Kubelet:
     time_scale: float = 1.0
     on_ready: Callable[[JsonDict, PodRun], None] = lambda pod, run: None
     on_stopped: Callable[[JsonDict, PodRun], None] = lambda pod, run: None
+    worker_plan: Callable[[Any, int], Any] | None = None
     runs: dict[str, PodRun] = field(default_factory=dict)
 
     def sync(self, now: float) -> None:
@@ -214,6 +218,9 @@ class Kubelet:
 
     def _start(self, pod: JsonDict, run: PodRun, container: JsonDict, now: float, *, first: bool) -> None:
         run.plan = container_plan(container, self.accelerator_of(run.node), self.plan_for)
+        worker = worker_index(pod)
+        if worker and self.worker_plan is not None and getattr(run.plan, "outcome", "") in ("ready", "failed"):
+            run.plan = self.worker_plan(run.plan, worker)
         run.started_at = now
         if first:
             record_event(self.store, "pods", pod, "Pulled", f'Container image "{container["image"]}" already '
@@ -238,6 +245,15 @@ class Kubelet:
         if status != pod.get("status"):
             updated = {**pod, "status": status}
             self.store.update("pods", updated)
+
+
+def worker_index(pod: JsonDict) -> int:
+    """The pod's index in its LeaderWorkerSet group (``leaderworkerset.sigs.k8s.io/worker-index``), 0 for the
+    leader and for pods of no group."""
+    try:
+        return int((pod["metadata"].get("labels") or {}).get("leaderworkerset.sigs.k8s.io/worker-index", "0"))
+    except ValueError:
+        return 0
 
 
 def _condition(kind: str, ok: bool, since: str, reason: str = "") -> JsonDict:

@@ -3,7 +3,10 @@ vLLM group needs: for each of ``spec.replicas`` groups a leader pod ``NAME-G`` (
 ``workerTemplate``) and ``size - 1`` worker pods ``NAME-G-W``, labelled as LWS labels them
 (``leaderworkerset.sigs.k8s.io/name``, ``group-index``, ``worker-index``, ``template-revision-hash``) and
 given ``LWS_LEADER_ADDRESS``, ``LWS_GROUP_SIZE`` and ``LWS_WORKER_INDEX``. A template change replaces one
-group at a time (``maxUnavailable`` 1), the whole group at once (``RecreateGroupOnPodRestart``).
+group at a time (``maxUnavailable`` 1), the whole group at once. With ``restartPolicy:
+RecreateGroupOnPodRestart`` (the default) a pod whose container restarted, or that is being deleted, takes its
+whole group with it: every pod of the group is deleted and the group made anew (event
+``RecreateGroupOnPodRestart``).
 Status: ``replicas``, ``readyReplicas`` and ``updatedReplicas`` count groups; condition ``Available``.
 
 Simplified: the real controller makes a leader StatefulSet and one worker StatefulSet per group; here the
@@ -47,6 +50,9 @@ class LeaderWorkerSets:
         groups: dict[int, list[JsonDict]] = {}
         for pod in pods.values():
             groups.setdefault(int(pod["metadata"]["labels"][LABEL + "group-index"]), []).append(pod)
+        if lwt.get("restartPolicy", "RecreateGroupOnPodRestart") == "RecreateGroupOnPodRestart":
+            for group, members in groups.items():
+                self._recreate_if_restarted(lws, group, members)
         for group, members in groups.items():
             if group >= replicas:
                 for pod in members:
@@ -61,11 +67,30 @@ class LeaderWorkerSets:
                 if not pod["metadata"].get("deletionTimestamp"):
                     mark_deleted(self.store, pod)
         for group in range(replicas):
+            if any(p["metadata"].get("deletionTimestamp") for p in groups.get(group, [])):
+                continue                                     # the group is made anew once all of it is gone
             for worker in range(size):
                 name = f"{meta['name']}-{group}" + (f"-{worker}" if worker else "")
                 if name not in pods:
                     self._new_pod(lws, name, group, worker, size, wanted)
         self._status(lws, groups, replicas, size, wanted)
+
+    def _recreate_if_restarted(self, lws: JsonDict, group: int, members: list[JsonDict]) -> None:
+        """Delete every pod of ``group`` when one restarted its container or is going (and others are not)."""
+        def restarted(pod: JsonDict) -> bool:
+            return any(int(c.get("restartCount") or 0) > 0
+                       for c in (pod.get("status") or {}).get("containerStatuses") or [])
+
+        going = [p for p in members if p["metadata"].get("deletionTimestamp")]
+        staying = [p for p in members if not p["metadata"].get("deletionTimestamp")]
+        cause = next((p for p in staying if restarted(p)), None) or (going[0] if going and staying else None)
+        if cause is None:
+            return
+        for pod in staying:
+            mark_deleted(self.store, pod)
+        record_event(self.store, "leaderworkersets", lws, "RecreateGroupOnPodRestart",
+                     f"Recreating group {group}: pod {cause['metadata']['name']} restarted",
+                     component="lws-controller-manager", warning=True)
 
     def _new_pod(self, lws: JsonDict, name: str, group: int, worker: int, size: int, wanted: str) -> None:
         meta, lwt = lws["metadata"], lws["spec"]["leaderWorkerTemplate"]

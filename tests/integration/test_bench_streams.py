@@ -264,25 +264,37 @@ async def test_a_stream_with_chunks_buffered_lets_the_other_streams_be_read_betw
     """Two streams (the benchmark's stream clients) whose 200 chunks each arrive in one write: the parser yields to the event loop
     after every token chunk, so the other stream is read (and stamped) between them, not after
     all of them (at 64 streams back-to-back parsing made the median ITL 0.02 ms). Without the
-    yield one stream's 200 callbacks always come in one run."""
-    import asyncio
-
+    yield one stream's 200 callbacks always come in one run. With it, the other stream's bytes must have
+    arrived while the first is parsed: on a loaded machine the server's second write may come after the
+    first stream's whole parse, so the test tries up to 3 times (without the yield every try fails)."""
     state, url = replay
     chunks = 200
     state.events = [(0, ROLE), *[(0, content(f" t{i}")) for i in range(chunks)], (0, usage(11, chunks)),
                     (0, "[DONE]")]
-    state.barrier = threading.Barrier(2)
-    order: list[str] = []
+    tries = []
+    for _ in range(3):
+        state.barrier = threading.Barrier(2)
+        order = await _two_streams_read_order(url, chunks)
+        tries.append(max(len(run) for run in order.replace("ab", "a b").replace("ba", "b a").split()))
+        if tries[-1] < chunks:
+            break
+    assert tries[-1] < chunks, tries
+
+
+async def _two_streams_read_order(url: str, chunks: int) -> str:
+    """Which stream each token callback came from (``"a"``/``"b"``), in the order they came."""
+    import asyncio
+
     from remote.bench.client import make_stream_client
 
+    order: list[str] = []
     timeout = httpx.Timeout(10.0)
     async with make_stream_client(url, timeout) as one, make_stream_client(url, timeout) as two:
         body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
         a, b = await asyncio.gather(stream_chat(one, body, on_token=lambda n: order.append("a")),
                                     stream_chat(two, body, on_token=lambda n: order.append("b")))
     assert a.token_chunks == b.token_chunks == chunks and len(order) == 2 * chunks
-    longest = max(len(run) for run in "".join(order).replace("ab", "a b").replace("ba", "b a").split())
-    assert longest < chunks, "".join(order)
+    return "".join(order)
 
 
 async def test_two_stream_clients_stamp_each_chunk_when_it_arrives(replay):

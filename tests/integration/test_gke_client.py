@@ -49,7 +49,7 @@ def test_nodes_json_lists_the_deployment_kubectl_lists(box: Sandbox, capsys: pyt
     data = json.loads(out)
     oracle = _kubectl(box, "get", "deploy", "-A", "-o", "json")
     expected = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in oracle["items"]}
-    seen = {(w["namespace"], w["name"]): w for w in data["workloads"]}
+    seen = {(w["namespace"], w["name"]): w for w in data["workloads"] if w["kind"] == "Deployment"}
     assert set(seen) == set(expected) and ("default", "vllm-llama") in seen
     for key, w in seen.items():
         [container] = expected[key]["spec"]["template"]["spec"]["containers"]
@@ -64,13 +64,28 @@ def test_nodes_json_lists_the_deployment_kubectl_lists(box: Sandbox, capsys: pyt
     per_pool = {n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] for n in nodes}
     assert set(pools) == per_pool == {"v5e-spot", "v6e-flex"}
     assert (pools["v5e-spot"]["provisioning_model"], pools["v5e-spot"]["chips"]) == ("spot", 4)
-    assert pools["v6e-flex"]["chips_in_use"] == 4 and pools["v5e-spot"]["chips_in_use"] == 0
+    assert {name: pool["chips_in_use"] for name, pool in pools.items()} == _chips_in_use(box, nodes)
+    assert pools["v6e-flex"]["chips_in_use"] == 4
+
+
+def _chips_in_use(box: Sandbox, nodes: list[dict[str, Any]]) -> dict[str, int]:
+    """``google.com/tpu`` limits of the pods kubectl shows bound and not ended, summed per node pool (the other
+    tests of this module may have added or deleted workloads before this one runs)."""
+    pool_of = {n["metadata"]["name"]: n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] for n in nodes}
+    in_use = dict.fromkeys(pool_of.values(), 0)
+    for pod in _kubectl(box, "get", "pods", "-A", "-o", "json")["items"]:
+        node = pod["spec"].get("nodeName")
+        if node in pool_of and pod["status"].get("phase") not in ("Succeeded", "Failed"):
+            for container in pod["spec"]["containers"]:
+                in_use[pool_of[node]] += int(container.get("resources", {}).get("limits", {}).get("google.com/tpu", 0))
+    return in_use
 
 
 def test_nodes_tables_and_a_denied_project_is_one_line(box: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _cli(capsys, box, "nodes", "--project", "inference-prod", "--project", "denied-project")
     assert code == 1
-    assert "GKE workloads (1)" in out and "deploy/vllm-llama" in out and "GKE TPU node pools (2)" in out
+    listed = sum(len(_kubectl(box, "get", kind, "-A", "-o", "json")["items"]) for kind in ("deploy", "leaderworkersets"))
+    assert f"GKE workloads ({listed})" in out and "deploy/vllm-llama" in out and "GKE TPU node pools (2)" in out
     [line] = [li for li in out.splitlines() if li.startswith("problem: denied-project (GKE)")]
     assert "403" in line and "container.clusters.list" in line
 
@@ -80,7 +95,9 @@ def test_watch_ends_ready_with_kv_tokens(box: Sandbox, capsys: pytest.CaptureFix
     assert code == 0, err
     summary = json.loads(out)
     assert summary["ready"] is True and summary["kv_cache_tokens"] > 0
-    assert summary["max_model_len"] == 65536 and summary["workload"] == "deploy/vllm-llama"
+    deployed = _kubectl(box, "get", "deploy", "vllm-llama", "-o", "json")["spec"]["template"]["spec"]["containers"][0]
+    [length] = [a.split("=", 1)[1] for a in deployed["args"] if a.startswith("--max-model-len=")]
+    assert summary["max_model_len"] == int(length) and summary["workload"] == "deploy/vllm-llama"
     pods = _kubectl(box, "get", "pods", "-n", "default", "-o", "json")["items"]
     assert summary["pod"] in {p["metadata"]["name"] for p in pods}
     assert "following " + summary["pod"] in err
@@ -205,7 +222,10 @@ def _watch_events(box: Sandbox, name: str, max_wait_s: float) -> tuple[Any, list
 
 def test_a_pod_that_cannot_schedule_is_said_with_its_event(box: Sandbox) -> None:
     _create(box, "vllm-big", "8")               # more chips than any node has
-    outcome, said = _watch_events(box, "vllm-big", max_wait_s=2.0)
+    try:
+        outcome, said = _watch_events(box, "vllm-big", max_wait_s=2.0)
+    finally:
+        _kubectl(box, "delete", "deploy", "vllm-big", "--ignore-not-found")
     assert outcome.code == 2
     assert any(s.startswith("status: pod vllm-big-") and "Pending: Unschedulable: 0/2 nodes are available" in s
                for s in said), said
@@ -216,7 +236,10 @@ def test_a_pod_that_cannot_schedule_is_said_with_its_event(box: Sandbox) -> None
 
 def test_ready_before_the_log_is_flagged(box: Sandbox) -> None:
     _create(box, "vllm-noprobe", "4")           # no readinessProbe: Ready as soon as the container runs
-    outcome, said = _watch_events(box, "vllm-noprobe", max_wait_s=60.0)
+    try:
+        outcome, said = _watch_events(box, "vllm-noprobe", max_wait_s=60.0)
+    finally:                                    # its chips back for the module's other tests, whatever their order
+        _kubectl(box, "delete", "deploy", "vllm-noprobe", "--ignore-not-found")
     assert outcome.code == 0 and outcome.summary["kubernetes_ready_early"] is True
     [flag] = [s for s in said if s.startswith("ready_early: ")]
     assert "Kubernetes says Ready while the log still compiles" in flag
@@ -226,6 +249,13 @@ def test_ready_before_the_log_is_flagged(box: Sandbox) -> None:
 def test_a_leader_worker_set_is_listed_and_watched(box: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
     _kubectl(box, "delete", "deploy", "vllm-noprobe", "vllm-big", "--ignore-not-found")   # the v5e node's chips
     _kubectl(box, "create", "--validate=false", "-f", str(FIXTURE.with_name("gke-lws.json")))
+    try:
+        _watch_list_and_swap_the_leader_worker_set(box, capsys)
+    finally:
+        _kubectl(box, "delete", "leaderworkersets", "vllm-lws", "--ignore-not-found")
+
+
+def _watch_list_and_swap_the_leader_worker_set(box: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _cli(capsys, box, "watch", "lws/vllm-lws", "--json", "--poll-s", "0.1")
     assert code == 0, err
     summary = json.loads(out)
@@ -236,7 +266,10 @@ def test_a_leader_worker_set_is_listed_and_watched(box: Sandbox, capsys: pytest.
     assert (lws["name"], lws["replicas"], lws["node_pool"], lws["provisioning_model"]) == (
         "vllm-lws", oracle["spec"]["replicas"], "v5e-spot", "spot")
     code, _, err = _cli(capsys, box, "swap", "lws/vllm-lws", "--set", "max-model-len=2048", "--yes")
-    assert code == 2 and "Deployments only" in err
+    assert code == 0, err
+    args = _kubectl(box, "get", "leaderworkersets", "vllm-lws", "-o", "json")["spec"]["leaderWorkerTemplate"][
+        "workerTemplate"]["spec"]["containers"][0]["args"]
+    assert "--max-model-len=2048" in args
 
 
 def test_endpoint_ca_and_a_renewed_token_as_get_credentials_gives_them(box: Sandbox,

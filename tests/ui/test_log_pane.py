@@ -163,3 +163,99 @@ async def test_queued_lines_are_written_in_order_and_a_burst_past_the_cap_is_cou
         pane.queue_lines(LINES[:5])
         pane.clear()
         assert pane.waiting == 0 and pane.view.buffer.total == 0
+
+
+async def test_a_flood_followed_at_the_bottom_does_not_repaint_the_vertical_bar_until_its_thumb_moves() -> None:
+    """Each flood write (written in steps of 100 lines) leaves the newest 500 lines and the thumb
+    at the bottom: the bar's numbers follow the view, its drawing is not redone (~1-3 ms of a
+    frame beside a flood); a scroll that moves the thumb draws it again."""
+    app = RoomyPaneApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        pane = app.query_one(LogPane)
+        view = pane.view
+        bar = view.vertical_scrollbar
+        await pilot.pause()
+        painted: list[tuple[int, float]] = []
+        render = bar.render
+
+        def counted() -> Any:
+            painted.append((bar.window_virtual_size, bar.position))
+            return render()
+
+        bar.render = counted  # type: ignore[method-assign]
+        for flood in range(4):
+            if flood == 1:
+                painted.clear()             # the first flood takes the view from 201 rows to 500
+            pane.queue_lines([f"INFO 01-02 03:07:00 [core.py:1] flood {flood} line {i}" for i in range(600)])
+            for _ in range(200):
+                if not pane.waiting:
+                    break
+                await pilot.pause(0.02)
+            await pilot.pause()
+            rows = len(view.buffer.rows)
+            assert rows == 500 and view.shown_lines()[-1] == f"INFO 01-02 03:07:00 [core.py:1] flood {flood} line 599"
+            assert view.scroll_y == view.max_scroll_y == rows - bar.window_size          # followed
+            assert (bar.window_virtual_size, bar.position) == (rows, view.scroll_y)      # the bar's numbers kept
+        assert painted == []
+        view.set_follow(False)
+        view.scroll_home(animate=False, immediate=True)
+        await pilot.pause()
+        assert painted == [(500, 0)]                                                     # the thumb moved up
+
+
+async def test_lines_that_do_not_move_the_thumb_update_the_bar_without_drawing_it() -> None:
+    """Following 900 rows the thumb is one cell at the bottom: two more lines change the bar's
+    numbers, not its drawing, so it is not drawn again; its numbers are the view's."""
+    app = RoomyPaneApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        view = app.query_one(LogPane).view
+        bar = view.vertical_scrollbar
+        view.write_lines([f"INFO 01-02 03:08:00 [core.py:1] more {i}" for i in range(700)])
+        await pilot.pause()
+        painted: list[int] = []
+        render = bar.render
+
+        def counted() -> Any:
+            painted.append(bar.window_virtual_size)
+            return render()
+
+        bar.render = counted  # type: ignore[method-assign]
+        view.write_lines(["INFO 01-02 03:09:00 [core.py:1] one", "INFO 01-02 03:09:00 [core.py:1] two"])
+        await pilot.pause()
+        assert (bar.window_virtual_size, bar.position) == (903, view.scroll_y) and view.scroll_y == view.max_scroll_y
+        assert painted == []
+        view.write_lines([f"INFO 01-02 03:10:00 [core.py:1] x {i}" for i in range(90)])   # 993 rows: cap 1000
+        view.scroll_to(y=300, animate=False, immediate=True)                               # the thumb moves
+        await pilot.pause()
+        assert painted == [993]
+
+
+async def test_plain_rows_are_drawn_as_the_rich_path_draws_them() -> None:
+    """ASCII rows without a highlight skip Rich text (a flood redraws every row at each write):
+    the segments, styles and selection offsets are those of the general path, which a search
+    that matches nothing takes, at every horizontal scroll (inside, across and past the lines)."""
+    lines = ["INFO 01-02 03:04:05 [core.py:1] info line", "WARNING 01-02 03:04:05 [core.py:1] careful",
+             "ERROR 01-02 03:04:05 [core.py:1] RuntimeError: boom", "DEBUG 01-02 03:04:05 [x.py:1] detail",
+             "   continuation of the error", "", "INFO " + "y" * 300, "plain [bold]not markup[/bold] text"]
+
+    class RowsApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield LogPane(100, id="log-pane")
+
+    app = RowsApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        view = app.query_one(LogPane).view
+        view.set_folded(False)
+        view.write_lines(lines)
+        await pilot.pause()
+        for scroll_x in (0, 9, 150, 400):
+            view.scroll_to(x=scroll_x, y=0, animate=False, immediate=True)
+            await pilot.pause()
+            fast = [list(view.render_line(y)) for y in range(len(lines) + 1)]
+            view.set_search("never in any line")
+            general = [list(view.render_line(y)) for y in range(len(lines) + 1)]
+            view.set_search("")
+            assert fast == general, scroll_x
+            assert sum(len(segment.text) for segment in fast[6]) == view.size.width
+            if scroll_x == 0:                                            # the levels keep their colours
+                assert len({row[0].style.color for row in fast[:4]}) == 4

@@ -145,7 +145,47 @@ async def test_every_fleet_changing_action_is_refused_through_every_door(sandbox
             app.pop_screen()
             await pilot.pause()
         assert "qr-failed" in {q.name for q in (await services.fleet.list_fleet()).queued_resources}
+        await _workload_doors(pilot, fleet)
     assert _docker_writes(sandbox) == []
+
+
+async def _workload_doors(pilot: Any, fleet: FleetScreen) -> None:
+    """A GKE workload's doors: the Workloads table's ``s`` and ``R``, its startup view's ``R``, and a rollback
+    view opened anyway (the use case refuses; ``ctrl+s`` patches nothing)."""
+    from console.screens.workload_startup import WorkloadStartupScreen
+    from console.screens.workload_swap import WorkloadSwapScreen
+
+    app = pilot.app
+    table = fleet.query_one("#workloads", DataTable)
+    await _until(pilot, lambda: table.row_count > 0, "the workloads")
+    table.focus()
+    await pilot.pause()
+    for key in ("s", "R"):
+        await _press_refused(pilot, key, fleet)
+    for text in ("swap deploy/vllm-llama", "rollback deploy/vllm-llama"):        # command mode
+        app.clear_notifications()
+        app.run_command(text)
+        await pilot.pause()
+        assert app.screen is fleet and _refusals(app), text
+    workload = fleet.query_one("WorkloadsPane").selected
+    app.push_screen(WorkloadStartupScreen(workload, fleet.services.config))
+    startup = await _until(pilot, lambda: isinstance(app.screen, WorkloadStartupScreen) and app.screen, "its startup")
+    assert startup.check_action("rollback", ()) is False
+    await _press_refused(pilot, "R", startup)
+    app.pop_screen()
+    screen = WorkloadSwapScreen(workload, fleet.services.config, rollback=True)
+    app.push_screen(screen)
+
+    def refused() -> bool:
+        plans = screen.query("#workload-swap-plan")
+        return bool(plans) and "read-only mode is on" in str(plans.first().render())
+
+    await _until(pilot, refused, "the rollback view's refusal")
+    assert screen.preview is None and screen.case is None
+    await pilot.press("ctrl+s")
+    await pilot.pause()
+    assert screen.outcome is None
+    app.pop_screen()
 
 
 def _seed_launch(services: Services) -> int:
@@ -189,6 +229,16 @@ def test_every_use_case_refuses_in_readonly_mode(sandbox: Sandbox) -> None:
     for action, make in makers.items():
         with pytest.raises(ReadOnlyRefused, match=f"^{action} changes the fleet and read-only mode is on"):
             make(config)
+    # a GKE workload's swap and rollback: the same policy in WorkloadSwapCase
+    from console.flows.workload_swap import WorkloadSwapCase
+    from remote.gke.models import ClusterRef
+    from remote.gke.parse import workload_from_json
+    from tests.unit.test_gke_parse import DEPLOYMENT
+
+    workload = workload_from_json(DEPLOYMENT, ClusterRef("inference-prod", "us-east5", "tpu-serving"))
+    for verb in ("swap", "rollback"):
+        with pytest.raises(ReadOnlyRefused, match=f"^{verb} changes the fleet and read-only mode is on"):
+            WorkloadSwapCase(workload, object(), config, HistoryAccess.none(), verb=verb)  # type: ignore[arg-type]
     # made while writable, then read-only switched on: the run refuses before any remote step
     writable = dataclasses.replace(config, readonly=False)
     case = RequestCase(writable, object(), request)                 # type: ignore[arg-type]

@@ -63,10 +63,29 @@ def test_the_lint_gate_needs_force_or_the_typed_name() -> None:
     assert case.refusal(preview, force=True) is None and case.refusal(preview, typed_name="vllm-llama") is None
 
 
-def test_a_leader_worker_set_is_not_swapped_yet() -> None:
-    lws = {"kind": "LeaderWorkerSet", "metadata": {"name": "vllm", "namespace": "default", "resourceVersion": "1"},
-           "spec": {"leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": {"containers": [
-               {"name": "vllm", "image": "vllm/vllm-tpu:latest", "args": ["--model=m"],
-                "resources": {"limits": {"google.com/tpu": "4"}}}]}}}}}
-    with pytest.raises(ValueError, match="Deployments only"):
-        _case(lws).preview({"max-model-len": "8192"}, None)
+def test_a_leader_worker_sets_templates_change_in_one_guarded_patch() -> None:
+    """Leader and worker templates (each its own container index) in one patch after the resourceVersion test;
+    a Ray worker whose args carry no vLLM flags keeps them (its image still changes)."""
+    lws = {"kind": "LeaderWorkerSet", "metadata": {"name": "vllm", "namespace": "default", "resourceVersion": "7"},
+           "spec": {"leaderWorkerTemplate": {"size": 2,
+                    "leaderTemplate": {"spec": {"containers": [
+                        {"name": "sidecar", "image": "busybox"},
+                        {"name": "vllm", "image": "vllm/vllm-tpu:latest", "args": ["--model=m", "--max-model-len=1024"],
+                         "resources": {"limits": {"google.com/tpu": "4"}}}]}},
+                    "workerTemplate": {"spec": {"containers": [
+                        {"name": "vllm", "image": "vllm/vllm-tpu:latest", "args": ["--model=m", "--max-model-len", "1024"],
+                         "resources": {"limits": {"google.com/tpu": "4"}}}]}}}}}
+    preview = _case(lws).preview({"max-model-len": "8192"}, "vllm/vllm-tpu:v2")
+    leader, worker = "/spec/leaderWorkerTemplate/leaderTemplate/spec/containers/1", \
+        "/spec/leaderWorkerTemplate/workerTemplate/spec/containers/0"
+    assert preview.patch == [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+        {"op": "add", "path": f"{leader}/args", "value": ["--model=m", "--max-model-len=8192"]},
+        {"op": "replace", "path": f"{leader}/image", "value": "vllm/vllm-tpu:v2"},
+        {"op": "add", "path": f"{worker}/args", "value": ["--model=m", "--max-model-len", "8192"]},
+        {"op": "replace", "path": f"{worker}/image", "value": "vllm/vllm-tpu:v2"}]
+    ray = copy.deepcopy(lws)
+    ray["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["args"] = [
+        "ray", "start", "--address=$(LWS_LEADER_ADDRESS):6379", "--block"]
+    paths = [op["path"] for op in _case(ray).preview({"max-model-len": "8192"}, None).patch]
+    assert paths == ["/metadata/resourceVersion", f"{leader}/args"]
