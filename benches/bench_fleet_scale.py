@@ -142,7 +142,8 @@ async def keys_during_refresh(config_path: Path, state: Path, window_s: float, n
     from console.services import build_services
 
     cache = cache_for(config_path, demo=False, path=state / "state" / "tpu-console" / FILE_NAME)
-    services = build_services(load_config(str(config_path)), db_path=state / "history.db", fleet_cache=cache)
+    services = build_services(load_config(str(config_path)), db_path=state / "history.db", fleet_cache=cache,
+                              listing_process=True)     # as the console builds them (console.tui)
     app = TpuConsoleApp(services)
     to_action: list[float] = []
     to_refresh: list[float] = []

@@ -179,7 +179,7 @@ class Services:
 
 
 def build_services(config: Config, *, db_path: Path | None = None, sandbox: Sandbox | None = None,
-                   fleet_cache: FleetCache | None = None) -> Services:
+                   fleet_cache: FleetCache | None = None, listing_process: bool = False) -> Services:
     """Build the production collaborators from ``config`` (imports the TPU client: ~0.5-1 s the
     first time, so the console calls this on a thread after its first frame).
 
@@ -188,10 +188,14 @@ def build_services(config: Config, *, db_path: Path | None = None, sandbox: Sand
         db_path: ``--db`` override; else ``config.db_path``; else the XDG data path.
         sandbox: the running sandbox, kept alive with the services.
         fleet_cache: where the last fleet is kept (:func:`console.flows.fleet_cache.cache_for`), or ``None``.
+        listing_process: list the fleet in a child process (the console: its parsing never holds the
+            UI's GIL, :mod:`remote.tpu.lister_process`); else in this process.
     """
     from remote.tpu.api import FleetSource
+    from remote.tpu.lister_process import ProcessFleetSource
 
-    fleet = FleetSource(config.projects, api_endpoint=config.api_endpoint, timeout_s=config.request_timeout_s)
+    kind = ProcessFleetSource if listing_process else FleetSource
+    fleet = kind(config.projects, api_endpoint=config.api_endpoint, timeout_s=config.request_timeout_s)
     services = Services(
         config=config,
         fleet=fleet,
@@ -200,6 +204,13 @@ def build_services(config: Config, *, db_path: Path | None = None, sandbox: Sand
         fleet_cache=fleet_cache,
     )
     services.serving_sampler = lambda node: serving_sampler_for(services, node)
+    if listing_process:
+        # the serving samplers' SSH and HTTP clients, imported here (a thread, off the first frame):
+        # asyncssh's import runs a compiler to look for liboqs, ~0.1-0.5 s the first sample held the UI
+        import httpx  # noqa: F401
+
+        import remote.ssh.connect
+        import remote.ssh.forward  # noqa: F401
     return services
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import threading
 from pathlib import Path
@@ -69,7 +70,8 @@ class ServicesStarter:
             assert config is not None
             db_path = Path(self.args.db) if self.args.db else (
                 self.sandbox.db_path if self.sandbox is not None else None)
-            return build_services(config, db_path=db_path, sandbox=self.sandbox, fleet_cache=self.fleet_cache)
+            return build_services(config, db_path=db_path, sandbox=self.sandbox, fleet_cache=self.fleet_cache,
+                                  listing_process=True)
         finally:
             self._done.set()
 
@@ -80,7 +82,7 @@ class ServicesStarter:
 
         config = _with_flags(load_config(str(state_dir / "config.toml")), self.args)
         db_path = Path(self.args.db) if self.args.db else state_dir / "history.db"
-        services = build_services(config, db_path=db_path, fleet_cache=self.fleet_cache)
+        services = build_services(config, db_path=db_path, fleet_cache=self.fleet_cache, listing_process=True)
         services.shared_sandbox_dir = state_dir
         return services
 
@@ -143,6 +145,22 @@ def run_tui(args: argparse.Namespace) -> int:
         TpuConsoleApp(start=starter, fleet_cache=cache, readonly=bool(getattr(args, "readonly", False))
                       or bool(config and config.readonly), sandbox=args.demo,
                       keys=config.keys if config is not None else None).run()
-        return 0
     finally:
         starter.stop()
+    leave_now(0)
+    return 0
+
+
+def leave_now(code: int) -> None:
+    """End the process once the console has closed what it opened (terminal restored, services, the
+    sandbox): streams flushed, then ``os._exit`` without tearing down the interpreter. Freeing a
+    fleet of thousands of nodes object by object at exit took 1.7 s at 5,000 nodes, after ``q``."""
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

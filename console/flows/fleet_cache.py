@@ -22,6 +22,7 @@ import dataclasses
 import json
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -131,6 +132,23 @@ def _queued(data: dict[str, Any]) -> QueuedResource:
     return qr
 
 
+#: Temporary files a save writes before renaming; one left by a process that ended mid-save (the
+#: console leaves with ``os._exit``, :func:`console.tui.leave_now`) is removed by a later save.
+TEMP_PREFIX = ".fleet-cache."
+#: Age (seconds) past which a temporary file is a leftover, not another process's save in flight.
+STALE_TEMP_S = 300.0
+
+
+def _remove_stale_temporaries(folder: Path, now_s: float) -> None:
+    """Remove ``TEMP_PREFIX*`` files in ``folder`` older than :data:`STALE_TEMP_S` (errors ignored)."""
+    for leftover in folder.glob(TEMP_PREFIX + "*"):
+        try:
+            if now_s - leftover.stat().st_mtime > STALE_TEMP_S:
+                leftover.unlink()
+        except OSError:
+            pass
+
+
 @dataclass(frozen=True)
 class FleetCache:
     """Where the last fleet is kept, and whose fleet it is.
@@ -156,7 +174,8 @@ class FleetCache:
             "problems": [p.to_json() for p in snapshot.problems],
         }
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(prefix=".fleet-cache.", dir=self.path.parent)
+        _remove_stale_temporaries(self.path.parent, now_s=time.time())
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=self.path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 json.dump(data, out)
@@ -165,23 +184,71 @@ class FleetCache:
             Path(tmp).unlink(missing_ok=True)
             raise
 
-    def load(self) -> CachedFleet | None:
-        """The cached fleet, or ``None`` when there is none usable (missing, unreadable, corrupt,
-        another version or another ``source``). Never raises."""
+    def read(self) -> CacheFile | None:
+        """The file parsed, its records not read yet (:class:`CacheFile`: the fleet screen reads a
+        screenful first, the rest a chunk at a time); ``None`` as :meth:`load`. Never raises."""
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
             if not isinstance(data, dict) or data.get("version") != VERSION or data.get("source") != self.source:
                 return None
             saved_at = _time(data["saved_at"])
-            if saved_at is None:
+            if saved_at is None or not isinstance(data["nodes"], list) or not isinstance(
+                    data["queued_resources"], list):
                 return None
-            nodes = tuple(_node(n) for n in data["nodes"])
-            qrs = tuple(_queued(q) for q in data["queued_resources"])
             problems = tuple(FleetProblem(str(p["project"]), p.get("zone"), int(p.get("code") or 0),
                                           str(p.get("message") or "")) for p in data["problems"])
         except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
             return None
-        return CachedFleet(FleetSnapshot(nodes, qrs, problems, fetched_at=saved_at), saved_at)
+        return CacheFile(saved_at, data["nodes"], data["queued_resources"], problems)
+
+    def load(self) -> CachedFleet | None:
+        """The cached fleet, or ``None`` when there is none usable (missing, unreadable, corrupt,
+        another version or another ``source``). Never raises."""
+        file = self.read()
+        if file is None:
+            return None
+        try:
+            snapshot = file.snapshot(len(file.node_records), len(file.qr_records))
+        except UNREADABLE:
+            return None
+        return CachedFleet(snapshot, file.saved_at)
+
+
+#: What reading a cached record may raise (a file edited or of another shape): the cache is not used.
+UNREADABLE = (ValueError, KeyError, TypeError, AttributeError)
+
+
+@dataclass(frozen=True)
+class CacheFile:
+    """A cache file parsed as JSON; its records are read on demand (a slice at a time).
+
+    Attributes:
+        saved_at: when it was written (UTC).
+        node_records, qr_records: the nodes' and queued resources' JSON objects, in the fleet's order.
+        problems: the problems listed with them.
+    """
+
+    saved_at: datetime
+    node_records: list[Any]
+    qr_records: list[Any]
+    problems: tuple[FleetProblem, ...]
+
+    def nodes(self, start: int, stop: int) -> list[Node]:
+        """Nodes ``start:stop``.
+
+        Raises:
+            ValueError, KeyError, TypeError, AttributeError (:data:`UNREADABLE`): a record is not a node.
+        """
+        return [_node(n) for n in self.node_records[start:stop]]
+
+    def queued_resources(self, start: int, stop: int) -> list[QueuedResource]:
+        """Queued resources ``start:stop``; raises as :meth:`nodes`."""
+        return [_queued(q) for q in self.qr_records[start:stop]]
+
+    def snapshot(self, nodes: int, queued_resources: int) -> FleetSnapshot:
+        """The first ``nodes`` nodes and ``queued_resources`` queued resources; raises as :meth:`nodes`."""
+        return FleetSnapshot(tuple(self.nodes(0, nodes)), tuple(self.queued_resources(0, queued_resources)),
+                             self.problems, fetched_at=self.saved_at)
 
 
 def cache_for(config_path: Path | None, *, demo: bool, path: Path | None = None) -> FleetCache:

@@ -57,6 +57,21 @@ def column_widths(labels: Sequence[str], rows: Sequence[Sequence[str]], *, paddi
     return [w + 2 * padding for w in widths]
 
 
+def cell_widths(cells: Sequence[str]) -> tuple[int, ...]:
+    """Width in terminal cells of each cell's widest line (a row's, worked out once per row)."""
+    return tuple(len(cell) if cell.isascii() and "\n" not in cell
+                 else max((cell_len(line) for line in cell.splitlines()), default=0) for cell in cells)
+
+
+def widest_cells(labels: Sequence[str], rows: Sequence[Sequence[int]], *, padding: int = 1) -> list[int]:
+    """:func:`column_widths` from each row's :func:`cell_widths`: each column's widest cell or label,
+    plus ``padding`` on each side (the maximum is taken column by column in C: a fleet's rows at once)."""
+    labelled = [cell_len(label) for label in labels]
+    if not rows:
+        return [w + 2 * padding for w in labelled]
+    return [max(w, max(column)) + 2 * padding for w, column in zip(labelled, zip(*rows, strict=True), strict=False)]
+
+
 _DIGITS = re.compile(r"(\d+)")
 
 

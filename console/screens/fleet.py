@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -46,7 +47,7 @@ from console.flows.node_lookup import NodeLookupError
 from console.flows.serving import SamplingQueue, ServingSample
 from console.flows.triage import advice_for, inactive_by_zone, stuck_verdict
 from console.render import format as fmt
-from console.render.columns import column_widths, fit_columns, natural_key
+from console.render.columns import cell_widths, fit_columns, natural_key, widest_cells
 from console.render.plain import plain, printable, row
 from console.render.serving import serving_cells, serving_rows
 from console.screens.base import ConsoleScreen
@@ -60,6 +61,7 @@ from remote.gke.models import Workload
 from remote.models import FleetSnapshot, Node, QueuedResource
 
 if TYPE_CHECKING:
+    from console.flows.fleet_cache import CacheFile
     from console.flows.serving import ServingSampler
 
 #: Node columns by priority: a narrow terminal shows the leading ones that fit, whole (the detail
@@ -84,6 +86,16 @@ DETAIL_MIN_WIDTH = 120
 SERVING_REDRAW_S = 1.0
 #: Seconds between two looks for serving samples that are due (:class:`~console.flows.serving.SamplingQueue`).
 SAMPLE_DUE_S = 0.2
+#: Rows of each table the first frame draws from the cache (a tall terminal's screenful); the rest follow.
+FIRST_ROWS = 120
+#: Records read, or rows built, per loop turn while a large fleet is loaded or shown (keys go in between).
+CHUNK_ROWS = 500
+#: Rows built (a listing's new or changed rows) after which the heap is frozen again (:meth:`FleetScreen._freeze_new_rows`).
+FREEZE_AFTER_ROWS = 1000
+#: Every this many freezes, a full collection instead (what earlier freezes kept in cycles is freed).
+REFREEZE_EVERY = 8
+#: Seconds the cursor stays on a row before the detail pane follows it, while it moves row after row.
+DETAIL_SETTLE_S = 0.15
 #: Cells the detail pane takes (its CSS width, border included).
 DETAIL_WIDTH = 44
 #: Width (cells, padding included) held for the serving columns before their first samples, so the
@@ -112,13 +124,20 @@ def _health(node: Node) -> Text:
     return fmt.styled_state(node.health)
 
 
-#: One table row: (node or queued resource, its cells' plain text, its cells, its row key).
-_Row = tuple[Node | QueuedResource, list[str], list[Any], str]
+#: One table row: (node or queued resource, its cells' plain text, its cells, its row key, its cells'
+#: widths in terminal cells, its cells' text lowercased and joined: what the filter searches).
+_Row = tuple[Node | QueuedResource, list[str], list[Any], str, tuple[int, ...], str]
+#: A row as built for one item and one serving sample: (item, sample, row).
+_Entry = tuple[Any, Any, _Row]
 
 
-def _matches(words: list[str], cells: list[str]) -> bool:
-    hay = " ".join(cells).lower()
+def _matches(words: list[str], hay: str) -> bool:
     return all(w in hay for w in words)
+
+
+def _row_of(item: Node | QueuedResource, cells: list[Any], key: str) -> _Row:
+    plains = [c.plain if isinstance(c, Text) else str(c) for c in cells]
+    return item, plains, cells, key, cell_widths(plains), " ".join(plains).lower()
 
 
 class FleetScreen(ConsoleScreen):
@@ -178,15 +197,33 @@ class FleetScreen(ConsoleScreen):
         self._sampling: SamplingQueue | None = None
         self._ready_nodes: dict[str, Node] = {}
         self._serving_dirty = False
-        #: table id -> row key -> (item, its serving sample, cells, cells' plain text): a row is
-        #: rebuilt only when its item or sample changed (a refresh, a sample), not per keystroke
-        self._row_cache: dict[str, dict[str, tuple[Any, Any, list[Any], list[str]]]] = {}
+        #: table id -> row key -> (item, its serving sample, its row): a row is rebuilt only when its
+        #: item or sample changed (a refresh, a sample), not per keystroke; ``_row_by_id`` finds an
+        #: item kept from the last listing (the same object) without working out its key
+        self._row_cache: dict[str, dict[str, _Entry]] = {}
+        self._row_by_id: dict[str, dict[int, _Entry]] = {}
+        #: table id -> (the items, the serving samples' version, their rows): a filter keystroke, a sort
+        #: or a resize reuses the rows; ``_serving_version`` counts the samples that changed a row
+        self._rows_memo: dict[str, tuple[Sequence[Any], int, list[_Row]]] = {}
+        self._serving_version = 0
+        #: what the detail pane and the titles show now (not set again when unchanged: each update
+        #: lays the screen out again)
+        self._detail_shown_for: tuple[Any, ...] | None = None
+        self._detail_refs: tuple[Any, ...] = ()
+        self._cursor_moved_at = 0.0
+        self._detail_timer: Any = None
+        self._titles: dict[str, str] = {}
         #: table id -> (columns shown, row keys in order, each row's cells' plain text)
         self._drawn: dict[str, tuple[list[str], list[str], dict[str, list[str]]]] = {}
         self._drawn_width: int | None = None
         #: when the fleet shown was saved, while it comes from the cache (``None``: live, or nothing yet)
         self.cached_at: datetime | None = None
         self._refresh_timer: Any = None
+        self._projects = 0
+        #: rows built since the heap was last frozen, and how many times it was (:meth:`_freeze_new_rows`)
+        self._rows_built = 0
+        self._freezes = 0
+        self._problems_error: str | None = None
 
     def compose(self) -> ComposeResult:
         yield ConsoleHeader()
@@ -206,17 +243,53 @@ class FleetScreen(ConsoleScreen):
     def on_mount(self) -> None:
         self._apply_detail()
         self.query_one("#filter", Input).display = False
-        cache = self.console.fleet_cache
-        cached = cache.load() if cache is not None else None
-        if cached is not None:
-            self.show_snapshot(cached.snapshot, cached_at=cached.saved_at)
-        else:
+        if not self._show_cache_head():
             self.sub_title = "loading fleet…"
-            self.query_one("#nodes-title", Label).update("Nodes · loading fleet…")
+            self._set_title("nodes", "Nodes · loading fleet…")
         self.set_interval(1.0, self._tick)
         self.query_one("#nodes", DataTable).focus()
         if self.console.ready:
             self.services_ready()
+
+    def _show_cache_head(self) -> bool:
+        """The cached fleet's first :data:`FIRST_ROWS` rows of each table, now (the first frame); the
+        rest follows a chunk per loop turn (:meth:`_show_cache_rest`). ``False``: no usable cache."""
+        from console.flows.fleet_cache import UNREADABLE
+
+        cache = self.console.fleet_cache
+        file = cache.read() if cache is not None else None
+        if file is None:
+            return False
+        try:
+            head = file.snapshot(FIRST_ROWS, FIRST_ROWS)
+        except UNREADABLE:
+            return False
+        self.show_snapshot(head, cached_at=file.saved_at)
+        if len(file.node_records) > FIRST_ROWS or len(file.qr_records) > FIRST_ROWS:
+            self._show_cache_rest(file, head)
+        return True
+
+    @work(group="cache", exit_on_error=False)
+    async def _show_cache_rest(self, file: CacheFile, head: FleetSnapshot) -> None:
+        """The rest of the cached fleet, read :data:`CHUNK_ROWS` records per loop turn (the keys go in
+        between), then shown whole; dropped when a live listing landed first or a record is unreadable."""
+        from console.flows.fleet_cache import UNREADABLE
+
+        nodes, qrs = list(head.nodes), list(head.queued_resources)
+        try:
+            for start in range(FIRST_ROWS, len(file.node_records), CHUNK_ROWS):
+                await asyncio.sleep(0)
+                nodes += file.nodes(start, start + CHUNK_ROWS)
+            for start in range(FIRST_ROWS, len(file.qr_records), CHUNK_ROWS):
+                await asyncio.sleep(0)
+                qrs += file.queued_resources(start, start + CHUNK_ROWS)
+        except UNREADABLE:
+            return
+        snapshot = FleetSnapshot(tuple(nodes), tuple(qrs), file.problems, fetched_at=file.saved_at)
+        await self._warm_rows(snapshot)
+        if self.snapshot is head:              # still the cache's first rows (no live listing, no refresh)
+            self.show_snapshot(snapshot, cached_at=file.saved_at)
+            self._freeze_new_rows()
 
     def services_ready(self) -> None:
         """The app's services exist: list the fleet now and every ``refresh_interval_s`` (once)."""
@@ -249,7 +322,8 @@ class FleetScreen(ConsoleScreen):
                                                  if self.cached_at is not None else "")
             self._render_problems()
             if self.snapshot is None:        # nothing listed yet: no "loading fleet…" left behind
-                self.query_one("#nodes-title", Label).update("Nodes · not listed: the refresh failed (r retries)")
+                self._set_title("nodes", "Nodes · not listed: the refresh failed (r retries)")
+                self._detail_shown_for = None
                 self.query_one("#detail-body", Static).update(
                     Text("The fleet could not be listed; the reason is above.", style="dim"))
             return
@@ -257,7 +331,11 @@ class FleetScreen(ConsoleScreen):
             self._refreshing = False
         self._last_error = None
         self.services.reload_ssh_hosts()     # a node made READY since (e.g. requested here) may have a host entry now
+        if not (self.snapshot is not None and snapshot.nodes is self.snapshot.nodes):
+            self._sync_samplers(snapshot)    # the READY nodes' samples first: the rows are built with them
+            await self._warm_rows(snapshot)
         self.show_snapshot(snapshot)
+        self._freeze_new_rows()
         await self._save_cache(snapshot)
 
     async def _save_cache(self, snapshot: FleetSnapshot) -> None:
@@ -273,22 +351,37 @@ class FleetScreen(ConsoleScreen):
 
     def show_snapshot(self, snapshot: FleetSnapshot, *, cached_at: datetime | None = None) -> None:
         """Render ``snapshot`` into the tables, keeping the selection. ``cached_at``: the fleet comes
-        from the cache saved then (the title says "cached HH:MM:SS" until a live refresh lands)."""
+        from the cache saved then (the title says "cached HH:MM:SS" until a live refresh lands).
+
+        A live listing that changed nothing (the same node and queued-resource tuples, as the child
+        lister hands back, and the same problems) only says when it was refreshed: the rows on screen
+        count down and age on their own (:meth:`_tick`)."""
+        before = self.snapshot
         self.snapshot = snapshot
+        if (before is not None and cached_at is None and self.cached_at is None and before.nodes is snapshot.nodes
+                and before.queued_resources is snapshot.queued_resources and before.problems == snapshot.problems):
+            self.sub_title = self._fleet_title(snapshot, self._projects, None)
+            if self._problems_error != self._last_error:      # a failed refresh's line goes
+                self._render_problems()
+            return
         self.cached_at = cached_at
         self._by_key = {node_row_key(n): n for n in snapshot.nodes}
         self._by_key.update({qr_row_key(q): q for q in snapshot.queued_resources})
-        projects = sorted({n.project for n in snapshot.nodes} | {p.project for p in snapshot.problems}
-                          | {q.project for q in snapshot.queued_resources})
-        self.sub_title = (f"{fmt.count(len(snapshot.nodes), 'node')} · "
-                          f"{fmt.count(len(snapshot.queued_resources), 'queued resource')}"
-                          f" · {fmt.count(len(projects), 'project')} · "
-                          + (f"cached {clock_time(cached_at)}" if cached_at is not None
-                             else f"refreshed {fmt.when(self._now())}"))
+        self._projects = len({n.project for n in snapshot.nodes} | {p.project for p in snapshot.problems}
+                             | {q.project for q in snapshot.queued_resources})
+        self.sub_title = self._fleet_title(snapshot, self._projects, cached_at)
         if cached_at is None:
             self._sync_samplers(snapshot)
         self._render_problems()
         self._render_tables()
+
+    def _fleet_title(self, snapshot: FleetSnapshot, projects: int, cached_at: datetime | None) -> str:
+        """``N nodes · N queued resources · N projects · cached HH:MM:SSZ`` (or ``refreshed ...``)."""
+        return (f"{fmt.count(len(snapshot.nodes), 'node')} · "
+                          f"{fmt.count(len(snapshot.queued_resources), 'queued resource')}"
+                f" · {fmt.count(projects, 'project')} · "
+                + (f"cached {clock_time(cached_at)}" if cached_at is not None
+                   else f"refreshed {fmt.when(self._now())}"))
 
     # --- serving columns ----------------------------------------------------------------------
 
@@ -338,6 +431,7 @@ class FleetScreen(ConsoleScreen):
                 now=self._now)
             if key in self._ready_nodes:
                 self.serving[key] = sample
+                self._serving_version += 1
                 if not self._serving_dirty:   # samples that come back together: one redraw
                     self._serving_dirty = True
                     self.set_timer(SERVING_REDRAW_S, self._redraw_serving)
@@ -381,6 +475,7 @@ class FleetScreen(ConsoleScreen):
         from console.render.fit import fit_items
 
         widget = self.query_one("#problems", Static)
+        self._problems_error = self._last_error
         problems = self.snapshot.problems if self.snapshot else ()
         inactive = inactive_by_zone(self.snapshot) if self.snapshot else []
         widget.display = bool(problems or inactive or self._last_error)
@@ -468,41 +563,88 @@ class FleetScreen(ConsoleScreen):
         missing = [e for e in rows if key(e) is None]    # blanks last, whichever the direction
         return sorted(present, key=key, reverse=descending) + missing
 
+    def _tables(self, snapshot: FleetSnapshot) -> tuple[tuple[str, Sequence[Any], Callable[[Any], list[Any]],
+                                                          Callable[[Any], str]], ...]:
+        """Each table's (id, items, cells of an item, row key of an item)."""
+        return (("nodes", snapshot.nodes, self._node_cells, node_row_key),
+                ("qrs", snapshot.queued_resources, self._qr_cells, qr_row_key))
+
+    def _entry_for(self, table_id: str, item: Any, cells_of: Callable[[Any], list[Any]],
+                   key_of: Callable[[Any], str]) -> _Entry:
+        """``item``'s row as cached when its item and serving sample are the objects it was built from;
+        with its times counted again when the item is an equal one (a refresh); else built anew."""
+        serving = self.serving if table_id == "nodes" else {}
+        entry = self._row_by_id.get(table_id, {}).get(id(item))
+        if entry is not None and entry[0] is item:          # the same object as drawn: its key is known
+            if entry[1] is serving.get(entry[2][3]):
+                return entry
+            key = entry[2][3]
+        else:
+            key = key_of(item)
+            entry = self._row_cache.get(table_id, {}).get(key)
+        sample = serving.get(key)
+        if entry is not None and entry[0] is item and entry[1] is sample:
+            return entry
+        self._rows_built += 1
+        if entry is not None and entry[1] is sample and entry[0] == item:
+            return self._with_times(item, sample, entry)     # a refresh, the same node
+        return item, sample, _row_of(item, cells_of(item), key)
+
+    def _freeze_new_rows(self) -> None:
+        """Once :data:`FREEZE_AFTER_ROWS` rows were built, move what is alive out of the collector's walk
+        (:func:`console.heap.freeze_new`; every :data:`REFREEZE_EVERY` times a full collection,
+        :func:`console.heap.refreeze`, frees what the freezes kept in cycles): a fleet's rows are
+        hundreds of thousands of objects, and each full collection walked them all (~300 ms of the keys
+        every few seconds at 5,000 nodes)."""
+        from console.heap import freeze_new, refreeze
+
+        if self._rows_built < FREEZE_AFTER_ROWS:
+            return
+        self._rows_built = 0
+        self._freezes += 1
+        (refreeze if self._freezes % REFREEZE_EVERY == 0 else freeze_new)()
+
+    async def _warm_rows(self, snapshot: FleetSnapshot) -> None:
+        """Build the rows of ``snapshot``'s new items :data:`CHUNK_ROWS` at a time, a chunk per loop turn,
+        so that showing it costs no cell building (thousands of new rows at once held the keys)."""
+        for table_id, items, cells_of, key_of in self._tables(snapshot):
+            cache = self._row_cache.setdefault(table_id, {})
+            by_id = self._row_by_id.setdefault(table_id, {})
+            for start in range(0, len(items), CHUNK_ROWS):
+                for item in items[start:start + CHUNK_ROWS]:
+                    entry = self._entry_for(table_id, item, cells_of, key_of)
+                    cache[entry[2][3]] = by_id[id(item)] = entry
+                await asyncio.sleep(0)
+
     def _table_rows(self, table_id: str, items: Sequence[Any], cells_of: Callable[[Any], list[Any]],
                     key_of: Callable[[Any], str]) -> list[_Row]:
-        """Each item's row ``(item, cells' plain text, cells, row key)``; a row's cells are built again
-        only when its item or its serving sample is another object (a refresh, a sample), so a
-        keystroke of the filter, a sort or a resize costs no cell building."""
-        cache = self._row_cache.get(table_id, {})
-        fresh: dict[str, tuple[Any, Any, list[Any], list[str]]] = {}
+        """Each item's row (:data:`_Row`, :meth:`_entry_for`): a keystroke of the filter, a sort or a
+        resize costs no cell building, and the same items and samples cost nothing at all."""
+        version = self._serving_version if table_id == "nodes" else 0
+        memo = self._rows_memo.get(table_id)
+        if memo is not None and memo[0] is items and memo[1] == version:
+            return memo[2]
+        fresh: dict[str, _Entry] = {}
+        fresh_by_id: dict[int, _Entry] = {}
         rows: list[_Row] = []
-        serving = self.serving if table_id == "nodes" else {}
         for item in items:
-            key = key_of(item)
-            sample = serving.get(key)
-            entry = cache.get(key)
-            if entry is not None and entry[1] is sample and entry[0] is not item and entry[0] == item:
-                entry = self._with_times(item, sample, entry)     # a refresh, the same node
-            if entry is None or entry[0] is not item or entry[1] is not sample:
-                cells = cells_of(item)
-                entry = (item, sample, cells, [c.plain if isinstance(c, Text) else str(c) for c in cells])
-            fresh[key] = entry
-            rows.append((item, entry[3], entry[2], key))
-        self._row_cache[table_id] = fresh
+            entry = self._entry_for(table_id, item, cells_of, key_of)
+            fresh[entry[2][3]] = fresh_by_id[id(item)] = entry
+            rows.append(entry[2])
+        self._row_cache[table_id], self._row_by_id[table_id] = fresh, fresh_by_id
+        self._rows_memo[table_id] = (items, version, rows)
         return rows
 
-    def _with_times(self, item: Node | QueuedResource, sample: Any,
-                    entry: tuple[Any, Any, list[Any], list[str]]) -> tuple[Any, Any, list[Any], list[str]]:
-        """``entry``'s cells for ``item``, equal to the item they were built from, with TIME LEFT and AGE
+    def _with_times(self, item: Node | QueuedResource, sample: Any, entry: _Entry) -> _Entry:
+        """``entry``'s row for ``item``, equal to the item it was built from, with TIME LEFT and AGE
         counted again (a refresh costs two cells a row, not the row)."""
         now = self._now()
-        cells, plains = list(entry[2]), list(entry[3])
+        cells = list(entry[2][2])
         columns = NODE_COLUMNS if isinstance(item, Node) else QR_COLUMNS
         left = (fmt.countdown(item.time_left_s(now)) if isinstance(item, Node) else self._qr_time_left(item, now))
         for column, cell in (("TIME LEFT", left), ("AGE", plain(fmt.age(item.create_time, now)))):
-            index = columns.index(column)
-            cells[index], plains[index] = cell, cell.plain
-        return item, sample, cells, plains
+            cells[columns.index(column)] = cell
+        return item, sample, _row_of(item, cells, entry[2][3])
 
     def _draw(self, table: FleetTable, shown: list[str], widths: list[int], indexes: list[int],
               rows: list[_Row]) -> None:
@@ -514,22 +656,27 @@ class FleetScreen(ConsoleScreen):
         drawn_cells = {r[3]: r[1] for r in rows}     # a cell's style follows from its text
         drawn = self._drawn.get(table_id)
         width_of = {column: width - 2 for column, width in zip(shown, widths, strict=True)}
-        if drawn is not None and drawn[0] == shown and drawn[1] == keys:
+        drawn_count = len(drawn[1]) if drawn is not None else 0
+        if drawn is not None and drawn[0] == shown and keys[:drawn_count] == drawn[1]:
+            # the rows drawn are still the first ones: their changed cells updated, new rows added below
+            # (a large cached fleet arrives a screenful first, the rest after)
             table.set_widths(width_of)
             before = drawn[2]
-            for _, now, cells, key in rows:
+            changed: list[tuple[str, str, Any]] = []
+            for _, now, cells, key, _, _ in rows[:drawn_count]:
                 then = before.get(key)
                 if now is not then and now != then:
-                    for j, i in enumerate(indexes):
-                        if then is None or now[i] != then[i]:
-                            table.update_cell(key, shown[j], cells[i])
+                    changed += [(key, shown[j], cells[i]) for j, i in enumerate(indexes)
+                                if then is None or now[i] != then[i]]
+            table.update_cells(changed)
+            table.add_rows_keyed((key, [cells[i] for i in indexes]) for _, _, cells, key, _, _ in rows[drawn_count:])
         else:
             table.clear(columns=[c.value for c in table.columns] != shown)
             if not table.columns:
                 for column in shown:
                     table.add_column(column, key=column, width=width_of[column])
             table.set_widths(width_of)
-            table.add_rows_keyed((key, [cells[i] for i in indexes]) for _, _, cells, key in rows)
+            table.add_rows_keyed((key, [cells[i] for i in indexes]) for _, _, cells, key, _, _ in rows)
             if self._selected_key is not None and self._selected_key in table.rows:
                 table.move_cursor(row=table.get_row_index(self._selected_key), animate=False)
         self._drawn[table_id] = (shown, keys, drawn_cells)
@@ -551,9 +698,9 @@ class FleetScreen(ConsoleScreen):
             table_id = table.id or ""
             rows = self._table_rows(table_id, items, cells_of, key_of)
             if self.filter_words:
-                rows = [r for r in rows if _matches(self.filter_words, r[1])]
+                rows = [r for r in rows if _matches(self.filter_words, r[5])]
             rows = self._sorted(table_id, columns, rows)
-            measured = column_widths(columns, [r[1] for r in rows])
+            measured = widest_cells(columns, [r[4] for r in rows])
             widths = self._stable_widths(table_id, columns, measured)
             needs = {columns.index(c): columns.index(n) for c, n in COLUMN_NEEDS.items() if c in columns}
             indexes = fit_columns(widths, available, needs=needs)
@@ -575,8 +722,14 @@ class FleetScreen(ConsoleScreen):
             if hidden_count[table_id]:
                 where = "in the detail pane" if self.detail_shown else "(i: detail pane)"
                 parts.append(f"{fmt.count(hidden_count[table_id], 'more column')} {where}")
-            self.query_one(f"#{table_id}-title", Label).update(plain(" · ".join(parts)))
+            self._set_title(table_id, " · ".join(parts))
         self._render_detail()
+
+    def _set_title(self, table_id: str, text: str) -> None:
+        """The table's title line, updated only when its text changed (an update lays the screen out)."""
+        if self._titles.get(table_id) != text:
+            self._titles[table_id] = text
+            self.query_one(f"#{table_id}-title", Label).update(plain(text))
 
     def _stable_widths(self, table_id: str, columns: Sequence[str], measured: list[int]) -> list[int]:
         """The widths the columns are fitted by: the widest each has been this session (and the serving
@@ -589,24 +742,33 @@ class FleetScreen(ConsoleScreen):
 
     def _tick(self) -> None:
         """Once a second: count down the TIME LEFT of the rows on screen from the cached snapshot (no
-        API call; a row scrolled into view counts down from the next tick)."""
+        API call; a row scrolled into view counts down from the next tick), and age their AGE when its
+        text changes (a refresh that changed nothing builds no row: the rows on screen age here)."""
         if self.snapshot is None:
             return
         selected = self.selected
         if selected is not None and selected.termination_time is not None and not self.show_raw:
             self._render_detail()           # its time_left_s counts down with the table
         now = self._now()
-        for table_id in ("nodes", "qrs"):
+        for table_id, columns in (("nodes", NODE_COLUMNS), ("qrs", QR_COLUMNS)):
             table = self.query_one(f"#{table_id}", FleetTable)
-            if "TIME LEFT" not in table.columns:
-                continue
+            drawn = self._drawn.get(table_id)
+            drawn_plains = drawn[2] if drawn is not None else {}
+            changed: list[tuple[str, str, Any]] = []
             for key in table.visible_row_keys():
                 item = self._by_key.get(key)
-                if item is None or item.termination_time is None:
+                if item is None:
                     continue
-                left = (fmt.countdown(item.time_left_s(now)) if isinstance(item, Node)
-                        else self._qr_time_left(item, now))
-                table.update_cell(key, "TIME LEFT", left)
+                if item.termination_time is not None and "TIME LEFT" in table.columns:
+                    left = (fmt.countdown(item.time_left_s(now)) if isinstance(item, Node)
+                            else self._qr_time_left(item, now))
+                    changed.append((key, "TIME LEFT", left))
+                plains = drawn_plains.get(key)
+                age = fmt.age(item.create_time, now)
+                if "AGE" in table.columns and plains is not None and plains[columns.index("AGE")] != age:
+                    plains[columns.index("AGE")] = age      # as drawn now (the row's cells are rebuilt on a change)
+                    changed.append((key, "AGE", plain(age)))
+            table.update_cells(changed)        # one redraw of the rows on screen, not one per cell
 
     # --- selection and detail --------------------------------------------------------------
 
@@ -617,7 +779,26 @@ class FleetScreen(ConsoleScreen):
             return
         if event.row_key is not None and event.row_key.value is not None:
             self._selected_key = event.row_key.value
+            self._render_detail_soon()
+
+    def _render_detail_soon(self) -> None:
+        """The detail pane for a cursor that moved: at once when it had been still, else once it stays
+        put :data:`DETAIL_SETTLE_S` (a held key redraws the table per row, the pane once: each pane
+        update lays the whole screen out)."""
+        now = time.monotonic()
+        moving = now - self._cursor_moved_at < DETAIL_SETTLE_S
+        self._cursor_moved_at = now
+        if self._detail_timer is not None:
+            self._detail_timer.stop()
+            self._detail_timer = None
+        if not moving:
             self._render_detail()
+            return
+
+        def settled() -> None:
+            self._detail_timer = None
+            self._render_detail()
+        self._detail_timer = self.set_timer(DETAIL_SETTLE_S, settled)
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         """Moving focus between the tables selects the row under that table's cursor."""
@@ -651,9 +832,26 @@ class FleetScreen(ConsoleScreen):
         item = self.selected
         return item if isinstance(item, Node) else None
 
+    def _detail_signature(self, item: Node | QueuedResource | None) -> tuple[Any, ...]:
+        """What the detail pane's text follows from: the same signature draws the same pane."""
+        if item is None:
+            return (None, self._workloads_focused())
+        key = self._selected_key or ""
+        left = item.time_left_s(self._now()) if item.termination_time is not None else None
+        return (key, id(item), self.show_raw, None if left is None else int(left), id(self.serving.get(key)),
+                self.logins.get(key), key in self._logins_loading, self.console.ready, self.console.readonly,
+                id(self.offered_types.get(item.project)))
+
     def _render_detail(self) -> None:
         body = self.query_one("#detail-body", Static)
         item = self.selected
+        signature = self._detail_signature(item)
+        if signature == self._detail_shown_for:      # each update lays the screen out again: only on a change
+            return
+        self._detail_shown_for = signature
+        # the objects whose ids the signature holds stay alive with it (an id is never reused while it does)
+        self._detail_refs = (item, self.serving.get(self._selected_key or ""),
+                             self.offered_types.get(item.project) if item is not None else None)
         if item is None:
             body.update(Text("A GKE workload: its fields are in its row (nodes --json has them all). w: its startup, "
                              "s: swap it, R: roll it back, f: forward, b: bench, m: metrics, H: its launches."

@@ -4,24 +4,85 @@ Textual's ``DataTable`` measures every cell of every new row when it is next idl
 measure per cell: ~25 s for 5,000 nodes, the blank first frame at 50,000). The fleet screen
 knows each column's width already (it fits columns from the cells' plain text,
 :func:`console.render.columns.column_widths`), so here every column has a fixed width and new
-rows are counted, not measured. Relies on ``DataTable``'s internals of Textual 8.2.8 (pinned in
-pyproject.toml): ``_update_dimensions``, ``_update_count``, ``_require_update_dimensions``, and
+rows are counted, not measured. Every row is one line, so the line -> row map is the row order
+itself (:class:`_OneLineOffsets`: ``DataTable`` rebuilt a list of every row at each change). Cells
+that change are set without dropping the render caches of the other rows (:meth:`update_cells`:
+the countdown of the rows on screen redrew every cell on screen each second). Relies on
+``DataTable``'s internals of Textual 8.2.8 (pinned in pyproject.toml): ``_update_dimensions``,
+``_update_count``, ``_require_update_dimensions``, ``_y_offsets``, the render caches
+(``_row_renderable_cache``, ``_cell_render_cache``, ``_row_render_cache``, ``_line_cache``), and
 for adding rows at once ``_row_locations``, ``_data``, ``_new_rows``, ``_highlight_cursor``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 from textual.coordinate import Coordinate
 from textual.geometry import Size
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, Row, RowKey
 
+#: Rendered cells, and rendered rows and lines, each table keeps (a few screenfuls of a wide terminal).
+CACHED_CELLS = 2500
+CACHED_LINES = 300
+#: Rows :meth:`FleetTable.update_cells` forgets one by one; more drop every cached render at once.
+FORGET_ROWS_AT_MOST = 100
+
+
+class _OneLineOffsets(Sequence[tuple[RowKey, int]]):
+    """``DataTable._y_offsets`` of a table whose rows are all one line: line ``y`` is row ``y``."""
+
+    def __init__(self, table: DataTable[Any]) -> None:
+        self.table = table
+
+    def __len__(self) -> int:
+        return self.table.row_count
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[RowKey, int]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[tuple[RowKey, int]]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        return self.table._row_locations.get_key(index % len(self)), 0
+
+    def clear(self) -> None:
+        """Nothing is kept (``DataTable.clear`` clears its list)."""
+
 
 class FleetTable(DataTable[Any]):
     """A ``DataTable`` of one-line rows and fixed-width columns (``add_column(..., width=N)``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # a screenful's renders, not DataTable's 10,000 cells and 1,000 lines: what the caches hold is
+        # walked by every full garbage collection (100-300 ms of the keys every few seconds at 5,000 rows)
+        self._cell_render_cache.maxsize = CACHED_CELLS
+        for cache in (self._row_render_cache, self._row_renderable_cache, self._line_cache):
+            cache.maxsize = CACHED_LINES
+
+    @property
+    def _y_offsets(self) -> Any:
+        """Line -> (row key, line in the row): the row order itself when every row is one line, without
+        a list of every row per change (``DataTable`` builds one: a fleet's rows at every countdown tick)."""
+        return super()._y_offsets if self._any_tall else _OneLineOffsets(self)
+
+    #: a row of more than one line was added (none in the fleet's tables: :meth:`add_rows_keyed`)
+    _any_tall = False
+
+    def add_row(self, *cells: Any, height: int | None = 1, key: str | None = None, label: Any = None) -> RowKey:
+        """``DataTable.add_row``; a row of another height than one line makes the table count lines as
+        ``DataTable`` does."""
+        if height != 1:
+            self._any_tall = True
+        return super().add_row(*cells, height=height, key=key, label=label)
 
     def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
         """The virtual size from the fixed widths and the row count (no cell measured); a table with
@@ -45,7 +106,9 @@ class FleetTable(DataTable[Any]):
 
         columns = [column.key for column in self.ordered_columns]
         was_empty = self.row_count == 0
+        added = 0
         for key, cells in rows:
+            added += 1
             row_key = RowKey(key)
             if row_key in self._row_locations:
                 raise DuplicateKey(f"The row key {row_key!r} already exists.")
@@ -53,12 +116,51 @@ class FleetTable(DataTable[Any]):
             self._data[row_key] = dict(zip(columns, cells, strict=False))
             self.rows[row_key] = Row(row_key, 1, None, False)
             self._new_rows.add(row_key)
+        if not added:                   # nothing to lay out or redraw
+            return
         self._require_update_dimensions = True
         self.cursor_coordinate = self.cursor_coordinate
         if was_empty and self.row_count and self.columns and self.show_cursor and self.cursor_type != "none":
             self._highlight_cursor()
         self._update_count += 1
         self.check_idle()
+
+    def update_cells(self, cells: Iterable[tuple[str, str, Any]]) -> None:
+        """Set each ``(row key, column key, value)`` and redraw once. ``DataTable.update_cell`` drops
+        every render cache per cell; here a few rows (up to :data:`FORGET_ROWS_AT_MOST`) lose only their
+        own cached renders, more rows drop the caches once.
+
+        Raises:
+            textual.widgets.data_table.CellDoesNotExist: a row or column key is not in the table.
+        """
+        from textual.widgets.data_table import CellDoesNotExist
+
+        rows: set[RowKey] = set()
+        for row_key, column_key, value in cells:
+            key = RowKey(row_key)
+            row = self._data.get(key)
+            if row is None or ColumnKey(column_key) not in self._column_locations:
+                raise CellDoesNotExist(f"No cell exists for row_key={row_key!r}, column_key={column_key!r}.")
+            row[ColumnKey(column_key)] = value
+            rows.add(key)
+        if not rows:
+            return
+        if len(rows) > FORGET_ROWS_AT_MOST:
+            self._update_count += 1
+        else:
+            self._forget_rows(rows)
+        self.refresh()
+
+    def _forget_rows(self, rows: set[RowKey]) -> None:
+        """Drop the cached renders of ``rows`` (cells, row lines, renderables) and the composed lines."""
+        for index in (self._row_locations.get(key) for key in rows):
+            if index is not None:
+                self._row_renderable_cache.discard((self._update_count, index))
+        caches: tuple[Any, ...] = (self._cell_render_cache, self._row_render_cache)
+        for cache in caches:
+            for cache_key in [k for k in list(cache.keys()) if k[0] in rows]:
+                cache.discard(cache_key)
+        self._line_cache.clear()
 
     def set_widths(self, widths: Mapping[str, int]) -> bool:
         """Give the columns named in ``widths`` (by key) these content widths; ``True`` when one changed

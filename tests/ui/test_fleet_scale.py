@@ -94,6 +94,8 @@ async def test_a_refresh_updates_changed_cells_in_place(scale: tuple[Any, Any], 
         scroll_y, row = table.scroll_y, table.rows[key]
         assert scroll_y > 0 and screen._selected_key == key.value
         name = key.value.rsplit("/", 1)[-1]
+        line_y = table.get_row_index(key) - int(table.scroll_y) + table.header_height
+        assert "REPAIRING" not in table.render_line(line_y).text      # drawn (and cached) before the change
         with world.lock:                      # the selected node starts repairing
             project = world.projects[key.value.split("/")[0].removeprefix("node:")]
             node_json = next(n for n in project.nodes.values() if n["name"].endswith("/" + name))
@@ -101,6 +103,7 @@ async def test_a_refresh_updates_changed_cells_in_place(scale: tuple[Any, Any], 
         screen.action_refresh_fleet()
         await _until(pilot, lambda: str(table.get_cell(key, "STATE")) == "REPAIRING", "the refresh")
         assert table.rows[key] is row                         # updated in place, not laid anew
+        assert "REPAIRING" in table.render_line(line_y).text      # and drawn anew, not from the render caches
         assert table.coordinate_to_cell_key(table.cursor_coordinate).row_key == key
         assert table.scroll_y == scroll_y and screen._selected_key == key.value
 
@@ -127,3 +130,83 @@ async def test_the_sampler_samples_a_bounded_number_the_rows_on_screen_first(
         on_screen = [k.rsplit("/", 1)[-1] for k in table.visible_row_keys()
                      if screen._by_key[k].state == "READY"]
         assert HeldSampler.started[4:8] == on_screen[:4]    # the rows on screen first, top to bottom
+
+
+class HeldLister:
+    """The real fleet source, held until the test releases it (the first live listing "in flight")."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.released = asyncio.Event()
+
+    async def list_fleet(self) -> Any:
+        await self.released.wait()
+        return await self.inner.list_fleet()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+async def test_a_large_cached_fleet_draws_a_screenful_first_then_adds_the_rest_below(
+        scale_services: Services, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from console.flows.fleet_cache import FleetCache
+    from console.screens import fleet
+
+    monkeypatch.setattr(fleet, "FIRST_ROWS", 40)
+    monkeypatch.setattr(fleet, "CHUNK_ROWS", 50)
+    listed = await scale_services.fleet.list_fleet()
+    cache = FleetCache(tmp_path / "fleet-cache.json", "test")
+    cache.save(listed)
+    held = HeldLister(scale_services.fleet)
+    scale_services.fleet = held
+    scale_services.fleet_cache = cache
+    shown: list[tuple[int, int]] = []
+    original = FleetScreen.show_snapshot
+
+    def recording(self: FleetScreen, snapshot: Any, **kwargs: Any) -> None:
+        original(self, snapshot, **kwargs)
+        shown.append((len(snapshot.nodes), self.query_one("#nodes", FleetTable).row_count))
+
+    monkeypatch.setattr(FleetScreen, "show_snapshot", recording)
+    app = TpuConsoleApp(scale_services, fleet_cache=cache)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await _until(pilot, lambda: bool(shown), "the first frame")
+        assert shown[0] == (40, 40)                           # the first frame: a screenful of the cache
+        screen = app.screen
+        assert isinstance(screen, FleetScreen)
+        table = screen.query_one("#nodes", FleetTable)
+        first_rows = {key: table.rows[key] for key in list(table.rows)[:40]}
+        await _until(pilot, lambda: table.row_count == NODES, "the rest of the cache")
+        assert shown[-1] == (NODES, NODES) and screen.cached_at is not None     # still the cache
+        assert [k.value for k in table.rows] == [f"node:{'/'.join(n.key)}" for n in listed.nodes]
+        assert all(table.rows[key] is row for key, row in first_rows.items())  # added below, not laid anew
+        held.released.set()
+        await _until(pilot, lambda: screen.cached_at is None, "the live listing")
+        assert table.row_count == NODES
+
+
+async def test_quitting_the_console_kills_its_lister_process(scale: tuple[Any, Any], tmp_path: Path) -> None:
+    from remote.tpu.lister_process import ProcessFleetSource
+
+    server, _ = scale
+    projects = tuple(ProjectConfig(f"scale-{p:02d}") for p in range(PROJECTS))
+    config = Config(projects=projects, api_endpoint=server.endpoint, refresh_interval_s=3600)
+    fleet = ProcessFleetSource(projects, api_endpoint=server.endpoint, timeout_s=10)
+    services = Services(config=config, fleet=fleet, db_path=tmp_path / "history.db", clock=lambda: FROZEN_NOW)
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await _until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.cached_at is None
+                     and app.screen.snapshot is not None, "the live fleet")
+        screen = app.screen
+        assert isinstance(screen, FleetScreen) and screen.snapshot is not None
+        assert len(screen.snapshot.nodes) == NODES
+        assert not [p for p in screen.snapshot.problems if p.project == "tpu-console"]  # listed by the child
+        child = fleet.child
+        assert child is not None and child.poll() is None
+        await pilot.press("q")
+    for _ in range(500):                        # killed, not waited for: reaped by a daemon thread
+        if child.poll() is not None:
+            break
+        await asyncio.sleep(0.02)
+    assert child.poll() == -9
+    services.close()
