@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -48,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benches.bench_first_paint import LIVE, PtyConsole, compile_project  # noqa: E402
-from benches.bench_startup_ui import heartbeat, pct  # noqa: E402
+from benches.bench_startup_ui import StallSampler, heartbeat_sampled, pct  # noqa: E402
 
 TPU_CONSOLE = str(ROOT / ".venv" / "bin" / "tpu-console")
 PAGE_SIZE = 500
@@ -131,7 +132,8 @@ def console_on_pty(config_path: Path, state: Path, first_name: str, settle_s: fl
     return out
 
 
-async def keys_during_refresh(config_path: Path, state: Path, window_s: float, name: str) -> dict[str, Any]:
+async def keys_during_refresh(config_path: Path, state: Path, window_s: float, name: str,
+                              stall_stacks: bool = False) -> dict[str, Any]:
     """Child-process mode: the headless console refreshing back to back; key latencies (see module doc)."""
     from textual import events
     from textual.widgets import DataTable
@@ -172,7 +174,10 @@ async def keys_during_refresh(config_path: Path, state: Path, window_s: float, n
                 app.call_after_refresh(lambda: to_refresh.append(time.perf_counter() - start))
 
         table.action_cursor_down = timed_down  # type: ignore[method-assign]
-        beat = asyncio.create_task(heartbeat(stalls))
+        sampler = StallSampler() if stall_stacks else None
+        if sampler is not None:
+            sampler.start()
+        beat = asyncio.create_task(heartbeat_sampled(stalls, sampler))
 
         def refresh_again() -> None:
             nonlocal refreshes
@@ -203,6 +208,10 @@ async def keys_during_refresh(config_path: Path, state: Path, window_s: float, n
             filter_ms.append((await done - start) * 1000)
             await asyncio.sleep(KEY_EVERY_S)
         beat.cancel()
+        if sampler is not None:
+            sampler.stop()
+            with contextlib.redirect_stdout(sys.stderr):
+                sampler.report()
     return {"key_p50_ms": round(pct(to_refresh, .5) * 1000, 1), "key_p99_ms": round(pct(to_refresh, .99) * 1000, 1),
             "key_action_p99_ms": round(pct(to_action, .99) * 1000, 1), "keys": len(to_refresh),
             "keys_sent": keys_sent, "refreshes": refreshes, "filter_key_p99_ms": round(pct(filter_ms, .99), 1),
@@ -227,8 +236,11 @@ def measure(size: int, projects: int, args: argparse.Namespace) -> dict[str, Any
         if not args.skip_keys:
             try:
                 keys = subprocess.run([sys.executable, __file__, "--keys", str(config_path), "--state", str(state),
-                                       "--key-window-s", str(args.key_window_s), "--name", first_name],
+                                       "--key-window-s", str(args.key_window_s), "--name", first_name,
+                                       *(["--stall-stacks"] if args.stall_stacks else [])],
                                       capture_output=True, text=True, timeout=args.timeout_s + 120)
+                if args.stall_stacks:
+                    print(keys.stderr, file=sys.stderr)
                 out.update(json.loads(keys.stdout.strip().splitlines()[-1]) if keys.returncode == 0
                            else {"key_p99_ms": None, "keys_error": keys.stderr[-300:]})
             except subprocess.TimeoutExpired:
@@ -248,6 +260,8 @@ def main() -> None:
     parser.add_argument("--timeout-s", type=float, default=180.0, help="bound of each wait (180)")
     parser.add_argument("--skip-keys", action="store_true", help="leave out the headless key run")
     parser.add_argument("--json", action="store_true", help="one JSON line per size")
+    parser.add_argument("--stall-stacks", action="store_true",
+                        help="sample the loop's stack while it stalls > 40 ms in the key run; print the commonest")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--keys", help=argparse.SUPPRESS)
     parser.add_argument("--state", help=argparse.SUPPRESS)
@@ -257,7 +271,7 @@ def main() -> None:
         return serve(args.serve, args.projects)
     if args.keys:
         print(json.dumps(asyncio.run(keys_during_refresh(Path(args.keys), Path(args.state), args.key_window_s,
-                                                         args.name))))
+                                                         args.name, args.stall_stacks))))
         return None
     compile_project()
     for size in args.nodes:
