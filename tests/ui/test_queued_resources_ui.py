@@ -36,6 +36,11 @@ async def _select_qr(pilot: Any, screen: FleetScreen, name: str) -> None:
     table.move_cursor(row=names.index(name), animate=False)
     await pilot.pause()
     assert screen.selected is not None and screen.selected.name == name
+    for _ in range(100):     # a cursor that moved again within DETAIL_SETTLE_S draws the pane once it settles
+        if name in text_of(screen.query_one("#detail-body", Static), width=120):
+            return
+        await pilot.pause(0.02)
+    raise AssertionError(f"the detail pane never showed {name}")
 
 
 async def _qr_names(services: Services) -> set[str]:
