@@ -174,7 +174,7 @@ async def keys_during_refresh(config_path: Path, state: Path, window_s: float, n
                 app.call_after_refresh(lambda: to_refresh.append(time.perf_counter() - start))
 
         table.action_cursor_down = timed_down  # type: ignore[method-assign]
-        sampler = StallSampler() if stall_stacks else None
+        sampler = StallSampler(all_threads=True, depth=16) if stall_stacks else None
         if sampler is not None:
             sampler.start()
         beat = asyncio.create_task(heartbeat_sampled(stalls, sampler))

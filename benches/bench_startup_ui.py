@@ -120,10 +120,11 @@ class StallSampler:
     """A watchdog thread: while the loop's heartbeat is more than ``late_s`` overdue, it samples the
     loop thread's stack every ``every_s`` and counts each sample's innermost frames (``--stall-stacks``)."""
 
-    def __init__(self, late_s: float = 0.04, every_s: float = 0.005, depth: int = 6) -> None:
+    def __init__(self, late_s: float = 0.04, every_s: float = 0.005, depth: int = 6, all_threads: bool = False) -> None:
         import threading
 
-        self.late_s, self.every_s, self.depth = late_s, every_s, depth
+        self.late_s, self.every_s, self.depth, self.all_threads = late_s, every_s, depth, all_threads
+        self._names: dict[int, str] = {}
         self.last_beat = time.perf_counter()
         self.samples: dict[tuple[str, ...], int] = {}
         self._loop_thread = threading.get_ident()
@@ -138,17 +139,25 @@ class StallSampler:
         self._thread.join()
 
     def _run(self) -> None:
+        import threading
+
         while not self._stop.wait(self.every_s):
             if time.perf_counter() - self.last_beat < self.late_s:
                 continue
-            frame = sys._current_frames().get(self._loop_thread)
-            stack: list[str] = []
-            while frame is not None and len(stack) < self.depth:
-                code = frame.f_code
-                stack.append(f"{Path(code.co_filename).name}:{frame.f_lineno} {code.co_name}")
-                frame = frame.f_back
-            key = tuple(stack)
-            self.samples[key] = self.samples.get(key, 0) + 1
+            self._names = {t.ident: t.name for t in threading.enumerate() if t.ident is not None}
+            frames = sys._current_frames()
+            for ident, frame in frames.items():
+                if ident == threading.get_ident() or (ident != self._loop_thread and not self.all_threads):
+                    continue
+                stack: list[str] = [] if ident == self._loop_thread else [f"[thread {self._names.get(ident, ident)}]"]
+                while frame is not None and len(stack) < self.depth:
+                    code = frame.f_code
+                    stack.append(f"{Path(code.co_filename).name}:{frame.f_lineno} {code.co_name}")
+                    frame = frame.f_back
+                key = tuple(stack)
+                if ident != self._loop_thread and any(w in key[1] for w in ("_work", "_worker", " wait", " select")):
+                    continue                      # an idle pool thread
+                self.samples[key] = self.samples.get(key, 0) + 1
 
     def report(self, top: int = 12) -> None:
         total = sum(self.samples.values())

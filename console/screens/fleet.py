@@ -96,6 +96,9 @@ FREEZE_AFTER_ROWS = 1000
 REFREEZE_EVERY = 8
 #: Seconds the cursor stays on a row before the detail pane follows it, while it moves row after row.
 DETAIL_SETTLE_S = 0.15
+#: Seconds between two writes of the fleet cache (the first live listing is written at once; a listing that
+#: changed nothing is not written): each write is a JSON dump of the whole fleet holding the GIL on its thread.
+CACHE_SAVE_EVERY_S = 30.0
 #: Cells the detail pane takes (its CSS width, border included).
 DETAIL_WIDTH = 44
 #: Width (cells, padding included) held for the serving columns before their first samples, so the
@@ -173,6 +176,8 @@ class FleetScreen(ConsoleScreen):
         self.show_raw = False
         self._refreshing = False
         self._last_error: str | None = None
+        #: what the fleet cache holds (the snapshot written) and when it was written (monotonic seconds)
+        self._cache_saved: tuple[FleetSnapshot, float] | None = None
         #: table id -> the widest each column has been (cells), see :meth:`_stable_widths`
         self._widest: dict[str, list[int]] = {}
         self._selected_key: str | None = None
@@ -342,12 +347,24 @@ class FleetScreen(ConsoleScreen):
         """Keep the fleet for the next start's first frame, written on a thread (50,000 nodes are ~20 MB
         of JSON: seconds the keys would wait on the loop); a failure to write is logged, not shown."""
         cache = self.console.fleet_cache
-        if cache is None:
+        if cache is None or not self._cache_save_due(snapshot):
             return
+        self._cache_saved = (snapshot, time.monotonic())
         try:
             await asyncio.to_thread(cache.save, snapshot, self._now())
         except OSError as exc:
             self.log.warning(f"fleet cache not written: {cache.path}: {exc}")
+
+    def _cache_save_due(self, snapshot: FleetSnapshot) -> bool:
+        """Whether ``snapshot`` is to be written: the first live listing, then one whose nodes, queued
+        resources or problems changed, at most every :data:`CACHE_SAVE_EVERY_S` (at 5,000 nodes a write held
+        the keys ~50 ms once per refresh); the cache then lags the fleet by at most that much."""
+        if self._cache_saved is None:
+            return True
+        saved, at_s = self._cache_saved
+        same = (snapshot.nodes is saved.nodes and snapshot.queued_resources is saved.queued_resources
+                and snapshot.problems == saved.problems)
+        return not same and time.monotonic() - at_s >= CACHE_SAVE_EVERY_S
 
     def show_snapshot(self, snapshot: FleetSnapshot, *, cached_at: datetime | None = None) -> None:
         """Render ``snapshot`` into the tables, keeping the selection. ``cached_at``: the fleet comes

@@ -93,6 +93,39 @@ async def test_the_cached_fleet_shows_before_the_first_refresh_and_the_live_one_
         assert [n.name for n in rewritten.snapshot.nodes] == [n.name for n in live.nodes]
 
 
+async def test_the_cache_is_written_by_the_first_listing_then_only_when_changed_and_due(
+        services: Services, tmp_path: Path, monkeypatch: Any) -> None:
+    """Each write is a JSON dump of the whole fleet holding the GIL: the first live listing is written, a
+    listing that changed nothing never, a changed one once CACHE_SAVE_EVERY_S has passed since the last."""
+    from console.screens import fleet as fleet_screen
+
+    saved: list[int] = []
+
+    class CountedCache(FleetCache):
+        def save(self, snapshot: FleetSnapshot, now: Any = None) -> None:
+            super().save(snapshot, now)
+            saved.append(len(snapshot.nodes))
+
+    cache = CountedCache(tmp_path / "fleet-cache.json", "test")
+    services.fleet_cache = cache
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await _until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.snapshot is not None
+                     and saved == [len(app.screen.snapshot.nodes)], "the first listing written")
+        screen = app.screen
+        assert isinstance(screen, FleetScreen) and screen.snapshot is not None
+        first = screen.snapshot
+        same = FleetSnapshot(first.nodes, first.queued_resources, first.problems)
+        fewer = FleetSnapshot(first.nodes[1:], first.queued_resources, first.problems)
+        await screen._save_cache(same)              # nothing changed
+        await screen._save_cache(fewer)             # changed, but within CACHE_SAVE_EVERY_S of the last write
+        assert saved == [len(first.nodes)]
+        monkeypatch.setattr(fleet_screen, "CACHE_SAVE_EVERY_S", 0.0)
+        await screen._save_cache(same)              # due, but still the same fleet
+        await screen._save_cache(fewer)
+        assert saved == [len(first.nodes), len(first.nodes) - 1]
+
+
 async def test_a_corrupt_cache_is_ignored_with_no_traceback(services: Services, tmp_path: Path) -> None:
     path = tmp_path / "fleet-cache.json"
     path.write_bytes(b'{"version": 1, "source": "test", "saved_at": "2026-11-30T11:00:00+00:00", "nodes": [{')
