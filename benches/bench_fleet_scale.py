@@ -132,6 +132,26 @@ def console_on_pty(config_path: Path, state: Path, first_name: str, settle_s: fl
     return out
 
 
+def gc_pause_recorder() -> list[float]:
+    """A list that fills with the seconds of every garbage collection from now on (``gc.callbacks``)."""
+    import gc
+
+    pauses: list[float] = []
+    started: list[float] = []
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[:] = [time.perf_counter()]
+        elif started:
+            pauses.append(time.perf_counter() - started[0])
+            if os.environ.get("BENCH_GC_LOG") and pauses[-1] > 0.02:
+                print(f"gc gen {info['generation']}: {pauses[-1] * 1000:.0f} ms, collected {info['collected']}",
+                      file=sys.stderr)
+
+    gc.callbacks.append(timed)
+    return pauses
+
+
 async def keys_during_refresh(config_path: Path, state: Path, window_s: float, name: str,
                               stall_stacks: bool = False) -> dict[str, Any]:
     """Child-process mode: the headless console refreshing back to back; key latencies (see module doc)."""
@@ -174,6 +194,7 @@ async def keys_during_refresh(config_path: Path, state: Path, window_s: float, n
                 app.call_after_refresh(lambda: to_refresh.append(time.perf_counter() - start))
 
         table.action_cursor_down = timed_down  # type: ignore[method-assign]
+        gc_pauses = gc_pause_recorder()
         sampler = StallSampler(all_threads=True, depth=16) if stall_stacks else None
         if sampler is not None:
             sampler.start()
@@ -216,6 +237,7 @@ async def keys_during_refresh(config_path: Path, state: Path, window_s: float, n
             "key_action_p99_ms": round(pct(to_action, .99) * 1000, 1), "keys": len(to_refresh),
             "keys_sent": keys_sent, "refreshes": refreshes, "filter_key_p99_ms": round(pct(filter_ms, .99), 1),
             "loop_stall_max_ms": round(max(stalls or [0]) * 1000, 1),
+            "gc_max_ms": round(max(gc_pauses or [0]) * 1000, 1), "gc_over_40ms": sum(p > 0.04 for p in gc_pauses),
             "keys_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
 
 
