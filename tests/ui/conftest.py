@@ -85,3 +85,15 @@ def services_on(box: Any, db_path: Path) -> Iterator[Services]:
         yield services
     finally:
         services.close()
+
+
+async def detail_settled(pilot: Any, screen: Any) -> None:
+    """Wait until the fleet's detail pane shows the row under the cursor: a cursor moved again within
+    ``DETAIL_SETTLE_S`` of its last move (the first row highlighted at load, then the test's move) draws
+    the pane from a timer once it settles (``FleetScreen._detail_timer``)."""
+    for _ in range(200):
+        if screen._detail_timer is None:
+            await pilot.pause()
+            return
+        await pilot.pause(0.01)
+    raise AssertionError("the detail pane never settled")

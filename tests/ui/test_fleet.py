@@ -10,7 +10,7 @@ from textual.widgets import DataTable, Input, Label, Static
 from console.app import TpuConsoleApp
 from console.screens.fleet import FleetScreen
 from console.services import Services
-from tests.ui.conftest import text_of
+from tests.ui.conftest import detail_settled, text_of
 
 
 async def _loaded(pilot: Any) -> FleetScreen:
@@ -74,12 +74,36 @@ async def test_selection_fills_detail_and_raw_json_toggles(services: Services) -
         nodes.move_cursor(row=row)
         await pilot.pause()
         assert screen.selected_node is not None and screen.selected_node.name == "vllm-flex-b"
+        await detail_settled(pilot, screen)
         detail = screen.query_one("#detail-body", Static)
         text = text_of(detail)
         assert "termination_time" in text and "2026-11-30T14:00:00Z" in text
         await pilot.press("j")
         raw = text_of(detail)
         assert '"terminationTimestamp"' in raw and '"4711000000000000002"' in raw
+
+
+async def test_the_detail_pane_follows_a_still_cursor_at_once_and_a_moving_one_once_it_settles(
+        services: Services) -> None:
+    """Each pane update lays the screen out: a cursor moved row after row (a held key) draws the pane once,
+    DETAIL_SETTLE_S after its last move; a cursor that had been still draws it at once."""
+    app = TpuConsoleApp(services)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _loaded(pilot)
+        nodes = screen.query_one("#nodes", DataTable)
+        names = _column(nodes, "NAME")
+        await detail_settled(pilot, screen)
+        await pilot.pause(0.2)                                   # still for longer than DETAIL_SETTLE_S
+        nodes.move_cursor(row=names.index("vllm-flex-b"))
+        await pilot.pause()
+        assert screen._detail_timer is None and text_of(screen.query_one("#detail-body", Static)).startswith(
+            "Node vllm-flex-b")
+        nodes.move_cursor(row=names.index("vllm-v5e-a"))          # moved again at once: the pane waits
+        await pilot.pause()
+        assert screen._detail_timer is not None
+        assert text_of(screen.query_one("#detail-body", Static)).startswith("Node vllm-flex-b")
+        await detail_settled(pilot, screen)
+        assert text_of(screen.query_one("#detail-body", Static)).startswith("Node vllm-v5e-a")
 
 
 async def test_refresh_does_not_overlap(services: Services) -> None:

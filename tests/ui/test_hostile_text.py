@@ -17,7 +17,7 @@ from console.widgets.log_pane import LogPane
 from console.widgets.startup_panel import PanelInfo, StartupPanel
 from remote.vllm_log.reader import StartupReader
 from tests.hostile import HOSTILE, HOSTILE_NAME, SHOWN, SHOWN_NAME, assert_clean, hostile_world
-from tests.ui.conftest import FROZEN_NOW, running_sandbox, text_of
+from tests.ui.conftest import FROZEN_NOW, detail_settled, running_sandbox, text_of
 
 
 @pytest.fixture
@@ -67,6 +67,7 @@ async def test_fleet_rows_and_detail_show_hostile_fields_literally(hostile_servi
         nodes.focus()
         nodes.move_cursor(row=row)                      # selecting the row used to raise MarkupError
         await pilot.pause()
+        await detail_settled(pilot, screen)
         detail = text_of(screen.query_one("#detail-body", Static), width=400)
         assert_clean(detail)
         assert f"health_description {SHOWN}" in " ".join(detail.split())
