@@ -443,6 +443,8 @@ def complete_launch(history: HistoryAccess, launch_id: int | None, rollout: Slic
         "container_id": summary.get("container_id") or summary.get("pod")}     # an LWS leader's: NAME@UID
     if rollout.code == 0 and ready_at:
         fields["ready_at"] = ready_at
+    if timeline and timeline[0].get("started_at"):  # the container's start: an observed launch's origin
+        fields["started_at"] = timeline[0]["started_at"]
     if rollout.code == 1:
         fields.update(failure_kind=summary.get("failure") or "failed", failure_detail=summary.get("failure_detail"))
     try:

@@ -101,6 +101,12 @@ def test_watch_ends_ready_with_kv_tokens(box: Sandbox, capsys: pytest.CaptureFix
     pods = _kubectl(box, "get", "pods", "-n", "default", "-o", "json")["items"]
     assert summary["pod"] in {p["metadata"]["name"] for p in pods}
     assert "following " + summary["pod"] in err
+    from store.history import HistoryStore
+
+    with HistoryStore(box.db_path) as store:        # recorded when first seen, timed from its container's start
+        launch = store.get_launch(summary["launch_id"])
+    assert launch is not None and launch.started_at is not None and launch.time_to_ready_s is not None
+    assert 0 < launch.time_to_ready_s < 120
 
 
 def test_watch_of_a_missing_workload_says_where_it_looked(box: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
