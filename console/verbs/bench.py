@@ -200,7 +200,7 @@ async def _bench_node(args: argparse.Namespace, config: Config, node: Node, para
                       pricing: Pricing, fleet: FleetLister) -> int:
     """The node's benchmark through the use case (:class:`console.flows.bench.BenchCase`): the same
     connection, launch, flags and recording as the benchmark view."""
-    from console.flows.bench import BenchCase, every_request_failed
+    from console.flows.bench import BenchCase
     from console.flows.history_access import HistoryAccess
     from console.flows.history_store import open_history
     from console.verbs.watch import terminal_host_key_prompt
@@ -218,20 +218,14 @@ async def _bench_node(args: argparse.Namespace, config: Config, node: Node, para
         history.close()
         if progress is not None:
             _clear_progress()
-    _report(args.kind, results, pricing=pricing, node=node, as_json=args.json)
-    if history.problem:
-        print(printable(f"tpu-console: the results were not recorded: {history.problem}"), file=sys.stderr)
-    failed = every_request_failed(results)
-    if failed:
-        print("tpu-console: every request failed (see the errors above)", file=sys.stderr)
-    return 1 if failed else 0
+    return _report_and_exit(args, results, pricing, node, history.problem)
 
 
 async def _bench_workload(args: argparse.Namespace, config: Config, spec: Any, params: BenchParams) -> int:
     """``bench deploy/NAME``: through the workload's own forward (the API server's port-forward to its serving
     pod), priced by its node pool (:func:`console.flows.workload_bench.workload_pricing`), recorded against
     the pod's launch."""
-    from console.flows.bench import Pricing, every_request_failed
+    from console.flows.bench import Pricing
     from console.flows.gke_target import WorkloadSpecError, lint_node
     from console.flows.history_access import HistoryAccess
     from console.flows.history_store import open_history
@@ -259,9 +253,17 @@ async def _bench_workload(args: argparse.Namespace, config: Config, spec: Any, p
         history.close()
         if progress is not None:
             _clear_progress()
-    _report(args.kind, results, pricing=pricing, node=lint_node(workload), as_json=args.json)
-    if history.problem:
-        print(printable(f"tpu-console: the results were not recorded: {history.problem}"), file=sys.stderr)
+    return _report_and_exit(args, results, pricing, lint_node(workload), history.problem)
+
+
+def _report_and_exit(args: argparse.Namespace, results: list[Any], pricing: Any, node: Node | None,
+                     history_problem: str | None) -> int:
+    """Print the results (and a history that could not record them); 1 when every request failed, else 0."""
+    from console.flows.bench import every_request_failed
+
+    _report(args.kind, results, pricing=pricing, node=node, as_json=args.json)
+    if history_problem:
+        print(printable(f"tpu-console: the results were not recorded: {history_problem}"), file=sys.stderr)
     failed = every_request_failed(results)
     if failed:
         print("tpu-console: every request failed (see the errors above)", file=sys.stderr)
