@@ -53,6 +53,7 @@ class Replay:
         self.hang_up = False
         self.last_body: dict[str, Any] = {}
         self.barrier: threading.Barrier | None = None   # streams wait for each other before their events
+        self.written: threading.Semaphore | None = None  # released once per stream whose events were all written
         self.endless: Any = None        # after the events: this event (or comment line) again and again, forever
         self.endless_gap_s = 0.0
 
@@ -107,6 +108,8 @@ def replay() -> Iterator[tuple[Replay, str]]:
                 lines = [f"data: {d if isinstance(d, str) else json.dumps(d)}\n\n".encode() for _, d in state.events]
                 self.wfile.write(b"".join(f"{len(x):x}\r\n".encode() + x + b"\r\n" for x in lines) + b"0\r\n\r\n")
                 self.wfile.flush()
+                if state.written is not None:
+                    state.written.release()
                 return
             for delay, data in state.events:
                 time.sleep(delay)
@@ -264,37 +267,34 @@ async def test_a_stream_with_chunks_buffered_lets_the_other_streams_be_read_betw
     """Two streams (the benchmark's stream clients) whose 200 chunks each arrive in one write: the parser yields to the event loop
     after every token chunk, so the other stream is read (and stamped) between them, not after
     all of them (at 64 streams back-to-back parsing made the median ITL 0.02 ms). Without the
-    yield one stream's 200 callbacks always come in one run. With it, the other stream's bytes must have
-    arrived while the first is parsed: on a loaded machine the server's second write may come after the
-    first stream's whole parse, so the test tries up to 3 times (without the yield every try fails)."""
-    state, url = replay
-    chunks = 200
-    state.events = [(0, ROLE), *[(0, content(f" t{i}")) for i in range(chunks)], (0, usage(11, chunks)),
-                    (0, "[DONE]")]
-    tries = []
-    for _ in range(3):
-        state.barrier = threading.Barrier(2)
-        order = await _two_streams_read_order(url, chunks)
-        tries.append(max(len(run) for run in order.replace("ab", "a b").replace("ba", "b a").split()))
-        if tries[-1] < chunks:
-            break
-    assert tries[-1] < chunks, tries
-
-
-async def _two_streams_read_order(url: str, chunks: int) -> str:
-    """Which stream each token callback came from (``"a"``/``"b"``), in the order they came."""
+    yield one stream's 200 callbacks always come in one run. The first token's callback holds the loop until
+    the server has written both streams whole (the server's threads share the GIL with the loop, so the
+    second write could otherwise come after the first stream's whole parse)."""
     import asyncio
 
     from remote.bench.client import make_stream_client
 
+    state, url = replay
+    chunks = 200
+    state.events = [(0, ROLE), *[(0, content(f" t{i}")) for i in range(chunks)], (0, usage(11, chunks)),
+                    (0, "[DONE]")]
+    state.barrier, state.written = threading.Barrier(2), threading.Semaphore(0)
     order: list[str] = []
+
+    def took(stream: str) -> None:
+        if not order:                   # both bodies in the sockets before the first is parsed on
+            assert state.written is not None
+            assert state.written.acquire(timeout=10) and state.written.acquire(timeout=10)
+        order.append(stream)
+
     timeout = httpx.Timeout(10.0)
     async with make_stream_client(url, timeout) as one, make_stream_client(url, timeout) as two:
         body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
-        a, b = await asyncio.gather(stream_chat(one, body, on_token=lambda n: order.append("a")),
-                                    stream_chat(two, body, on_token=lambda n: order.append("b")))
+        a, b = await asyncio.gather(stream_chat(one, body, on_token=lambda n: took("a")),
+                                    stream_chat(two, body, on_token=lambda n: took("b")))
     assert a.token_chunks == b.token_chunks == chunks and len(order) == 2 * chunks
-    return "".join(order)
+    longest = max(len(run) for run in "".join(order).replace("ab", "a b").replace("ba", "b a").split())
+    assert longest < chunks, "".join(order)
 
 
 async def test_two_stream_clients_stamp_each_chunk_when_it_arrives(replay):
