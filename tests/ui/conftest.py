@@ -91,7 +91,7 @@ async def detail_settled(pilot: Any, screen: Any) -> None:
     """Wait until the fleet's detail pane shows the row under the cursor: a cursor moved again within
     ``DETAIL_SETTLE_S`` of its last move (the first row highlighted at load, then the test's move) draws
     the pane from a timer once it settles (``FleetScreen._detail_timer``)."""
-    for _ in range(200):
+    for _ in range(500):
         if screen._detail_timer is None:
             await pilot.pause()
             return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from textual.widgets import DataTable, Input, Label, Static
 
 from console.app import TpuConsoleApp
@@ -84,16 +85,20 @@ async def test_selection_fills_detail_and_raw_json_toggles(services: Services) -
 
 
 async def test_the_detail_pane_follows_a_still_cursor_at_once_and_a_moving_one_once_it_settles(
-        services: Services) -> None:
+        services: Services, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each pane update lays the screen out: a cursor moved row after row (a held key) draws the pane once,
-    DETAIL_SETTLE_S after its last move; a cursor that had been still draws it at once."""
+    DETAIL_SETTLE_S after its last move; a cursor that had been still draws it at once. (The settle time is
+    made 1 s here so that a loaded machine's pauses between the test's moves stay within it.)"""
+    from console.screens import fleet as fleet_module
+
+    monkeypatch.setattr(fleet_module, "DETAIL_SETTLE_S", 1.0)
     app = TpuConsoleApp(services)
     async with app.run_test(size=(200, 50)) as pilot:
         screen = await _loaded(pilot)
         nodes = screen.query_one("#nodes", DataTable)
         names = _column(nodes, "NAME")
         await detail_settled(pilot, screen)
-        await pilot.pause(0.2)                                   # still for longer than DETAIL_SETTLE_S
+        screen._cursor_moved_at -= 10.0                           # still for longer than DETAIL_SETTLE_S
         nodes.move_cursor(row=names.index("vllm-flex-b"))
         await pilot.pause()
         assert screen._detail_timer is None and text_of(screen.query_one("#detail-body", Static)).startswith(

@@ -31,12 +31,15 @@ def sandbox_services(sandbox: Any, tmp_path: Path) -> Any:
 
 
 async def until(pilot: Any, predicate: Any, what: str, timeout_s: float = 30.0) -> None:
-    """Poll ``predicate`` between Pilot pauses until it holds, or fail after ``timeout_s``."""
+    """Poll ``predicate`` between Pilot pauses until it holds, or fail after ``timeout_s`` (saying the
+    notifications shown meanwhile)."""
+    seen: list[str] = []
     for _ in range(int(timeout_s / 0.05)):
         if predicate():
             return
+        seen += [f"{n.title}: {n.message}" for n in pilot.app._notifications if f"{n.title}: {n.message}" not in seen]
         await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what}; notifications: {seen}")
 
 
 async def models_status(url: str) -> int:
