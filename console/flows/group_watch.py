@@ -29,20 +29,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from console.flows.slice_watch import WORKER_GRACE_S, SliceOutcome
+from console.flows.slice_watch import WORKER_GRACE_S, SliceOutcome, failed_on_any_worker
 from console.flows.workload_watch import WatchEventKind, WorkloadEvent, WorkloadWatch
 from remote.errors import KubeApiError
 from remote.gke.kube import KubeClient
 from remote.gke.models import PodStatus, Workload
 from remote.gke.parse import pod_status
-from remote.startup import Phase, StartupState, summary_json
+from remote.startup import StartupState, summary_json
 from remote.vllm_log.workers import failing_worker, slice_summary
 
 LWS_LABEL = "leaderworkerset.sigs.k8s.io/"
@@ -333,14 +332,7 @@ def _templates(raw: Mapping[str, Any]) -> Any:
 
 def group_state(states: list[StartupState], names: list[str]) -> StartupState:
     """The leader's state (``states[0]``), failed with the earliest failing pod's failure, named by pod."""
-    worker = failing_worker(states)
-    if worker is None:
-        return states[0]
-    failure = states[worker].failure
-    assert failure is not None
-    named = dataclasses.replace(failure, message=f"pod {names[worker]}: {failure.message}",
-                                explanation=f"On pod {names[worker]}: {failure.explanation}")
-    return dataclasses.replace(states[0], failure=named, ready=False, phase=Phase.FAILED)
+    return failed_on_any_worker(states, label=lambda worker: f"pod {names[worker]}")
 
 
 def pod_result(follower: PodFollower) -> dict[str, Any]:

@@ -533,13 +533,16 @@ async def workers_caught_up(others: Sequence[StartupWatch], deadline_s: float = 
         await asyncio.sleep(0.05)
 
 
-def failed_on_any_worker(states: Sequence[StartupState]) -> StartupState:
-    """Worker 0's state, failed when another worker failed first (its failure, naming the worker)."""
+def failed_on_any_worker(states: Sequence[StartupState],
+                         label: Callable[[int], str] | None = None) -> StartupState:
+    """Worker 0's state, failed when another worker failed first (its failure, naming the worker:
+    ``worker N``). With ``label`` (a LeaderWorkerSet's ``pod NAME``), worker 0's own failure is named too."""
     worker = failing_worker(states)
-    if worker is None or worker == 0:
+    if worker is None or (worker == 0 and label is None):
         return states[0]
     failure = states[worker].failure
     assert failure is not None
-    named = dataclasses.replace(failure, message=f"worker {worker}: {failure.message}",
-                                explanation=f"On worker {worker}: {failure.explanation}")
+    name = label(worker) if label is not None else f"worker {worker}"
+    named = dataclasses.replace(failure, message=f"{name}: {failure.message}",
+                                explanation=f"On {name}: {failure.explanation}")
     return dataclasses.replace(states[0], failure=named, ready=False, phase=Phase.FAILED)

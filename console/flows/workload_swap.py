@@ -363,8 +363,7 @@ class WorkloadSwapCase:
         newest = store.list_launches(node=self.node.name, limit=1)
         if newest and newest[0].container_spec:
             try:
-                if swap_flow.spec_from_launch(newest[0], old).serve_args() == old.serve_args() \
-                        and newest[0].image == old.image:
+                if _same_container(swap_flow.spec_from_launch(newest[0], old), old):
                     return
             except ValueError:
                 pass
@@ -390,6 +389,11 @@ def _arg_flags(spec: ContainerSpec) -> dict[str, str]:
     flags = {name: "" if value is None else str(value) for name, value in spec.serve_flags.items()}
     extra = parse_serve_args(["-", *spec.extra_args]).extra_flags
     return flags | {name: "" if value is None else str(value) for name, value in extra.items()}
+
+
+def _same_container(a: ContainerSpec, b: ContainerSpec) -> bool:
+    """The same image, model and serve flags (known or not): what a workload's swap and rollback change."""
+    return (a.image, a.model, _arg_flags(a)) == (b.image, b.model, _arg_flags(b))
 
 
 def flag_changes(current: ContainerSpec, target: ContainerSpec) -> dict[str, str | None]:
@@ -423,7 +427,7 @@ def previous_recorded(history: HistoryAccess, node_name: str,
             spec = swap_flow.spec_from_launch(launch, current)
         except ValueError:
             continue
-        if (spec.image, spec.model, _arg_flags(spec)) != (current.image, current.model, _arg_flags(current)):
+        if not _same_container(spec, current):
             return spec, launch.id
     return None
 
