@@ -364,6 +364,9 @@ def test_an_lws_changed_since_it_was_read_is_not_patched(gke: Sandbox) -> None:
     assert lwt["workerTemplate"]["metadata"]["annotations"] == {"someone": "else"}
     assert not any("--max-model-len=3072" in lwt[part]["spec"]["containers"][0]["args"]
                    for part in ("leaderTemplate", "workerTemplate"))
+    # the other's template edit remade the group: its status moves at every step of that, which a guarded patch
+    # may retry only so often; the annotation case starts from a settled group
+    wait_for("the group remade by the other's edit Ready", lambda: _all_ready(gke))
     outcome = swap_after("annotate", "lws", DEMO_LWS, "seen=yes")
     lwt = json.loads(kubectl(gke, "get", "lws", DEMO_LWS, "-o", "json"))["spec"]["leaderWorkerTemplate"]
     assert outcome.patched is True, outcome.error

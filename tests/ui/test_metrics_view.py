@@ -59,7 +59,12 @@ async def test_m_on_a_serving_node_shows_its_live_figures_and_their_history(
         nodes.move_cursor(row=names.index(NODE))
         await pilot.pause()
         await pilot.press("m")
-        await until(pilot, lambda: isinstance(app.screen, MetricsScreen) and app.screen.samples >= 3, "3 samples")
+        try:
+            await until(pilot, lambda: isinstance(app.screen, MetricsScreen) and app.screen.samples >= 3, "3 samples")
+        except AssertionError as exc:        # say what the view said instead (its status line)
+            shown = (text_of(app.screen.query_one("#metrics-status", Static))
+                     if isinstance(app.screen, MetricsScreen) else type(app.screen).__name__)
+            raise AssertionError(f"{exc}; the view showed: {shown}") from exc
         view = app.screen
         assert isinstance(view, MetricsScreen) and view.node.name == NODE
         figures = text_of(view.query_one("#serving-figures", Static))
