@@ -161,8 +161,10 @@ async def keys_during_refresh(config_path: Path, state: Path, window_s: float, n
     from console.app import TpuConsoleApp
     from console.config import load_config
     from console.flows.fleet_cache import FILE_NAME, cache_for
+    from console.heap import freeze_after_full_collections
     from console.services import build_services
 
+    freeze_after_full_collections()      # as console.tui does for the console's process
     cache = cache_for(config_path, demo=False, path=state / "state" / "tpu-console" / FILE_NAME)
     services = build_services(load_config(str(config_path)), db_path=state / "history.db", fleet_cache=cache,
                               listing_process=True)     # as the console builds them (console.tui)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import importlib
 import sys
+import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from textual import events
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.content import Content
@@ -22,7 +24,7 @@ from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
 from console.flows.fleet_cache import FleetCache
-from console.heap import freeze_long_lived
+from console.heap import freeze_long_lived, refreeze_if_grown
 from console.screens.fleet import FleetScreen
 from console.screens.help import HelpScreen
 from console.services import Services
@@ -33,6 +35,10 @@ if TYPE_CHECKING:
     from remote.models import Node, QueuedResource
 
 #: What a key that needs the services says while they are being built (the sandbox, the TPU client).
+#: Seconds between two looks at whether the frozen heap should be collected (:func:`console.heap.refreeze_if_grown`),
+#: and seconds without a key or a click that make a moment quiet enough for it.
+REFREEZE_CHECK_S = 5.0
+QUIET_S = 2.0
 STARTING_MESSAGE = "starting… (the console's services are being built; try again in a moment)"
 
 #: Features whose view changes the fleet -> the policy's action (refused in read-only mode whatever the door).
@@ -133,6 +139,8 @@ class TpuConsoleApp(App[None]):
             self.set_keymap(keys)
         #: the title without the forwards (:meth:`show_forwards` appends them)
         self.base_title = self._title_for(sandbox)
+        #: when the last key or mouse event came (``time.monotonic``)
+        self._last_input_s = time.monotonic()
         self.title = self.base_title
         if services is not None:
             self._take_services(services)
@@ -233,6 +241,17 @@ class TpuConsoleApp(App[None]):
         # the services yet, once they are built
         if self._services is not None:
             self.call_after_refresh(freeze_long_lived)
+        self.set_interval(REFREEZE_CHECK_S, self._refreeze_when_quiet)
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.InputEvent):
+            self._last_input_s = time.monotonic()
+        await super().on_event(event)
+
+    def _refreeze_when_quiet(self) -> None:
+        """What the frozen heap keeps in dead cycles, collected at a moment without keys
+        (:func:`console.heap.refreeze_if_grown`; nothing unless ``console.tui`` turned freezing on)."""
+        refreeze_if_grown(quiet=time.monotonic() - self._last_input_s >= QUIET_S)
 
     def _after_first_frame(self) -> None:
         # One more refresh before the start, whose imports hold the GIL: the fleet table's rows may be

@@ -12,13 +12,27 @@ after it (17-90 ms in the same bench). A view that floods freezes what it made o
 (:func:`refreeze`): its own widgets, connection, reader and Textual's render caches leave the walk
 while it is open (the burst's full collections 13-53 ms in the bench, were 27-90), and what it
 leaves in cycles when it closes is collected then.
+
+The console itself (``console.tui``, not the tests' apps) also freezes what survives each full
+collection the moment it ends (:func:`freeze_after_full_collections`): a fleet of thousands keeps
+making objects that live a while (its rows, the render caches), and the oldest generation's walk
+grew with them to 40-200 ms every second or two while keys came (``benches/bench_fleet_scale.py``,
+``gc_max_ms``). What those freezes keep in cycles after it dies (a strip dropped from a cache) is
+freed by a :func:`refreeze` once the frozen heap has grown by half, at a moment no key came
+(:func:`refreeze_if_grown`; the console asks every few seconds), or whatever the moment once it doubled.
 """
 
 from __future__ import annotations
 
 import gc
 
-_state = {"frozen": False}
+_state = {"frozen": False, "after_full": False}
+#: Frozen objects at the last (re)freeze: the measure of :func:`refreeze_if_grown`'s growth.
+_frozen_at_refreeze = [0]
+#: Growth of the frozen heap (a fraction of it at the last refreeze) past which :func:`refreeze_if_grown`
+#: refreezes at a quiet moment, and past which it refreezes whatever the moment.
+REFREEZE_GROWTH = 0.5
+REFREEZE_FORCED_GROWTH = 3.0
 
 
 def freeze_long_lived() -> bool:
@@ -38,6 +52,7 @@ def freeze_long_lived() -> bool:
     _state["frozen"] = True
     gc.collect()
     gc.freeze()
+    _frozen_at_refreeze[0] = gc.get_freeze_count()
     return True
 
 
@@ -54,7 +69,8 @@ def refreeze() -> int:
     gc.unfreeze()
     gc.collect()
     gc.freeze()
-    return gc.get_freeze_count()
+    _frozen_at_refreeze[0] = gc.get_freeze_count()
+    return _frozen_at_refreeze[0]
 
 
 def freeze_new() -> int:
@@ -71,3 +87,43 @@ def freeze_new() -> int:
     gc.collect(1)
     gc.freeze()
     return gc.get_freeze_count()
+
+
+def _freeze_survivors(phase: str, info: dict[str, int]) -> None:
+    if phase == "stop" and info["generation"] == 2:
+        gc.freeze()          # the lists merged: no walk, nothing garbage left in them now
+
+
+def freeze_after_full_collections() -> bool:
+    """From now on, freeze what survives each full (generation 2) collection as it ends (a
+    ``gc.callbacks`` hook; ``gc.freeze`` then costs nothing: every survivor is alive and the young
+    generations are empty), so the next full collection walks only what was made since. Once per
+    process; the console calls it at its start (``console.tui``), tests' apps do not (their
+    dropped apps would stay frozen). Pair it with :func:`refreeze_if_grown`.
+
+    Returns:
+        ``True`` when this call installed the hook, ``False`` when it was installed already.
+    """
+    if _state["after_full"]:
+        return False
+    _state["after_full"] = True
+    gc.callbacks.append(_freeze_survivors)
+    return True
+
+
+def refreeze_if_grown(quiet: bool) -> bool:
+    """:func:`refreeze` when :func:`freeze_after_full_collections` is on and the frozen heap grew since
+    the last (re)freeze by :data:`REFREEZE_GROWTH` and ``quiet`` (no key for a while: the collection
+    takes ~100-300 ms), or by :data:`REFREEZE_FORCED_GROWTH` whatever the moment.
+
+    Returns:
+        ``True`` when it refroze.
+    """
+    if not _state["after_full"]:
+        return False
+    grown = gc.get_freeze_count() - _frozen_at_refreeze[0]
+    base = max(_frozen_at_refreeze[0], 1)
+    if grown >= base * REFREEZE_FORCED_GROWTH or (quiet and grown >= base * REFREEZE_GROWTH):
+        refreeze()
+        return True
+    return False

@@ -138,7 +138,9 @@ def run_tui(args: argparse.Namespace) -> int:
     else:
         print("Starting the sandbox (loopback TPU API, SSH nodes, vLLM)…", file=sys.stderr)
     from console.app import TpuConsoleApp
+    from console.heap import freeze_after_full_collections
 
+    freeze_after_full_collections()      # this process is the console's alone (console.heap)
     cache = cache_for(config.path if config is not None else None, demo=args.demo)
     starter = ServicesStarter(args, config, cache)
     try:

@@ -90,10 +90,6 @@ SAMPLE_DUE_S = 0.2
 FIRST_ROWS = 120
 #: Records read, or rows built, per loop turn while a large fleet is loaded or shown (keys go in between).
 CHUNK_ROWS = 500
-#: Rows built (a listing's new or changed rows) after which the heap is frozen again (:meth:`FleetScreen._freeze_new_rows`).
-FREEZE_AFTER_ROWS = 1000
-#: Every this many freezes, a full collection instead (what earlier freezes kept in cycles is freed).
-REFREEZE_EVERY = 8
 #: Seconds the cursor stays on a row before the detail pane follows it, while it moves row after row.
 DETAIL_SETTLE_S = 0.15
 #: Seconds between two writes of the fleet cache (the first live listing is written at once; a listing that
@@ -136,6 +132,17 @@ _Entry = tuple[Any, Any, _Row]
 
 def _matches(words: list[str], hay: str) -> bool:
     return all(w in hay for w in words)
+
+
+def _shows_same(before: ServingSample | None, now: ServingSample | None) -> bool:
+    """Whether a node's row draws ``now`` as it drew ``before`` (:func:`console.render.serving.serving_cells`:
+    state, tok/s, queue, model; a sample that says only the same again changes no cell)."""
+    if before is now:
+        return True
+    if before is None or now is None:
+        return False
+    return ((before.serving, before.tokens_per_s, before.running, before.waiting, before.model)
+            == (now.serving, now.tokens_per_s, now.running, now.waiting, now.model))
 
 
 def _row_of(item: Node | QueuedResource, cells: list[Any], key: str) -> _Row:
@@ -225,9 +232,6 @@ class FleetScreen(ConsoleScreen):
         self.cached_at: datetime | None = None
         self._refresh_timer: Any = None
         self._projects = 0
-        #: rows built since the heap was last frozen, and how many times it was (:meth:`_freeze_new_rows`)
-        self._rows_built = 0
-        self._freezes = 0
         self._problems_error: str | None = None
 
     def compose(self) -> ComposeResult:
@@ -294,7 +298,6 @@ class FleetScreen(ConsoleScreen):
         await self._warm_rows(snapshot)
         if self.snapshot is head:              # still the cache's first rows (no live listing, no refresh)
             self.show_snapshot(snapshot, cached_at=file.saved_at)
-            self._freeze_new_rows()
 
     def services_ready(self) -> None:
         """The app's services exist: list the fleet now and every ``refresh_interval_s`` (once)."""
@@ -340,7 +343,6 @@ class FleetScreen(ConsoleScreen):
             self._sync_samplers(snapshot)    # the READY nodes' samples first: the rows are built with them
             await self._warm_rows(snapshot)
         self.show_snapshot(snapshot)
-        self._freeze_new_rows()
         await self._save_cache(snapshot)
 
     async def _save_cache(self, snapshot: FleetSnapshot) -> None:
@@ -447,11 +449,15 @@ class FleetScreen(ConsoleScreen):
                 sampler, serving_flow.SAMPLE_TIMEOUT_S, model=self.serving.get(key, ServingSample()).model,
                 now=self._now)
             if key in self._ready_nodes:
+                before = self.serving.get(key)
                 self.serving[key] = sample
-                self._serving_version += 1
-                if not self._serving_dirty:   # samples that come back together: one redraw
-                    self._serving_dirty = True
-                    self.set_timer(SERVING_REDRAW_S, self._redraw_serving)
+                if not _shows_same(before, sample):  # a row changed: drawn again with the others that did
+                    self._serving_version += 1
+                    if not self._serving_dirty:   # samples that come back together: one redraw
+                        self._serving_dirty = True
+                        self.set_timer(SERVING_REDRAW_S, self._redraw_serving)
+                elif key == self._selected_key:   # its row is as drawn; the detail pane says when it was sampled
+                    self._render_detail()
             if not self.is_mounted or key not in self.query_one("#nodes", FleetTable).visible_row_keys():
                 self._samplers.pop(key, None)
                 await sampler.aclose()
@@ -600,26 +606,11 @@ class FleetScreen(ConsoleScreen):
             key = key_of(item)
             entry = self._row_cache.get(table_id, {}).get(key)
         sample = serving.get(key)
-        if entry is not None and entry[0] is item and entry[1] is sample:
-            return entry
-        self._rows_built += 1
-        if entry is not None and entry[1] is sample and entry[0] == item:
+        if entry is not None and entry[0] is item and _shows_same(entry[1], sample):
+            return entry if entry[1] is sample else (item, sample, entry[2])
+        if entry is not None and _shows_same(entry[1], sample) and entry[0] == item:
             return self._with_times(item, sample, entry)     # a refresh, the same node
         return item, sample, _row_of(item, cells_of(item), key)
-
-    def _freeze_new_rows(self) -> None:
-        """Once :data:`FREEZE_AFTER_ROWS` rows were built, move what is alive out of the collector's walk
-        (:func:`console.heap.freeze_new`; every :data:`REFREEZE_EVERY` times a full collection,
-        :func:`console.heap.refreeze`, frees what the freezes kept in cycles): a fleet's rows are
-        hundreds of thousands of objects, and each full collection walked them all (~300 ms of the keys
-        every few seconds at 5,000 nodes)."""
-        from console.heap import freeze_new, refreeze
-
-        if self._rows_built < FREEZE_AFTER_ROWS:
-            return
-        self._rows_built = 0
-        self._freezes += 1
-        (refreeze if self._freezes % REFREEZE_EVERY == 0 else freeze_new)()
 
     async def _warm_rows(self, snapshot: FleetSnapshot) -> None:
         """Build the rows of ``snapshot``'s new items :data:`CHUNK_ROWS` at a time, a chunk per loop turn,

@@ -7,10 +7,13 @@ knows each column's width already (it fits columns from the cells' plain text,
 rows are counted, not measured. Every row is one line, so the line -> row map is the row order
 itself (:class:`_OneLineOffsets`: ``DataTable`` rebuilt a list of every row at each change). Cells
 that change are set without dropping the render caches of the other rows (:meth:`update_cells`:
-the countdown of the rows on screen redrew every cell on screen each second). Relies on
+the countdown of the rows on screen redrew every cell on screen each second). A row's render is
+cached by whether the row cursor is on it, not by where the cursor is (:meth:`FleetTable._render_line_in_row`:
+a key that moved the cursor drew every row on screen again). Relies on
 ``DataTable``'s internals of Textual 8.2.8 (pinned in pyproject.toml): ``_update_dimensions``,
 ``_update_count``, ``_require_update_dimensions``, ``_y_offsets``, the render caches
-(``_row_renderable_cache``, ``_cell_render_cache``, ``_row_render_cache``, ``_line_cache``), and
+(``_row_renderable_cache``, ``_cell_render_cache``, ``_row_render_cache``, ``_line_cache``,
+``_clear_caches``), ``_render_line_in_row`` and ``_render_line`` (their arguments), and
 for adding rows at once ``_row_locations``, ``_data``, ``_new_rows``, ``_highlight_cursor``.
 """
 
@@ -19,8 +22,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, overload
 
+from rich.style import Style
+from textual._types import SegmentLines
+from textual.cache import LRUCache
 from textual.coordinate import Coordinate
 from textual.geometry import Size
+from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, Row, RowKey
 
@@ -29,6 +36,9 @@ CACHED_CELLS = 2500
 CACHED_LINES = 300
 #: Rows :meth:`FleetTable.update_cells` forgets one by one; more drop every cached render at once.
 FORGET_ROWS_AT_MOST = 100
+#: Where a row-cursor table's render caches put the cursor and the mouse when they are not on the row
+#: drawn (no row, and not the header's -1).
+_ELSEWHERE = Coordinate(-2, -2)
 
 
 class _OneLineOffsets(Sequence[tuple[RowKey, int]]):
@@ -67,6 +77,8 @@ class FleetTable(DataTable[Any]):
         self._cell_render_cache.maxsize = CACHED_CELLS
         for cache in (self._row_render_cache, self._row_renderable_cache, self._line_cache):
             cache.maxsize = CACHED_LINES
+        #: composed lines by whether the cursor and the mouse are on them (:meth:`_render_line`)
+        self._row_lines: LRUCache[tuple[Any, ...], Strip] = LRUCache(CACHED_LINES)
 
     @property
     def _y_offsets(self) -> Any:
@@ -76,6 +88,37 @@ class FleetTable(DataTable[Any]):
 
     #: a row of more than one line was added (none in the fleet's tables: :meth:`add_rows_keyed`)
     _any_tall = False
+
+    def _render_line_in_row(self, row_key: RowKey, line_no: int, base_style: Style, cursor_location: Coordinate,
+                            hover_location: Coordinate) -> tuple[SegmentLines, SegmentLines]:
+        """``DataTable``'s render of a row's line, cached by whether the row cursor and the mouse are on
+        this row rather than by where they are (``DataTable`` keys it by both: each cursor move drew
+        every row on screen again, cells included, ~20 ms a key while it scrolls a fleet)."""
+        if self.cursor_type == "row":
+            index = self._row_locations.get(row_key) if row_key in self._row_locations else -1
+            if cursor_location.row != index:
+                cursor_location = _ELSEWHERE
+            if hover_location.row != index:
+                hover_location = _ELSEWHERE
+        return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        """``DataTable``'s composed line ``y`` (header lines included), cached as :meth:`_render_line_in_row`
+        is when the cursor is a row cursor and every row one line."""
+        if self.cursor_type != "row" or self._any_tall:
+            return super()._render_line(y, x1, x2, base_style)
+        row = y - (self.header_height if self.show_header else 0)
+        key = (y, x1, x2, self.size.width, self.cursor_coordinate.row == row, self.hover_coordinate.row == row,
+               base_style, self._show_hover_cursor, self._update_count, self._pseudo_class_state)
+        strip = self._row_lines.get(key)
+        if strip is None:
+            strip = self._row_lines[key] = super()._render_line(y, x1, x2, base_style)
+        return strip
+
+    def _clear_caches(self) -> None:
+        super()._clear_caches()
+        if hasattr(self, "_row_lines"):        # DataTable may clear before __init__ is done
+            self._row_lines.clear()
 
     def add_row(self, *cells: Any, height: int | None = 1, key: str | None = None, label: Any = None) -> RowKey:
         """``DataTable.add_row``; a row of another height than one line makes the table count lines as
@@ -127,40 +170,48 @@ class FleetTable(DataTable[Any]):
 
     def update_cells(self, cells: Iterable[tuple[str, str, Any]]) -> None:
         """Set each ``(row key, column key, value)`` and redraw once. ``DataTable.update_cell`` drops
-        every render cache per cell; here a few rows (up to :data:`FORGET_ROWS_AT_MOST`) lose only their
-        own cached renders, more rows drop the caches once.
+        every render cache per cell; here a few rows (up to :data:`FORGET_ROWS_AT_MOST`) lose only the
+        renders of their changed cells and of their lines, more rows drop the caches once.
 
         Raises:
             textual.widgets.data_table.CellDoesNotExist: a row or column key is not in the table.
         """
         from textual.widgets.data_table import CellDoesNotExist
 
-        rows: set[RowKey] = set()
+        changed: dict[RowKey, set[ColumnKey]] = {}
         for row_key, column_key, value in cells:
-            key = RowKey(row_key)
+            key, column = RowKey(row_key), ColumnKey(column_key)
             row = self._data.get(key)
-            if row is None or ColumnKey(column_key) not in self._column_locations:
+            if row is None or column not in self._column_locations:
                 raise CellDoesNotExist(f"No cell exists for row_key={row_key!r}, column_key={column_key!r}.")
-            row[ColumnKey(column_key)] = value
-            rows.add(key)
-        if not rows:
+            row[column] = value
+            changed.setdefault(key, set()).add(column)
+        if not changed:
             return
-        if len(rows) > FORGET_ROWS_AT_MOST:
+        if len(changed) > FORGET_ROWS_AT_MOST:
             self._update_count += 1
         else:
-            self._forget_rows(rows)
+            self._forget_cells(changed)
         self.refresh()
 
-    def _forget_rows(self, rows: set[RowKey]) -> None:
-        """Drop the cached renders of ``rows`` (cells, row lines, renderables) and the composed lines."""
-        for index in (self._row_locations.get(key) for key in rows):
+    def _forget_cells(self, changed: Mapping[RowKey, set[ColumnKey]]) -> None:
+        """Drop the cached renders of the ``changed`` cells (row key -> column keys), of their rows'
+        lines and renderables, and the composed lines; the other cells of those rows stay rendered."""
+        lines: set[int] = set()
+        header = self.header_height if self.show_header else 0
+        for index in (self._row_locations.get(key) for key in changed):
             if index is not None:
                 self._row_renderable_cache.discard((self._update_count, index))
-        caches: tuple[Any, ...] = (self._cell_render_cache, self._row_render_cache)
-        for cache in caches:
-            for cache_key in [k for k in list(cache.keys()) if k[0] in rows]:
-                cache.discard(cache_key)
+                lines.add(index + header)
+        cells = self._cell_render_cache
+        for cache_key in [k for k in list(cells.keys()) if k[0] in changed and k[1] in changed[k[0]]]:
+            cells.discard(cache_key)
+        rows = self._row_render_cache
+        for row_cache_key in [k for k in list(rows.keys()) if k[0] in changed]:
+            rows.discard(row_cache_key)
         self._line_cache.clear()
+        for cache_key in [k for k in list(self._row_lines.keys()) if k[0] in lines]:
+            self._row_lines.discard(cache_key)
 
     def set_widths(self, widths: Mapping[str, int]) -> bool:
         """Give the columns named in ``widths`` (by key) these content widths; ``True`` when one changed

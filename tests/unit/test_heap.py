@@ -84,3 +84,42 @@ def test_freeze_new_freezes_what_is_alive_without_a_full_collection_and_refreeze
     """)
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True", "True", "True", "True"]
+
+
+def test_survivors_of_a_full_collection_are_frozen_and_dead_cycles_freed_once_the_heap_grew() -> None:
+    """``freeze_after_full_collections``: what survives a full collection leaves the collected
+    generations as it ends; a cycle frozen so and dropped stays until ``refreeze_if_grown`` refreezes,
+    which waits for a quiet moment until the frozen heap has grown by REFREEZE_FORCED_GROWTH."""
+    script = textwrap.dedent("""
+        import gc, weakref
+        from console import heap
+
+        class Node:
+            pass
+
+        def cycle():
+            node = Node(); node.me = node
+            return node
+
+        heap.refreeze()                                # the base the growth is measured from
+        assert heap.freeze_after_full_collections() is True
+        assert heap.freeze_after_full_collections() is False       # once per process
+        survivor = cycle(); dead = cycle(); dead_ref = weakref.ref(dead); del dead
+        gc.collect()
+        frozen = id(survivor) not in {id(o) for o in gc.get_objects()} and dead_ref() is None
+        kept = cycle(); kept_ref = weakref.ref(kept)
+        gc.collect()                                   # frozen alive, then dropped: frozen garbage
+        del kept
+        gc.collect()
+        leaked = kept_ref() is not None
+        small = heap.refreeze_if_grown(quiet=True)     # grown by a few objects only: nothing
+        base = gc.get_freeze_count()
+        grown = [[i] for i in range(int(base * heap.REFREEZE_GROWTH) + 10)]
+        gc.collect()
+        busy = heap.refreeze_if_grown(quiet=False)     # keys coming: waits
+        after_busy = kept_ref() is not None
+        quiet = heap.refreeze_if_grown(quiet=True)
+        print(frozen, leaked, small, busy, after_busy, quiet, kept_ref() is None)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "False", "False", "True", "True", "True"]
