@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.widgets import Static
 
 from console.app import TpuConsoleApp
 from console.config import Config, ProjectConfig
@@ -18,7 +19,7 @@ from console.flows.serving import ServingSample
 from console.screens.fleet import FleetScreen
 from console.services import Services
 from console.widgets.fleet_table import FleetTable
-from tests.ui.conftest import FROZEN_NOW
+from tests.ui.conftest import FROZEN_NOW, detail_settled, text_of
 
 NODES, PROJECTS = 300, 5
 
@@ -130,6 +131,57 @@ async def test_the_sampler_samples_a_bounded_number_the_rows_on_screen_first(
         on_screen = [k.rsplit("/", 1)[-1] for k in table.visible_row_keys()
                      if screen._by_key[k].state == "READY"]
         assert HeldSampler.started[4:8] == on_screen[:4]    # the rows on screen first, top to bottom
+
+
+class RepeatingSampler:
+    """A sampler that says the same each time (a node serving as before), each sample stamped anew."""
+
+    count = 0
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+    async def sample(self) -> ServingSample:
+        from datetime import timedelta
+
+        RepeatingSampler.count += 1
+        return ServingSample("ready", model="m", tokens_per_s=12.0, running=1, waiting=0,
+                             sampled_at=FROZEN_NOW + timedelta(seconds=RepeatingSampler.count))
+
+    def close(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_sample_that_shows_what_the_row_shows_changes_no_row_and_the_detail_says_when(
+        scale_services: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+    RepeatingSampler.count = 0
+    monkeypatch.setattr(serving, "SAMPLE_INTERVAL_S", 0.05)
+    scale_services.serving_sampler = RepeatingSampler
+    app = TpuConsoleApp(scale_services)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await _until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.snapshot is not None,
+                     "the fleet")
+        screen = app.screen
+        assert isinstance(screen, FleetScreen)
+        table = screen.query_one("#nodes", FleetTable)
+        key = next(k for k in table.visible_row_keys() if screen._by_key[k].state == "READY")
+        table.move_cursor(row=table.get_row_index(key), animate=False)
+        await _until(pilot, lambda: screen.serving[key].serving == "ready", "the first sample")
+        await _until(pilot, lambda: str(table.get_cell(key, "SERVING")) == "ready", "the row drawn")
+        version, row = screen._serving_version, screen._row_cache["nodes"][key][2]
+        first = screen.serving[key].sampled_at
+        await _until(pilot, lambda: screen.serving[key].sampled_at != first, "a second sample")
+        screen._render_tables()
+        assert screen._serving_version == version             # no row to draw again
+        assert screen._row_cache["nodes"][key][2] is row       # the row as built, not built anew
+        await detail_settled(pilot, screen)
+        stamp = screen.serving[key].sampled_at            # read with the pane, no await between
+        detail = text_of(screen.query_one("#detail-body", Static))
+        assert stamp is not None and stamp != first
+        assert stamp.strftime("%H:%M:%S UTC") in detail       # the detail pane says when it was sampled
 
 
 class HeldLister:
