@@ -18,8 +18,8 @@ collection the moment it ends (:func:`freeze_after_full_collections`): a fleet o
 making objects that live a while (its rows, the render caches), and the oldest generation's walk
 grew with them to 40-200 ms every second or two while keys came (``benches/bench_fleet_scale.py``,
 ``gc_max_ms``). What those freezes keep in cycles after it dies (a strip dropped from a cache) is
-freed by a :func:`refreeze` once the frozen heap has grown by half, at a moment no key came
-(:func:`refreeze_if_grown`; the console asks every few seconds), or whatever the moment once it doubled.
+freed by a :func:`refreeze` after 30 such freezes at a moment no key came (:func:`refreeze_if_grown`;
+the console asks every few seconds), or whatever the moment after 300.
 """
 
 from __future__ import annotations
@@ -27,12 +27,14 @@ from __future__ import annotations
 import gc
 
 _state = {"frozen": False, "after_full": False}
-#: Frozen objects at the last (re)freeze: the measure of :func:`refreeze_if_grown`'s growth.
-_frozen_at_refreeze = [0]
-#: Growth of the frozen heap (a fraction of it at the last refreeze) past which :func:`refreeze_if_grown`
-#: refreezes at a quiet moment, and past which it refreezes whatever the moment.
-REFREEZE_GROWTH = 0.5
-REFREEZE_FORCED_GROWTH = 3.0
+#: Full collections whose survivors were frozen since the last (re)freeze (:func:`refreeze_if_grown`'s
+#: measure of what the frozen heap may keep dead: ``gc.get_freeze_count`` walks every frozen object,
+#: ~50 ms at 5,000 nodes, so it is not asked).
+_frozen_since_refreeze = [0]
+#: Frozen full collections after which :func:`refreeze_if_grown` refreezes at a quiet moment, and after
+#: which it refreezes whatever the moment.
+REFREEZE_AFTER = 30
+REFREEZE_FORCED_AFTER = 300
 
 
 def freeze_long_lived() -> bool:
@@ -52,7 +54,7 @@ def freeze_long_lived() -> bool:
     _state["frozen"] = True
     gc.collect()
     gc.freeze()
-    _frozen_at_refreeze[0] = gc.get_freeze_count()
+    _frozen_since_refreeze[0] = 0
     return True
 
 
@@ -69,8 +71,8 @@ def refreeze() -> int:
     gc.unfreeze()
     gc.collect()
     gc.freeze()
-    _frozen_at_refreeze[0] = gc.get_freeze_count()
-    return _frozen_at_refreeze[0]
+    _frozen_since_refreeze[0] = 0
+    return gc.get_freeze_count()
 
 
 def freeze_new() -> int:
@@ -92,6 +94,7 @@ def freeze_new() -> int:
 def _freeze_survivors(phase: str, info: dict[str, int]) -> None:
     if phase == "stop" and info["generation"] == 2:
         gc.freeze()          # the lists merged: no walk, nothing garbage left in them now
+        _frozen_since_refreeze[0] += 1
 
 
 def freeze_after_full_collections() -> bool:
@@ -112,18 +115,17 @@ def freeze_after_full_collections() -> bool:
 
 
 def refreeze_if_grown(quiet: bool) -> bool:
-    """:func:`refreeze` when :func:`freeze_after_full_collections` is on and the frozen heap grew since
-    the last (re)freeze by :data:`REFREEZE_GROWTH` and ``quiet`` (no key for a while: the collection
-    takes ~100-300 ms), or by :data:`REFREEZE_FORCED_GROWTH` whatever the moment.
+    """:func:`refreeze` when :func:`freeze_after_full_collections` is on and it froze the survivors
+    of :data:`REFREEZE_AFTER` full collections since the last (re)freeze and ``quiet`` (no key for a
+    while: the collection takes ~100-300 ms), or of :data:`REFREEZE_FORCED_AFTER` whatever the moment.
 
     Returns:
         ``True`` when it refroze.
     """
     if not _state["after_full"]:
         return False
-    grown = gc.get_freeze_count() - _frozen_at_refreeze[0]
-    base = max(_frozen_at_refreeze[0], 1)
-    if grown >= base * REFREEZE_FORCED_GROWTH or (quiet and grown >= base * REFREEZE_GROWTH):
+    frozen = _frozen_since_refreeze[0]
+    if frozen >= REFREEZE_FORCED_AFTER or (quiet and frozen >= REFREEZE_AFTER):
         refreeze()
         return True
     return False

@@ -22,7 +22,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, overload
 
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
+from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual._types import SegmentLines
 from textual.cache import LRUCache
 from textual.coordinate import Coordinate
@@ -39,6 +43,53 @@ FORGET_ROWS_AT_MOST = 100
 #: Where a row-cursor table's render caches put the cursor and the mouse when they are not on the row
 #: drawn (no row, and not the header's -1).
 _ELSEWHERE = Coordinate(-2, -2)
+
+
+class OneLine:
+    """A cell of one line in one style, for what Rich's ``Text`` would draw of it without its wrapping
+    and justifying (half the time a cell takes: a fleet's screenful is ~500 cells drawn at each filter
+    keystroke). What it draws is what ``Text(text, style=style)`` draws in a one-line cell (checked
+    in ``tests/ui/test_fleet_table.py``); ``str()`` is its text.
+
+    Args:
+        text: printable text, already made safe (:func:`console.render.plain.plain`); shown as is.
+        style: a Rich style or style name.
+    """
+
+    __slots__ = ("style", "text")
+
+    def __init__(self, text: str, style: str | Style = "") -> None:
+        self.text = text
+        self.style = style
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"OneLine({self.text!r}, {self.style!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OneLine) and (self.text, self.style) == (other.text, other.style)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if self.text:
+            style = console.get_style(self.style, default=Style.null()) if isinstance(self.style, str) else self.style
+            yield Segment(self.text[:options.max_width], style)
+        yield Segment.line()
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(len(self.text), len(self.text))
+
+
+def one_line(cell: Any) -> Any:
+    """``cell`` as a :class:`OneLine` when it is a ``Text`` that draws the same so (one style, no
+    spans, left-justified, one line of ASCII: a character per terminal cell); else ``cell`` itself."""
+    if (isinstance(cell, Text) and not cell.spans and cell.justify in (None, "default", "left")
+            and cell.overflow in (None, "fold", "crop") and cell.plain.isascii() and cell.plain.isprintable()):
+        return OneLine(cell.plain, cell.style)
+    return cell
 
 
 class _OneLineOffsets(Sequence[tuple[RowKey, int]]):
@@ -156,7 +207,7 @@ class FleetTable(DataTable[Any]):
             if row_key in self._row_locations:
                 raise DuplicateKey(f"The row key {row_key!r} already exists.")
             self._row_locations[row_key] = self.row_count
-            self._data[row_key] = dict(zip(columns, cells, strict=False))
+            self._data[row_key] = dict(zip(columns, map(one_line, cells), strict=False))
             self.rows[row_key] = Row(row_key, 1, None, False)
             self._new_rows.add(row_key)
         if not added:                   # nothing to lay out or redraw
@@ -184,7 +235,7 @@ class FleetTable(DataTable[Any]):
             row = self._data.get(key)
             if row is None or column not in self._column_locations:
                 raise CellDoesNotExist(f"No cell exists for row_key={row_key!r}, column_key={column_key!r}.")
-            row[column] = value
+            row[column] = one_line(value)
             changed.setdefault(key, set()).add(column)
         if not changed:
             return

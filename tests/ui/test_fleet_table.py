@@ -9,10 +9,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from rich.style import Style
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.strip import Strip
+from textual.widgets import DataTable
 
-from console.widgets.fleet_table import FleetTable
+from console.widgets.fleet_table import FleetTable, OneLine
 
 COLUMNS = {"NAME": 12, "STATE": 9, "ZONE": 14, "TIME LEFT": 9}
 
@@ -95,3 +98,45 @@ async def test_a_changed_cell_is_drawn_alone_and_the_other_rows_stay_as_drawn() 
         assert [y for y in range(len(after)) if after[y] is not before[y]] == [4, 5]
         assert after[4].text.split() == ["node-003", "READY", "us-east5-b", "59s"]
         assert after[5].text.split() == ["node-004", "REPAIRING", "us-east5-b", "4m"]
+
+
+CELLS = [
+    [Text("node-001"), Text("READY", style="green"), Text("-", style="dim"), Text("v5litepod-16")],
+    [Text(""), Text("PREEMPTED", style="bold red"), Text("3h 12m", style=Style(color="yellow")), Text("x" * 30)],
+    [Text.assemble(("a", "red"), ("b", "blue")), Text("12.5", justify="right"), Text("ünï"), Text("cut", overflow="ellipsis")],
+]
+
+
+class BothTablesApp(App[None]):
+    """Textual's own DataTable and the fleet's, the same columns and cells."""
+
+    def compose(self) -> ComposeResult:
+        yield DataTable(id="theirs", cursor_type="row", zebra_stripes=True)
+        yield FleetTable(id="ours", cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        for table in self.query(DataTable):
+            for column, width in zip(COLUMNS, (10, 9, 6, 8), strict=True):
+                table.add_column(column, key=column, width=width)
+        theirs, ours = self.query_one("#theirs", DataTable), self.query_one("#ours", FleetTable)
+        for i, cells in enumerate(CELLS):
+            theirs.add_row(*cells, key=f"r{i}")
+        ours.add_rows_keyed((f"r{i}", cells) for i, cells in enumerate(CELLS))
+
+
+async def test_one_line_cells_draw_exactly_what_rich_text_draws_in_textuals_table() -> None:
+    app = BothTablesApp()
+    async with app.run_test(size=(60, 12)) as pilot:
+        theirs, ours = app.query_one("#theirs", DataTable), app.query_one("#ours", FleetTable)
+        app.set_focus(None)                               # neither drawn focused
+        ours.move_cursor(row=1, animate=False)
+        theirs.move_cursor(row=1, animate=False)
+        await pilot.pause()
+        assert sum(isinstance(c, OneLine) for row in ours._data.values() for c in row.values()) == 8
+        for y in range(len(CELLS) + 1):                  # the header and each row, cursor row included
+            assert list(ours.render_line(y)) == list(theirs.render_line(y)), y
+        ours.update_cells([("r0", "STATE", Text("STOPPED", style="red"))])
+        theirs.update_cell("r0", "STATE", Text("STOPPED", style="red"))
+        await pilot.pause()
+        assert list(ours.render_line(1)) == list(theirs.render_line(1))
+        assert str(ours.get_cell("r0", "STATE")) == "STOPPED"

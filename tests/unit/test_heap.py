@@ -86,10 +86,10 @@ def test_freeze_new_freezes_what_is_alive_without_a_full_collection_and_refreeze
     assert out.stdout.split() == ["True", "True", "True", "True", "True"]
 
 
-def test_survivors_of_a_full_collection_are_frozen_and_dead_cycles_freed_once_the_heap_grew() -> None:
+def test_survivors_of_a_full_collection_are_frozen_and_dead_cycles_freed_after_enough_of_them() -> None:
     """``freeze_after_full_collections``: what survives a full collection leaves the collected
     generations as it ends; a cycle frozen so and dropped stays until ``refreeze_if_grown`` refreezes,
-    which waits for a quiet moment until the frozen heap has grown by REFREEZE_FORCED_GROWTH."""
+    after REFREEZE_AFTER frozen collections at a quiet moment, after REFREEZE_FORCED_AFTER whatever the moment."""
     script = textwrap.dedent("""
         import gc, weakref
         from console import heap
@@ -101,7 +101,7 @@ def test_survivors_of_a_full_collection_are_frozen_and_dead_cycles_freed_once_th
             node = Node(); node.me = node
             return node
 
-        heap.refreeze()                                # the base the growth is measured from
+        heap.refreeze()                                # the count starts here
         assert heap.freeze_after_full_collections() is True
         assert heap.freeze_after_full_collections() is False       # once per process
         survivor = cycle(); dead = cycle(); dead_ref = weakref.ref(dead); del dead
@@ -112,14 +112,19 @@ def test_survivors_of_a_full_collection_are_frozen_and_dead_cycles_freed_once_th
         del kept
         gc.collect()
         leaked = kept_ref() is not None
-        small = heap.refreeze_if_grown(quiet=True)     # grown by a few objects only: nothing
-        base = gc.get_freeze_count()
-        grown = [[i] for i in range(int(base * heap.REFREEZE_GROWTH) + 10)]
-        gc.collect()
+        few = heap.refreeze_if_grown(quiet=True)       # 3 frozen collections: nothing yet
+        for _ in range(heap.REFREEZE_AFTER):
+            gc.collect()
         busy = heap.refreeze_if_grown(quiet=False)     # keys coming: waits
         after_busy = kept_ref() is not None
         quiet = heap.refreeze_if_grown(quiet=True)
-        print(frozen, leaked, small, busy, after_busy, quiet, kept_ref() is None)
+        freed = kept_ref() is None
+        again = heap.refreeze_if_grown(quiet=True)     # counted from the refreeze
+        kept = cycle(); kept_ref = weakref.ref(kept); gc.collect(); del kept
+        for _ in range(heap.REFREEZE_FORCED_AFTER):
+            gc.collect()
+        forced = heap.refreeze_if_grown(quiet=False)
+        print(frozen, leaked, few, busy, after_busy, quiet, freed, again, forced, kept_ref() is None)
     """)
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "True", "False", "False", "True", "True", "True"]
+    assert out.stdout.split() == ["True", "True", "False", "False", "True", "True", "True", "False", "True", "True"]
