@@ -16,6 +16,7 @@ from console.config import Config
 from console.flows.actions import RunningActions
 from console.flows.forwards import ForwardRegistry
 from console.flows.history_store import history_path
+from console.flows.serving import ResolvedTargets
 from remote.models import FleetSnapshot, Node, QueuedResource, utc_now
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ class Services:
         watching: node key -> the startup state its startup view last read (kept when the view is left).
         serving_sampler: ``node -> ServingSampler`` for the fleet's serving columns
             (:func:`serving_sampler_for` in production), or ``None``: not sampled (the columns say ``-``).
+        serving_targets: the SSH targets those samplers resolved, kept while node and config stay.
         fleet_cache: where the fleet screen keeps the last fleet it listed (shown at the next start
             before the first refresh), or ``None``: not kept.
         actions: the use cases running remote steps now (a swap, a request...): quitting asks while any run.
@@ -78,6 +80,7 @@ class Services:
     forwards: ForwardRegistry = field(default_factory=ForwardRegistry)
     watching: dict[tuple[str, str, str], StartupState] = field(default_factory=dict)
     serving_sampler: Callable[[Node], ServingSampler] | None = None
+    serving_targets: ResolvedTargets = field(default_factory=ResolvedTargets)
     fleet_cache: FleetCache | None = None
     actions: RunningActions = field(default_factory=RunningActions)
     shared_sandbox_dir: Path | None = None
@@ -227,4 +230,4 @@ def serving_sampler_for(services: Services, node: Node) -> ServingSampler:
     # the config as it is now: the fleet makes a node's sampler after taking new [ssh.hosts] entries
     return sampler_for(node, services.config, services.fleet, forward_url=forward_url,
                        watched=lambda: services.watching.get(node.key), clock=services.clock,
-                       logins=services.logins)
+                       logins=services.logins, targets=services.serving_targets)

@@ -220,16 +220,53 @@ class ServingSampler:
             self._http = None
 
 
+class ResolvedTargets:
+    """The SSH targets the serving samples resolved (worker 0 of each node), kept while the node and the
+    config are the ones they were resolved with: each resolution asks the TPU API for the worker's guest
+    attributes, and a fleet of thousands sampled every :data:`SAMPLE_INTERVAL_S` asked it for every
+    sample (~40 requests/s from the console at 5,000 unreachable nodes). A failed resolution is not kept.
+    """
+
+    def __init__(self) -> None:
+        self._targets: dict[tuple[str, str, str], tuple[Node, Config, Any]] = {}
+
+    async def target(self, node: Node, config: Config, resolve: Callable[[], Awaitable[Any]]) -> Any:
+        """``node``'s target: the one kept for this node and config, else ``await resolve()`` (kept).
+
+        Raises:
+            what ``resolve`` raises (nothing is kept then).
+        """
+        held = self._targets.get(node.key)
+        if held is not None and held[0] == node and held[1] is config:
+            return held[2]
+        target = await resolve()
+        self._targets[node.key] = (node, config, target)
+        return target
+
+    def keep(self, keys: Iterable[tuple[str, str, str]]) -> None:
+        """Forget the targets of nodes not in ``keys`` (the READY nodes now)."""
+        wanted = set(keys)
+        self._targets = {k: v for k, v in self._targets.items() if k in wanted}
+
+    def __len__(self) -> int:
+        return len(self._targets)
+
+
 def sampler_for(node: Node, config: Config, fleet: FleetLister, *, forward_url: Callable[[], str | None] = lambda: None,
                 watched: Callable[[], StartupState | None] = lambda: None,
-                clock: Callable[[], datetime] | None = None, logins: LoginResolver | None = None) -> ServingSampler:
+                clock: Callable[[], datetime] | None = None, logins: LoginResolver | None = None,
+                targets: ResolvedTargets | None = None) -> ServingSampler:
     """The :class:`ServingSampler` of ``node`` under ``config`` (worker 0 through the one SSH target
     resolution, :func:`console.flows.ssh_target.resolve_target`, with ``fleet`` for gcloud's
-    host-key alias and ``logins`` for the user; ``config.container``'s name and port)."""
+    host-key alias and ``logins`` for the user; ``config.container``'s name and port); ``targets``
+    keeps the resolved target for the node's next samplers."""
     from console.flows.ssh_target import resolve_target
 
-    async def target() -> Any:
+    async def resolve() -> Any:
         return await resolve_target(node, config, 0, fleet, logins=logins)
+
+    async def target() -> Any:
+        return await (resolve() if targets is None else targets.target(node, config, resolve))
 
     return ServingSampler(node, target, container=config.container.name, container_port=config.container.port,
                           forward_url=forward_url, watched=watched, clock=clock)

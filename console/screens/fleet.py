@@ -419,6 +419,7 @@ class FleetScreen(ConsoleScreen):
         for key in self._ready_nodes:
             self.serving.setdefault(key, ServingSample())
         self._sampling.set_nodes(self._ready_nodes)
+        self.services.serving_targets.keep(n.key for n in self._ready_nodes.values())
         self._sample_due()
 
     def _sample_due(self) -> None:
