@@ -52,7 +52,7 @@ from console.render.plain import plain, printable, row
 from console.render.serving import serving_cells, serving_rows
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmScreen
-from console.widgets.fleet_table import FleetTable
+from console.widgets.fleet_table import FleetTable, one_line
 from console.widgets.footer import ConsoleFooter
 from console.widgets.header import ConsoleHeader
 from console.widgets.workloads import WorkloadsPane
@@ -146,8 +146,10 @@ def _shows_same(before: ServingSample | None, now: ServingSample | None) -> bool
 
 
 def _row_of(item: Node | QueuedResource, cells: list[Any], key: str) -> _Row:
+    """A row of the table: its cells made :class:`~console.widgets.fleet_table.OneLine` where they draw
+    the same so (once per row built, not per draw), their plain texts, widths and filter text."""
     plains = [c.plain if isinstance(c, Text) else str(c) for c in cells]
-    return item, plains, cells, key, cell_widths(plains), " ".join(plains).lower()
+    return item, plains, [one_line(c) for c in cells], key, cell_widths(plains), " ".join(plains).lower()
 
 
 class FleetScreen(ConsoleScreen):

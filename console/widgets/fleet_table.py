@@ -191,7 +191,8 @@ class FleetTable(DataTable[Any]):
 
     def add_rows_keyed(self, rows: Iterable[tuple[str, Sequence[Any]]]) -> None:
         """Add one-line rows ``(key, cells)`` at the bottom at once: ``DataTable.add_row``'s work
-        without its per-row cursor check and idle wake-up (~1 ms a row: seconds for a fleet).
+        without its per-row cursor check and idle wake-up (~1 ms a row: seconds for a fleet). Cells
+        are kept as given (make them :func:`one_line` first where they may be).
 
         Raises:
             textual.widgets.data_table.DuplicateKey: a key is already a row.
@@ -207,7 +208,7 @@ class FleetTable(DataTable[Any]):
             if row_key in self._row_locations:
                 raise DuplicateKey(f"The row key {row_key!r} already exists.")
             self._row_locations[row_key] = self.row_count
-            self._data[row_key] = dict(zip(columns, map(one_line, cells), strict=False))
+            self._data[row_key] = dict(zip(columns, cells, strict=False))
             self.rows[row_key] = Row(row_key, 1, None, False)
             self._new_rows.add(row_key)
         if not added:                   # nothing to lay out or redraw

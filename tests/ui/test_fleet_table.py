@@ -15,7 +15,7 @@ from textual.app import App, ComposeResult
 from textual.strip import Strip
 from textual.widgets import DataTable
 
-from console.widgets.fleet_table import FleetTable, OneLine
+from console.widgets.fleet_table import FleetTable, OneLine, one_line
 
 COLUMNS = {"NAME": 12, "STATE": 9, "ZONE": 14, "TIME LEFT": 9}
 
@@ -121,7 +121,7 @@ class BothTablesApp(App[None]):
         theirs, ours = self.query_one("#theirs", DataTable), self.query_one("#ours", FleetTable)
         for i, cells in enumerate(CELLS):
             theirs.add_row(*cells, key=f"r{i}")
-        ours.add_rows_keyed((f"r{i}", cells) for i, cells in enumerate(CELLS))
+        ours.add_rows_keyed((f"r{i}", [one_line(c) for c in cells]) for i, cells in enumerate(CELLS))
 
 
 async def test_one_line_cells_draw_exactly_what_rich_text_draws_in_textuals_table() -> None:
