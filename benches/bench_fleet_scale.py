@@ -14,7 +14,7 @@ For each size, in a fresh state folder with a config naming the 50 projects and 
   ``rss_mib``: its peak RSS (``VmHWM``) after ``--settle-s`` more seconds of live fleet (refreshes,
   countdown, serving samples); ``quit_s``: ``q`` -> the process exited (killed past 60 s: null);
 * ``key_p99_ms`` (and ``key_p50_ms``, ``keys``): the console in a child process, headless (the real
-  ``TpuConsoleApp``, as ``bench_startup_ui`` drives it), refreshing back to back for
+  ``TpuConsoleApp``, as ``bench_startup_ui`` drives it, at the console's ``TEXTUAL_FPS``), refreshing back to back for
   ``--key-window-s`` while a ``down`` key goes to the nodes table every 50 ms: key event -> the
   table's cursor action ran -> the screen refreshed after it; ``filter_key_p99_ms``: ``/`` then
   typing a node's name one character at a time (each re-filters the table) during refreshes.
@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from benches.bench_first_paint import LIVE, PtyConsole, compile_project  # noqa: E402
 from benches.bench_startup_ui import StallSampler, heartbeat_sampled, pct  # noqa: E402
+from console.cli import CONSOLE_FPS  # noqa: E402
 
 TPU_CONSOLE = str(ROOT / ".venv" / "bin" / "tpu-console")
 PAGE_SIZE = 500
@@ -262,7 +263,8 @@ def measure(size: int, projects: int, args: argparse.Namespace) -> dict[str, Any
                 keys = subprocess.run([sys.executable, __file__, "--keys", str(config_path), "--state", str(state),
                                        "--key-window-s", str(args.key_window_s), "--name", first_name,
                                        *(["--stall-stacks"] if args.stall_stacks else [])],
-                                      capture_output=True, text=True, timeout=args.timeout_s + 120)
+                                      capture_output=True, text=True, timeout=args.timeout_s + 120,
+                                      env={"TEXTUAL_FPS": str(CONSOLE_FPS), **os.environ})   # as console.cli sets it
                 if args.stall_stacks:
                     print(keys.stderr, file=sys.stderr)
                 out.update(json.loads(keys.stdout.strip().splitlines()[-1]) if keys.returncode == 0
