@@ -58,6 +58,15 @@ async def _until(pilot: Any, predicate: Any, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+async def _fleet_listed(pilot: Any, app: TpuConsoleApp) -> tuple[FleetScreen, FleetTable]:
+    """The fleet screen once its first listing is shown, and its nodes table."""
+    await _until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.snapshot is not None,
+                 "the fleet")
+    screen = app.screen
+    assert isinstance(screen, FleetScreen)
+    return screen, screen.query_one("#nodes", FleetTable)
+
+
 class HeldSampler:
     """A sampler whose samples wait until the test lets them go; records which nodes it started."""
 
@@ -83,11 +92,7 @@ async def test_a_refresh_updates_changed_cells_in_place(scale: tuple[Any, Any], 
     _, world = scale
     app = TpuConsoleApp(scale_services)
     async with app.run_test(size=(160, 40)) as pilot:
-        await _until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.snapshot is not None,
-                     "the fleet")
-        screen = app.screen
-        assert isinstance(screen, FleetScreen)
-        table = screen.query_one("#nodes", FleetTable)
+        screen, table = await _fleet_listed(pilot, app)
         assert table.row_count == NODES
         table.move_cursor(row=150, animate=False)
         await pilot.pause()
@@ -117,11 +122,7 @@ async def test_the_sampler_samples_a_bounded_number_the_rows_on_screen_first(
     scale_services.serving_sampler = HeldSampler
     app = TpuConsoleApp(scale_services)
     async with app.run_test(size=(160, 40)) as pilot:
-        await _until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.snapshot is not None,
-                     "the fleet")
-        screen = app.screen
-        assert isinstance(screen, FleetScreen)
-        table = screen.query_one("#nodes", FleetTable)
+        screen, table = await _fleet_listed(pilot, app)
         table.move_cursor(row=200, animate=False)            # other rows on screen now
         await _until(pilot, lambda: len(HeldSampler.started) == 4, "the first samples")
         await pilot.pause(0.3)
@@ -162,11 +163,7 @@ async def test_a_sample_that_shows_what_the_row_shows_changes_no_row_and_the_det
     scale_services.serving_sampler = RepeatingSampler
     app = TpuConsoleApp(scale_services)
     async with app.run_test(size=(160, 40)) as pilot:
-        await _until(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.snapshot is not None,
-                     "the fleet")
-        screen = app.screen
-        assert isinstance(screen, FleetScreen)
-        table = screen.query_one("#nodes", FleetTable)
+        screen, table = await _fleet_listed(pilot, app)
         key = next(k for k in table.visible_row_keys() if screen._by_key[k].state == "READY")
         table.move_cursor(row=table.get_row_index(key), animate=False)
         await _until(pilot, lambda: screen.serving[key].serving == "ready", "the first sample")
