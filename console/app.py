@@ -89,7 +89,7 @@ def binding_classes() -> list[type]:
     return classes
 
 
-def _is_text_field(widget: object) -> bool:
+def is_text_field(widget: object) -> bool:
     """Whether ``widget`` takes typed text: an ``Input``, or a ``TextArea`` (whose module, ~10 ms to
     import, is looked for among those loaded: none can have focus before it is)."""
     if isinstance(widget, Input):
@@ -329,7 +329,7 @@ class TpuConsoleApp(App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """``:`` is command mode except in a text field, where it is typed."""
-        return not (action == "command" and _is_text_field(self.focused))
+        return not (action == "command" and is_text_field(self.focused))
 
     async def action_command(self) -> None:
         """``:`` command mode: jump to a view, or to a node by name (see :mod:`console.screens.command`).

@@ -158,8 +158,11 @@ class FleetScreen(ConsoleScreen):
     READONLY_ACTIONS = MUTATING_ACTIONS
     BINDINGS = [
         Binding("r", "refresh_fleet", "Refresh", id="refresh"),
-        Binding("slash", "filter", "Filter", key_display="/", id="filter"),
-        Binding("escape", "clear_filter", "Clear filter", show=False, id="clear_filter"),
+        # priority: the filter opens (and has the focus) before the app reads the next key, so a fast or pasted
+        # "/spot" types "spot" there (as a plain binding, "s" reached the table first: the swap form); in a
+        # text field "/" is typed there (check_action). Esc the same: "<Esc>/x" closes, opens, types "x".
+        Binding("slash", "filter", "Filter", key_display="/", id="filter", priority=True),
+        Binding("escape", "clear_filter", "Clear filter", show=False, id="clear_filter", priority=True),
         Binding("j", "toggle_raw", "Raw JSON", id="raw_json"),
         Binding("w", "watch", "Startup", id="watch"),
         Binding("s", "swap", "Swap", id="swap"),
@@ -1054,11 +1057,20 @@ class FleetScreen(ConsoleScreen):
 
     # --- filter ----------------------------------------------------------------------------
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``/`` opens the filter except in a text field, where it is typed; read-only mode as every screen."""
+        from console.app import is_text_field
+
+        if action == "filter" and is_text_field(self.focused):
+            return False
+        return super().check_action(action, parameters)
+
     def action_filter(self) -> None:
-        """Show the filter input and focus it."""
+        """Show the filter input and focus it before the next key is handled (``focus()`` queues the
+        change behind the keys already waiting: a fast or pasted ``/spot`` opened the swap form with ``s``)."""
         box = self.query_one("#filter", Input)
         box.display = True
-        box.focus()
+        self.set_focus(box)
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -1067,16 +1079,16 @@ class FleetScreen(ConsoleScreen):
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
-        self.query_one("#nodes", DataTable).focus()
+        self.set_focus(self.query_one("#nodes", DataTable))
 
     def action_clear_filter(self) -> None:
-        """Clear and hide the filter."""
+        """Clear and hide the filter; the nodes table has the keys again at once."""
         box = self.query_one("#filter", Input)
         box.value = ""
         box.display = False
         self.filter_words = []
         self._render_tables()
-        self.query_one("#nodes", DataTable).focus()
+        self.set_focus(self.query_one("#nodes", DataTable))
 
     # --- actions on the selected node ------------------------------------------------------
 

@@ -66,6 +66,34 @@ async def test_filter_narrows_rows_and_escape_clears(services: Services) -> None
         assert len(_column(nodes, "NAME")) == 10
 
 
+async def test_a_filter_typed_fast_gets_every_key_and_esc_gives_the_table_back(services: Services) -> None:
+    """``/spot`` as a terminal delivers it when typed fast or pasted (posted at once): every letter lands in
+    the filter (``s`` is the swap key on the table) and ``Esc`` right after clears it and focuses the table."""
+    from textual import events
+
+    async with TpuConsoleApp(services).run_test(size=(160, 45)) as pilot:
+        screen = await _loaded(pilot)
+        for key, char in [("slash", "/"), *((c, c) for c in "spot")]:
+            pilot.app.post_message(events.Key(key, char))
+        box = screen.query_one("#filter", Input)
+        for _ in range(50):
+            await pilot.pause(0.02)
+            if box.value == "spot":
+                break
+        assert pilot.app.screen is screen and box.value == "spot"       # no swap form opened
+        assert sorted(_column(screen.query_one("#nodes", DataTable), "NAME")) == ["vllm-spot-c", "vllm-spot-gone"]
+        for key, char in [("escape", None), ("slash", "/"), ("x", "x")]:
+            pilot.app.post_message(events.Key(key, char))
+        for _ in range(50):
+            await pilot.pause(0.02)
+            if box.value == "x":
+                break
+        assert box.value == "x" and box.has_focus                      # Esc closed it, / opened it again
+        pilot.app.post_message(events.Key("escape", None))
+        await pilot.pause(0.1)
+        assert not box.display and screen.query_one("#nodes", DataTable).has_focus
+
+
 async def test_selection_fills_detail_and_raw_json_toggles(services: Services) -> None:
     app = TpuConsoleApp(services)
     async with app.run_test(size=(200, 50)) as pilot:
