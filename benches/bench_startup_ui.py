@@ -428,6 +428,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.huge and not args.serve:
         args.rate, args.seconds, args.chunk_mib = 20000, 3.0, 0.0
+    if not args.serve:                  # the console's process as console.cli and console.tui set it up
+        from console.cli import CONSOLE_FPS
+        from console.heap import freeze_after_full_collections
+
+        os.environ.setdefault("TEXTUAL_FPS", str(CONSOLE_FPS))      # before Textual is imported
+        freeze_after_full_collections()
     if args.serve:
         asyncio.run(serve(args.rate, args.seconds, args.key, args.chunk_mib, args.huge))
     elif args.profile:
