@@ -75,20 +75,17 @@ def refreeze() -> int:
     return gc.get_freeze_count()
 
 
-def freeze_new() -> int:
+def freeze_new() -> None:
     """Collect the young generations only, then freeze every object alive now (``gc.freeze``):
     no full collection, so a few ms, not the ~100 ms of :func:`refreeze` (a view calls it when
     its flood begins, where a full collection would stall the keys typed then). Cycles of the
     older generation that were garbage already are frozen with the rest and freed by the next
-    :func:`refreeze` (the view's close).
-
-    Returns:
-        How many objects are frozen now (``gc.get_freeze_count()``).
+    :func:`refreeze` (the view's close). It does not count what is frozen (``gc.get_freeze_count``
+    walks every frozen object: ~50 ms with a 5,000-node fleet behind the view).
     """
     _state["frozen"] = True
     gc.collect(1)
     gc.freeze()
-    return gc.get_freeze_count()
 
 
 def _freeze_survivors(phase: str, info: dict[str, int]) -> None:

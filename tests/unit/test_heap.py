@@ -73,7 +73,8 @@ def test_freeze_new_freezes_what_is_alive_without_a_full_collection_and_refreeze
         old_ref = weakref.ref(old); del old       # garbage a full collection would free
         full_before = gc.get_stats()[2]["collections"]
         view = [[i] for i in range(500)]
-        count = freeze_new()
+        freeze_new()
+        count = gc.get_freeze_count()
         full_after = gc.get_stats()[2]["collections"]
         alive = {id(o) for o in gc.get_objects()}
         gc.collect()
