@@ -10,6 +10,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
+#: What the scripts share: a cycle made on demand (an object that refers to itself).
+CYCLES = textwrap.dedent("""
+    class Node:
+        pass
+
+    def cycle():
+        node = Node(); node.me = node
+        return node
+""")
+
+
+def run(script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` (after :data:`CYCLES`) in a fresh interpreter: the test session's own apps may have frozen
+    this one's heap already."""
+    return subprocess.run([sys.executable, "-c", CYCLES + script], cwd=ROOT, capture_output=True, text=True,
+                          check=True)
+
+
 def test_objects_alive_at_the_freeze_leave_the_collected_generations_once_per_process() -> None:
     # a fresh interpreter: the test session's own apps may have frozen this one's heap already
     script = textwrap.dedent("""
@@ -26,7 +44,7 @@ def test_objects_alive_at_the_freeze_leave_the_collected_generations_once_per_pr
         print(frozen, sum(id(x) in alive for x in kept), id(later[0]) in {id(o) for o in gc.get_objects()},
               gc.get_freeze_count() == frozen)
     """)
-    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = run(script)
     frozen, still_collected, later_collected, unchanged = out.stdout.split()
     assert int(frozen) >= 1000 and still_collected == "0"
     assert later_collected == "True" and unchanged == "True"
@@ -36,13 +54,6 @@ def test_a_refreeze_collects_what_was_frozen_and_dropped_and_freezes_what_is_ali
     script = textwrap.dedent("""
         import gc, weakref
         from console.heap import refreeze
-
-        class Node:
-            pass
-
-        def cycle():
-            node = Node(); node.me = node
-            return node
 
         view = cycle()                            # alive at the first refreeze: frozen with it
         first = refreeze()
@@ -54,7 +65,7 @@ def test_a_refreeze_collects_what_was_frozen_and_dropped_and_freezes_what_is_ali
         refreeze()                                # the view's close: thawed, collected
         print(first > 0, kept_while_frozen, later_ref() is None, gone() is None, gc.get_freeze_count() > 0)
     """)
-    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = run(script)
     assert out.stdout.split() == ["True", "True", "True", "True", "True"]
 
 
@@ -65,10 +76,7 @@ def test_freeze_new_freezes_what_is_alive_without_a_full_collection_and_refreeze
         import gc, weakref
         from console.heap import freeze_new, refreeze
 
-        class Node:
-            pass
-
-        old = Node(); old.me = old
+        old = cycle()
         gc.collect()                              # ``old`` is in the oldest generation now
         old_ref = weakref.ref(old); del old       # garbage a full collection would free
         full_before = gc.get_stats()[2]["collections"]
@@ -83,7 +91,7 @@ def test_freeze_new_freezes_what_is_alive_without_a_full_collection_and_refreeze
         print(full_after == full_before, count >= 500, sum(id(x) in alive for x in view) == 0, kept,
               old_ref() is None)
     """)
-    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = run(script)
     assert out.stdout.split() == ["True", "True", "True", "True", "True"]
 
 
@@ -94,13 +102,6 @@ def test_survivors_of_a_full_collection_are_frozen_and_dead_cycles_freed_after_e
     script = textwrap.dedent("""
         import gc, weakref
         from console import heap
-
-        class Node:
-            pass
-
-        def cycle():
-            node = Node(); node.me = node
-            return node
 
         heap.refreeze()                                # the count starts here
         assert heap.freeze_after_full_collections() is True
@@ -127,5 +128,5 @@ def test_survivors_of_a_full_collection_are_frozen_and_dead_cycles_freed_after_e
         forced = heap.refreeze_if_grown(quiet=False)
         print(frozen, leaked, few, busy, after_busy, quiet, freed, again, forced, kept_ref() is None)
     """)
-    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = run(script)
     assert out.stdout.split() == ["True", "True", "False", "False", "True", "True", "True", "False", "True", "True"]
